@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Set up a local virtual environment and run kirocrew: the README's two commands.
+
+    python3 bootstrap.py serve [kirocrew serve options]   # install the open edition, start the gateway
+    python3 bootstrap.py test  [pytest options]           # install everything + test extras, run the suite
+
+Both are idempotent: the venv (.venv) is created once, and the editable install
+is redone only when a pyproject.toml changed or the other mode asked for more.
+Needs only Python 3.11+ with venv and pip.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+STAMP = VENV / ".kirocrew-install.json"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
+
+OPEN_EDITION = [
+    "kirocrew_core",
+    "kirocrew_plugins/mcp",
+    "kirocrew_connections",
+    "kirocrew_conversations",
+    "kirocrew_plugins/computer",
+]
+EXTRA_FOR_TESTS = ["kirocrew_plugins/companion"]
+BUILD_TOOLS = ["hatchling>=1.25", "editables>=0.5"]
+
+
+def _say(message: str) -> None:
+    print(f"bootstrap: {message}", file=sys.stderr, flush=True)
+
+
+def _fingerprint(mode: str) -> str:
+    digest = hashlib.sha256(mode.encode())
+    for pyproject in sorted(ROOT.glob("**/pyproject.toml")):
+        if ".venv" in pyproject.parts:
+            continue
+        digest.update(str(pyproject.relative_to(ROOT)).encode())
+        digest.update(pyproject.read_bytes())
+    return digest.hexdigest()
+
+
+def _installed_modes() -> dict[str, str]:
+    try:
+        return json.loads(STAMP.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _run(cmd: list[str]) -> None:
+    done = subprocess.run(cmd, cwd=ROOT)
+    if done.returncode != 0:
+        _say(f"failed ({done.returncode}): {' '.join(cmd)}")
+        sys.exit(done.returncode)
+
+
+def ensure_installed(mode: str) -> None:
+    if sys.version_info < (3, 11):
+        _say(f"Python 3.11+ is required, this is {sys.version.split()[0]}")
+        sys.exit(2)
+    if not PYTHON.exists():
+        _say(f"creating {VENV.name}/")
+        venv.EnvBuilder(with_pip=True, clear=False).create(VENV)
+    modes = _installed_modes()
+    wanted = _fingerprint(mode)
+    if modes.get(mode) == wanted:
+        return
+    _say(f"installing ({mode}) into {VENV.name}/")
+    pip = [str(PYTHON), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+    _run(pip + BUILD_TOOLS)
+    members = OPEN_EDITION + (EXTRA_FOR_TESTS if mode == "test" else [])
+    args: list[str] = []
+    for member in members:
+        extra = "[testing]" if mode == "test" and member == "kirocrew_core" else ""
+        args += ["-e", f"./{member}{extra}"]
+    args += ["-e", "./[test]" if mode == "test" else "./"]
+    # Build isolation off: every member builds with the hatchling just installed,
+    # instead of seven throwaway build environments.
+    _run(pip + ["--no-build-isolation"] + args)
+    modes[mode] = wanted
+    if mode == "test":
+        modes["serve"] = _fingerprint("serve")  # the test install is a superset
+    STAMP.write_text(json.dumps(modes))
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in {"serve", "test"}:
+        print(__doc__, file=sys.stderr)
+        return 2
+    mode, rest = argv[0], argv[1:]
+    ensure_installed(mode)
+    if mode == "serve":
+        cmd = [str(BIN / "kirocrew"), "serve", *rest]
+    else:
+        cmd = [str(PYTHON), "-m", "pytest", "-n", os.environ.get("KIROCREW_TEST_WORKERS", "auto"), *rest]
+    os.chdir(ROOT)
+    if os.name == "nt":  # pragma: no cover
+        return subprocess.call(cmd)
+    os.execv(cmd[0], cmd)
+    return 0  # unreachable
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

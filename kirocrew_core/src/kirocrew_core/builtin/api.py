@@ -1,0 +1,1 @@
+"""Core gateway routes (``/api/health``, ``/api/plugins``), registered like any plugin's."""

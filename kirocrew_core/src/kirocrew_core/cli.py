@@ -1,0 +1,157 @@
+"""The ``kirocrew`` command: a click root whose subcommands load lazily.
+
+``kirocrew --help`` must stay cheap (no SDK imports), so core commands and plugin
+command groups are named here with their import path and short help, and the
+module is imported only when the command actually runs (kedro's ``LazyGroup``).
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from importlib import import_module
+from typing import Any
+
+import click
+
+from kirocrew_core import __version__
+from kirocrew_core.errors import KirocrewError
+
+# name -> (import path "module:attribute", short help)
+CORE_COMMANDS: dict[str, tuple[str, str]] = {
+    "audit": ("kirocrew_core.commands.audit:audit", "Read and verify the security event log."),
+    "config": ("kirocrew_core.commands.config:config", "Get, set and list config.toml keys."),
+    "doctor": ("kirocrew_core.commands.doctor:doctor", "Check that kirocrew can run here."),
+    "plugins": ("kirocrew_core.commands.plugins:plugins", "List installed plugins as JSON."),
+    "serve": ("kirocrew_core.gateway.serve:serve", "Run the gateway and dashboard on loopback."),
+}
+
+
+def _import_target(target: str) -> click.Command:
+    module_name, _, attribute = target.partition(":")
+    command = getattr(import_module(module_name), attribute)
+    if not isinstance(command, click.Command):
+        raise TypeError(f"{target} is not a click command")
+    return command
+
+
+class KirocrewCLI(click.Group):
+    """The root group plugins receive in ``register_commands(cli)``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lazy: dict[str, tuple[str, str]] = dict(CORE_COMMANDS)
+        self._owners: dict[str, str] = {name: "kirocrew-core" for name in CORE_COMMANDS}
+        self._plugins_loaded = False
+        self._registering = "kirocrew-core"
+
+    # -- what plugins call -------------------------------------------------
+
+    def add_lazy_command(self, name: str, target: str, short_help: str = "") -> None:
+        """Add ``name`` whose command is ``target`` (``"module:attr"``), imported only when run."""
+        if self._claim(name):
+            self._lazy[name] = (target, short_help)
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        """Add an already-imported command (imports its module up front; prefer lazy)."""
+        name = name or cmd.name
+        if name and self._claim(name):
+            super().add_command(cmd, name)
+
+    def _claim(self, name: str) -> bool:
+        owner = self._owners.get(name)
+        if owner is not None and owner != self._registering:
+            warnings.warn(
+                f"plugin {self._registering!r} tried to add command {name!r}, "
+                f"already provided by {owner!r}; ignored",
+                stacklevel=3,
+            )
+            return False
+        self._owners[name] = self._registering
+        return True
+
+    # -- click ------------------------------------------------------------
+
+    def _load_plugin_commands(self) -> None:
+        if self._plugins_loaded:
+            return
+        self._plugins_loaded = True
+        from kirocrew_core.plugins import _impls_by_plugin, get_plugin_manager
+
+        pm = get_plugin_manager()
+        for impl in _impls_by_plugin(pm, "register_commands"):
+            self._registering = impl.plugin_name
+            try:
+                impl.function(*[self for _ in impl.argnames])
+            except Exception as exc:
+                pm._fail(impl.plugin_name, "raised in register_commands()", exc)
+        self._registering = "kirocrew-core"
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._load_plugin_commands()
+        return sorted(set(self.commands) | set(self._lazy))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name not in self._lazy:
+            self._load_plugin_commands()
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        if cmd_name in self._lazy:
+            return _import_target(self._lazy[cmd_name][0])
+        return None
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in self.commands:
+                cmd = self.commands[name]
+                if cmd.hidden:
+                    continue
+                rows.append((name, cmd.get_short_help_str(formatter.width)))
+            else:
+                rows.append((name, self._lazy[name][1]))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(
+    cls=KirocrewCLI,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+@click.version_option(__version__, "-V", "--version", prog_name="kirocrew")
+def cli() -> None:
+    """kirocrew: the plugin-driven control plane for Kiro agents.
+
+    Plugins add their own command groups; `kirocrew plugins` lists what is
+    installed. If a broken plugin gets in the way, KIROCREW_LOAD_PLUGINS= (empty)
+    runs with core only, and KIROCREW_DISABLE_PLUGINS=name blocks one plugin.
+    """
+
+
+def _show_warning(message: Any, category: type[Warning], *_args: Any, **_kwargs: Any) -> None:
+    print(f"kirocrew: warning: {message}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: readable warnings, and ``KirocrewError`` as ``error[code]``."""
+    warnings.showwarning = _show_warning
+    try:
+        result = cli.main(args=argv, prog_name="kirocrew", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        print("Aborted!", file=sys.stderr)
+        sys.exit(1)
+    except KirocrewError as exc:
+        print(f"kirocrew: error[{exc.code}]: {exc.message}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    # click returns the exit code of ``ctx.exit(n)`` when not in standalone mode.
+    sys.exit(result if isinstance(result, int) else 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

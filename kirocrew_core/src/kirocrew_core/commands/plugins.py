@@ -1,0 +1,25 @@
+"""``kirocrew plugins``: what is installed, as JSON a script or test can read."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+
+@click.command("plugins")
+@click.option("--all", "show_all", is_flag=True, help="Include core built-ins.")
+@click.option("--hook", "hook_name", default=None, help="Only plugins implementing this hook.")
+def plugins(show_all: bool, hook_name: str | None) -> None:
+    """List installed plugins: distribution, version, entry point, hooks, status."""
+    from kirocrew_core.plugins import get_plugin_manager
+
+    pm = get_plugin_manager()
+    rows = []
+    for record in pm.loaded_records():
+        if record.builtin and not show_all:
+            continue
+        if hook_name and hook_name not in record.hooks:
+            continue
+        rows.append(record.as_dict())
+    click.echo(json.dumps(rows, indent=2))

@@ -1,0 +1,148 @@
+"""The value types plugins return from hooks.
+
+They are plain frozen dataclasses with no heavy imports, so a plugin module that
+builds them stays cheap to import (``kirocrew --help`` loads every plugin).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+DoctorStatus = Literal["ok", "warn", "fail"]
+
+
+@dataclass(frozen=True)
+class McpScope:
+    """A provider-global MCP scope a companion edition adds (e.g. Claude Code's ``~/.claude.json``).
+
+    ``id`` is the short badge shown in discovery (``"cc"``), ``global_json`` the
+    provider's global file whose ``mcpServers`` the rebuild may fill gaps from,
+    ``agent_mcp_file`` an optional per-agent file of that provider, and
+    ``label`` the human name.
+    """
+
+    id: str
+    global_json: Path
+    agent_mcp_file: Path | None
+    label: str
+
+
+@dataclass(frozen=True)
+class ManagedMcpServer:
+    """An MCP server a plugin owns end to end; the rebuild rewrites it every time.
+
+    ``args`` are the arguments to ``command`` (``None`` means the live
+    ``kirocrew`` executable). ``may_auto_approve`` False means no ``autoApprove``
+    key may ever be written for it (computer use: an auto-approved tool would
+    bypass the permission gate entirely).
+    """
+
+    name: str
+    args: tuple[str, ...]
+    may_auto_approve: bool
+    description: str = ""
+    command: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CoreMcpTool:
+    """A tool a plugin adds to the ``kirocrew-core`` MCP server.
+
+    ``handler`` receives the validated arguments and returns JSON-able content;
+    it may be a coroutine function. It must hold no per-caller state.
+    """
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+    handler: Callable[..., Any]
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class RegistryLoader:
+    """An extra registry source (e.g. ``connections.providers``), validated by its owner."""
+
+    name: str
+    load: Callable[[], Any]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class AuthorityBackend:
+    """An execution authority (unrestricted, a Linux or macOS sandbox, …).
+
+    ``available`` says whether it can run on this host and why not; an
+    authority that cannot run must make callers fail closed, never fall back to
+    running unrestricted.
+    """
+
+    name: str
+    description: str
+    available: Callable[[], tuple[bool, str]]
+    factory: Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class AcpBackend:
+    """An agent launcher speaking ACP (``kiro-cli`` by default)."""
+
+    name: str
+    description: str
+    factory: Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class DoctorResult:
+    """One check's verdict. ``fail`` makes ``kirocrew doctor`` exit 1."""
+
+    status: DoctorStatus
+    summary: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class DoctorCheck:
+    """A named check run by ``kirocrew doctor`` and shown on the dashboard home page."""
+
+    name: str
+    run: Callable[[], DoctorResult]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class DashboardPage:
+    """A page a plugin adds to the dashboard; the home page links to it.
+
+    ``endpoint`` is a Starlette endpoint (``async def endpoint(request)``); the
+    gateway mounts it at ``path`` behind owner authentication.
+    """
+
+    path: str
+    title: str
+    endpoint: Callable[..., Awaitable[Any]] | Callable[..., Any]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """One hook result credited to the plugin that returned it."""
+
+    plugin: str
+    value: Any
+
+
+def flatten(results: Sequence[Contribution]) -> list[Contribution]:
+    """Expand list-valued contributions into one :class:`Contribution` per item, order kept."""
+    out: list[Contribution] = []
+    for contribution in results:
+        value = contribution.value
+        if isinstance(value, (list, tuple)):
+            out.extend(Contribution(contribution.plugin, item) for item in value)
+        elif value is not None:
+            out.append(contribution)
+    return out

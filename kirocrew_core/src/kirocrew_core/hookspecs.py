@@ -1,0 +1,249 @@
+"""Every cross-cutting extension point of kirocrew.
+
+Each docstring says who calls the hook, at which moment, what the arguments
+mean and how results from several plugins combine. The hook reference in
+``docs/plugins/hooks.md`` is generated from these docstrings.
+
+Results are never combined in load order (pluggy's order across entry-point
+plugins is undefined): list results are concatenated **sorted by plugin name**,
+the order of items within one plugin's list kept. The host collects them with
+:func:`kirocrew_core.plugins.collect`, which credits each item to its plugin.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kirocrew_core.markers import hookspec
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+    from starlette.routing import BaseRoute
+
+    from kirocrew_core.cli import KirocrewCLI
+    from kirocrew_core.contributions import (
+        AcpBackend,
+        AuthorityBackend,
+        CoreMcpTool,
+        DashboardPage,
+        DoctorCheck,
+        ManagedMcpServer,
+        McpScope,
+        RegistryLoader,
+    )
+    from kirocrew_core.plugins import KirocrewPluginManager
+
+
+# --- Registration ---------------------------------------------------------
+
+
+@hookspec(historic=True)
+def addhooks(pluginmanager: KirocrewPluginManager) -> None:
+    """Add a plugin's own hookspecs (its sub-seams) to the manager.
+
+    Called by :func:`kirocrew_core.plugins.make_plugin_manager` once for every
+    plugin, right when it is registered (historic: plugins registered later are
+    replayed). Call ``pluginmanager.add_hookspecs(module)`` with the module that
+    declares your specs, e.g. the connections provider roster.
+
+    :param pluginmanager: the manager being built.
+
+    Historic: it returns nothing to the caller.
+    """
+
+
+# --- CLI ------------------------------------------------------------------
+
+
+@hookspec
+def register_commands(cli: KirocrewCLI) -> None:
+    """Add a plugin's subcommand group to the ``kirocrew`` CLI.
+
+    Called by the root command the first time it lists or resolves a
+    subcommand (so on every invocation, ``--help`` included). Keep it cheap:
+    prefer ``cli.add_lazy_command("mcp", "kirocrew_mcp.cli:mcp", "Manage MCP
+    servers")``, which imports your command module only when the command runs;
+    ``cli.add_command(group)`` works too but imports it up front.
+
+    :param cli: the root group; a name already taken is refused with a warning
+        (core commands win, then plugins sorted by name).
+
+    Every implementation is called; return values are ignored.
+    """
+
+
+# --- Gateway --------------------------------------------------------------
+
+
+@hookspec
+def gateway_routes() -> list[BaseRoute]:
+    """Return the HTTP API routes a plugin contributes to the gateway.
+
+    Called once by :func:`kirocrew_core.gateway.app.create_app` while building
+    the Starlette app. Routes under ``/api/`` require the owner token; routes
+    with a mutating method also reject a foreign ``Origin``. Use paths under
+    ``/api/<plugin>/``.
+
+    :return: a list of Starlette routes; lists from all plugins are
+        concatenated, sorted by plugin name. A path already taken is refused.
+    """
+
+
+@hookspec
+def dashboard_pages() -> list[DashboardPage]:
+    """Return the dashboard pages a plugin contributes.
+
+    Called once by the gateway app factory. Each page is mounted at its
+    ``path`` behind owner authentication and linked from the home page.
+
+    :return: a list of :class:`~kirocrew_core.contributions.DashboardPage`;
+        concatenated across plugins, sorted by plugin name.
+    """
+
+
+@hookspec
+def gateway_startup(app: Starlette) -> Any:
+    """Run when the gateway starts, before it serves a request (warm tables, start reapers).
+
+    Called by the app's lifespan, for every plugin, sorted by plugin name. The
+    implementation may return an awaitable, which is awaited. An exception
+    aborts startup for an open-edition plugin and is logged and skipped for a
+    third-party one.
+
+    :param app: the Starlette app; ``app.state.kirocrew`` holds the plugin
+        manager and the homes.
+    """
+
+
+@hookspec
+def gateway_shutdown(app: Starlette) -> Any:
+    """Run when the gateway stops (stop reapers, close child processes).
+
+    Called by the app's lifespan for every plugin, sorted by plugin name; an
+    awaitable result is awaited. Exceptions are logged, never stop the others.
+
+    :param app: the Starlette app being shut down.
+    """
+
+
+# --- MCP configuration ----------------------------------------------------
+
+
+@hookspec
+def extra_mcp_scopes() -> list[McpScope]:
+    """Return provider-global MCP scopes to read besides Kiro's own (e.g. Claude Code).
+
+    Called at call time by the agent-file rebuild, by discovery and by the
+    dashboard's apply/uninstall paths, which must stay symmetric: a scope
+    discovery shows is one apply and uninstall can manage. Empty in the open
+    edition; a companion edition returns its scopes.
+
+    :return: a list of :class:`~kirocrew_core.contributions.McpScope`;
+        concatenated across plugins, sorted by plugin name. A duplicate ``id``
+        keeps the first.
+    """
+
+
+@hookspec
+def extra_mcp_servers() -> dict[str, dict[str, Any]]:
+    """Return tooling-provider MCP servers that fill gaps in the rendered agent file.
+
+    Called by the agent-file rebuild. Entries are merged ADD-only: a name the
+    user's scopes or a managed server already define is never overridden.
+
+    :return: a mapping of server name to an ``mcpServers`` entry; plugins are
+        merged sorted by plugin name, the first to name a server wins.
+    """
+
+
+@hookspec
+def managed_mcp_servers() -> list[ManagedMcpServer]:
+    """Return the MCP servers a plugin owns end to end (``kirocrew-core``, ``kirocrew-computer``…).
+
+    Called by the agent-file rebuild, which rewrites their ``command``/``args``
+    from the live ``kirocrew`` executable on every rebuild, and by the
+    auto-approve pass, which never grants ``autoApprove`` to a server whose
+    ``may_auto_approve`` is False.
+
+    :return: a list of :class:`~kirocrew_core.contributions.ManagedMcpServer`;
+        concatenated, sorted by plugin name; a duplicate name is an error.
+    """
+
+
+@hookspec
+def core_mcp_tools() -> list[CoreMcpTool]:
+    """Return tools a plugin adds to the ``kirocrew-core`` MCP server.
+
+    Called when the ``kirocrew-core`` server starts and builds its tool list.
+    Tools must be stateless: the caller is resolved per call.
+
+    :return: a list of :class:`~kirocrew_core.contributions.CoreMcpTool`;
+        concatenated, sorted by plugin name; a duplicate tool name is an error.
+    """
+
+
+@hookspec
+def registry_loaders() -> list[RegistryLoader]:
+    """Return extra registry sources by name (e.g. ``connections.providers``).
+
+    Called by the plugin that owns the registry named, which validates what
+    each loader returns and reports invalid entries with their source.
+
+    :return: a list of :class:`~kirocrew_core.contributions.RegistryLoader`;
+        concatenated, sorted by plugin name.
+    """
+
+
+# --- Execution ------------------------------------------------------------
+
+
+@hookspec
+def authority_backends() -> list[AuthorityBackend]:
+    """Return execution authorities (unrestricted; a Linux or macOS sandbox; third parties).
+
+    Called by conversations when a run asks for an authority mode. A mode whose
+    backend is unavailable fails closed; it never runs unrestricted instead.
+
+    :return: a list of :class:`~kirocrew_core.contributions.AuthorityBackend`;
+        concatenated, sorted by plugin name; for one ``name`` the first wins.
+    """
+
+
+@hookspec
+def acp_backends() -> list[AcpBackend]:
+    """Return agent launchers that speak ACP (``kiro-cli`` by default).
+
+    Called by conversations and connections when they start an agent process.
+
+    :return: a list of :class:`~kirocrew_core.contributions.AcpBackend`;
+        concatenated, sorted by plugin name; for one ``name`` the first wins.
+    """
+
+
+# --- Governance and health ------------------------------------------------
+
+
+@hookspec
+def governance_ceiling() -> list[str]:
+    """Return tool-reference patterns the governance ceiling has an opinion about.
+
+    Called by :func:`kirocrew_core.governance.may_auto_approve` on every
+    decision. Patterns are ``@server`` or ``@server/tool`` (case-insensitive);
+    naming a server at any granularity withholds its blanket auto-approve.
+
+    :return: a list of patterns; concatenated with ``governance.ceiling`` from
+        the config. An exception from any plugin makes the predicate fail
+        closed (nothing is auto-approved).
+    """
+
+
+@hookspec
+def doctor_checks() -> list[DoctorCheck]:
+    """Return health checks for ``kirocrew doctor`` and the dashboard home page.
+
+    Called by ``kirocrew doctor`` and the gateway home page; each check runs
+    independently and a check that raises is reported as ``fail``.
+
+    :return: a list of :class:`~kirocrew_core.contributions.DoctorCheck`;
+        concatenated, sorted by plugin name.
+    """

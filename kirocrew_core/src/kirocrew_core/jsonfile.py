@@ -1,0 +1,165 @@
+"""JSON files read with three honest answers and written atomically.
+
+A read says *absent*, *empty*, *document*, *malformed* or *unreadable*; it never
+turns "could not read" into "empty", because a caller that then rewrites the
+file would clobber a document it simply failed to see. Writes go to a temp file
+in the same directory, are fsynced, and replace the target with ``os.replace``,
+so a reader sees the old file or the new one, never half of either.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kirocrew_core.errors import MalformedFileError, UnreadableFileError
+
+# A user's MCP or agent file is a few KiB; anything this big is not one of ours.
+MAX_JSON_BYTES = 16 * 1024 * 1024
+SECRET_FILE_MODE = 0o600
+
+
+class ReadState(enum.Enum):
+    ABSENT = "absent"
+    EMPTY = "empty"
+    DOCUMENT = "document"
+    MALFORMED = "malformed"
+    UNREADABLE = "unreadable"
+
+
+@dataclass(frozen=True)
+class JsonRead:
+    """The outcome of :func:`read_json`. ``document`` is set only for ``DOCUMENT``."""
+
+    path: Path
+    state: ReadState
+    document: Any = None
+    error: str = ""
+    line: int | None = None
+
+    @property
+    def known(self) -> bool:
+        """True when the content is known (absent, empty or a document)."""
+        return self.state in (ReadState.ABSENT, ReadState.EMPTY, ReadState.DOCUMENT)
+
+    def object_or_empty(self) -> dict[str, Any]:
+        """The document as a dict, ``{}`` for absent/empty; raise for anything unknowable.
+
+        Raises :class:`MalformedFileError` for malformed JSON or a non-object
+        document and :class:`UnreadableFileError` when the file could not be read.
+        """
+        if self.state is ReadState.UNREADABLE:
+            raise UnreadableFileError(f"{self.path}: {self.error}")
+        if self.state is ReadState.MALFORMED:
+            raise MalformedFileError(self.path, self.error, line=self.line)
+        if self.state is not ReadState.DOCUMENT:
+            return {}
+        if not isinstance(self.document, dict):
+            raise MalformedFileError(self.path, "expected a JSON object at the top level")
+        return self.document
+
+
+def read_json(path: str | os.PathLike[str], *, max_bytes: int = MAX_JSON_BYTES) -> JsonRead:
+    """Read a JSON file without ever guessing: see :class:`ReadState`."""
+    p = Path(path)
+    try:
+        with open(p, "rb") as fh:
+            raw = fh.read(max_bytes + 1)
+    except FileNotFoundError:
+        return JsonRead(p, ReadState.ABSENT)
+    except IsADirectoryError:
+        return JsonRead(p, ReadState.UNREADABLE, error="is a directory")
+    except OSError as exc:
+        return JsonRead(p, ReadState.UNREADABLE, error=exc.strerror or str(exc))
+    if len(raw) > max_bytes:
+        return JsonRead(p, ReadState.MALFORMED, error=f"larger than {max_bytes} bytes")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        return JsonRead(p, ReadState.MALFORMED, error=f"not UTF-8: {exc.reason}")
+    if not text.strip():
+        return JsonRead(p, ReadState.EMPTY)
+    try:
+        return JsonRead(p, ReadState.DOCUMENT, document=json.loads(text))
+    except json.JSONDecodeError as exc:
+        return JsonRead(p, ReadState.MALFORMED, error=exc.msg, line=exc.lineno)
+    except RecursionError:
+        return JsonRead(p, ReadState.MALFORMED, error="nested too deeply")
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse directory fsync; the replace is still atomic
+    finally:
+        os.close(fd)
+
+
+def _default_new_file_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def write_bytes_atomic(
+    path: str | os.PathLike[str], data: bytes, *, secret: bool = False, mode: int | None = None
+) -> Path:
+    """Replace ``path`` with ``data`` atomically; return the path written.
+
+    The mode of an existing file is kept; a new file gets ``mode``, or 0600 when
+    ``secret``, else the umask default. A secret file is always forced to 0600.
+    A symlinked target is written through (the link's target is replaced), so a
+    dotfile managed as a link stays a link.
+    """
+    target = Path(path)
+    if target.is_symlink():
+        target = Path(os.path.realpath(target))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        existing_mode: int | None = target.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        existing_mode = None
+    if secret:
+        final_mode = SECRET_FILE_MODE
+    elif existing_mode is not None:
+        final_mode = existing_mode
+    else:
+        final_mode = mode if mode is not None else _default_new_file_mode()
+    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp_name, final_mode)
+        os.replace(tmp_name, target)
+    except BaseException:
+        try:
+            os.unlink(tmp_name)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_dir(target.parent)
+    return target
+
+
+def dumps(document: Any, *, indent: int | None = 2) -> str:
+    """Serialize the way every kirocrew JSON file is written (stable, UTF-8, newline-terminated)."""
+    return json.dumps(document, indent=indent, ensure_ascii=False) + "\n"
+
+
+def write_json_atomic(
+    path: str | os.PathLike[str], document: Any, *, secret: bool = False, mode: int | None = None
+) -> Path:
+    """Serialize ``document`` and replace ``path`` atomically (see :func:`write_bytes_atomic`)."""
+    return write_bytes_atomic(path, dumps(document).encode("utf-8"), secret=secret, mode=mode)

@@ -1,0 +1,338 @@
+"""Building the plugin manager: entry points loaded one by one, defaults, validation.
+
+Policy (see ``docs/plugins/writing-plugins.md``):
+
+* Members of the open edition are ours: if one fails to import or validate,
+  loading fails loudly (:class:`PluginLoadError`).
+* A third-party plugin that fails is skipped with a warning naming its
+  distribution, so a broken install never bricks the command that would
+  remove it. ``KIROCREW_STRICT_PLUGINS=1`` makes that fatal too.
+* ``KIROCREW_LOAD_PLUGINS=a,b`` loads only the named plugins (distribution or
+  entry-point names; empty loads none), ``KIROCREW_DISABLE_PLUGINS=a,b`` blocks
+  them. Core built-ins are always registered.
+* ``KIROCREW_TRACE_PLUGINS=1`` writes every hook call to stderr.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib import import_module
+from typing import Any
+
+import pluggy
+
+from kirocrew_core import hookspecs
+from kirocrew_core.contributions import Contribution
+from kirocrew_core.errors import KirocrewError
+from kirocrew_core.markers import ENTRY_POINT_GROUP, PROJECT
+
+LOAD_ENV = "KIROCREW_LOAD_PLUGINS"
+DISABLE_ENV = "KIROCREW_DISABLE_PLUGINS"
+STRICT_ENV = "KIROCREW_STRICT_PLUGINS"
+TRACE_ENV = "KIROCREW_TRACE_PLUGINS"
+
+CORE_DISTRIBUTION = "kirocrew-core"
+OPEN_EDITION = frozenset(
+    {
+        CORE_DISTRIBUTION,
+        "kirocrew-mcp",
+        "kirocrew-connections",
+        "kirocrew-conversations",
+        "kirocrew-computer",
+    }
+)
+
+# Core features are plugins too, registered through the same path as third-party
+# ones; their fallback implementations are ``trylast`` so an edition can win.
+DEFAULT_PLUGINS: tuple[str, ...] = (
+    "kirocrew_core.builtin.doctor",
+    "kirocrew_core.builtin.api",
+)
+
+
+class PluginLoadError(KirocrewError):
+    """A plugin that must load (open edition, or strict mode) failed to import or validate."""
+
+    code = "plugin_load_failed"
+    exit_code = 1
+
+
+class PluginWarning(UserWarning):
+    """A third-party plugin was skipped or one of its hook implementations failed."""
+
+
+@dataclass
+class PluginRecord:
+    """What ``kirocrew plugins`` reports about one plugin."""
+
+    name: str
+    distribution: str
+    version: str
+    entry_point: str
+    status: str  # loaded | skipped | blocked | not-allowed
+    builtin: bool = False
+    error: str = ""
+    hooks: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "name": self.name,
+            "distribution": self.distribution,
+            "version": self.version,
+            "entry_point": self.entry_point,
+            "status": self.status,
+            "builtin": self.builtin,
+            "hooks": list(self.hooks),
+        }
+        if self.error:
+            data["error"] = self.error
+        return data
+
+
+def normalize_dist_name(name: str) -> str:
+    """PEP 503 normalisation, so ``Kirocrew_MCP`` and ``kirocrew-mcp`` are one name."""
+    out = name.strip().lower()
+    for ch in "_.":
+        out = out.replace(ch, "-")
+    while "--" in out:
+        out = out.replace("--", "-")
+    return out
+
+
+def _names_from_env(value: str | None) -> frozenset[str] | None:
+    if value is None:
+        return None
+    return frozenset(normalize_dist_name(part) for part in value.split(",") if part.strip())
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+class KirocrewPluginManager(pluggy.PluginManager):
+    """A pluggy manager that remembers where each plugin came from and what failed."""
+
+    def __init__(self, *, strict: bool = False) -> None:
+        super().__init__(PROJECT)
+        self.records: dict[str, PluginRecord] = {}
+        self.strict_all = strict
+
+    def is_strict(self, name: str) -> bool:
+        record = self.records.get(name)
+        if self.strict_all or record is None:
+            return True
+        return record.builtin or normalize_dist_name(record.distribution) in OPEN_EDITION
+
+    def distribution_of(self, name: str) -> str:
+        record = self.records.get(name)
+        return record.distribution if record else "?"
+
+    def loaded_records(self) -> list[PluginRecord]:
+        """Every plugin record with its implemented hooks filled in, sorted by name."""
+        out = []
+        for name in sorted(self.records):
+            record = self.records[name]
+            plugin = self.get_plugin(name)
+            if plugin is not None:
+                callers = self.get_hookcallers(plugin) or []
+                record.hooks = sorted(caller.name for caller in callers)
+            out.append(record)
+        return out
+
+    # -- failure handling shared by loading and hook calls -----------------
+
+    def _fail(self, name: str, what: str, exc: BaseException) -> None:
+        detail = f"{type(exc).__name__}: {exc}"
+        if self.is_strict(name):
+            raise PluginLoadError(
+                f"plugin {name!r} from distribution {self.distribution_of(name)!r} {what}: {detail}"
+            ) from exc
+        warnings.warn(
+            f"skipped plugin {name!r} from distribution {self.distribution_of(name)!r}: "
+            f"{what}: {detail} (set {DISABLE_ENV}={name} to silence, "
+            f"{STRICT_ENV}=1 to make this fatal)",
+            PluginWarning,
+            stacklevel=3,
+        )
+
+
+def _register_checked(pm: KirocrewPluginManager, plugin: object, name: str) -> bool:
+    try:
+        pm.register(plugin, name=name)
+    except pluggy.PluginValidationError as exc:
+        pm.records[name].status = "skipped"
+        pm.records[name].error = str(exc)
+        pm._fail(name, "failed validation", exc)
+        return False
+    return True
+
+
+def _iter_entry_points() -> Iterable[Any]:
+    from importlib.metadata import entry_points
+
+    return sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)
+
+
+def _load_entry_points(pm: KirocrewPluginManager, env: Mapping[str, str]) -> None:
+    allow = _names_from_env(env.get(LOAD_ENV))
+    block = _names_from_env(env.get(DISABLE_ENV)) or frozenset()
+    for ep in _iter_entry_points():
+        dist = getattr(ep, "dist", None)
+        dist_name = dist.name if dist is not None else "?"
+        version = dist.version if dist is not None else "?"
+        if ep.name in pm.records:
+            continue  # the same distribution seen twice on sys.path
+        record = PluginRecord(ep.name, dist_name, version, ep.value, "loaded")
+        pm.records[ep.name] = record
+        keys = {normalize_dist_name(ep.name), normalize_dist_name(dist_name)}
+        if keys & block:
+            record.status = "blocked"
+            pm.set_blocked(ep.name)
+            continue
+        if allow is not None and not keys & allow:
+            record.status = "not-allowed"
+            continue
+        try:
+            plugin = ep.load()
+        except BaseException as exc:  # a plugin's import may raise anything, SystemExit included
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            record.status = "skipped"
+            record.error = f"{type(exc).__name__}: {exc}"
+            pm._fail(ep.name, "failed to import", exc)
+            continue
+        _register_checked(pm, plugin, ep.name)
+
+
+def _check_pending(pm: KirocrewPluginManager) -> None:
+    """Reject implementations of hooks nobody declared (a typo would be silently ignored)."""
+    while True:
+        try:
+            pm.check_pending()
+            return
+        except pluggy.PluginValidationError as exc:
+            name = pm.get_name(exc.plugin) or "?"
+            pm.unregister(exc.plugin)
+            if name in pm.records:
+                pm.records[name].status = "skipped"
+                pm.records[name].error = str(exc)
+            pm._fail(name, "failed validation", exc)
+
+
+def _enable_tracing(pm: KirocrewPluginManager) -> None:
+    def before(hook_name: str, impls: list[pluggy.HookImpl], kwargs: Mapping[str, Any]) -> None:
+        names = ", ".join(impl.plugin_name for impl in impls)
+        print(f"kirocrew trace: {hook_name}({', '.join(kwargs)}) -> [{names}]", file=sys.stderr)
+
+    def after(outcome: Any, hook_name: str, impls: list[Any], kwargs: Mapping[str, Any]) -> None:
+        exc = outcome.exception
+        shown = f"raised {exc!r}" if exc else f"returned {outcome.get_result()!r}"
+        print(f"kirocrew trace: {hook_name} {shown}", file=sys.stderr)
+
+    pm.add_hookcall_monitoring(before, after)
+    pm.trace_enabled = True  # type: ignore[attr-defined]
+
+
+def make_plugin_manager(
+    *, load_entrypoints: bool = True, env: Mapping[str, str] | None = None
+) -> KirocrewPluginManager:
+    """Build a fresh manager: specs, core built-ins, entry points, then validation.
+
+    ``env`` defaults to ``os.environ`` (tests pass their own mapping).
+    """
+    env = os.environ if env is None else env
+    pm = KirocrewPluginManager(strict=_truthy(env.get(STRICT_ENV)))
+    pm.add_hookspecs(hookspecs)
+    if _truthy(env.get(TRACE_ENV)):
+        _enable_tracing(pm)
+    pm.hook.addhooks.call_historic(kwargs={"pluginmanager": pm})
+    from kirocrew_core import __version__
+
+    for module_name in DEFAULT_PLUGINS:
+        pm.records[module_name] = PluginRecord(
+            module_name, CORE_DISTRIBUTION, __version__, module_name, "loaded", builtin=True
+        )
+        pm.register(import_module(module_name), name=module_name)
+    if load_entrypoints:
+        _load_entry_points(pm, env)
+    _check_pending(pm)
+    return pm
+
+
+_default_manager: KirocrewPluginManager | None = None
+
+
+def get_plugin_manager() -> KirocrewPluginManager:
+    """The process-wide manager the CLI and the gateway share (entry points scanned once)."""
+    global _default_manager
+    if _default_manager is None:
+        _default_manager = make_plugin_manager()
+    return _default_manager
+
+
+def reset_plugin_manager() -> None:
+    """Forget the process-wide manager (tests, or after installing a plugin in-process)."""
+    global _default_manager
+    _default_manager = None
+
+
+def _trace(pm: KirocrewPluginManager, message: str) -> None:
+    if getattr(pm, "trace_enabled", False):
+        print(f"kirocrew trace: {message}", file=sys.stderr)
+
+
+def _impls_by_plugin(pm: KirocrewPluginManager, hook_name: str) -> list[pluggy.HookImpl]:
+    caller = getattr(pm.hook, hook_name)
+    return sorted(caller.get_hookimpls(), key=lambda impl: impl.plugin_name)
+
+
+def collect(pm: KirocrewPluginManager, hook_name: str, **kwargs: Any) -> list[Contribution]:
+    """Call ``hook_name`` on every plugin, sorted by plugin name, crediting each result.
+
+    A ``None`` result is dropped. An exception from a third-party plugin is a
+    :class:`PluginWarning` and that plugin's result is skipped; from an
+    open-edition plugin (or in strict mode) it raises :class:`PluginLoadError`.
+    """
+    out: list[Contribution] = []
+    for impl in _impls_by_plugin(pm, hook_name):
+        args = [kwargs[name] for name in impl.argnames]
+        _trace(pm, f"{hook_name} -> {impl.plugin_name}")
+        try:
+            result = impl.function(*args)
+        except Exception as exc:
+            _trace(pm, f"{hook_name} <- {impl.plugin_name} raised {exc!r}")
+            pm._fail(impl.plugin_name, f"raised in {hook_name}()", exc)
+            continue
+        if result is not None:
+            out.append(Contribution(impl.plugin_name, result))
+    return out
+
+
+async def await_me_maybe(value: Any) -> Any:
+    """If ``value`` is callable, call it; if awaitable, await it; else return it."""
+    if callable(value):
+        value = value()
+    if inspect.isawaitable(value):
+        value = await value
+    return value
+
+
+async def acollect(pm: KirocrewPluginManager, hook_name: str, **kwargs: Any) -> list[Contribution]:
+    """Like :func:`collect`, awaiting results that are awaitable (ASGI lifecycle hooks)."""
+    out: list[Contribution] = []
+    for impl in _impls_by_plugin(pm, hook_name):
+        args = [kwargs[name] for name in impl.argnames]
+        _trace(pm, f"{hook_name} -> {impl.plugin_name}")
+        try:
+            result = await await_me_maybe(impl.function(*args))
+        except Exception as exc:
+            pm._fail(impl.plugin_name, f"raised in {hook_name}()", exc)
+            continue
+        if result is not None:
+            out.append(Contribution(impl.plugin_name, result))
+    return out

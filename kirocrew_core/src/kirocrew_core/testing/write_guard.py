@@ -1,0 +1,102 @@
+"""Fail a test that writes outside its temporary directories.
+
+Uses a CPython audit hook (``open``, ``os.mkdir``, ``os.rename``…), so it sees
+writes made by any library in the test process, not only ours. Child processes
+are not watched; they inherit the isolated HOME instead.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+_PATH_EVENTS = {
+    "os.mkdir": 0,
+    "os.remove": 0,
+    "os.rmdir": 0,
+    "os.rename": (0, 1),
+    "os.replace": (0, 1),
+    "os.symlink": (1,),
+    "os.link": (1,),
+    "os.chmod": 0,
+    "os.truncate": 0,
+    "shutil.rmtree": 0,
+    "sqlite3.connect": 0,
+}
+_ALWAYS_ALLOWED = ("/dev/", "/proc/")
+
+
+class WriteGuard:
+    """Records writes outside the allowed roots while armed."""
+
+    def __init__(self) -> None:
+        self.allowed: tuple[str, ...] = ()
+        self.violations: list[str] = []
+        self.armed = False
+        self._local = threading.local()
+
+    def arm(self, *roots: Path) -> None:
+        base = [os.path.realpath(tempfile.gettempdir())]
+        self.allowed = tuple(os.path.realpath(r) for r in roots) + tuple(base)
+        self.violations = []
+        self.armed = True
+
+    def disarm(self) -> list[str]:
+        self.armed = False
+        return self.violations
+
+    def _allowed(self, path: object) -> bool:
+        if isinstance(path, int):
+            return True  # a file descriptor: opened already, checked then
+        try:
+            text = os.fsdecode(path)  # type: ignore[arg-type]
+        except TypeError:
+            return True
+        if text in ("", ":memory:") or text.startswith("file::memory:"):
+            return True
+        real = os.path.realpath(text)
+        if real.startswith(_ALWAYS_ALLOWED) or "__pycache__" in real:
+            return True
+        return any(real == root or real.startswith(root + os.sep) for root in self.allowed)
+
+    def _record(self, event: str, path: object) -> None:
+        self.violations.append(f"{event} {os.fsdecode(path)!s}")  # type: ignore[arg-type]
+
+    def hook(self, event: str, args: tuple[object, ...]) -> None:
+        if not self.armed or getattr(self._local, "busy", False):
+            return
+        self._local.busy = True
+        try:
+            if event == "open":
+                path, mode, flags = (tuple(args) + (None, None))[:3]
+                writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                    isinstance(flags, int) and flags & _WRITE_FLAGS
+                )
+                if writing and not self._allowed(path):
+                    self._record(event, path)
+                return
+            where = _PATH_EVENTS.get(event)
+            if where is None:
+                return
+            for index in (where,) if isinstance(where, int) else where:
+                if index < len(args) and not self._allowed(args[index]):
+                    self._record(event, args[index])
+        finally:
+            self._local.busy = False
+
+
+GUARD = WriteGuard()
+_installed = False
+
+
+def install() -> WriteGuard:
+    """Install the audit hook once per process (audit hooks cannot be removed)."""
+    global _installed
+    if not _installed:
+        sys.addaudithook(GUARD.hook)
+        _installed = True
+    return GUARD

@@ -1,0 +1,3 @@
+"""kirocrew-computer: gated computer-use tools."""
+
+__version__ = "0.1.0"
