@@ -79,8 +79,11 @@ class KirocrewCLI(click.Group):
         from kirocrew_core.plugins import _impls_by_plugin, get_plugin_manager
 
         pm = get_plugin_manager()
+        # Called one plugin at a time (not via collect) so a name clash can be
+        # credited to the plugin that caused it.
         for impl in _impls_by_plugin(pm, "register_commands"):
             self._registering = impl.plugin_name
+            pm.trace_line(f"register_commands -> {impl.plugin_name}")
             try:
                 impl.function(*[self for _ in impl.argnames])
             except Exception as exc:

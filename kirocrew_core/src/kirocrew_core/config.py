@@ -1,5 +1,501 @@
-"""Placeholder: replaced by the config module."""
+"""``config.toml`` in the crew home: a registry of typed, documented keys.
+
+The file belongs to the user, so it is read and rewritten with tomlkit, which
+keeps comments, ordering and formatting through ``kirocrew config set``. Every
+key is declared up front (:class:`ConfigKey`), which gives one place for its
+type, default, bounds and help text, and lets a typo in the file be reported
+instead of silently ignored.
+
+A dotted name is a TOML table plus a key: ``gateway.port`` is ``port`` in the
+``[gateway]`` table (``gateway.port = 7317`` at the top level is the same key).
+
+Plugins may add keys with :func:`register_key`, called at import time of the
+module their entry point names (``register_key(ConfigKey("myplugin.depth",
+int, 3, "How deep to look."))``). The ``kirocrew config`` commands load the
+plugins before reading the file, so those keys are known there; a key whose
+plugin is uninstalled becomes an unknown key and is reported as such.
+
+Errors: bad TOML is ``config_malformed``, an unknown key or a value of the
+wrong type in the file is ``config_invalid`` (both exit 2 and name the file);
+an unknown key on the command line is ``unknown_config_key``, a bad value there
+``invalid_config_value``. A failed write leaves the file exactly as it was.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import types
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import tomlkit
+from tomlkit.exceptions import ParseError, TOMLKitError
+from tomlkit.items import Comment, Table
+
+from kirocrew_core import home
+from kirocrew_core.errors import BadInputError, MalformedFileError, UnreadableFileError
+from kirocrew_core.jsonfile import write_bytes_atomic
+
+CONFIG_LOCK = "config"
+# config.toml is a few hundred bytes; anything this big is not one we wrote.
+MAX_CONFIG_BYTES = 1024 * 1024
+
+_KINDS = ("int", "float", "bool", "str", "list[str]")
+_NAME_PART = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+
+Check = Callable[[Any], "str | None"]
 
 
-def load_config():
+def _kind_of(declared: type | str | types.GenericAlias) -> str:
+    if isinstance(declared, str):
+        kind = declared.replace(" ", "")
+    elif isinstance(declared, types.GenericAlias):
+        kind = str(declared).replace(" ", "")
+    else:
+        kind = getattr(declared, "__name__", repr(declared))
+    if kind not in _KINDS:
+        raise ValueError(f"unsupported config type {declared!r}; use one of {', '.join(_KINDS)}")
+    return kind
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    """One documented key of ``config.toml``.
+
+    ``type`` is ``int``, ``float``, ``bool``, ``str`` or ``"list[str]"``
+    (``list[str]`` works too). ``check`` returns a problem sentence for a
+    well-typed value that is still out of bounds, or ``None`` when it is fine.
+    """
+
+    name: str
+    type: type | str | types.GenericAlias
+    default: Any
+    doc: str
+    check: Check | None = None
+
+    def __post_init__(self) -> None:
+        parts = self.name.split(".")
+        if len(parts) < 2 or not all(_NAME_PART.match(part) for part in parts):
+            raise ValueError(f"config key {self.name!r} must be dotted lowercase words: table.key")
+        kind = _kind_of(self.type)
+        problem = _type_problem(kind, self.default) or (self.check(self.default) if self.check else None)
+        if problem:
+            raise ValueError(f"default of config key {self.name!r} is invalid: {problem}")
+        if not self.doc.strip():
+            raise ValueError(f"config key {self.name!r} needs a doc string")
+
+    @property
+    def kind(self) -> str:
+        """The normalized type name: ``int``, ``float``, ``bool``, ``str`` or ``list[str]``."""
+        return _kind_of(self.type)
+
+    def problem_with(self, value: Any) -> str | None:
+        """Why ``value`` cannot be this key's value, or ``None`` when it can."""
+        return _type_problem(self.kind, value) or (self.check(value) if self.check else None)
+
+
+def _type_problem(kind: str, value: Any) -> str | None:
+    # bool is an int subclass in Python; TOML keeps them apart, and so do we.
+    ok = {
+        "int": isinstance(value, int) and not isinstance(value, bool),
+        "float": isinstance(value, (int, float)) and not isinstance(value, bool),
+        "bool": isinstance(value, bool),
+        "str": isinstance(value, str),
+        "list[str]": isinstance(value, list) and all(isinstance(item, str) for item in value),
+    }[kind]
+    if ok:
+        return None
+    wanted = {
+        "int": "an integer",
+        "float": "a number",
+        "bool": "true or false",
+        "str": "a string",
+        "list[str]": "a list of strings",
+    }[kind]
+    return f"expected {wanted}, got {_literal(value)}"
+
+
+def int_range(low: int, high: int) -> Check:
+    """A ``check`` for an integer key bounded to ``low..high`` inclusive."""
+
+    def check(value: Any) -> str | None:
+        if low <= value <= high:
+            return None
+        return f"must be between {low} and {high}, got {value}"
+
+    return check
+
+
+def _check_ceiling(value: Any) -> str | None:
+    from kirocrew_core.governance import pattern_problem
+
+    for entry in value:
+        problem = pattern_problem(entry)
+        if problem:
+            return problem
     return None
+
+
+def _check_host(value: Any) -> str | None:
+    if not value.strip() or any(ch.isspace() for ch in value):
+        return f"must be a host name or address, got {_literal(value)}"
+    return None
+
+
+_REGISTRY: dict[str, ConfigKey] = {}
+
+
+def register_key(key: ConfigKey) -> ConfigKey:
+    """Declare a key; the same declaration twice is fine, a conflicting one is an error.
+
+    Call it at import time of your plugin module so the key is known before
+    anything reads the file.
+    """
+    existing = _REGISTRY.get(key.name)
+    if existing is not None and existing != key:
+        raise ValueError(f"config key {key.name!r} is already declared differently")
+    _REGISTRY[key.name] = key
+    return key
+
+
+def registered_keys() -> list[ConfigKey]:
+    """Every declared key, sorted by name."""
+    return [_REGISTRY[name] for name in sorted(_REGISTRY)]
+
+
+def lookup_key(name: str) -> ConfigKey:
+    """The declared key ``name``; :class:`BadInputError` ``unknown_config_key`` lists the valid ones."""
+    key = _REGISTRY.get(name)
+    if key is None:
+        raise BadInputError(
+            f"unknown config key {name!r}; valid keys: {', '.join(sorted(_REGISTRY))}",
+            code="unknown_config_key",
+        )
+    return key
+
+
+register_key(
+    ConfigKey(
+        "dashboard.mcp_probe_timeout_secs",
+        int,
+        15,
+        "Seconds an MCP probe (initialize + tools/list) may take before it is reported as timed out.",
+        int_range(1, 600),
+    )
+)
+register_key(
+    ConfigKey(
+        "governance.ceiling",
+        "list[str]",
+        [],
+        "MCP servers never auto-approved, as @server or @server/tool (* globs in the server part); "
+        "naming a server at any granularity sends all its calls through the approval gate.",
+        _check_ceiling,
+    )
+)
+register_key(
+    ConfigKey(
+        "gateway.port",
+        int,
+        7317,
+        "TCP port the gateway listens on; 0 picks a free port.",
+        int_range(0, 65535),
+    )
+)
+register_key(
+    ConfigKey(
+        "gateway.host",
+        str,
+        "127.0.0.1",
+        "Address the gateway binds; keep it on loopback unless you know why not.",
+        _check_host,
+    )
+)
+
+
+# --- reading ----------------------------------------------------------------
+
+
+class Config:
+    """The validated contents of ``config.toml``; :meth:`get` falls back to the default."""
+
+    def __init__(self, path: Path, values: dict[str, Any]) -> None:
+        self.path = path
+        self._values = values
+
+    def get(self, name: str) -> Any:
+        """The value of ``name`` (a copy, safe to mutate), or its default when unset."""
+        key = lookup_key(name)
+        return copy.deepcopy(self._values.get(name, key.default))
+
+    def is_set(self, name: str) -> bool:
+        """True when the file sets ``name`` explicitly."""
+        lookup_key(name)
+        return name in self._values
+
+    def __repr__(self) -> str:
+        return f"Config({str(self.path)!r}, {self._values!r})"
+
+
+class ConfigEntry(NamedTuple):
+    """One row of :func:`list_values`."""
+
+    key: str
+    value: Any
+    default: Any
+    is_set: bool
+    doc: str
+
+
+def _config_path(path: str | Path | None) -> Path:
+    return Path(path) if path is not None else home.config_file()
+
+
+def _read_text(path: Path) -> str | None:
+    """The file's text, ``None`` when absent; unreadable or undecodable is an error."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise UnreadableFileError(f"{path}: is a directory") from None
+    except OSError as exc:
+        raise UnreadableFileError(f"{path}: {exc.strerror or exc}") from exc
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise MalformedFileError(path, f"larger than {MAX_CONFIG_BYTES} bytes", code="config_malformed")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MalformedFileError(path, f"not UTF-8: {exc.reason}", code="config_malformed") from exc
+
+
+def _parse(path: Path, text: str) -> tomlkit.TOMLDocument:
+    try:
+        return tomlkit.parse(text)
+    except ParseError as exc:
+        detail = str(exc)
+        suffix = f" at line {exc.line} col {exc.col}"
+        if detail.endswith(suffix):
+            detail = detail[: -len(suffix)]
+        raise MalformedFileError(
+            path, f"{detail} (column {exc.col})", line=exc.line, code="config_malformed"
+        ) from exc
+    except (TOMLKitError, ValueError, RecursionError) as exc:
+        raise MalformedFileError(path, f"not valid TOML: {exc}", code="config_malformed") from exc
+
+
+def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in table.items():
+        dotted = f"{prefix}{name}"
+        if isinstance(value, dict) and not _REGISTRY.get(dotted):
+            out.update(_flatten(value, dotted + "."))
+        else:
+            out[dotted] = value
+    return out
+
+
+def _validated(path: Path, document: tomlkit.TOMLDocument, *, skip: str | None = None) -> dict[str, Any]:
+    """The file's values as plain Python, keyed by dotted name; raise ``config_invalid``."""
+    values = _flatten(document.unwrap())
+    for name, value in values.items():
+        if name == skip:
+            continue
+        key = _REGISTRY.get(name)
+        if key is None:
+            raise MalformedFileError(
+                path,
+                f"unknown key {name!r}; valid keys: {', '.join(sorted(_REGISTRY))}",
+                code="config_invalid",
+            )
+        problem = key.problem_with(value)
+        if problem:
+            raise MalformedFileError(path, f"{name}: {problem}", code="config_invalid")
+    return values
+
+
+def load_config(path: str | Path | None = None) -> Config:
+    """Read and validate ``config.toml`` (default: the crew home's); absent means all defaults.
+
+    Raises :class:`MalformedFileError` (``config_malformed`` with the line for
+    bad TOML, ``config_invalid`` for an unknown key or a wrong value) or
+    :class:`UnreadableFileError`; the file is never touched.
+    """
+    target = _config_path(path)
+    text = _read_text(target)
+    if text is None:
+        return Config(target, {})
+    return Config(target, _validated(target, _parse(target, text)))
+
+
+def get_value(name: str, path: str | Path | None = None) -> Any:
+    """Shorthand for ``load_config(path).get(name)``."""
+    lookup_key(name)
+    return load_config(path).get(name)
+
+
+def list_values(path: str | Path | None = None) -> list[ConfigEntry]:
+    """Every declared key with its effective value, default, whether it is set, and its doc."""
+    config = load_config(path)
+    return [
+        ConfigEntry(key.name, config.get(key.name), copy.deepcopy(key.default), config.is_set(key.name), key.doc)
+        for key in registered_keys()
+    ]
+
+
+# --- writing ----------------------------------------------------------------
+
+
+def _literal(value: Any) -> str:
+    """``value`` as a TOML literal (which for our types is also JSON)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def format_value(value: Any) -> str:
+    """How ``kirocrew config get`` prints a value: a TOML/JSON literal."""
+    return _literal(value)
+
+
+def _parse_toml_value(raw: str) -> Any:
+    try:
+        return tomlkit.parse(f"v = {raw}\n").unwrap()["v"]
+    except (TOMLKitError, ValueError, RecursionError) as exc:
+        raise ValueError(f"not a TOML value: {raw}") from exc
+
+
+def parse_raw(key: ConfigKey, raw: str) -> Any:
+    """Turn a command-line string into ``key``'s type, then validate it.
+
+    ``int``/``float`` as written; ``bool`` is ``true``/``false``; ``list[str]``
+    is a TOML inline array (``["@a", "@b"]``) or comma-separated (``@a,@b``,
+    empty for none); ``str`` is taken verbatim unless it is a quoted TOML
+    string, so ``set "$(kirocrew config get K)"`` round-trips.
+    Raises :class:`BadInputError` ``invalid_config_value``.
+    """
+    text = raw.strip()
+    try:
+        if key.kind == "int":
+            value: Any = int(text, 10)
+        elif key.kind == "float":
+            value = float(text)
+        elif key.kind == "bool":
+            if text.lower() not in ("true", "false"):
+                raise ValueError(f"expected true or false, got {raw!r}")
+            value = text.lower() == "true"
+        elif key.kind == "list[str]":
+            if text.startswith("["):
+                value = _parse_toml_value(text)
+            else:
+                value = [part.strip() for part in text.split(",") if part.strip()]
+        elif text.startswith('"'):
+            value = _parse_toml_value(text)
+        else:
+            value = raw
+    except ValueError as exc:
+        if key.kind in ("int", "float"):
+            message = f"expected {'an integer' if key.kind == 'int' else 'a number'}, got {raw!r}"
+        else:
+            message = str(exc)
+        raise BadInputError(f"{key.name}: {message}", code="invalid_config_value") from exc
+    problem = key.problem_with(value)
+    if problem:
+        raise BadInputError(f"{key.name}: {problem}", code="invalid_config_value")
+    return value
+
+
+def _load_document(path: Path, *, skip: str) -> tomlkit.TOMLDocument:
+    text = _read_text(path)
+    document = tomlkit.document() if text is None else _parse(path, text)
+    # The key being changed may be the broken one: setting or unsetting it is the fix.
+    _validated(path, document, skip=skip)
+    return document
+
+
+def _write(path: Path, document: tomlkit.TOMLDocument, *, default_path: bool) -> None:
+    data = document.as_string()
+    _validated(path, _parse(path, data))  # never write a file we could not read back
+    if default_path:
+        home.ensure_crew_home()
+    write_bytes_atomic(path, data.encode("utf-8"))
+
+
+def _audit_change(event: str, name: str, value: Any) -> None:
+    """Config changes (the governance ceiling above all) are security events; log, never block."""
+    from kirocrew_core import audit
+    from kirocrew_core.errors import KirocrewError
+
+    try:
+        audit.record(event, actor="owner", key=name, value=value)
+    except (KirocrewError, OSError) as exc:
+        warnings.warn(f"config change not recorded in the security event log: {exc}", stacklevel=3)
+
+
+def set_value(name: str, raw: str, path: str | Path | None = None) -> Any:
+    """Parse ``raw`` for key ``name``, validate it, and write it into the file; return the value.
+
+    Comments and formatting elsewhere in the file are kept. A malformed or
+    invalid file is reported and left byte-identical.
+    """
+    from kirocrew_core.locks import named_lock
+
+    key = lookup_key(name)
+    value = parse_raw(key, raw)
+    target = _config_path(path)
+    with named_lock(CONFIG_LOCK):
+        document = _load_document(target, skip=name)
+        *tables, leaf = name.split(".")
+        container: Any = document
+        for part in tables:
+            if part not in container:
+                container[part] = tomlkit.table()
+            container = container[part]
+        container[leaf] = value
+        _write(target, document, default_path=path is None)
+    _audit_change("config.set", name, value)
+    return value
+
+
+def _is_bare(table: Any) -> bool:
+    """True for a table with no keys and no comments left (safe to drop with its header)."""
+    body = table.value.body
+    has_keys = any(item_key is not None for item_key, _ in body)
+    has_comments = any(isinstance(item, Comment) for _, item in body)
+    return not has_keys and not has_comments and not table.trivia.comment
+
+
+def unset_value(name: str, path: str | Path | None = None) -> bool:
+    """Remove ``name`` from the file so its default applies; return whether it was set.
+
+    When nothing is set the file is not rewritten. A table left with neither
+    keys nor comments is removed with it.
+    """
+    from kirocrew_core.locks import named_lock
+
+    lookup_key(name)
+    target = _config_path(path)
+    with named_lock(CONFIG_LOCK):
+        document = _load_document(target, skip=name)
+        *tables, leaf = name.split(".")
+        chain: list[Any] = [document]
+        for part in tables:
+            if part not in chain[-1]:
+                return False
+            chain.append(chain[-1][part])
+        if leaf not in chain[-1]:
+            return False
+        del chain[-1][leaf]
+        for depth in range(len(tables), 0, -1):
+            table = chain[depth]
+            if isinstance(table, Table) and _is_bare(table):
+                del chain[depth - 1][tables[depth - 1]]
+            else:
+                break
+        _write(target, document, default_path=path is None)
+    _audit_change("config.unset", name, None)
+    return True

@@ -94,7 +94,7 @@ def locks_dir() -> Path:
 
 def state_dir(plugin: str) -> Path:
     """A plugin's private state folder inside the crew home (``<crew home>/state/<plugin>``)."""
-    if not plugin or "/" in plugin or plugin in {".", ".."} or "\\" in plugin:
+    if not plugin or plugin in {".", ".."} or any(c in plugin for c in "/\\\0"):
         raise ValueError(f"not a plugin state name: {plugin!r}")
     return crew_home() / "state" / plugin
 

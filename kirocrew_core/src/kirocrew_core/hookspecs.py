@@ -121,6 +121,8 @@ def gateway_shutdown(app: Starlette) -> Any:
 
     Called by the app's lifespan for every plugin, sorted by plugin name; an
     awaitable result is awaited. Exceptions are logged, never stop the others.
+    It also runs after a failed startup, so it must cope with never having
+    started.
 
     :param app: the Starlette app being shut down.
     """
@@ -228,12 +230,15 @@ def governance_ceiling() -> list[str]:
     """Return tool-reference patterns the governance ceiling has an opinion about.
 
     Called by :func:`kirocrew_core.governance.may_auto_approve` on every
-    decision. Patterns are ``@server`` or ``@server/tool`` (case-insensitive);
-    naming a server at any granularity withholds its blanket auto-approve.
+    decision. Patterns are ``@server`` or ``@server/tool`` (case-insensitive,
+    ``*`` globs in the server part); naming a server at any granularity
+    withholds every auto-approve grant for that server, so its calls go
+    through the approval gate where per-argument rules apply.
 
     :return: a list of patterns; concatenated with ``governance.ceiling`` from
-        the config. An exception from any plugin makes the predicate fail
-        closed (nothing is auto-approved).
+        the config. An exception from any plugin, or a result that is not
+        a list of valid patterns, makes the predicate fail closed (nothing is
+        auto-approved).
     """
 
 

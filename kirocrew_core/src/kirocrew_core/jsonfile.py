@@ -12,7 +12,8 @@ from __future__ import annotations
 import enum
 import json
 import os
-import tempfile
+import secrets
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,14 +69,24 @@ def read_json(path: str | os.PathLike[str], *, max_bytes: int = MAX_JSON_BYTES) 
     """Read a JSON file without ever guessing: see :class:`ReadState`."""
     p = Path(path)
     try:
-        with open(p, "rb") as fh:
-            raw = fh.read(max_bytes + 1)
-    except FileNotFoundError:
+        # O_NONBLOCK: a FIFO at the path must not hang the read until some writer shows up.
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except (FileNotFoundError, NotADirectoryError):  # a file where a folder should be: no document
         return JsonRead(p, ReadState.ABSENT)
-    except IsADirectoryError:
-        return JsonRead(p, ReadState.UNREADABLE, error="is a directory")
     except OSError as exc:
         return JsonRead(p, ReadState.UNREADABLE, error=exc.strerror or str(exc))
+    try:
+        kind = os.fstat(fd).st_mode
+        if stat.S_ISDIR(kind):
+            return JsonRead(p, ReadState.UNREADABLE, error="is a directory")
+        if not stat.S_ISREG(kind):
+            return JsonRead(p, ReadState.UNREADABLE, error="not a regular file")
+        with open(fd, "rb", closefd=False) as fh:
+            raw = fh.read(max_bytes + 1)
+    except OSError as exc:
+        return JsonRead(p, ReadState.UNREADABLE, error=exc.strerror or str(exc))
+    finally:
+        os.close(fd)
     if len(raw) > max_bytes:
         return JsonRead(p, ReadState.MALFORMED, error=f"larger than {max_bytes} bytes")
     try:
@@ -105,10 +116,16 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _default_new_file_mode() -> int:
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
+def _create_temp(target: Path, mode: int) -> tuple[int, str]:
+    """A new, exclusive temp file next to ``target``, created with ``mode`` (umask applies)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    flags |= getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+    while True:
+        name = str(target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(name, flags, mode), name
+        except FileExistsError:
+            continue
 
 
 def write_bytes_atomic(
@@ -130,18 +147,21 @@ def write_bytes_atomic(
     except FileNotFoundError:
         existing_mode = None
     if secret:
-        final_mode = SECRET_FILE_MODE
+        final_mode: int | None = SECRET_FILE_MODE
     elif existing_mode is not None:
         final_mode = existing_mode
     else:
-        final_mode = mode if mode is not None else _default_new_file_mode()
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        final_mode = mode  # None: let the kernel apply the umask at creation
+    # Never flip the process umask to learn it: another thread creating a file meanwhile
+    # would get a world-writable one. Creating with 0666 applies it for us instead.
+    fd, tmp_name = _create_temp(target, 0o666 if final_mode is None else SECRET_FILE_MODE)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp_name, final_mode)
+        if final_mode is not None:
+            os.chmod(tmp_name, final_mode)
         os.replace(tmp_name, target)
     except BaseException:
         try:

@@ -59,7 +59,9 @@ _version_cache: dict[Path, tuple[float, str]] = {}
 
 
 def kiro_cli_version(binary: KiroBinary | None = None) -> str:
-    """The first line ``kiro-cli --version`` prints (cached briefly).
+    """The version ``kiro-cli --version`` reports, e.g. ``1.22.0`` (cached briefly).
+
+    kiro-cli prints ``kiro-cli 1.22.0``; the program name is dropped.
 
     Raises :class:`FileNotFoundError` when kiro-cli is not installed and
     :class:`RuntimeError` when it does not answer sensibly.
@@ -86,5 +88,7 @@ def kiro_cli_version(binary: KiroBinary | None = None) -> str:
     first_line = (done.stdout or "").strip().splitlines()[:1]
     if done.returncode != 0 or not first_line:
         raise RuntimeError(f"{binary.path} --version exited {done.returncode}: {(done.stderr or '').strip()[:200]}")
-    _version_cache[binary.path] = (now, first_line[0])
-    return first_line[0]
+    words = first_line[0].split()
+    version = words[-1] if len(words) > 1 and words[0].startswith("kiro") else first_line[0]
+    _version_cache[binary.path] = (now, version)
+    return version

@@ -121,6 +121,12 @@ class KirocrewPluginManager(pluggy.PluginManager):
         super().__init__(PROJECT)
         self.records: dict[str, PluginRecord] = {}
         self.strict_all = strict
+        self.trace_enabled = False
+
+    def trace_line(self, message: str) -> None:
+        """Write one trace line to stderr when ``KIROCREW_TRACE_PLUGINS`` is on."""
+        if self.trace_enabled:
+            print(f"kirocrew trace: {message}", file=sys.stderr)
 
     def is_strict(self, name: str) -> bool:
         record = self.records.get(name)
@@ -235,7 +241,7 @@ def _enable_tracing(pm: KirocrewPluginManager) -> None:
         print(f"kirocrew trace: {hook_name} {shown}", file=sys.stderr)
 
     pm.add_hookcall_monitoring(before, after)
-    pm.trace_enabled = True  # type: ignore[attr-defined]
+    pm.trace_enabled = True
 
 
 def make_plugin_manager(
@@ -281,11 +287,6 @@ def reset_plugin_manager() -> None:
     _default_manager = None
 
 
-def _trace(pm: KirocrewPluginManager, message: str) -> None:
-    if getattr(pm, "trace_enabled", False):
-        print(f"kirocrew trace: {message}", file=sys.stderr)
-
-
 def _impls_by_plugin(pm: KirocrewPluginManager, hook_name: str) -> list[pluggy.HookImpl]:
     caller = getattr(pm.hook, hook_name)
     return sorted(caller.get_hookimpls(), key=lambda impl: impl.plugin_name)
@@ -301,11 +302,11 @@ def collect(pm: KirocrewPluginManager, hook_name: str, **kwargs: Any) -> list[Co
     out: list[Contribution] = []
     for impl in _impls_by_plugin(pm, hook_name):
         args = [kwargs[name] for name in impl.argnames]
-        _trace(pm, f"{hook_name} -> {impl.plugin_name}")
+        pm.trace_line(f"{hook_name} -> {impl.plugin_name}")
         try:
             result = impl.function(*args)
         except Exception as exc:
-            _trace(pm, f"{hook_name} <- {impl.plugin_name} raised {exc!r}")
+            pm.trace_line(f"{hook_name} <- {impl.plugin_name} raised {exc!r}")
             pm._fail(impl.plugin_name, f"raised in {hook_name}()", exc)
             continue
         if result is not None:
@@ -327,7 +328,7 @@ async def acollect(pm: KirocrewPluginManager, hook_name: str, **kwargs: Any) -> 
     out: list[Contribution] = []
     for impl in _impls_by_plugin(pm, hook_name):
         args = [kwargs[name] for name in impl.argnames]
-        _trace(pm, f"{hook_name} -> {impl.plugin_name}")
+        pm.trace_line(f"{hook_name} -> {impl.plugin_name}")
         try:
             result = await await_me_maybe(impl.function(*args))
         except Exception as exc:

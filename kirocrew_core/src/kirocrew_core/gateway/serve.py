@@ -1,0 +1,207 @@
+"""``kirocrew serve``: the gateway under uvicorn, on loopback unless told otherwise.
+
+The socket is bound here, not by uvicorn, so ``--port 0`` works and the printed
+sign-in URL carries the real port. Exactly one line goes to stdout, once the
+startup hooks have run and the socket accepts connections::
+
+    kirocrew gateway: http://127.0.0.1:7317/?token=...
+
+Ctrl-C or SIGTERM stops it: open requests get a few seconds, the shutdown
+hooks run, and the command exits 0 (a stop is the normal end of ``serve``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from kirocrew_core.errors import BadInputError, KirocrewError
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+# Seconds open requests (an event stream, say) get once a stop is asked for.
+GRACEFUL_SHUTDOWN_SECS = 5
+
+_REMOTE_WARNING = """\
+kirocrew: WARNING: the gateway is listening on {where}, reachable from other machines.
+kirocrew: WARNING: whoever holds the owner token controls your agents, your MCP servers and
+kirocrew: WARNING: your connected accounts. The gateway speaks plain HTTP, so the token and
+kirocrew: WARNING: everything else cross the network unencrypted. Prefer a loopback gateway
+kirocrew: WARNING: reached through an SSH tunnel (ssh -L {port}:127.0.0.1:{port} <this host>).
+"""
+
+
+@dataclass(frozen=True)
+class BindAddress:
+    """Where ``serve`` will listen: one resolved socket address."""
+
+    family: int
+    sockaddr: tuple[Any, ...]
+
+    @property
+    def ip(self) -> str:
+        return str(self.sockaddr[0]).split("%", 1)[0]
+
+    @property
+    def is_loopback(self) -> bool:
+        return ipaddress.ip_address(self.ip).is_loopback
+
+    @property
+    def browsable_ip(self) -> str:
+        """The address a local browser should use (a wildcard bind is reached over loopback)."""
+        if ipaddress.ip_address(self.ip).is_unspecified:
+            return "::1" if self.family == socket.AF_INET6 else "127.0.0.1"
+        return self.ip
+
+
+def resolve_bind_address(host: str, port: int) -> BindAddress:
+    """Resolve ``--host`` to the one address that will be bound (the first getaddrinfo answer)."""
+    name = host.strip()
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
+    if name.lower() == "localhost":
+        # "localhost" may resolve to ::1 first; 127.0.0.1 is what every browser reaches.
+        name = "127.0.0.1"
+    try:
+        infos = socket.getaddrinfo(name, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise BadInputError(f"cannot resolve host {host!r}: {exc}", code="bad_bind_host") from exc
+    family, _type, _proto, _canonname, sockaddr = infos[0]
+    return BindAddress(family, tuple(sockaddr))
+
+
+def bind_socket(address: BindAddress) -> socket.socket:
+    """A listening socket on ``address``; ``bind_failed`` (exit 1) if the port is taken."""
+    sock = socket.socket(address.family, socket.SOCK_STREAM)
+    try:
+        if os.name != "nt":
+            # Lets a restart reuse a port still in TIME_WAIT; a live listener still blocks the bind.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address.sockaddr)
+        sock.listen(socket.SOMAXCONN)
+    except OSError as exc:
+        sock.close()
+        raise KirocrewError(
+            f"cannot listen on {address.ip} port {address.sockaddr[1]}: {exc.strerror or exc}",
+            code="bind_failed",
+        ) from exc
+    return sock
+
+
+def sign_in_url(address: BindAddress, port: int, token: str) -> str:
+    """The URL that signs the owner in (``serve`` prints it; nothing else should)."""
+    ip = address.browsable_ip
+    shown = f"[{ip}]" if ":" in ip else ip
+    return f"http://{shown}:{port}/?token={token}"
+
+
+def run_gateway(app: Starlette, sock: socket.socket, on_ready: Callable[[], None]) -> None:
+    """Serve ``app`` on ``sock`` until Ctrl-C or SIGTERM; ``on_ready`` runs once startup is done.
+
+    uvicorn re-raises the stop signal after a graceful shutdown, which would end
+    the process by SIGTERM or a KeyboardInterrupt traceback; while it runs, the
+    handlers it restores and re-raises into are no-ops, so a stop exits 0.
+    """
+    import uvicorn
+    from uvicorn.config import STARTUP_FAILURE
+
+    class _Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started and not self.should_exit:
+                on_ready()
+
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,  # it would log "GET /?token=..." in the clear
+        lifespan="on",
+        proxy_headers=False,  # nothing sits in front of a loopback gateway; keep scope honest
+        server_header=False,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECS,
+    )
+    server = _Server(config)
+    previous = {sig: signal.signal(sig, _stop_already_handled) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        server.run(sockets=[sock])
+    except SystemExit as exc:
+        if exc.code == STARTUP_FAILURE:
+            raise KirocrewError(
+                "the gateway did not start: a gateway_startup hook failed (see the log above)",
+                code="gateway_startup_failed",
+            ) from None
+        raise
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _stop_already_handled(signum: int, frame: object) -> None:
+    """The replayed stop signal: uvicorn has already shut down gracefully."""
+
+
+def _configured(name: str) -> Any:
+    from kirocrew_core.config import load_config
+
+    return load_config().get(name)
+
+
+@click.command("serve")
+@click.option("--host", default=None, help="Address to bind (default: config gateway.host, 127.0.0.1).")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Port to bind (default: config gateway.port, 7317); 0 picks a free port.",
+)
+@click.option(
+    "--allow-remote",
+    is_flag=True,
+    help="Allow a non-loopback --host. Anyone on the network who gets the token controls your agents.",
+)
+def serve(host: str | None, port: int | None, allow_remote: bool) -> None:
+    """Run the gateway and dashboard, and print the URL that signs you in.
+
+    The gateway listens on 127.0.0.1 and serves only its owner: the URL it
+    prints ends in ?token=...; opening it signs this browser in. Scripts can
+    send "Authorization: Bearer <token>" (the token is in the crew home's
+    gateway.token file).
+    """
+    from kirocrew_core.gateway.app import create_app
+    from kirocrew_core.gateway.auth import LOOPBACK_HOSTS, load_or_create_token
+    from kirocrew_core.plugins import get_plugin_manager
+
+    host = host if host is not None else str(_configured("gateway.host"))
+    port = port if port is not None else int(_configured("gateway.port"))
+    address = resolve_bind_address(host, port)
+    if not address.is_loopback and not allow_remote:
+        raise KirocrewError(
+            f"refusing to listen on {host!r} ({address.ip}), which is not a loopback address: "
+            "the gateway controls your agents. Pass --allow-remote if you really mean it.",
+            code="non_loopback_bind",
+            exit_code=2,
+        )
+
+    token = load_or_create_token()
+    allowed_hosts = LOOPBACK_HOSTS | {address.ip} if address.is_loopback else None
+    app = create_app(get_plugin_manager(), token=token, allowed_hosts=allowed_hosts)
+
+    sock = bind_socket(address)
+    try:
+        bound_port = sock.getsockname()[1]
+        if not address.is_loopback:
+            sys.stderr.write(_REMOTE_WARNING.format(where=f"{address.ip} port {bound_port}", port=bound_port))
+            sys.stderr.flush()
+        url = sign_in_url(address, bound_port, token)
+        run_gateway(app, sock, lambda: print(f"kirocrew gateway: {url}", flush=True))
+    finally:
+        sock.close()

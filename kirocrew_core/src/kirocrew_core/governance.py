@@ -1,0 +1,169 @@
+"""The governance ceiling: which tool references may keep a blanket auto-approve.
+
+``allowedTools`` and ``autoApprove`` are kiro-cli's blanket grants, and a call
+they cover never reaches the approval gate, where per-argument rules apply. So
+every writer of such a grant asks :func:`may_auto_approve` first: a reference the
+ceiling has an opinion about loses its blanket grant (it stays mounted, and its
+calls go through the gate); a reference the ceiling is silent about is kept.
+
+The ceiling is ``governance.ceiling`` from ``config.toml`` plus every plugin's
+``governance_ceiling()`` contribution. A pattern is ``@server`` or
+``@server/tool``; ``*``, ``?`` and ``[...]`` globs work in the server part
+(``@git*``). Matching is case-insensitive and by server, at any granularity:
+``@srv`` and ``@srv/delete`` alike withhold ``@srv`` and every ``@srv/tool``,
+but not ``@other``. A server the ceiling governs is governed as a whole because
+its rules are per argument and only the gate sees arguments; the tool part of a
+pattern matters to the gate, not here.
+
+A reference without ``@`` (a builtin such as ``fs_read``, or a bare server
+name) is read as ``@fs_read``, so the pattern ``@fs_read`` withholds it. A
+reference whose server part is itself a glob (``@*``) is withheld when it could
+cover a governed server; two globs are assumed to overlap.
+
+The predicate fails closed: if the config cannot be read or parsed, or a
+plugin's hook raises or returns something that is not a list of patterns,
+nothing is auto-approved.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Iterable
+from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING
+
+from kirocrew_core.errors import KirocrewError
+
+if TYPE_CHECKING:
+    from kirocrew_core.plugins import KirocrewPluginManager
+
+HOOK = "governance_ceiling"
+_PATTERN = re.compile(r"^@[^\s/@]+(/[^\s/]+)?$")
+_GLOB_CHARS = frozenset("*?[")
+
+
+class CeilingUnavailableError(KirocrewError):
+    """The ceiling could not be assembled (a plugin failed); treat every grant as withheld."""
+
+    code = "governance_ceiling_unavailable"
+    exit_code = 1
+
+
+def pattern_problem(pattern: object) -> str | None:
+    """Why ``pattern`` is not a ceiling pattern, or ``None`` when it is one."""
+    if isinstance(pattern, str) and _PATTERN.match(pattern):
+        return None
+    return f"ceiling pattern must look like @server or @server/tool, got {pattern!r}"
+
+
+def _split(ref: str) -> tuple[str, str | None]:
+    """``(server, tool or None)``, case-folded; ``ValueError`` for an empty part."""
+    body = ref.strip().casefold()
+    body = body.removeprefix("@")
+    server, sep, tool = body.partition("/")
+    if not server or (sep and not tool):
+        raise ValueError(f"not a tool reference: {ref!r}")
+    return server, tool if sep else None
+
+
+def _has_glob(part: str) -> bool:
+    return not _GLOB_CHARS.isdisjoint(part)
+
+
+def _may_overlap(a: str, b: str) -> bool:
+    if fnmatchcase(a, b) or fnmatchcase(b, a):
+        return True
+    return _has_glob(a) and _has_glob(b)
+
+
+def _names(pattern: tuple[str, str | None], ref: tuple[str, str | None]) -> bool:
+    """True when ``pattern`` governs the server ``ref`` belongs to (tool parts do not narrow it)."""
+    return _may_overlap(pattern[0], ref[0])
+
+
+def _plugin_patterns(pm: KirocrewPluginManager) -> list[str]:
+    from kirocrew_core.plugins import PluginWarning
+
+    # Called directly rather than through plugins.collect(), which skips a failing
+    # third-party plugin: here a missing contribution must withhold, not approve.
+    out: list[str] = []
+    impls = sorted(getattr(pm.hook, HOOK).get_hookimpls(), key=lambda impl: impl.plugin_name)
+    for impl in impls:
+        try:
+            result = impl.function()
+            if result is None:
+                continue
+            if isinstance(result, str) or not isinstance(result, Iterable):
+                raise TypeError(f"expected a list of patterns, got {type(result).__name__}")
+            patterns = list(result)
+            problems = [problem for problem in map(pattern_problem, patterns) if problem]
+            if problems:
+                raise ValueError(problems[0])
+        except Exception as exc:
+            detail = f"plugin {impl.plugin_name!r} from distribution {pm.distribution_of(impl.plugin_name)!r} "
+            detail += f"failed in {HOOK}(): {type(exc).__name__}: {exc}"
+            warnings.warn(f"{detail}; nothing is auto-approved until it is fixed", PluginWarning, stacklevel=3)
+            raise CeilingUnavailableError(detail) from exc
+        out.extend(patterns)
+    return out
+
+
+def ceiling_patterns(pm: KirocrewPluginManager | None = None) -> list[str]:
+    """Every ceiling pattern: ``governance.ceiling`` first, then plugins sorted by name.
+
+    Raises :class:`~kirocrew_core.errors.KirocrewError` (a malformed or
+    unreadable config, :class:`CeilingUnavailableError` for a failing plugin)
+    instead of returning a partial ceiling.
+    """
+    from kirocrew_core.config import load_config
+    from kirocrew_core.plugins import get_plugin_manager
+
+    patterns: list[str] = load_config().get("governance.ceiling")
+    return patterns + _plugin_patterns(pm if pm is not None else get_plugin_manager())
+
+
+def _withholds(patterns: list[tuple[str, str | None]], ref: str) -> bool:
+    try:
+        parsed = _split(ref)
+    except ValueError:
+        return True  # a reference we cannot read is never blanket-approved
+    return any(_names(pattern, parsed) for pattern in patterns)
+
+
+def _parsed(patterns: list[str]) -> list[tuple[str, str | None]]:
+    return [_split(pattern) for pattern in patterns]
+
+
+def may_auto_approve(ref: str, *, pm: KirocrewPluginManager | None = None) -> bool:
+    """True when ``ref`` (``@srv``, ``@srv/tool``, ``fs_read``) may keep a blanket auto-approve.
+
+    False when any ceiling pattern names the same server at any granularity,
+    and False whenever the ceiling cannot be assembled (fail closed).
+    """
+    try:
+        patterns = _parsed(ceiling_patterns(pm))
+    except KirocrewError:
+        return False
+    return not _withholds(patterns, ref)
+
+
+def filter_auto_approve(
+    refs: Iterable[str], pm: KirocrewPluginManager | None = None
+) -> tuple[list[str], list[str]]:
+    """Split ``refs`` into ``(kept, withheld)``, order kept, reading the ceiling once.
+
+    For writers of ``allowedTools`` and ``autoApprove``: keep the first list,
+    record the second (SEL ``mcp_auto_approve_withheld``). When the ceiling
+    cannot be assembled every reference is withheld.
+    """
+    refs = list(refs)
+    try:
+        patterns = _parsed(ceiling_patterns(pm))
+    except KirocrewError:
+        return [], refs
+    kept: list[str] = []
+    withheld: list[str] = []
+    for ref in refs:
+        (withheld if _withholds(patterns, ref) else kept).append(ref)
+    return kept, withheld

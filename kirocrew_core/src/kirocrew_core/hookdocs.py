@@ -1,0 +1,86 @@
+"""Render the hook reference (Markdown) from hookspec docstrings, so the docs cannot drift.
+
+    python -m kirocrew_core.hookdocs > docs/plugins/hooks.md
+
+A plugin that declares its own hookspecs can render them the same way:
+``render_hook_reference(my_specs_module, title=...)``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import sys
+from types import ModuleType
+
+from kirocrew_core.markers import PROJECT
+
+
+def hook_functions(module: ModuleType) -> list[tuple[str, object]]:
+    """The hookspec functions of ``module``, in source order."""
+    marker = f"{PROJECT}_spec"
+    found = [
+        (name, fn)
+        for name, fn in vars(module).items()
+        if inspect.isfunction(fn) and hasattr(fn, marker) and fn.__module__ == module.__name__
+    ]
+    return sorted(found, key=lambda item: item[1].__code__.co_firstlineno)  # type: ignore[attr-defined]
+
+
+def short_signature(name: str, fn: object) -> str:
+    """``name(arg1, arg2)``: the heading form, as pluggy passes arguments by these names."""
+    params = inspect.signature(fn).parameters  # type: ignore[arg-type]
+    return f"{name}({', '.join(params)})"
+
+
+def full_signature(name: str, fn: object) -> str:
+    source = inspect.getsource(fn)  # type: ignore[arg-type]
+    start = source.index("def ")
+    end = source.index(":\n", start)
+    return source[start:end].strip()
+
+
+def rst_to_markdown(text: str) -> str:
+    """The few reStructuredText forms our docstrings use, as Markdown."""
+    text = re.sub(r":(?:func|class|meth|mod|attr|data):`~?([^`]+)`", lambda m: f"`{m.group(1).split('.')[-1] if m.group(0).find('~') > 0 else m.group(1)}`", text)
+    text = re.sub(r"``([^`]+)``", r"`\1`", text)
+    text = re.sub(r"^:param (\w+):", r"- **\1**:", text, flags=re.MULTILINE)
+    text = re.sub(r"^:return:", "**Returns:**", text, flags=re.MULTILINE)
+    return text
+
+
+def _options(fn: object) -> str:
+    opts = getattr(fn, f"{PROJECT}_spec", {}) or {}
+    shown = [key for key in ("firstresult", "historic") if opts.get(key)]
+    return f"*Options:* {', '.join(shown)}\n\n" if shown else ""
+
+
+def render_hook_reference(module: ModuleType | None = None, *, title: str = "Hook reference") -> str:
+    if module is None:
+        from kirocrew_core import hookspecs as module  # type: ignore[no-redef]
+    assert module is not None
+    lines = [
+        f"# {title}",
+        "",
+        "<!-- Generated from the hookspec docstrings by `python -m kirocrew_core.hookdocs`."
+        " Do not edit by hand: a test fails when this page and the code disagree. -->",
+        "",
+        rst_to_markdown(inspect.cleandoc(module.__doc__ or "")),
+        "",
+    ]
+    for name, fn in hook_functions(module):
+        lines += [
+            f"## {short_signature(name, fn)}",
+            "",
+            "```python",
+            full_signature(name, fn),
+            "```",
+            "",
+            _options(fn) + rst_to_markdown(inspect.cleandoc(fn.__doc__ or "(undocumented)")),  # type: ignore[attr-defined]
+            "",
+        ]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(render_hook_reference())

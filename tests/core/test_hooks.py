@@ -1,0 +1,252 @@
+"""Meta-tests (every hook documented and tested) and one test per hook: ``test_hook_<name>``."""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from pathlib import Path
+
+import pluggy
+import pytest
+
+from kirocrew_core import hookimpl, hookspecs
+from kirocrew_core.contributions import (
+    AcpBackend,
+    AuthorityBackend,
+    CoreMcpTool,
+    DoctorCheck,
+    DoctorResult,
+    ManagedMcpServer,
+    McpScope,
+    RegistryLoader,
+    flatten,
+)
+from kirocrew_core.hookdocs import hook_functions, render_hook_reference
+from kirocrew_core.plugins import collect, make_plugin_manager
+
+REPO = Path(__file__).resolve().parents[2]
+HOOK_DOCS = REPO / "docs" / "plugins" / "hooks.md"
+CORE_HOOKS = [name for name, _ in hook_functions(hookspecs)]
+
+
+def test_the_hook_list_is_the_architecture_one():
+    assert set(CORE_HOOKS) == {
+        "addhooks", "register_commands", "gateway_routes", "dashboard_pages", "gateway_startup",
+        "gateway_shutdown", "extra_mcp_scopes", "extra_mcp_servers", "managed_mcp_servers",
+        "core_mcp_tools", "registry_loaders", "authority_backends", "acp_backends",
+        "governance_ceiling", "doctor_checks",
+    }
+
+
+@pytest.mark.parametrize("name", CORE_HOOKS)
+def test_every_hook_is_documented_with_its_exact_signature(name):
+    pm = make_plugin_manager(load_entrypoints=False, env={})
+    argnames = getattr(pm.hook, name).spec.argnames
+    assert f"## {name}({', '.join(argnames)})" in HOOK_DOCS.read_text()
+
+
+@pytest.mark.parametrize("name", CORE_HOOKS)
+def test_every_hook_is_typed_and_says_how_results_combine(name):
+    fn = getattr(hookspecs, name)
+    sig = inspect.signature(fn)
+    assert sig.return_annotation is not inspect.Signature.empty
+    assert all(p.annotation is not inspect.Parameter.empty for p in sig.parameters.values())
+    doc = inspect.getdoc(fn) or ""
+    assert "Called " in doc, "say who calls the hook and when"
+    assert any(word in doc for word in ("concatenated", "Every implementation", "Historic", "every plugin",
+                                        "merged"))
+
+
+def test_the_hook_reference_page_is_generated_from_the_docstrings():
+    assert HOOK_DOCS.read_text() == render_hook_reference(), (
+        "docs/plugins/hooks.md is stale: run `python -m kirocrew_core.hookdocs > docs/plugins/hooks.md`"
+    )
+
+
+@pytest.mark.parametrize("name", CORE_HOOKS)
+def test_every_hook_has_a_test(name):
+    assert callable(getattr(sys.modules[__name__], f"test_hook_{name}", None)), f"write test_hook_{name}"
+
+
+def _register(pm, name, **impls):
+    plugin = type(name, (), {key: staticmethod(hookimpl(fn)) for key, fn in impls.items()})
+    pm.register(plugin, name=name)
+    return plugin
+
+
+def _collected(pm, hook):
+    return [(c.plugin, c.value) for c in flatten(collect(pm, hook))]
+
+
+# --- one test per hook -----------------------------------------------------
+
+
+def test_hook_addhooks(plugin_manager):
+    class Specs:
+        @staticmethod
+        def roster_entries() -> list:
+            """A plugin's own sub-seam."""
+
+    from kirocrew_core.markers import hookspec
+
+    Specs.roster_entries = staticmethod(hookspec(Specs.roster_entries))
+    # The implementer registers before the declarer: historic replay still validates it.
+    _register(plugin_manager, "late-impl", roster_entries=lambda: ["x"])
+    _register(plugin_manager, "declarer", addhooks=lambda pluginmanager: pluginmanager.add_hookspecs(Specs))
+    plugin_manager.check_pending()
+    assert _collected(plugin_manager, "roster_entries") == [("late-impl", "x")]
+
+
+def test_hook_register_commands(plugin_manager):
+    import click
+    from click.testing import CliRunner
+
+    from kirocrew_core.cli import KirocrewCLI
+
+    @click.command("greet")
+    def greet():
+        click.echo("greetings")
+
+    _register(plugin_manager, "greeter", register_commands=lambda cli: cli.add_command(greet))
+    root = KirocrewCLI(name="kirocrew")
+    result = CliRunner().invoke(root, ["greet"])
+    assert result.exit_code == 0
+    assert result.output == "greetings\n"
+
+
+def _signed_in_client(pm):
+    from starlette.testclient import TestClient
+
+    from kirocrew_core.gateway.app import create_app
+    from kirocrew_core.gateway.auth import load_or_create_token
+
+    token = load_or_create_token()
+    return TestClient(create_app(pm), base_url="http://127.0.0.1",
+                      headers={"Authorization": f"Bearer {token}", "Origin": "http://127.0.0.1"})
+
+
+def test_hook_gateway_routes(plugin_manager):
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def ping(request):
+        return JSONResponse({"pong": True})
+
+    _register(plugin_manager, "pinger", gateway_routes=lambda: [Route("/api/pinger/ping", ping)])
+    with _signed_in_client(plugin_manager) as client:
+        assert client.get("/api/pinger/ping").json() == {"pong": True}
+        assert client.get("/api/pinger/ping", headers={"Authorization": ""}).status_code == 401
+
+
+def test_hook_dashboard_pages(plugin_manager):
+    from starlette.responses import HTMLResponse
+
+    from kirocrew_core.contributions import DashboardPage
+
+    async def page(request):
+        return HTMLResponse("<h1>Roster</h1>")
+
+    _register(plugin_manager, "roster", dashboard_pages=lambda: [DashboardPage("/roster", "The roster", page)])
+    with _signed_in_client(plugin_manager) as client:
+        assert "<h1>Roster</h1>" in client.get("/roster").text
+        assert 'href="/roster"' in client.get("/").text
+
+
+def _lifecycle_events(pm):
+    events: list[str] = []
+
+    async def started(app):
+        events.append("startup" if app.state.kirocrew.pm is pm else "wrong-app")
+
+    _register(pm, "life", gateway_startup=started, gateway_shutdown=lambda app: events.append("shutdown"))
+    with _signed_in_client(pm) as client:
+        events.append("request" if client.get("/api/health").status_code == 200 else "refused")
+    return events
+
+
+def test_hook_gateway_startup(plugin_manager):
+    assert _lifecycle_events(plugin_manager)[:2] == ["startup", "request"]
+
+
+def test_hook_gateway_shutdown(plugin_manager):
+    assert _lifecycle_events(plugin_manager) == ["startup", "request", "shutdown"]
+
+
+def test_hook_extra_mcp_scopes(installed_plugin_manager, isolated_homes):
+    scopes = _collected(installed_plugin_manager, "extra_mcp_scopes")
+    assert scopes == [
+        ("companion", McpScope("cc", isolated_homes.user_home / ".claude.json", None, "Claude"))
+    ]
+
+
+def test_hook_extra_mcp_servers(plugin_manager):
+    _register(plugin_manager, "b-tools", extra_mcp_servers=lambda: {"fetch": {"command": "uvx"}})
+    _register(plugin_manager, "a-tools", extra_mcp_servers=lambda: {"fetch": {"command": "npx"}})
+    # Sorted by plugin name: the first to name a server is a-tools.
+    assert [c.plugin for c in collect(plugin_manager, "extra_mcp_servers")] == ["a-tools", "b-tools"]
+
+
+def test_hook_managed_mcp_servers(plugin_manager):
+    server = ManagedMcpServer("kirocrew-computer", ("mcp-computer",), may_auto_approve=False)
+    _register(plugin_manager, "computer-test", managed_mcp_servers=lambda: [server])
+    assert _collected(plugin_manager, "managed_mcp_servers") == [("computer-test", server)]
+    assert server.command is None  # None means the live kirocrew executable
+
+
+def test_hook_core_mcp_tools(plugin_manager):
+    tool = CoreMcpTool("echo", "Echo the input.", {"type": "object"}, handler=lambda **kw: kw)
+    _register(plugin_manager, "echo-tools", core_mcp_tools=lambda: [tool])
+    assert _collected(plugin_manager, "core_mcp_tools") == [("echo-tools", tool)]
+
+
+def test_hook_registry_loaders(plugin_manager):
+    loader = RegistryLoader("connections.providers", load=lambda: [{"id": "notion"}])
+    _register(plugin_manager, "roster", registry_loaders=lambda: [loader])
+    [(plugin, value)] = _collected(plugin_manager, "registry_loaders")
+    assert plugin == "roster" and value.load() == [{"id": "notion"}]
+
+
+def test_hook_authority_backends(plugin_manager):
+    backend = AuthorityBackend("read_only", "bubblewrap", available=lambda: (False, "bwrap missing"),
+                               factory=lambda **kw: None)
+    _register(plugin_manager, "sandbox", authority_backends=lambda: [backend])
+    [(_, value)] = _collected(plugin_manager, "authority_backends")
+    assert value.available() == (False, "bwrap missing")
+
+
+def test_hook_acp_backends(plugin_manager):
+    backend = AcpBackend("kiro-cli", "kiro-cli acp", factory=lambda **kw: None)
+    _register(plugin_manager, "kiro", acp_backends=lambda: [backend])
+    assert _collected(plugin_manager, "acp_backends") == [("kiro", backend)]
+
+
+def test_hook_implementations_with_unknown_arguments_are_rejected(plugin_manager):
+    with pytest.raises(pluggy.PluginValidationError):
+        _register(plugin_manager, "bad-args", acp_backends=lambda flavour: [])
+
+
+def test_hook_governance_ceiling(plugin_manager):
+    from kirocrew_core.governance import may_auto_approve
+
+    assert may_auto_approve("@notion/search") is True
+    _register(plugin_manager, "policy", governance_ceiling=lambda: ["@Notion/delete_page"])
+    assert may_auto_approve("@notion") is False
+    assert may_auto_approve("@notion/search") is False  # named at any granularity
+    assert may_auto_approve("@linear") is True
+
+
+def test_hook_doctor_checks(plugin_manager):
+    from kirocrew_core.doctor import run_checks
+
+    def explode() -> DoctorResult:
+        raise OSError("disk on fire")
+
+    _register(plugin_manager, "zz-checks", doctor_checks=lambda: [
+        DoctorCheck("zz.good", lambda: DoctorResult("ok", "fine")),
+        DoctorCheck("zz.bad", explode),
+    ])
+    outcomes = {o.check.name: o for o in run_checks(plugin_manager)}
+    assert outcomes["zz.good"].result.status == "ok"
+    assert outcomes["zz.bad"].result.status == "fail"
+    assert "disk on fire" in outcomes["zz.bad"].result.detail
+    assert outcomes["core.homes"].plugin == "kirocrew_core.builtin.doctor"
