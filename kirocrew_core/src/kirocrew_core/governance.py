@@ -143,7 +143,7 @@ def may_auto_approve(ref: str, *, pm: KirocrewPluginManager | None = None) -> bo
     """
     try:
         patterns = _parsed(ceiling_patterns(pm))
-    except KirocrewError:
+    except Exception:  # any failure to assemble the ceiling withholds (fail closed)
         return False
     return not _withholds(patterns, ref)
 
@@ -160,7 +160,7 @@ def filter_auto_approve(
     refs = list(refs)
     try:
         patterns = _parsed(ceiling_patterns(pm))
-    except KirocrewError:
+    except Exception:  # fail closed
         return [], refs
     kept: list[str] = []
     withheld: list[str] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -33,6 +34,19 @@ def write_guard(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
         pytest.fail(f"test wrote outside its temporary directories:\n  {shown}", pytrace=False)
 
 
+@contextlib.contextmanager
+def _as_process_manager(load_entrypoints: bool) -> Iterator[Any]:
+    from kirocrew_core import plugins
+
+    pm = plugins.make_plugin_manager(load_entrypoints=load_entrypoints, env={})
+    previous = plugins._default_manager
+    plugins._default_manager = pm
+    try:
+        yield pm
+    finally:
+        plugins._default_manager = previous
+
+
 @pytest.fixture
 def plugin_manager(isolated_homes: IsolatedHomes) -> Iterator[Any]:
     """A fresh manager with core built-ins only, installed as the process-wide default.
@@ -42,29 +56,15 @@ def plugin_manager(isolated_homes: IsolatedHomes) -> Iterator[Any]:
     after the test. Use :func:`kirocrew_core.plugins.make_plugin_manager` directly
     to load the installed entry points too.
     """
-    from kirocrew_core import plugins
-
-    pm = plugins.make_plugin_manager(load_entrypoints=False, env={})
-    previous = plugins._default_manager
-    plugins._default_manager = pm
-    try:
+    with _as_process_manager(load_entrypoints=False) as pm:
         yield pm
-    finally:
-        plugins._default_manager = previous
 
 
 @pytest.fixture
 def installed_plugin_manager(isolated_homes: IsolatedHomes) -> Iterator[Any]:
     """A fresh manager with every installed entry-point plugin, as the process-wide default."""
-    from kirocrew_core import plugins
-
-    pm = plugins.make_plugin_manager(env={})
-    previous = plugins._default_manager
-    plugins._default_manager = pm
-    try:
+    with _as_process_manager(load_entrypoints=True) as pm:
         yield pm
-    finally:
-        plugins._default_manager = previous
 
 
 @pytest.fixture

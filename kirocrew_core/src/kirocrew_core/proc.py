@@ -1,0 +1,478 @@
+"""Child processes: spawned in their own process group, torn down in bounded time.
+
+This is the only module in kirocrew that sends signals. Every child starts in a
+new session, so it leads its own process group and the whole tree it forks can
+be signalled at once: ``kiro-cli`` is a launcher that forks ``kiro-cli-chat``,
+and SIGTERM to the launcher alone leaves the real agent orphaned.
+
+Teardown is graceful first, because kiro-cli removes its session ``.lock`` only
+when it shuts down on its own: close stdin, wait, SIGTERM the group, wait,
+SIGKILL the group, reap. Every wait is a module-level constant (tests shrink
+them), so a teardown never takes longer than their sum plus a little.
+
+Both flavours exist because the ACP runtime is asyncio and the CLI probes are
+synchronous; they share the signalling and the group bookkeeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+from kirocrew_core.errors import KirocrewError
+
+log = logging.getLogger(__name__)
+
+# Grace for a child to exit on its own once stdin hits EOF (kiro-cli cleans up its lock here).
+STDIN_CLOSE_WAIT_SECS = 3.0
+# Grace after SIGTERM to the group before SIGKILL.
+TERM_WAIT_SECS = 3.0
+# How long to wait for the kernel to reap after SIGKILL (only a process stuck in I/O outlives it).
+KILL_WAIT_SECS = 2.0
+# How long teardown waits for stderr drains to deliver the child's last lines.
+DRAIN_JOIN_SECS = 1.0
+# How often a wait re-checks the group once its leader is gone.
+POLL_INTERVAL_SECS = 0.02
+
+# ACP frames are single JSON lines and can be far larger than asyncio's 64 KiB default.
+STREAM_LIMIT = 16 * 1024 * 1024
+# A stderr line longer than this is cut (the rest of the line is read and dropped).
+MAX_STDERR_LINE = 8 * 1024
+_READ_CHUNK = 64 * 1024
+_TRUNCATED = " [...truncated]"
+
+PIPE = subprocess.PIPE
+DEVNULL = subprocess.DEVNULL
+
+Proc = subprocess.Popen | asyncio.subprocess.Process
+LineSink = Callable[[str], object]
+
+# pgid recorded at spawn, so the group can still be signalled after its leader is gone.
+_GROUPS: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+_DRAINS: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
+
+
+class Step(enum.Enum):
+    """The teardown step after which no process of the group was left."""
+
+    ALREADY_EXITED = "already_exited"
+    EXITED_ON_EOF = "exited_on_eof"
+    TERMINATED = "terminated"
+    KILLED = "killed"
+
+
+@dataclass(frozen=True)
+class Teardown:
+    """What :func:`terminate` had to do.
+
+    ``returncode`` is the leader's (None only if even SIGKILL could not reap it);
+    ``survivors`` is True when some process of the group was still there when
+    teardown gave up (stuck in uninterruptible I/O: nothing more can be done).
+    """
+
+    step: Step
+    returncode: int | None
+    survivors: bool = False
+    reason: str = ""
+
+
+# -- spawning ---------------------------------------------------------------
+
+
+def _spawn_failed(argv: Sequence[str], exc: OSError) -> KirocrewError:
+    detail = exc.strerror or str(exc)
+    if exc.filename is not None and os.fsdecode(exc.filename) != argv[0]:
+        detail = f"{detail}: {os.fsdecode(exc.filename)}"
+    return KirocrewError(f"cannot start {argv[0]!r}: {detail}", code="spawn_failed")
+
+
+def _checked_argv(argv: Sequence[str | os.PathLike[str]], env: Mapping[str, str] | None) -> list[str]:
+    if env is None:
+        # Inheriting our environment silently would leak whatever the gateway runs with.
+        raise TypeError("env is required: the caller decides the child's whole environment")
+    args = [os.fspath(a) for a in argv]
+    if not args or not args[0]:
+        raise ValueError("argv must name a program")
+    return args
+
+
+def spawn(
+    argv: Sequence[str | os.PathLike[str]],
+    *,
+    env: Mapping[str, str],
+    cwd: str | os.PathLike[str] | None = None,
+    stdin: int | IO[Any] | None = PIPE,
+    stdout: int | IO[Any] | None = PIPE,
+    stderr: int | IO[Any] | None = PIPE,
+    text: bool = False,
+) -> subprocess.Popen[Any]:
+    """Start ``argv`` as the leader of a new process group, with exactly ``env``.
+
+    Raises :class:`KirocrewError` (code ``spawn_failed``) naming ``argv[0]`` when
+    the program cannot be started. Tear it down with :func:`terminate`.
+    """
+    args = _checked_argv(argv, env)
+    try:
+        proc = subprocess.Popen(
+            args, env=dict(env), cwd=cwd, stdin=stdin, stdout=stdout, stderr=stderr,
+            text=text, close_fds=True, start_new_session=True,
+        )
+    except OSError as exc:
+        raise _spawn_failed(args, exc) from exc
+    _GROUPS[proc] = proc.pid  # a new session's leader: pgid == pid
+    return proc
+
+
+async def spawn_async(
+    argv: Sequence[str | os.PathLike[str]],
+    *,
+    env: Mapping[str, str],
+    cwd: str | os.PathLike[str] | None = None,
+    stdin: int | IO[Any] | None = PIPE,
+    stdout: int | IO[Any] | None = PIPE,
+    stderr: int | IO[Any] | None = PIPE,
+    limit: int = STREAM_LIMIT,
+) -> asyncio.subprocess.Process:
+    """The asyncio flavour of :func:`spawn`; ``limit`` bounds one line on the stream readers."""
+    args = _checked_argv(argv, env)
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *args, env=dict(env), cwd=cwd, stdin=stdin, stdout=stdout, stderr=stderr,
+            limit=limit, close_fds=True, start_new_session=True,
+        )
+    except OSError as exc:
+        raise _spawn_failed(args, exc) from exc
+    _GROUPS[proc] = proc.pid
+    return proc
+
+
+# -- signalling (the only place kirocrew kills) -----------------------------
+
+
+def _safe_pgid(pgid: int | None) -> int | None:
+    """``pgid`` if it may be signalled: never 0/1 (everyone) nor our own group."""
+    if pgid is None or pgid <= 1 or pgid == os.getpgrp():
+        return None
+    return pgid
+
+
+def _group_of(proc: Proc) -> int | None:
+    pgid = _GROUPS.get(proc)
+    if pgid is None and proc.returncode is None:
+        # Not spawned here: treat it as a group only if it leads one of its own.
+        with contextlib.suppress(OSError):
+            if os.getpgid(proc.pid) == proc.pid:
+                pgid = proc.pid
+    return _safe_pgid(pgid)
+
+
+def _group_members(pgid: int) -> list[int] | None:
+    """Live (non-zombie) pids in ``pgid`` from ``/proc``; None where there is no ``/proc``."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    members = []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                line = fh.read()
+        except OSError:
+            continue  # exited while we looked
+        # "pid (comm) state ppid pgrp ..."; comm may contain spaces and parentheses.
+        fields = line[line.rfind(b")") + 2 :].split()
+        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            members.append(int(entry))
+    return members
+
+
+def _group_alive(pgid: int | None) -> bool:
+    if pgid is None:
+        return False
+    members = _group_members(pgid)
+    if members is not None:
+        # An orphaned zombie waits for init to reap it; it runs nothing, so it does not count.
+        return bool(members)
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone is there, we just may not signal them
+    return True
+
+
+def _signal(proc: Proc, pgid: int | None, sig: signal.Signals) -> None:
+    """Send ``sig`` to the group, and to the leader itself if it has left the group."""
+    if pgid is not None:
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            pass
+        except PermissionError as exc:
+            log.warning("cannot signal process group %d with %s: %s", pgid, sig.name, exc)
+    if proc.returncode is not None:
+        return
+    with contextlib.suppress(OSError):
+        if pgid is not None and os.getpgid(proc.pid) == pgid:
+            return  # already reached through the group
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        proc.send_signal(sig)
+
+
+# -- teardown, sync ----------------------------------------------------------
+
+
+def _close_stdin(stream: IO[Any] | None) -> None:
+    if stream is None:
+        return
+    # Non-blocking first: flushing into a full pipe nobody reads would hang the close.
+    with contextlib.suppress(OSError, ValueError):
+        os.set_blocking(stream.fileno(), False)
+    with contextlib.suppress(OSError, ValueError):
+        stream.close()
+
+
+def _wait_gone(proc: subprocess.Popen[Any], pgid: int | None, timeout: float) -> bool:
+    """Wait up to ``timeout`` for the leader to be reaped and the group to be empty."""
+    deadline = time.monotonic() + timeout
+    try:
+        proc.wait(timeout=max(0.0, timeout))
+    except subprocess.TimeoutExpired:
+        return False
+    while _group_alive(pgid):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        time.sleep(min(POLL_INTERVAL_SECS, remaining))
+    return True
+
+
+def _teardown(proc: subprocess.Popen[Any], pgid: int | None) -> tuple[Step, bool]:
+    if proc.poll() is not None and not _group_alive(pgid):
+        _close_stdin(proc.stdin)
+        return Step.ALREADY_EXITED, False
+    if proc.stdin is not None:  # without a stdin pipe there is no EOF to wait on
+        _close_stdin(proc.stdin)
+        if _wait_gone(proc, pgid, STDIN_CLOSE_WAIT_SECS):
+            return Step.EXITED_ON_EOF, False
+    _signal(proc, pgid, signal.SIGTERM)
+    if _wait_gone(proc, pgid, TERM_WAIT_SECS):
+        return Step.TERMINATED, False
+    _signal(proc, pgid, signal.SIGKILL)
+    return Step.KILLED, not _wait_gone(proc, pgid, KILL_WAIT_SECS)
+
+
+def terminate(proc: subprocess.Popen[Any], *, reason: str = "") -> Teardown:
+    """Tear ``proc`` and its whole process group down, in bounded time.
+
+    Close stdin, wait :data:`STDIN_CLOSE_WAIT_SECS`, SIGTERM the group, wait
+    :data:`TERM_WAIT_SECS`, SIGKILL the group, reap. A group whose leader has
+    already exited is still signalled while any member lives. Interrupted
+    half-way (KeyboardInterrupt), the group is killed before the error propagates.
+    The child's stdout and stderr pipes are closed on return: read what you need
+    first, and do not call this while another thread still reads stdout.
+    """
+    pgid = _group_of(proc)
+    try:
+        step, survivors = _teardown(proc, pgid)
+    except BaseException:
+        _signal(proc, pgid, signal.SIGKILL)
+        raise
+    drains = _DRAINS.pop(proc, [])
+    for drain in drains:
+        drain.join(DRAIN_JOIN_SECS)
+    # The group is gone, so nothing more will be read: release the pipes (a drain closes its own).
+    for stream in (proc.stdout,) if drains else (proc.stdout, proc.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError, ValueError):
+                stream.close()
+    result = Teardown(step, proc.returncode, survivors, reason)
+    _log_teardown(proc.pid, result)
+    return result
+
+
+def _log_teardown(pid: int, result: Teardown) -> None:
+    why = f" ({result.reason})" if result.reason else ""
+    if result.survivors:
+        log.warning("process %d torn down%s: part of its group survived SIGKILL", pid, why)
+    else:
+        level = logging.INFO if result.step is Step.KILLED else logging.DEBUG
+        log.log(level, "process %d torn down%s: %s, returncode %s", pid, why, result.step.value,
+                result.returncode)
+
+
+# -- teardown, asyncio -------------------------------------------------------
+
+
+async def _wait_gone_async(proc: asyncio.subprocess.Process, pgid: int | None, timeout: float) -> bool:
+    # Polls rather than awaiting proc.wait(): that also waits for every pipe to close,
+    # and a grandchild holding stderr open would make an exited leader look alive.
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while proc.returncode is None or await asyncio.to_thread(_group_alive, pgid):
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            return False
+        await asyncio.sleep(min(POLL_INTERVAL_SECS, remaining))
+    return True
+
+
+def _close_stdin_async(proc: asyncio.subprocess.Process) -> None:
+    # Not awaiting wait_closed(): a child that stopped reading would hold the flush forever.
+    if proc.stdin is not None:
+        with contextlib.suppress(OSError, RuntimeError):
+            proc.stdin.close()
+
+
+async def _teardown_async(proc: asyncio.subprocess.Process, pgid: int | None) -> tuple[Step, bool]:
+    if proc.returncode is not None and not await asyncio.to_thread(_group_alive, pgid):
+        _close_stdin_async(proc)
+        return Step.ALREADY_EXITED, False
+    if proc.stdin is not None:
+        _close_stdin_async(proc)
+        if await _wait_gone_async(proc, pgid, STDIN_CLOSE_WAIT_SECS):
+            return Step.EXITED_ON_EOF, False
+    _signal(proc, pgid, signal.SIGTERM)
+    if await _wait_gone_async(proc, pgid, TERM_WAIT_SECS):
+        return Step.TERMINATED, False
+    _signal(proc, pgid, signal.SIGKILL)
+    return Step.KILLED, not await _wait_gone_async(proc, pgid, KILL_WAIT_SECS)
+
+
+async def terminate_async(proc: asyncio.subprocess.Process, *, reason: str = "") -> Teardown:
+    """The asyncio flavour of :func:`terminate`.
+
+    Cancelled half-way, it SIGKILLs the group before re-raising, so a cancelled
+    shutdown never leaves a child behind.
+    """
+    pgid = _group_of(proc)
+    try:
+        step, survivors = await _teardown_async(proc, pgid)
+    except BaseException:
+        _signal(proc, pgid, signal.SIGKILL)
+        raise
+    # Let the pipes reach EOF, so the drains deliver the last lines and the transport closes.
+    closed = asyncio.ensure_future(proc.wait())
+    await asyncio.wait([closed, *_DRAINS.pop(proc, [])], timeout=DRAIN_JOIN_SECS)
+    closed.cancel()
+    result = Teardown(step, proc.returncode, survivors, reason)
+    _log_teardown(proc.pid, result)
+    return result
+
+
+# -- draining ----------------------------------------------------------------
+
+
+class _LineSplitter:
+    """Cuts a byte stream into lines for ``sink``, each at most ``max_line`` bytes."""
+
+    def __init__(self, sink: LineSink | None, max_line: int) -> None:
+        self._sink = sink
+        self._max = max(1, max_line)
+        self._buf = bytearray()
+        self._cut = False
+
+    def feed(self, chunk: bytes) -> None:
+        if self._sink is None:
+            return  # nobody listens: the bytes only had to leave the pipe
+        start = 0
+        while True:
+            newline = chunk.find(b"\n", start)
+            piece = chunk[start:] if newline < 0 else chunk[start:newline]
+            if not self._cut:
+                room = self._max - len(self._buf)
+                self._buf += piece[:room]
+                self._cut = len(piece) > room
+            if newline < 0:
+                return
+            self._emit()
+            start = newline + 1
+
+    def finish(self) -> None:
+        if self._buf or self._cut:
+            self._emit()
+
+    def _emit(self) -> None:
+        line = bytes(self._buf).decode("utf-8", "replace").rstrip("\r")
+        if self._cut:
+            line += _TRUNCATED
+        self._buf.clear()
+        self._cut = False
+        if self._sink is None:
+            return
+        try:
+            self._sink(line)
+        except Exception:
+            # A broken sink must not stop the draining, or the child blocks on a full pipe.
+            log.exception("stderr sink failed; further lines are dropped")
+            self._sink = None
+
+
+def _drain_sync(stream: IO[Any], splitter: _LineSplitter) -> None:
+    raw = getattr(stream, "buffer", stream)  # text-mode Popen: read the bytes underneath
+    read = getattr(raw, "read1", raw.read)
+    try:
+        while chunk := read(_READ_CHUNK):
+            splitter.feed(chunk)
+    except (OSError, ValueError):
+        pass  # closed under us: nothing more to drain
+    finally:
+        splitter.finish()
+        with contextlib.suppress(OSError, ValueError):
+            stream.close()
+
+
+def drain_stderr(
+    proc: subprocess.Popen[Any], sink: LineSink | None = None, *, max_line: int = MAX_STDERR_LINE
+) -> threading.Thread:
+    """Read ``proc.stderr`` in a daemon thread so a chatty child never blocks on a full pipe.
+
+    Each line (decoded as UTF-8 with replacement, at most ``max_line`` bytes) goes
+    to ``sink``; pass ``collections.deque(maxlen=N).append`` to keep a tail for an
+    error message, or None to discard. :func:`terminate` waits briefly for the
+    drain, so the child's last lines have reached ``sink`` when it returns.
+    """
+    if proc.stderr is None:
+        raise ValueError("stderr was not spawned as a pipe")
+    thread = threading.Thread(
+        target=_drain_sync, args=(proc.stderr, _LineSplitter(sink, max_line)),
+        name=f"kirocrew-stderr-{proc.pid}", daemon=True,
+    )
+    thread.start()
+    _DRAINS.setdefault(proc, []).append(thread)
+    return thread
+
+
+async def _drain_async(stream: asyncio.StreamReader, splitter: _LineSplitter) -> None:
+    try:
+        while chunk := await stream.read(_READ_CHUNK):
+            splitter.feed(chunk)
+    finally:
+        splitter.finish()
+
+
+def drain_stderr_async(
+    proc: asyncio.subprocess.Process, sink: LineSink | None = None, *, max_line: int = MAX_STDERR_LINE
+) -> asyncio.Task[None]:
+    """The asyncio flavour of :func:`drain_stderr`: a task on the running loop."""
+    if proc.stderr is None:
+        raise ValueError("stderr was not spawned as a pipe")
+    task = asyncio.get_running_loop().create_task(
+        _drain_async(proc.stderr, _LineSplitter(sink, max_line)), name=f"kirocrew-stderr-{proc.pid}"
+    )
+    _DRAINS.setdefault(proc, []).append(task)
+    return task
