@@ -14,18 +14,19 @@ import threading
 from pathlib import Path
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
-_PATH_EVENTS = {
-    "os.mkdir": 0,
-    "os.remove": 0,
-    "os.rmdir": 0,
-    "os.rename": (0, 1),
-    "os.replace": (0, 1),
-    "os.symlink": (1,),
-    "os.link": (1,),
-    "os.chmod": 0,
-    "os.truncate": 0,
-    "shutil.rmtree": 0,
-    "sqlite3.connect": 0,
+# event -> ((index of a path argument, index of its dir_fd argument or None), ...)
+_PATH_EVENTS: dict[str, tuple[tuple[int, int | None], ...]] = {
+    "os.mkdir": ((0, 2),),
+    "os.remove": ((0, 1),),
+    "os.rmdir": ((0, 1),),
+    "os.rename": ((0, 2), (1, 3)),
+    "os.replace": ((0, 2), (1, 3)),
+    "os.symlink": ((1, 2),),
+    "os.link": ((1, 3),),
+    "os.chmod": ((0, 2),),
+    "os.truncate": ((0, None),),
+    "shutil.rmtree": ((0, 1),),
+    "sqlite3.connect": ((0, None),),
 }
 _ALWAYS_ALLOWED = ("/dev/", "/proc/")
 
@@ -49,7 +50,7 @@ class WriteGuard:
         self.armed = False
         return self.violations
 
-    def _allowed(self, path: object) -> bool:
+    def _allowed(self, path: object, dir_fd: object = None) -> bool:
         if isinstance(path, int):
             return True  # a file descriptor: opened already, checked then
         try:
@@ -58,6 +59,11 @@ class WriteGuard:
             return True
         if text in ("", ":memory:") or text.startswith("file::memory:"):
             return True
+        if isinstance(dir_fd, int) and dir_fd >= 0 and not os.path.isabs(text):
+            try:  # relative to an open directory (shutil.rmtree, pytest's tmp cleanup)
+                text = os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), text)
+            except OSError:
+                return True  # cannot tell where; do not accuse
         real = os.path.realpath(text)
         if real.startswith(_ALWAYS_ALLOWED) or "__pycache__" in real:
             return True
@@ -82,8 +88,9 @@ class WriteGuard:
             where = _PATH_EVENTS.get(event)
             if where is None:
                 return
-            for index in (where,) if isinstance(where, int) else where:
-                if index < len(args) and not self._allowed(args[index]):
+            for index, fd_index in where:
+                dir_fd = args[fd_index] if fd_index is not None and fd_index < len(args) else None
+                if index < len(args) and not self._allowed(args[index], dir_fd):
                     self._record(event, args[index])
         finally:
             self._local.busy = False
