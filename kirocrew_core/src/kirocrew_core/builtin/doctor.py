@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 
 from kirocrew_core import home
 from kirocrew_core.contributions import DoctorCheck, DoctorResult
@@ -11,6 +10,7 @@ from kirocrew_core.markers import hookimpl
 
 
 def _writable(path: os.PathLike[str] | str) -> tuple[bool, str]:
+    import tempfile
     from pathlib import Path
 
     p = Path(path)
