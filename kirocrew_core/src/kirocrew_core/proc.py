@@ -476,3 +476,52 @@ def drain_stderr_async(
     )
     _DRAINS.setdefault(proc, []).append(task)
     return task
+
+
+# -- descendants (for leak guards) -------------------------------------------
+
+
+def live_descendants(root: int | None = None) -> dict[int, str]:
+    """Live (non-zombie) descendants of ``root`` (default: this process) with their command lines.
+
+    Read from ``/proc/<pid>/task/*/children``; empty where there is no ``/proc``.
+    """
+    root = os.getpid() if root is None else root
+    found: dict[int, str] = {}
+    pending = [root]
+    while pending:
+        pid = pending.pop()
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{task}/children") as fh:
+                    children = [int(c) for c in fh.read().split()]
+            except OSError:
+                continue
+            for child in children:
+                if child in found:
+                    continue
+                try:
+                    with open(f"/proc/{child}/stat", "rb") as fh:
+                        stat_line = fh.read()
+                    with open(f"/proc/{child}/cmdline", "rb") as fh:
+                        cmdline = fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
+                except OSError:
+                    continue
+                if stat_line[stat_line.rfind(b")") + 2 :][:1] in (b"Z", b"X"):
+                    continue
+                found[child] = cmdline
+                pending.append(child)
+    return found
+
+
+def kill_pids(pids: Sequence[int]) -> None:
+    """SIGKILL each pid (leaked processes a guard found); gone or foreign pids are ignored."""
+    for pid in pids:
+        if pid <= 1 or pid == os.getpid():
+            continue
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)

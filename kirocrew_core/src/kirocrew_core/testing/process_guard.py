@@ -1,0 +1,58 @@
+"""Fail a test that leaves a child process running.
+
+The test process makes itself a *child subreaper* (Linux ``PR_SET_CHILD_SUBREAPER``),
+so a grandchild orphaned by a killed launcher is re-parented to the test process
+instead of escaping to init: "no orphan survives" is then something a test can see.
+At teardown, any descendant started during the test that is still alive after a
+short grace is killed and the test fails, naming it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from kirocrew_core import proc
+
+GRACE_SECS = 3.0
+_PR_SET_CHILD_SUBREAPER = 36
+_subreaper = False
+
+
+def become_subreaper() -> bool:
+    """Make orphaned descendants re-parent to this process (Linux only); True when in effect."""
+    global _subreaper
+    if not _subreaper and sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            _subreaper = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            _subreaper = False
+    return _subreaper
+
+
+def leaked_since(before: set[int], grace: float = GRACE_SECS) -> dict[int, str]:
+    """Descendants not in ``before`` still alive after ``grace`` seconds."""
+    deadline = time.monotonic() + grace
+    while True:
+        leaked = {pid: cmd for pid, cmd in proc.live_descendants().items() if pid not in before}
+        if not leaked or time.monotonic() >= deadline:
+            return leaked
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def process_guard() -> Iterator[None]:
+    """Fail the test if a process it started (or an orphan of one) is still running after it."""
+    become_subreaper()
+    before = set(proc.live_descendants())
+    yield
+    leaked = leaked_since(before)
+    if leaked:
+        proc.kill_pids(list(leaked))
+        shown = "\n  ".join(f"pid {pid}: {cmd or '?'}" for pid, cmd in sorted(leaked.items()))
+        pytest.fail(f"test left {len(leaked)} process(es) running (now killed):\n  {shown}", pytrace=False)
