@@ -108,3 +108,64 @@ def run_kirocrew(*args: str, env: dict[str, str] | None = None, timeout: float =
 def kirocrew(isolated_homes: IsolatedHomes) -> Any:
     """Call ``kirocrew(*args, env=None)`` to run the real CLI in a subprocess under the isolated homes."""
     return run_kirocrew
+
+from kirocrew_core.testing.mcp_fixtures import *  # noqa: E402,F401,F403
+
+
+# -- fake kiro-cli (kirocrew_core.testing.fake_kiro) -----------------------------------
+
+
+class FakeKiroCli:
+    """The fake ``kiro-cli`` on PATH and in ``KIRO_CLI_PATH`` for one test.
+
+    ``path`` is an executable named ``kiro-cli`` in a tmp bin dir. Switch
+    behaviours for every process the test starts with ``switch(launcher="1")``
+    (a ``KIRO_FAKE_`` prefix is added, so ``unknown_load="error"`` sets
+    ``KIRO_FAKE_UNKNOWN_LOAD``), or build an explicit environment for one spawn
+    with ``env(silent="1")``. ``run(*args)`` runs it to completion.
+    """
+
+    def __init__(self, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.path = path
+        self.bin_dir = path.parent
+        self._monkeypatch = monkeypatch
+
+    @staticmethod
+    def switch_name(name: str) -> str:
+        upper = name.upper()
+        return upper if upper.startswith("KIRO_FAKE_") else f"KIRO_FAKE_{upper}"
+
+    def switch(self, **switches: str) -> None:
+        for name, value in switches.items():
+            self._monkeypatch.setenv(self.switch_name(name), str(value))
+
+    def env(self, **switches: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update({self.switch_name(name): str(value) for name, value in switches.items()})
+        return env
+
+    def argv(self, *args: str) -> list[str]:
+        return [str(self.path), *args]
+
+    def run(self, *args: str, env: dict[str, str] | None = None,
+            timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(self.argv(*args), capture_output=True, text=True, timeout=timeout,
+                              env=env if env is not None else dict(os.environ), stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture
+def fake_kiro_cli(isolated_homes: IsolatedHomes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeKiroCli:
+    """Put the fake kiro-cli first on PATH and in ``KIRO_CLI_PATH`` (see :class:`FakeKiroCli`)."""
+    bin_dir = tmp_path / "fake-kiro-bin"
+    bin_dir.mkdir(exist_ok=True)
+    path = bin_dir / "kiro-cli"
+    # A wrapper rather than a symlink to the console script: it works from a source checkout too.
+    path.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m kirocrew_core.testing.fake_kiro "$@"\n')
+    path.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("KIRO_CLI_PATH", str(path))
+    from kirocrew_core.testing.fake_kiro import switches as fake_switches
+
+    for name in (*fake_switches.ALL, fake_switches.ROLE):
+        monkeypatch.delenv(name, raising=False)
+    return FakeKiroCli(path, monkeypatch)

@@ -1,0 +1,246 @@
+"""Agent specs the way kiro-cli 2.x finds and parses them: strictly.
+
+kiro-cli deserialises an agent file with unknown fields denied, so a spec
+carrying a field from a newer format (2.3.0 refused ``permissions``) is not a
+degraded agent but no agent at all: it is left out of the modes and its MCP
+servers are never started. The fake does the same, because the consumers we
+test must write only fields the target version knows.
+
+Discovery happens once, at process start, as in kiro-cli: the built-in
+``kiro_default``, then ``<kiro home>/agents/*.json`` (global), then
+``<process cwd>/.kiro/agents/*.json`` (local), a local agent replacing a
+global one of the same name.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kirocrew_core import home
+from kirocrew_core.jsonfile import ReadState, read_json
+
+DEFAULT_AGENT = "kiro_default"
+
+# The top-level fields kiro-cli 2.x accepts (§1.8 of the reference); anything else rejects the file.
+KNOWN_FIELDS = (
+    "$schema", "name", "description", "prompt", "mcpServers", "tools", "toolAliases", "allowedTools",
+    "toolsSettings", "resources", "hooks", "includeMcpJson", "useLegacyMcpJson", "model",
+    "keyboardShortcut", "welcomeMessage",
+)
+
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "$schema": (str,), "name": (str,), "description": (str, type(None)), "prompt": (str, type(None)),
+    "mcpServers": (dict,), "tools": (list,), "toolAliases": (dict,), "allowedTools": (list,),
+    "toolsSettings": (dict,), "resources": (list,), "hooks": (dict,), "includeMcpJson": (bool,),
+    "useLegacyMcpJson": (bool,), "model": (str, type(None)), "keyboardShortcut": (str, type(None)),
+    "welcomeMessage": (str, type(None)),
+}
+
+_ENV_REF = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class SpecError(ValueError):
+    """An agent or MCP file kiro-cli would refuse; the message reads like kiro's."""
+
+
+def expand_env(value: str, environ: Mapping[str, str] | None = None) -> str:
+    """Expand ``${VAR}`` and ``${env:VAR}``; an unset variable is left as written."""
+    env = os.environ if environ is None else environ
+    return _ENV_REF.sub(lambda m: env.get(m.group(1), m.group(0)), value)
+
+
+@dataclass(frozen=True)
+class McpServerSpec:
+    """One MCP server entry, from an agent spec, an ``mcp.json`` or ``session/new``."""
+
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    transport: str = "stdio"  # "stdio" | "http" | "sse"
+    disabled: bool = False
+    disabled_tools: frozenset[str] = frozenset()
+    auto_approve: tuple[str, ...] = ()
+    timeout_ms: int | None = None
+    origin: str = "agent"  # "agent" | "mcp.json" | "session"
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    name: str
+    description: str = ""
+    source: str = "built-in"  # "built-in" | "global" | "local"
+    path: Path | None = None
+    mcp_servers: Mapping[str, McpServerSpec] = field(default_factory=dict)
+    tools: tuple[str, ...] = ()
+    allowed_tools: tuple[str, ...] = ()
+    include_mcp_json: bool = False
+    model: str | None = None
+
+
+BUILT_IN_DEFAULT = AgentSpec(
+    name=DEFAULT_AGENT,
+    description="The default agent",
+    tools=("*",),
+    allowed_tools=("read", "glob", "grep", "introspect", "todo_list"),
+    include_mcp_json=True,
+)
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "map", list: "sequence", str: "string", bool: "boolean", type(None): "null",
+            int: "integer", float: "floating point"}.get(type(value), type(value).__name__)
+
+
+def _strings(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SpecError(f"{where}: invalid type: {_type_name(value)}, expected a sequence of strings")
+    return tuple(value)
+
+
+def _string_map(value: Any, where: str) -> dict[str, str]:
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise SpecError(f"{where}: invalid type: {_type_name(value)}, expected a map of strings")
+    return dict(value)
+
+
+def parse_mcp_server(name: str, entry: Any, *, where: str, origin: str) -> McpServerSpec:
+    """One ``mcpServers`` entry; entry keys are read leniently (kiro is strict only at the top)."""
+    if not isinstance(entry, dict):
+        raise SpecError(f"{where}: mcpServers.{name}: invalid type: {_type_name(entry)}, expected a map")
+    command = entry.get("command")
+    url = entry.get("url")
+    if command is not None and not isinstance(command, str):
+        raise SpecError(f"{where}: mcpServers.{name}.command: expected a string")
+    if url is not None and not isinstance(url, str):
+        raise SpecError(f"{where}: mcpServers.{name}.url: expected a string")
+    if not command and not url:
+        raise SpecError(f"{where}: mcpServers.{name}: missing field `command` or `url`")
+    declared = entry.get("type")
+    transport = declared if declared in ("stdio", "http", "sse") else ("http" if url else "stdio")
+    if transport == "stdio" and not command:
+        transport = "http"
+    timeout = entry.get("timeout")
+    return McpServerSpec(
+        name=name,
+        command=command or None,
+        args=_strings(entry.get("args", []), f"{where}: mcpServers.{name}.args"),
+        env=_string_map(entry.get("env", {}), f"{where}: mcpServers.{name}.env"),
+        url=url or None,
+        headers=_string_map(entry.get("headers", {}), f"{where}: mcpServers.{name}.headers"),
+        transport=transport,
+        disabled=entry.get("disabled") is True,
+        disabled_tools=frozenset(_strings(entry.get("disabledTools", []), f"{where}: mcpServers.{name}.disabledTools")),
+        auto_approve=_strings(entry.get("autoApprove", []), f"{where}: mcpServers.{name}.autoApprove"),
+        timeout_ms=timeout if isinstance(timeout, int) and not isinstance(timeout, bool) and timeout > 0 else None,
+        origin=origin,
+    )
+
+
+def parse_mcp_servers(value: Any, *, where: str, origin: str) -> dict[str, McpServerSpec]:
+    if not isinstance(value, dict):
+        raise SpecError(f"{where}: mcpServers: invalid type: {_type_name(value)}, expected a map")
+    return {name: parse_mcp_server(name, entry, where=where, origin=origin) for name, entry in value.items()}
+
+
+def parse_spec(document: Any, *, path: Path, source: str) -> AgentSpec:
+    """Parse one agent file as kiro-cli 2.x would, raising :class:`SpecError` where it refuses."""
+    where = str(path)
+    if not isinstance(document, dict):
+        raise SpecError(f"{where}: invalid type: {_type_name(document)}, expected struct Agent")
+    for key in document:
+        if key not in KNOWN_FIELDS:
+            expected = ", ".join(f"`{k}`" for k in KNOWN_FIELDS)
+            raise SpecError(f"{where}: unknown field `{key}`, expected one of {expected}")
+    for key, value in document.items():
+        if not isinstance(value, _FIELD_TYPES[key]):
+            raise SpecError(f"{where}: {key}: invalid type: {_type_name(value)}")
+    name = document.get("name") or path.stem
+    include = document.get("includeMcpJson", document.get("useLegacyMcpJson", False))
+    return AgentSpec(
+        name=name,
+        description=document.get("description") or "",
+        source=source,
+        path=path,
+        mcp_servers=parse_mcp_servers(document.get("mcpServers", {}), where=where, origin="agent"),
+        tools=_strings(document.get("tools", []), f"{where}: tools"),
+        allowed_tools=_strings(document.get("allowedTools", []), f"{where}: allowedTools"),
+        include_mcp_json=include,
+        model=document.get("model"),
+    )
+
+
+def load_spec_file(path: Path, source: str) -> AgentSpec:
+    read = read_json(path)
+    if read.state is ReadState.DOCUMENT:
+        return parse_spec(read.document, path=path, source=source)
+    if read.state is ReadState.MALFORMED:
+        where = f" at line {read.line}" if read.line else ""
+        raise SpecError(f"{path}: invalid JSON{where}: {read.error}")
+    if read.state is ReadState.EMPTY:
+        raise SpecError(f"{path}: EOF while parsing a value")
+    raise SpecError(f"{path}: cannot read: {read.error or read.state.value}")
+
+
+@dataclass
+class Discovery:
+    """The agents a process serves as modes, plus the files it refused (printed to stderr)."""
+
+    agents: dict[str, AgentSpec]
+    errors: list[str]
+
+    def get(self, name: str) -> AgentSpec | None:
+        return self.agents.get(name)
+
+
+def _spec_files(directory: Path) -> Iterable[Path]:
+    try:
+        entries = sorted(directory.iterdir())
+    except OSError:
+        return ()
+    return [p for p in entries if p.suffix == ".json" and p.is_file()]
+
+
+def local_agents_dir(cwd: Path) -> Path:
+    return cwd / ".kiro" / "agents"
+
+
+def discover(cwd: Path | None = None) -> Discovery:
+    """Built-in, then global, then local agents; a local agent wins over a global one."""
+    agents: dict[str, AgentSpec] = {DEFAULT_AGENT: BUILT_IN_DEFAULT}
+    errors: list[str] = []
+    base = Path.cwd() if cwd is None else cwd
+    for source, directory in (("global", home.kiro_agents_dir()), ("local", local_agents_dir(base))):
+        for path in _spec_files(directory):
+            try:
+                spec = load_spec_file(path, source)
+            except SpecError as exc:
+                errors.append(str(exc))
+                continue
+            agents[spec.name] = spec
+    return Discovery(agents, errors)
+
+
+def mcp_json_servers(cwd: Path) -> tuple[dict[str, McpServerSpec], list[str]]:
+    """Servers from the global then workspace ``mcp.json`` (workspace wins), for ``includeMcpJson``."""
+    servers: dict[str, McpServerSpec] = {}
+    errors: list[str] = []
+    for path in (home.kiro_global_mcp_file(), cwd / ".kiro" / "settings" / "mcp.json"):
+        read = read_json(path)
+        if read.state in (ReadState.ABSENT, ReadState.EMPTY):
+            continue
+        try:
+            if read.state is not ReadState.DOCUMENT or not isinstance(read.document, dict):
+                raise SpecError(f"{path}: not a JSON object ({read.error or read.state.value})")
+            servers.update(parse_mcp_servers(read.document.get("mcpServers", {}), where=str(path),
+                                             origin="mcp.json"))
+        except SpecError as exc:
+            errors.append(str(exc))
+    return servers, errors

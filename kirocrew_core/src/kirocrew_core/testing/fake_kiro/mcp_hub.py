@@ -1,0 +1,309 @@
+"""A session's MCP servers, connected for real with the mcp SDK client.
+
+kiro-cli starts every enabled server of the session's agent when the session
+starts, in the background: ``session/new`` answers at once, each server then
+reports ``_kiro.dev/mcp/server_initialized`` or ``server_init_failure``. A
+server that hangs must not hold anything up, so connecting, initialising and
+listing tools share one deadline (the entry's ``timeout``, else
+``KIRO_FAKE_MCP_INIT_TIMEOUT``); only a pending OAuth consent extends it, because a person is in the loop then.
+
+Each connection lives in its own task: the SDK's transports are anyio task
+groups that must be entered and left by the same task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kirocrew_core.testing.fake_kiro.agents_dirs import McpServerSpec, expand_env
+
+log = logging.getLogger(__name__)
+
+Notify = Callable[[str, dict[str, Any]], Awaitable[None]]
+
+SERVER_INITIALIZED = "kiro.dev/mcp/server_initialized"
+SERVER_INIT_FAILURE = "kiro.dev/mcp/server_init_failure"
+OAUTH_REQUEST = "kiro.dev/mcp/oauth_request"
+
+LOADING, RUNNING, FAILED, DISABLED = "loading", "running", "failed", "disabled"
+DEFAULT_TOOL_TIMEOUT_SECS = 120.0
+# How long a consent may take once the OAuth URL has been surfaced.
+OAUTH_CONSENT_SECS = 600.0
+CLOSE_WAIT_SECS = 5.0
+
+
+@dataclass
+class ServerConn:
+    """One server's state, as ``/mcp`` reports it."""
+
+    spec: McpServerSpec
+    status: str = LOADING
+    error: str = ""
+    tools: list[Any] = field(default_factory=list)  # mcp Tool objects, unfiltered
+    session: Any = None
+    task: asyncio.Task[None] | None = None
+    settled: asyncio.Event = field(default_factory=asyncio.Event)
+    scope: Any = None  # the anyio CancelScope the connection runs in
+    deadline_handle: asyncio.TimerHandle | None = None
+    challenge: str = ""  # the WWW-Authenticate of a 401, if one was seen
+    presented_token: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def usable_tools(self) -> list[Any]:
+        return [t for t in self.tools if t.name not in self.spec.disabled_tools]
+
+
+class McpHub:
+    """Connects, tracks and calls one session's MCP servers."""
+
+    def __init__(self, session_id: str, servers: Mapping[str, McpServerSpec], *, cwd: Path,
+                 notify: Notify, init_timeout: float,
+                 on_change: Callable[[], Awaitable[None]] | None = None) -> None:
+        self.session_id = session_id
+        self.cwd = cwd
+        self._notify = notify
+        self._init_timeout = init_timeout
+        self._on_change = on_change
+        self._closing = asyncio.Event()
+        self.conns: dict[str, ServerConn] = {}
+        for name, spec in servers.items():
+            conn = ServerConn(spec)
+            if spec.disabled:
+                conn.status = DISABLED
+                conn.settled.set()
+            self.conns[name] = conn
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def start(self) -> None:
+        for conn in self.conns.values():
+            if conn.status == LOADING:
+                conn.task = asyncio.create_task(self._run(conn), name=f"mcp:{conn.name}")
+
+    async def wait_settled(self, timeout: float | None = None) -> bool:
+        """Wait until every server is running, failed or disabled; False on timeout."""
+        waits = [c.settled.wait() for c in self.conns.values() if not c.settled.is_set()]
+        if not waits:
+            return True
+        try:
+            await asyncio.wait_for(asyncio.gather(*waits), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    async def close(self) -> None:
+        """Stop every connection (bounded); servers get EOF and exit on their own."""
+        self._closing.set()
+        tasks = [c.task for c in self.conns.values() if c.task is not None and not c.task.done()]
+        for conn in self.conns.values():
+            if conn.deadline_handle is not None:
+                conn.deadline_handle.cancel()
+            if not conn.settled.is_set() and conn.scope is not None:
+                conn.scope.cancel()  # still connecting (or waiting for a consent): give up now
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=CLOSE_WAIT_SECS)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=1.0)
+
+    # -- reporting -----------------------------------------------------------
+
+    def server_rows(self) -> list[dict[str, Any]]:
+        """The ``/mcp`` rows: ``{name, status, toolCount}``."""
+        return [{"name": c.name, "status": c.status,
+                 "toolCount": len(c.usable_tools()) if c.status == RUNNING else 0}
+                for c in self.conns.values()]
+
+    def running_tools(self) -> list[tuple[str, Any]]:
+        """``(server, Tool)`` for every tool of a running server that is not disabled."""
+        return [(c.name, t) for c in self.conns.values() if c.status == RUNNING for t in c.usable_tools()]
+
+    # -- calling -------------------------------------------------------------
+
+    async def call_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> Any:
+        conn = self.conns.get(server)
+        if conn is None:
+            raise LookupError(f"no MCP server named {server!r}")
+        if conn.status != RUNNING or conn.session is None:
+            raise LookupError(f"MCP server {server!r} is {conn.status}")
+        if tool not in {t.name for t in conn.usable_tools()}:
+            raise LookupError(f"tool {tool!r} is not available on MCP server {server!r}")
+        timeout = conn.spec.timeout_ms / 1000 if conn.spec.timeout_ms else DEFAULT_TOOL_TIMEOUT_SECS
+        return await asyncio.wait_for(conn.session.call_tool(tool, arguments), timeout)
+
+    # -- connecting ----------------------------------------------------------
+
+    async def _run(self, conn: ServerConn) -> None:
+        import anyio
+        from mcp.client.session import ClientSession
+
+        conn.scope = anyio.CancelScope()
+        loop = asyncio.get_running_loop()
+        # An entry's own ``timeout`` (ms, kiro's per-request limit) bounds its initialize too.
+        deadline = conn.spec.timeout_ms / 1000 if conn.spec.timeout_ms else self._init_timeout
+        conn.deadline_handle = loop.call_later(deadline, self._init_timed_out, conn)
+        try:
+            with conn.scope:
+                async with contextlib.AsyncExitStack() as stack:
+                    try:
+                        read, write = await self._open_transport(conn, stack)
+                        session = await stack.enter_async_context(ClientSession(read, write))
+                        await session.initialize()
+                        listed = await session.list_tools()
+                    except Exception as exc:
+                        await self._failed(conn, _describe(exc))
+                        return
+                    conn.deadline_handle.cancel()
+                    conn.session, conn.tools = session, list(listed.tools)
+                    await self._settle(conn, RUNNING)
+                    await self._closing.wait()
+        except Exception as exc:  # a transport's task group failing under us
+            await self._failed(conn, _describe(exc))
+        finally:
+            conn.session = None
+            if conn.deadline_handle is not None:
+                conn.deadline_handle.cancel()
+            if not conn.settled.is_set():
+                await self._failed(conn, "connection ended")
+            elif conn.status == RUNNING and not self._closing.is_set():
+                conn.status, conn.error = FAILED, "connection closed"
+                await self._changed()
+
+    def _init_timed_out(self, conn: ServerConn) -> None:
+        if conn.settled.is_set():
+            return
+        self._mark_failed(conn, "timed out while initializing")
+        asyncio.ensure_future(self._announce(conn))
+        if conn.scope is not None:
+            conn.scope.cancel()
+
+    def _extend_deadline(self, conn: ServerConn, seconds: float) -> None:
+        if conn.deadline_handle is not None:
+            conn.deadline_handle.cancel()
+        conn.deadline_handle = asyncio.get_running_loop().call_later(seconds, self._init_timed_out, conn)
+
+    async def _open_transport(self, conn: ServerConn, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
+        spec = conn.spec
+        if spec.transport == "stdio":
+            from mcp.client.stdio import StdioServerParameters, stdio_client
+
+            env = {**os.environ, **{k: expand_env(v) for k, v in spec.env.items()}}
+            params = StdioServerParameters(command=spec.command or "", args=list(spec.args), env=env,
+                                           cwd=str(self.cwd))
+            streams = await stack.enter_async_context(stdio_client(params, errlog=sys.stderr))
+            return streams[0], streams[1]
+        return await self._open_http(conn, stack)
+
+    async def _open_http(self, conn: ServerConn, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
+        spec = conn.spec
+        url = expand_env(spec.url or "")
+        headers = {k: expand_env(v) for k, v in spec.headers.items()}
+        conn.presented_token = any(k.lower() == "authorization" for k in headers)
+        auth = await self._http_auth(conn, url, headers)
+        if auth is not None:
+            stack.push_async_callback(auth.aclose)
+
+        async def watch(response: Any) -> None:
+            if response.status_code == 401:
+                conn.challenge = response.headers.get("www-authenticate", "") or "Bearer"
+
+        if spec.transport == "sse":
+            from mcp.client.sse import sse_client
+
+            streams = await stack.enter_async_context(
+                sse_client(url, headers=headers, auth=auth,
+                           httpx_client_factory=lambda **kw: _with_hook(kw, watch)))
+        else:
+            from mcp.client.streamable_http import streamable_http_client
+
+            client = _with_hook({"headers": headers, "auth": auth}, watch)
+            await stack.enter_async_context(client)
+            streams = await stack.enter_async_context(streamable_http_client(url, http_client=client))
+        return streams[0], streams[1]
+
+    async def _http_auth(self, conn: ServerConn, url: str, headers: dict[str, str]) -> Any:
+        """kiro-cli's OAuth step before connecting: an ``httpx2.Auth`` holding a token, or None.
+
+        :mod:`kirocrew_core.testing.fake_kiro_oauth` probes the server; on a
+        challenge it uses the stored grant pair (refreshing it), or runs
+        discovery, registration and PKCE consent with a loopback listener,
+        handing us the URL to surface. Its errors become ``server_init_failure``.
+        """
+        from kirocrew_core.testing import fake_kiro_oauth
+
+        return await fake_kiro_oauth.prepare_auth(
+            url, headers=headers, consent_timeout=OAUTH_CONSENT_SECS,
+            on_authorization_url=lambda oauth_url: self._oauth_url(conn, oauth_url))
+
+    async def _oauth_url(self, conn: ServerConn, oauth_url: str) -> None:
+        """kiro surfaces the consent URL and keeps the server loading while a person decides."""
+        self._extend_deadline(conn, OAUTH_CONSENT_SECS)
+        await self._send(OAUTH_REQUEST, {"sessionId": self.session_id, "serverName": conn.name,
+                                         "oauthUrl": oauth_url})
+
+    # -- status --------------------------------------------------------------
+
+    def _mark_failed(self, conn: ServerConn, error: str) -> None:
+        if conn.challenge:
+            why = "the token was rejected" if conn.presented_token else "authorization required"
+            error = f"{why} ({conn.challenge}); {error}"
+        conn.status, conn.error = FAILED, error
+        conn.settled.set()
+        log.warning("mcp server %s failed to initialize: %s", conn.name, error)
+
+    async def _failed(self, conn: ServerConn, error: str) -> None:
+        if conn.settled.is_set():
+            return
+        self._mark_failed(conn, error)
+        await self._announce(conn)
+
+    async def _settle(self, conn: ServerConn, status: str) -> None:
+        conn.status = status
+        conn.settled.set()
+        await self._announce(conn)
+
+    async def _announce(self, conn: ServerConn) -> None:
+        method = SERVER_INITIALIZED if conn.status == RUNNING else SERVER_INIT_FAILURE
+        await self._send(method, {"sessionId": self.session_id, "serverName": conn.name})
+        await self._changed()
+
+    async def _changed(self) -> None:
+        if self._on_change is not None and not self._closing.is_set():
+            with contextlib.suppress(Exception):
+                await self._on_change()
+
+    async def _send(self, method: str, params: dict[str, Any]) -> None:
+        if self._closing.is_set():
+            return
+        try:
+            await self._notify(method, params)
+        except Exception as exc:  # the client went away; nothing to tell
+            log.debug("could not send %s: %s", method, exc)
+
+
+def _with_hook(kwargs: dict[str, Any], hook: Callable[[Any], Awaitable[None]]) -> Any:
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    client = create_mcp_http_client(**kwargs)
+    client.event_hooks = {"request": [], "response": [hook]}
+    return client
+
+
+def _describe(exc: BaseException) -> str:
+    """The innermost useful message of a (possibly grouped) exception."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return str(exc) or type(exc).__name__

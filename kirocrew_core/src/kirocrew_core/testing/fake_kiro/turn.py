@@ -1,0 +1,362 @@
+"""One prompt turn: run the scripted steps, ask permissions, report usage.
+
+Everything that waits (a sleep, a hang, a permission answer, a shell command,
+an MCP call) races ``session/cancel``; a cancelled turn answers
+``stopReason: "cancelled"``, as ACP requires, and a cancelled shell command's
+process group is torn down through :mod:`kirocrew_core.proc`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kirocrew_core.testing.fake_kiro import commands, script, sessions
+
+if TYPE_CHECKING:
+    from kirocrew_core.testing.fake_kiro.agent import FakeKiroAgent, LiveSession
+
+METADATA = "kiro.dev/metadata"
+SHELL_TIMEOUT_SECS = 60.0
+OUTPUT_LIMIT = 64 * 1024
+CREDITS_PER_TURN = 0.01
+CHARS_PER_CONTEXT_PERCENT = 2000
+
+_KINDS = {"shell": "execute", "write": "edit", "read": "read", "glob": "search", "grep": "search",
+          "web_fetch": "fetch", "web_search": "fetch", "todo_list": "think"}
+
+
+class TurnCancelled(Exception):
+    """``session/cancel`` arrived (or a permission request was answered ``cancelled``)."""
+
+
+def prompt_text(blocks: list[Any]) -> str:
+    """The text of a prompt; an image or a resource shows up as a placeholder line."""
+    parts = []
+    for block in blocks:
+        kind = getattr(block, "type", "")
+        if kind == "text":
+            parts.append(block.text)
+        elif kind == "image":
+            parts.append(f"[image {getattr(block, 'mime_type', '')}]")
+        elif kind == "resource_link":
+            parts.append(f"[resource {getattr(block, 'uri', '')}]")
+        elif kind == "resource":
+            parts.append(getattr(getattr(block, "resource", None), "text", "") or "[resource]")
+    return "\n".join(parts)
+
+
+def _call_id() -> str:
+    return f"tooluse_{uuid.uuid4().hex[:22]}"
+
+
+class Turn:
+    def __init__(self, agent: FakeKiroAgent, session: LiveSession) -> None:
+        self.agent = agent
+        self.session = session
+        self.conn = agent.conn
+        self.reply: list[str] = []
+        self.started = time.monotonic()
+
+    # -- the turn ---------------------------------------------------------------
+
+    async def run(self, blocks: list[Any]) -> Any:
+        from acp import RequestError
+        from acp.schema import PromptResponse
+
+        text = prompt_text(blocks)
+        files = self.session.files
+        sessions.append_transcript(files, "user", text)
+        sessions.append_history(files, text)
+        self.session.chars += len(text)
+        try:
+            if self.session.hub is not None:
+                await self._until_cancelled(self.session.hub.wait_settled(self.agent.init_timeout()))
+            slash = script.slash_command(text)
+            if slash is not None:
+                result = await self.agent.execute_command(self.session, *slash)
+                await self._say(result.message, meta={"kiro.dev": {"commandResult": result.as_dict()}})
+            else:
+                try:
+                    steps = script.parse(text)
+                except script.ScriptError as exc:
+                    raise RequestError(-32602, f"fake-kiro-cli script: {exc}") from None
+                for step in steps:
+                    await self._steer()
+                    await self._step(step)
+        except TurnCancelled:
+            await self._finish()
+            return PromptResponse(stop_reason="cancelled")
+        await self._finish()
+        return PromptResponse(stop_reason="end_turn")
+
+    async def _finish(self, **extra: Any) -> None:
+        if self.reply:
+            reply = "".join(self.reply)
+            sessions.append_transcript(self.session.files, "assistant", reply)
+            self.session.chars += len(reply)
+        await self.agent.notify(METADATA, self._metadata(**extra))
+
+    def _metadata(self, **extra: Any) -> dict[str, Any]:
+        return {
+            "sessionId": self.session.session_id,
+            "contextUsagePercentage": round(min(100.0, self.session.chars / CHARS_PER_CONTEXT_PERCENT), 3),
+            "meteringUsage": [{"unit": "credit", "unitPlural": "credits", "value": CREDITS_PER_TURN}],
+            "turnDurationMs": int((time.monotonic() - self.started) * 1000),
+            **extra,
+        }
+
+    async def _until_cancelled(self, awaitable: Any) -> Any:
+        work = asyncio.ensure_future(awaitable)
+        cancelled = asyncio.ensure_future(self.session.cancel_event.wait())
+        try:
+            done, _ = await asyncio.wait({work, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            work.cancel()
+            cancelled.cancel()
+            raise
+        cancelled.cancel()
+        if work in done:
+            return work.result()
+        work.cancel()
+        await asyncio.gather(work, return_exceptions=True)
+        raise TurnCancelled
+
+    async def _steer(self) -> None:
+        while self.session.steering:
+            await self._say(self.session.steering.pop(0))
+
+    # -- updates -----------------------------------------------------------------
+
+    async def _update(self, update: Any, **meta: Any) -> None:
+        await self.conn.session_update(self.session.session_id, update, **meta)
+
+    async def _say(self, text: str, meta: dict[str, Any] | None = None) -> None:
+        from acp import update_agent_message_text
+
+        self.reply.append(text)
+        await self._update(update_agent_message_text(text), **(meta or {}))
+
+    async def _start_tool(self, call_id: str, title: str, tool_name: str, *, kind: str | None = None,
+                          raw_input: Any = None, content: list[Any] | None = None,
+                          locations: list[Any] | None = None, server: str | None = None) -> None:
+        from acp.schema import ToolCallStart
+
+        kiro_meta: dict[str, Any] = {"toolName": tool_name}
+        if server is not None:
+            kiro_meta["serverName"] = server
+        await self._update(ToolCallStart(
+            session_update="tool_call", tool_call_id=call_id, title=title,
+            kind=kind or _KINDS.get(tool_name, "other"), status="pending", raw_input=raw_input,
+            content=content, locations=locations, field_meta={"kiro": kiro_meta}))
+
+    async def _tool_progress(self, call_id: str, status: str, *, raw_output: Any = None,
+                             content: list[Any] | None = None) -> None:
+        from acp import update_tool_call
+
+        await self._update(update_tool_call(call_id, status=status, raw_output=raw_output, content=content))
+
+    # -- permissions -------------------------------------------------------------
+
+    def _trusted(self, server: str | None, name: str) -> bool:
+        options = self.agent.options
+        key = f"@{server}/{name}" if server else name
+        if options.trust_all_tools or key in self.session.always_allowed:
+            return True
+        if commands.matches(options.trust_tools, server, name, star_means_all=True):
+            return True
+        if commands.matches(self.session.agent.allowed_tools, server, name, star_means_all=False):
+            return True
+        if server and self.session.hub is not None:
+            conn = self.session.hub.conns.get(server)
+            if conn is not None and (name in conn.spec.auto_approve or "*" in conn.spec.auto_approve):
+                return True
+        return False
+
+    async def _permitted(self, call_id: str, title: str, server: str | None, name: str,
+                         trust_options: list[dict[str, Any]] | None = None) -> bool:
+        """Ask unless trusted. A ``cancelled`` outcome cancels the turn."""
+        from acp.schema import PermissionOption, ToolCallUpdate
+
+        if self._trusted(server, name):
+            return True
+        options = [PermissionOption(option_id="allow_once", name="Yes", kind="allow_once"),
+                   PermissionOption(option_id="allow_always", name="Always", kind="allow_always"),
+                   PermissionOption(option_id="reject_once", name="No", kind="reject_once")]
+        answer = await self._until_cancelled(self.conn.request_permission(
+            session_id=self.session.session_id, tool_call=ToolCallUpdate(tool_call_id=call_id, title=title),
+            options=options, trustOptions=trust_options or []))
+        outcome = answer.outcome
+        if outcome.outcome != "selected":
+            raise TurnCancelled
+        if outcome.option_id == "allow_always":
+            self.session.always_allowed.add(f"@{server}/{name}" if server else name)
+            return True
+        return outcome.option_id == "allow_once"
+
+    async def _rejected(self, call_id: str) -> None:
+        await self._tool_progress(call_id, "failed", raw_output={"error": "Tool use was rejected by the user"})
+
+    # -- steps -------------------------------------------------------------------
+
+    async def _step(self, step: script.Step) -> None:
+        handler = getattr(self, f"_do_{step.kind}")
+        await handler(step)
+
+    async def _do_text(self, step: script.Step) -> None:
+        await self._say(step.text)
+
+    async def _do_say(self, step: script.Step) -> None:
+        await self._say(step.text)
+
+    async def _do_think(self, step: script.Step) -> None:
+        from acp import update_agent_thought_text
+
+        await self._update(update_agent_thought_text(step.text))
+
+    async def _do_plan(self, step: script.Step) -> None:
+        from acp import plan_entry, update_plan
+
+        await self._update(update_plan([plan_entry(item) for item in step.items]))
+
+    async def _do_todo(self, step: script.Step) -> None:
+        call_id = _call_id()
+        await self._start_tool(call_id, "Update TODO list", "todo_list",
+                               raw_input={"command": "create", "tasks": list(step.items)})
+        await self._tool_progress(call_id, "completed", raw_output={
+            "todos": [{"content": item, "status": "pending"} for item in step.items]})
+
+    async def _do_tool(self, step: script.Step) -> None:
+        call_id = _call_id()
+        await self._start_tool(call_id, f"Running {step.name}", step.name, raw_input=step.data)
+        if not await self._permitted(call_id, f"Running {step.name}", None, step.name):
+            await self._rejected(call_id)
+            return
+        await self._tool_progress(call_id, "in_progress")
+        await self._tool_progress(call_id, "completed", raw_output={"tool": step.name, "input": step.data,
+                                                                    "result": "ok"})
+
+    async def _do_write(self, step: script.Step) -> None:
+        from acp import tool_diff_content
+        from acp.schema import ToolCallLocation
+
+        path = Path(step.name)
+        if not path.is_absolute():
+            path = self.session.cwd / path
+        try:
+            old: str | None = path.read_text(encoding="utf-8")
+        except (FileNotFoundError, NotADirectoryError):
+            old = None
+        except (OSError, UnicodeDecodeError):
+            old = None
+        title = f"{'Editing' if old is not None else 'Creating'} {path}"
+        call_id = _call_id()
+        await self._start_tool(
+            call_id, title, "write", raw_input={"command": "create", "path": str(path), "content": step.text},
+            content=[tool_diff_content(str(path), step.text, old)], locations=[ToolCallLocation(path=str(path))])
+        trust = [{"label": f"Trust writes to {path.parent}", "display": f"{path.parent}/**",
+                  "setting_key": "runtime_write_paths", "patterns": [f"{path.parent}/**"]}]
+        if not await self._permitted(call_id, title, None, "write", trust):
+            await self._rejected(call_id)
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(step.text, encoding="utf-8")
+        except OSError as exc:
+            await self._tool_progress(call_id, "failed", raw_output={"error": exc.strerror or str(exc)})
+            return
+        await self._tool_progress(call_id, "completed", raw_output={"path": str(path), "bytes": len(step.text)})
+
+    async def _do_shell(self, step: script.Step) -> None:
+        from acp import text_block, tool_content
+
+        call_id = _call_id()
+        await self._start_tool(call_id, step.text, "shell", raw_input={"command": step.text})
+        if not await self._permitted(call_id, step.text, None, "shell"):
+            await self._rejected(call_id)
+            return
+        await self._tool_progress(call_id, "in_progress")
+        code, out, err = await self._run_shell(step.text)
+        await self._tool_progress(
+            call_id, "completed" if code == 0 else "failed",
+            raw_output={"exitStatus": code, "stdout": out, "stderr": err},
+            content=[tool_content(text_block(out or err))] if (out or err) else None)
+
+    async def _run_shell(self, command: str) -> tuple[int, str, str]:
+        from kirocrew_core import proc
+
+        child = await proc.spawn_async(["sh", "-c", command], env=dict(os.environ), cwd=self.session.cwd,
+                                       stdin=proc.DEVNULL)
+        talk = asyncio.ensure_future(child.communicate())
+        try:
+            out, err = await self._until_cancelled(asyncio.wait_for(asyncio.shield(talk), SHELL_TIMEOUT_SECS))
+        except asyncio.TimeoutError:
+            talk.cancel()
+            await proc.terminate_async(child, reason="shell timeout")
+            return -1, "", f"timed out after {SHELL_TIMEOUT_SECS:g}s"
+        except BaseException:
+            talk.cancel()
+            await proc.terminate_async(child, reason="turn cancelled")
+            raise
+        return (child.returncode if child.returncode is not None else -1,
+                out.decode("utf-8", "replace")[:OUTPUT_LIMIT], err.decode("utf-8", "replace")[:OUTPUT_LIMIT])
+
+    async def _do_mcp(self, step: script.Step) -> None:
+        from acp import text_block, tool_content
+
+        server, tool = step.text, step.name
+        call_id = _call_id()
+        title = f"Running {tool} from {server}"
+        await self._start_tool(call_id, title, tool, raw_input=step.data, server=server)
+        hub = self.session.hub
+        conn = hub.conns.get(server) if hub is not None else None
+        usable = {t.name for t in conn.usable_tools()} if conn is not None and conn.status == "running" else set()
+        if tool not in usable or not commands.matches(self.session.agent.tools, server, tool, star_means_all=True):
+            why = (f"MCP server {server!r} is {conn.status}" if conn is not None and conn.status != "running"
+                   else f"tool {tool!r} of MCP server {server!r} is not available")
+            await self._tool_progress(call_id, "failed", raw_output={"error": why})
+            return
+        if not await self._permitted(call_id, title, server, tool):
+            await self._rejected(call_id)
+            return
+        await self._tool_progress(call_id, "in_progress")
+        try:
+            result = await self._until_cancelled(hub.call_tool(server, tool, step.data))  # type: ignore[union-attr]
+        except TurnCancelled:
+            raise
+        except Exception as exc:
+            await self._tool_progress(call_id, "failed", raw_output={"error": str(exc) or type(exc).__name__})
+            return
+        texts = [c.text for c in result.content if getattr(c, "type", "") == "text"]
+        await self._tool_progress(
+            call_id, "failed" if result.is_error else "completed",
+            raw_output=result.model_dump(mode="json", by_alias=True, exclude_none=True),
+            content=[tool_content(text_block(t)) for t in texts] or None)
+
+    async def _do_sleep(self, step: script.Step) -> None:
+        await self._until_cancelled(asyncio.sleep(step.number))
+
+    async def _do_hang(self, step: script.Step) -> None:
+        await self._until_cancelled(asyncio.Event().wait())
+
+    async def _do_error(self, step: script.Step) -> None:
+        from acp import RequestError
+
+        raise RequestError(int(step.number), step.text)
+
+    async def _do_refuse(self, step: script.Step) -> None:
+        from acp import RequestError
+
+        await self.agent.notify(METADATA, self._metadata(
+            stopReason="CONTENT_FILTERED",
+            refusal={"category": "content_filtered", "explanation": "The response was blocked by a content filter.",
+                     "recommendedModel": None}))
+        raise RequestError(-32603, "Internal error")
+
+    async def _do_exit(self, step: script.Step) -> None:
+        await self.agent.crash(int(step.number))
+

@@ -1,0 +1,74 @@
+"""A stdio MCP fixture server on the mcp SDK, with the misbehaviours real servers show.
+
+``python -m kirocrew_core.testing.servers.stdio_server [--tools N | --names a,b] [variant]``
+
+Variants (at most one):
+
+``--hang``
+    Reads every line it is sent and never answers, not even ``initialize``. It
+    exits when its stdin closes, unless ``--ignore-eof`` is also given (then only
+    a signal ends it), so a client's teardown path can be exercised either way.
+``--exit-during-handshake``
+    Reads the ``initialize`` request, writes a line to stderr, exits 1.
+``--banner N``
+    Prints N non-JSON lines to stdout before speaking JSON-RPC, as some servers
+    do (npm wrappers, ``dotenv`` notices). The mcp SDK's stdio client logs each
+    such line as a parse error, hands the session an exception value for it (the
+    session logs it and carries on) and then completes the handshake normally,
+    so a tolerant client lists the tools.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from kirocrew_core.testing.servers._common import add_tool_options, build_mcp_server
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="stdio_server", description=__doc__.splitlines()[0])
+    add_tool_options(parser)
+    variant = parser.add_mutually_exclusive_group()
+    variant.add_argument("--hang", action="store_true", help="never answer anything")
+    variant.add_argument("--exit-during-handshake", action="store_true",
+                         help="read initialize, then exit 1")
+    variant.add_argument("--banner", type=int, default=0, metavar="N",
+                         help="print N non-JSON lines to stdout first")
+    parser.add_argument("--ignore-eof", action="store_true",
+                        help="with --hang: keep hanging after stdin closes")
+    return parser.parse_args(argv)
+
+
+def _hang(ignore_eof: bool) -> None:
+    import time
+
+    for _ in sys.stdin.buffer:
+        pass  # swallow requests without a word
+    while ignore_eof:
+        time.sleep(3600)
+
+
+def _exit_during_handshake() -> None:
+    sys.stdin.buffer.readline()  # the initialize request
+    sys.stderr.write("fixture: exiting during the handshake\n")
+    sys.stderr.flush()
+    raise SystemExit(1)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.hang:
+        _hang(args.ignore_eof)
+        return
+    if args.exit_during_handshake:
+        _exit_during_handshake()
+    server = build_mcp_server(args)  # validates the tool options before anything is printed
+    for i in range(1, args.banner + 1):
+        sys.stdout.write(f"fixture banner line {i}: starting {args.label}...\n")
+    sys.stdout.flush()
+    server.run()  # stdio; returns when the client closes stdin
+
+
+if __name__ == "__main__":
+    main()
