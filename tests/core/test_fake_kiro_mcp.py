@@ -69,8 +69,10 @@ def test_the_agents_servers_connect_and_show_in_mcp_and_tools(fake_kiro_cli: Any
         async with acp(fake_kiro_cli, "--agent", "crew") as k:
             sid = await started(k, tmp_path)
             await settled(k, "fx")
+            available = await k.client.wait_for(lambda: [
+                p for p in k.client.notified("kiro.dev/commands/available") if p["mcpServers"][0]["toolCount"]])
             return (sid, k.client.notified(INITIALIZED), await k.execute(sid, "mcp"),
-                    await k.execute(sid, "tools"), k.client.notified("kiro.dev/commands/available")[-1])
+                    await k.execute(sid, "tools"), available[-1])
 
     sid, initialized, mcp, tools, available = run(scenario())
     assert initialized == [{"sessionId": sid, "serverName": "fx"}]
