@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -682,6 +683,151 @@ def test_an_oauth_request_is_surfaced_once_and_consent_leaves_a_grant_kiro_then_
             assert session.drain_oauth_requests() == []
 
     run(use())
+
+
+# -- what kiro says outside the turn: early, shared, unknown, repeated --------------------------------
+
+
+def notify(method: str, params: dict[str, Any]) -> str:
+    """A script line making the fake send ``method`` with ``params`` as they are."""
+    return f"!notify {method} {json.dumps(params)}"
+
+
+async def turn_delivered(session: AcpSession, script: str) -> None:
+    """Run ``script`` as a turn, then wait for its closing metadata: kiro sent it after every line,
+    so once it is recorded everything the script made kiro send has been routed."""
+    session.metadata = None
+    assert (await session.prompt(script)).stop_reason == "end_turn"
+    assert await session.wait_until(lambda s: s.metadata is not None, 10)
+
+
+def test_notifications_sent_before_session_new_answers_land_on_the_new_session(
+    fake_kiro_cli: Any, start_oauth_mcp_server: Any, tmp_path: Path
+) -> None:
+    fake_kiro_cli.switch(eager_mcp="1")  # kiro reports every server before it answers session/new
+    server = start_oauth_mcp_server()
+    write_agent("eager", {"mcpServers": {"fixture": stdio_entry("--tools", "2"),
+                                         "broken": stdio_entry("--exit-during-handshake"),
+                                         "guarded": {"url": server.mcp_url}},
+                          "tools": ["*"]})
+
+    async def main() -> None:
+        async with AcpRuntime.start(AcpOptions(agent="eager")) as rt:
+            session = await rt.new_session(tmp_path)
+            # Nothing awaited since session/new returned: all of this was held for the session.
+            # (commands/available rows may have followed the init notifications: "running", "failed".)
+            assert session.mcp_status["fixture"].state in (MCP_INITIALIZED, "running")
+            assert session.mcp_status["broken"].state in (MCP_FAILED, "failed")
+            (request,) = session.drain_oauth_requests()
+            assert request.server_name == "guarded" and request.url.startswith(server.issuer.rstrip("/"))
+            other = await rt.new_session(tmp_path)  # a second session gets its own, not the first's
+            assert session.oauth_servers == other.oauth_servers == {"guarded"}
+            assert session.drain_oauth_requests() == []
+
+    run(main())
+
+
+def test_a_recorded_notification_without_a_session_id_reaches_every_open_session(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with AcpRuntime.start() as rt:
+            first = await rt.new_session(tmp_path)
+            second = await rt.new_session(tmp_path)
+            await turn_delivered(first, notify("_kiro.dev/mcp/server_init_failure", {"serverName": "shared"}))
+            for session in (first, second):
+                assert await session.wait_until(lambda s: "shared" in s.mcp_status, 10)
+                assert session.mcp_status["shared"].state == MCP_FAILED
+
+    run(main())
+
+
+def test_a_subagent_list_update_without_a_session_id_is_dropped_quietly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=acp_runtime.__name__)
+
+    async def main() -> None:
+        async with AcpRuntime.start() as rt:
+            first = await rt.new_session(tmp_path)
+            second = await rt.new_session(tmp_path)
+            await turn_delivered(first, notify("_kiro.dev/subagent/list_update",
+                                               {"subagents": [], "pendingStages": []}))
+            for session in (first, second):
+                assert session.mcp_status == {} and session.oauth_servers == frozenset()
+            assert (await second.prompt("still fine")).stop_reason == "end_turn"
+
+    run(main())
+    assert not [r for r in caplog.records if "subagent" in r.getMessage() and r.levelno >= logging.INFO]
+
+
+def test_unknown_notifications_are_logged_and_dropped_and_the_session_carries_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=acp_runtime.__name__)
+    recorder = Recorder()
+
+    async def main() -> None:
+        async with AcpRuntime.start() as rt:
+            session = await rt.new_session(tmp_path, on_update=recorder)
+            sid = session.session_id
+            await turn_delivered(session, "\n".join([
+                "!say before",
+                notify("_kiro.dev/x/y", {"sessionId": sid, "anything": [1, 2]}),
+                notify("_kiro.dev/mcp/server_initialized", {"sessionId": sid, "serverName": 42}),
+                notify("session/unheard_of", {"sessionId": sid}),  # not even an extension
+                "!say after",
+            ]))
+            assert recorder.texts() == ["before", "after"]
+            assert session.mcp_status == {}
+            assert (await session.prompt("next turn")).stop_reason == "end_turn"
+            assert rt.alive
+
+    run(main())
+    dropped = [r.getMessage() for r in caplog.records if r.name == acp_runtime.__name__]
+    assert any("kiro.dev/x/y" in message and "dropping" in message for message in dropped)
+
+
+def test_a_repeated_oauth_request_for_the_same_server_is_surfaced_once(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with AcpRuntime.start() as rt:
+            session = await rt.new_session(tmp_path)
+
+            def request(server: str, url: str) -> str:
+                return notify("_kiro.dev/mcp/oauth_request",
+                              {"sessionId": session.session_id, "serverName": server, "oauthUrl": url})
+
+            await turn_delivered(session, "\n".join([
+                request("linear", "https://auth.example/authorize?try=1"),
+                request("linear", "https://auth.example/authorize?try=2"),
+                request("github", "http://127.0.0.1:9/authorize"),
+            ]))
+            assert session.drain_oauth_requests() == [
+                OAuthRequest("linear", "https://auth.example/authorize?try=1"),
+                OAuthRequest("github", "http://127.0.0.1:9/authorize")]
+            # Draining the queue does not make kiro's repeat a new request.
+            await turn_delivered(session, request("linear", "https://auth.example/authorize?try=3"))
+            assert session.drain_oauth_requests() == []
+
+    run(main())
+
+
+@pytest.mark.parametrize("url", ["javascript:alert(document.cookie)", "file:///etc/passwd",
+                                 "data:text/html,<script>x</script>", "https:///no-host"])
+def test_an_oauth_request_whose_url_is_not_http_is_rejected(tmp_path: Path, url: str) -> None:
+    async def main() -> None:
+        async with AcpRuntime.start() as rt:
+            session = await rt.new_session(tmp_path)
+
+            def request(oauth_url: str) -> str:
+                return notify("_kiro.dev/mcp/oauth_request",
+                              {"sessionId": session.session_id, "serverName": "linear", "oauthUrl": oauth_url})
+
+            await turn_delivered(session, request(url))
+            assert session.drain_oauth_requests() == [] and session.oauth_servers == frozenset()
+            # The rejected one did not use up the server's one request.
+            await turn_delivered(session, request("https://auth.example/authorize"))
+            assert session.drain_oauth_requests() == [OAuthRequest("linear", "https://auth.example/authorize")]
+
+    run(main())
 
 
 # -- kiro_sessions: the lock rules on their own ----------------------------------------------------

@@ -55,9 +55,22 @@ def test_plain_lines_form_one_text_step_and_directives_cut_them() -> None:
 
 
 def test_a_malformed_or_unknown_directive_is_a_script_error() -> None:
-    for text in ("!frobnicate", "!sleep soon", "!error oops", "!mcp only-server", "!tool x {not json"):
+    for text in ("!frobnicate", "!sleep soon", "!error oops", "!mcp only-server", "!tool x {not json",
+                 "!notify", "!notify _kiro.dev/x/y {not json", "!notify _kiro.dev/x/y [1]"):
         with pytest.raises(script.ScriptError):
             script.parse(text)
+
+
+def test_say_think_and_write_keep_their_text_verbatim_trailing_whitespace_included() -> None:
+    steps = script.parse("!say two trailing  \n!think tab\t\n!write a.txt  indented \n!say   ")
+    assert [(s.kind, s.name, s.text) for s in steps] == [
+        ("say", "", "two trailing  "), ("think", "", "tab\t"), ("write", "a.txt", " indented "), ("say", "", "  ")]
+
+
+def test_notify_takes_a_method_as_written_and_an_optional_json_object() -> None:
+    steps = script.parse('!notify _kiro.dev/subagent/list_update {"subagents": []}\n!notify _kiro.dev/x/y')
+    assert [(s.kind, s.name, s.data) for s in steps] == [
+        ("notify", "_kiro.dev/subagent/list_update", {"subagents": []}), ("notify", "_kiro.dev/x/y", {})]
 
 
 def test_a_prompt_starting_with_a_slash_is_a_command() -> None:
@@ -87,6 +100,27 @@ def test_say_think_plan_and_todo_produce_kiros_updates(fake_kiro_cli: Any, tmp_p
     assert todo.raw_output == {"todos": [{"content": "x", "status": "pending"},
                                          {"content": "y", "status": "pending"}]}
     assert k.client.of_kind("tool_call")[0].field_meta == {"kiro": {"toolName": "todo_list"}}
+
+
+def test_a_said_line_reaches_the_client_with_its_trailing_whitespace(fake_kiro_cli: Any, tmp_path: Path) -> None:
+    _, k = run(one_turn(fake_kiro_cli, tmp_path, "!say indented code:  \n!say \tfour  "))
+    assert k.client.texts() == ["indented code:  ", "\tfour  "]
+
+
+def test_notify_sends_any_notification_exactly_as_written_between_the_turns_updates(
+        fake_kiro_cli: Any, tmp_path: Path) -> None:
+    _, k = run(one_turn(fake_kiro_cli, tmp_path, '!say before\n'
+                        '!notify _kiro.dev/subagent/list_update {"subagents": [], "pendingStages": []}\n'
+                        '!notify _kiro.dev/x/y\n!say after'))
+    frames = [m for d, m in k.frames if d == "incoming" and m.get("method") in (
+        "session/update", "_kiro.dev/subagent/list_update", "_kiro.dev/x/y")]
+    assert [m["method"] for m in frames] == [
+        "session/update", "_kiro.dev/subagent/list_update", "_kiro.dev/x/y", "session/update"]
+    assert frames[1] == {"jsonrpc": "2.0", "method": "_kiro.dev/subagent/list_update",
+                         "params": {"subagents": [], "pendingStages": []}}  # no sessionId added
+    assert frames[2]["params"] == {}
+    assert k.client.notified("kiro.dev/x/y") == [{}]
+    assert k.client.texts() == ["before", "after"]
 
 
 def test_every_turn_ends_with_kiros_metadata(fake_kiro_cli: Any, tmp_path: Path) -> None:
@@ -277,3 +311,35 @@ def test_a_slash_command_in_prompt_text_runs_the_command(fake_kiro_cli: Any, tmp
     assert response.stop_reason == "end_turn"
     assert texts == ["Model changed to claude-sonnet-4"]
     assert state["model"] == "claude-sonnet-4"
+
+
+# -- eager MCP init (KIRO_FAKE_EAGER_MCP) ----------------------------------------------
+
+
+def test_with_eager_mcp_session_new_answers_only_after_every_server_has_reported(
+        fake_kiro_cli: Any, tmp_path: Path) -> None:
+    from kirocrew_core.testing.mcp_fixtures import stdio_server_argv
+
+    def entry(*options: str) -> dict[str, Any]:
+        command, *args = stdio_server_argv(*options)
+        return {"command": command, "args": args}
+
+    agents = home.kiro_agents_dir()
+    agents.mkdir(parents=True)
+    (agents / "crew.json").write_text(json.dumps({"tools": ["*"], "mcpServers": {
+        "fine": entry("--tools", "2"), "dies": entry("--exit-during-handshake"),
+        "off": {**entry("--tools", "1"), "disabled": True}}}))
+
+    async def scenario() -> Any:
+        async with start_fake_kiro(fake_kiro_cli.path, "acp", "--agent", "crew",
+                                   env=fake_kiro_cli.env(eager_mcp="1")) as k:
+            sid = await started(k, tmp_path)
+            return sid, [m for d, m in k.frames if d == "incoming"]
+
+    sid, incoming = run(scenario())
+    answer = next(i for i, m in enumerate(incoming) if isinstance(m.get("result"), dict) and "sessionId" in m["result"])
+    before = {(m["method"], m["params"]["serverName"]) for m in incoming[:answer] if m.get("method", "").startswith(
+        "_kiro.dev/mcp/")}
+    assert before == {("_kiro.dev/mcp/server_initialized", "fine"), ("_kiro.dev/mcp/server_init_failure", "dies")}
+    assert all(m["params"]["sessionId"] == sid for m in incoming[:answer] if m.get("method", "").startswith(
+        "_kiro.dev/mcp/"))

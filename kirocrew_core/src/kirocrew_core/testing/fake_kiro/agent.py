@@ -225,6 +225,18 @@ class FakeKiroAgent:
         )
         session.hub.start()
 
+    async def _start_session_servers(self, session: LiveSession) -> None:
+        """Start the servers of a new, loaded or forked session.
+
+        With ``KIRO_FAKE_EAGER_MCP`` the answer waits until every server has
+        reported (initialized, failed, or an OAuth request is out), so those
+        notifications reach the client before it knows the session id, as with
+        kiro-cli's eager MCP init.
+        """
+        self._start_servers(session)
+        if switches.flag(switches.EAGER_MCP) and session.hub is not None:
+            await session.hub.wait_reported()
+
     async def send_commands_available(self, session: LiveSession) -> None:
         if self.sessions.get(session.session_id) is not session:
             return
@@ -266,7 +278,7 @@ class FakeKiroAgent:
         agent = self.default_agent
         session = self._open(sessions.new_session_id(), cwd, mcp_servers, agent, self._initial_model(agent))
         self._persist(session)
-        self._start_servers(session)
+        await self._start_session_servers(session)
         self._spawn(self._after_start(session))
         return {"sessionId": session.session_id, **self._session_result(session)}
 
@@ -296,7 +308,7 @@ class FakeKiroAgent:
         session = self._open(session_id, cwd, mcp_servers, agent, model or self._initial_model(agent))
         await self._replay(session)
         self._persist(session)
-        self._start_servers(session)
+        await self._start_session_servers(session)
         self._spawn(self._after_start(session))
         return self._session_result(session)
 
@@ -333,7 +345,7 @@ class FakeKiroAgent:
         agent = self.discovery.get(str(state.get("agent", ""))) or self.default_agent
         session = self._open(new_id, cwd, mcp_servers, agent, str(state.get("model") or self._initial_model(agent)))
         self._persist(session, forked_from=session_id)
-        self._start_servers(session)
+        await self._start_session_servers(session)
         self._spawn(self._after_start(session))
         return {"sessionId": new_id, **self._session_result(session)}
 

@@ -2,9 +2,10 @@
 
 kiro-cli starts every enabled server of the session's agent when the session
 starts, in the background: ``session/new`` answers at once, each server then
-reports ``_kiro.dev/mcp/server_initialized`` or ``server_init_failure``. A
-server that hangs must not hold anything up, so connecting, initialising and
-listing tools share one deadline (the entry's ``timeout``, else
+reports ``_kiro.dev/mcp/server_initialized`` or ``server_init_failure``
+(with ``KIRO_FAKE_EAGER_MCP`` the answer waits for those reports instead:
+:meth:`McpHub.wait_reported`). A server that hangs must not hold anything up,
+so connecting, initialising and listing tools share one deadline (the entry's ``timeout``, else
 ``KIRO_FAKE_MCP_INIT_TIMEOUT``); only a pending OAuth consent extends it, because a person is in the loop then.
 
 Each connection lives in its own task: the SDK's transports are anyio task
@@ -51,6 +52,9 @@ class ServerConn:
     session: Any = None
     task: asyncio.Task[None] | None = None
     settled: asyncio.Event = field(default_factory=asyncio.Event)
+    # Set once the client has been told where the server stands: its init notification,
+    # or an OAuth request (then a person decides, and the server stays loading).
+    reported: asyncio.Event = field(default_factory=asyncio.Event)
     scope: Any = None  # the anyio CancelScope the connection runs in
     deadline_handle: asyncio.TimerHandle | None = None
     challenge: str = ""  # the WWW-Authenticate of a 401, if one was seen
@@ -82,6 +86,7 @@ class McpHub:
             if spec.disabled:
                 conn.status = DISABLED
                 conn.settled.set()
+                conn.reported.set()
             self.conns[name] = conn
 
     # -- lifecycle -----------------------------------------------------------
@@ -102,9 +107,20 @@ class McpHub:
             return False
         return True
 
+    async def wait_reported(self) -> None:
+        """Wait until every server's init notification (or OAuth request) has been sent.
+
+        kiro-cli's eager MCP init answers ``session/new`` only after this. It is
+        bounded without a timeout of its own: each server has its init deadline,
+        and a consent wait counts as reported once the URL is out.
+        """
+        await asyncio.gather(*(c.reported.wait() for c in self.conns.values()))
+
     async def close(self) -> None:
         """Stop every connection (bounded); servers get EOF and exit on their own."""
         self._closing.set()
+        for conn in self.conns.values():
+            conn.reported.set()  # nobody waits on a closing hub
         tasks = [c.task for c in self.conns.values() if c.task is not None and not c.task.done()]
         for conn in self.conns.values():
             if conn.deadline_handle is not None:
@@ -251,8 +267,11 @@ class McpHub:
     async def _oauth_url(self, conn: ServerConn, oauth_url: str) -> None:
         """kiro surfaces the consent URL and keeps the server loading while a person decides."""
         self._extend_deadline(conn, OAUTH_CONSENT_SECS)
-        await self._send(OAUTH_REQUEST, {"sessionId": self.session_id, "serverName": conn.name,
-                                         "oauthUrl": oauth_url})
+        try:
+            await self._send(OAUTH_REQUEST, {"sessionId": self.session_id, "serverName": conn.name,
+                                             "oauthUrl": oauth_url})
+        finally:
+            conn.reported.set()
 
     # -- status --------------------------------------------------------------
 
@@ -277,7 +296,10 @@ class McpHub:
 
     async def _announce(self, conn: ServerConn) -> None:
         method = SERVER_INITIALIZED if conn.status == RUNNING else SERVER_INIT_FAILURE
-        await self._send(method, {"sessionId": self.session_id, "serverName": conn.name})
+        try:
+            await self._send(method, {"sessionId": self.session_id, "serverName": conn.name})
+        finally:
+            conn.reported.set()
         await self._changed()
 
     async def _changed(self) -> None:

@@ -6,7 +6,8 @@ plain lines form one chunk). ``!!`` at the start of a line escapes a literal
 ``!``. A prompt whose first non-blank line starts with ``/`` is a slash command
 instead (``/mcp``, ``/tools``, ``/model ID``, ...), as in kiro-cli.
 
-Directives (``TEXT`` may use ``\\n``, ``\\t`` and ``\\\\`` escapes)::
+Directives (``TEXT`` may use ``\\n``, ``\\t`` and ``\\\\`` escapes, and is taken verbatim
+after the one space that follows the directive, trailing whitespace included)::
 
     !say TEXT                 agent_message_chunk
     !think TEXT               agent_thought_chunk
@@ -21,6 +22,8 @@ Directives (``TEXT`` may use ``\\n``, ``\\t`` and ``\\\\`` escapes)::
     !error CODE [MESSAGE]     fail the prompt with that JSON-RPC error
     !refuse                   content-filtered ``_kiro.dev/metadata``, then a bare -32603
     !exit [CODE]              the process exits at once (default 1), lock left behind
+    !notify METHOD [JSON]     send the agent→client notification METHOD (as on the wire,
+                              e.g. ``_kiro.dev/x/y``) with JSON params, verbatim
 
 An unknown directive fails the prompt with -32602, so a typo in a test shows.
 """
@@ -32,7 +35,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DIRECTIVES = ("say", "think", "plan", "todo", "tool", "write", "shell", "mcp", "sleep", "hang",
-              "error", "refuse", "exit")
+              "error", "refuse", "exit", "notify")
+# Directives whose argument is text a test compares byte for byte: never stripped.
+VERBATIM = ("say", "think", "write")
 
 
 class ScriptError(ValueError):
@@ -94,7 +99,7 @@ def _directive(word: str, rest: str) -> Step:
             raise ScriptError("!tool needs a tool name")
         return Step("tool", name=name, data=_json_arg(args, f"!tool {name}"))
     if word == "write":
-        path, _, text = rest.partition(" ")
+        path, _, text = rest.lstrip().partition(" ")
         if not path:
             raise ScriptError("!write needs a path")
         return Step("write", name=path, text=unescape(text))
@@ -121,6 +126,11 @@ def _directive(word: str, rest: str) -> Step:
         except ValueError as exc:
             raise ScriptError(f"!error needs an integer code, got {code_text!r}") from exc
         return Step("error", number=code, text=message.strip() or "Error")
+    if word == "notify":
+        method, _, params = rest.partition(" ")
+        if not method:
+            raise ScriptError("!notify needs a method")
+        return Step("notify", name=method, data=_json_arg(params, f"!notify {method}"))
     if word == "exit":
         try:
             code = int(rest) if rest else 1
@@ -153,7 +163,7 @@ def parse(text: str) -> list[Step]:
         if word not in DIRECTIVES:
             raise ScriptError(f"unknown directive !{word} (known: {', '.join(DIRECTIVES)})")
         flush()
-        steps.append(_directive(word, rest.strip()))
+        steps.append(_directive(word, rest if word in VERBATIM else rest.strip()))
     flush()
     while steps and steps[-1].kind == "text" and not steps[-1].text.strip():
         steps.pop()

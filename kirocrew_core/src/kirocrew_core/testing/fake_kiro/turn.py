@@ -357,6 +357,10 @@ class Turn:
                      "recommendedModel": None}))
         raise RequestError(-32603, "Internal error")
 
+    async def _do_notify(self, step: script.Step) -> None:
+        # Raw, not through ext_notification: the method goes out exactly as the script wrote it.
+        await self.conn._conn.send_notification(step.name, step.data)
+
     async def _do_exit(self, step: script.Step) -> None:
         await self.agent.crash(int(step.number))
 
