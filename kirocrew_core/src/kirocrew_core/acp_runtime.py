@@ -28,7 +28,10 @@ kiro-cli's quirks handled here (see the kiro-cli reference, §1):
   kiro's ``models`` field;
 - ``session/load`` survives a stale session lock left by a hard-killed owner
   (the lock is removed only if its pid is dead) with bounded retries;
-- shutdown closes stdin first and waits, so kiro-cli removes its own lock.
+- shutdown closes stdin first and waits, so kiro-cli removes its own lock;
+- kiro's notifications may arrive before the ``session/new`` answer (eager MCP
+  start): they are held and applied to the session once its id is known; a
+  tracked notification without a ``sessionId`` concerns every open session.
 """
 
 from __future__ import annotations
