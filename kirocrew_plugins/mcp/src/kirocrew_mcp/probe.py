@@ -1,0 +1,562 @@
+"""Probing one MCP server: does it start, finish the handshake and list its tools?
+
+Stable API:
+
+- ``probe_server(name, spec, *, timeout=None) -> ProbeResult`` and its
+  coroutine twin ``probe_server_async``. ``spec`` is an ``mcpServers`` entry.
+  A muted entry (``disabled`` present and not ``false``) is answered
+  ``disabled`` without spawning or connecting anything; an entry with a
+  ``command`` is probed over stdio, one with only a ``url`` over streamable
+  HTTP (:mod:`kirocrew_mcp.probe_http`).
+- ``ProbeResult``: ``status`` (one of :data:`STATUSES`), ``tools`` (names),
+  ``error`` (redacted, never a header or credential value), and what the
+  handshake told us (``protocol_version``, ``server_info``, ``capabilities``,
+  ``tool_annotations``, ``auth_challenge``), ``probed_at`` (wall clock).
+- ``probe_timeout()``: ``dashboard.mcp_probe_timeout_secs`` from config.
+- ``reset_unresolvable_warnings()`` / ``prune_unresolvable(live)``: the
+  warn-once ledger for commands that do not resolve.
+
+Why our own wire and not the mcp SDK's client: the SDK's stdio client spawns
+the child itself (not in its own process group, not with our explicit
+environment, not torn down by :mod:`kirocrew_core.proc`), and reports banner
+lines as errors; its HTTP client runs on httpx2 and turns a 401 into an
+exception we would have to pattern-match back into ``needs_auth``, with the
+URL and headers in its messages. Three JSON-RPC calls are little code, and
+owning them gives exact control of the spawn, the status mapping and what an
+error may contain.
+
+A stdio probe runs the server as a session would: kiro-cli hands its MCP
+servers our whole environment plus the spec's ``env`` (``${VAR}`` expanded),
+with ``PATH`` as :func:`kirocrew_mcp.resolve.search_dirs` orders it, so the
+probe gives the child nothing a session would not. Commands resolve with
+:func:`kirocrew_mcp.resolve.resolve_command`, the one the rebuild uses, so a
+server never probes healthy while the rebuild drops it. Teardown is
+:func:`kirocrew_core.proc.terminate_async`; tests shrink its constants.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from kirocrew_core import proc
+
+log = logging.getLogger(__name__)
+
+STATUS_UNKNOWN = "unknown"
+STATUS_OK = "ok"
+STATUS_ERROR = "error"
+STATUS_PROBING = "probing"
+STATUS_OUTDATED = "outdated"
+STATUS_DISABLED = "disabled"
+STATUS_NEEDS_AUTH = "needs_auth"
+STATUSES = (STATUS_UNKNOWN, STATUS_OK, STATUS_ERROR, STATUS_PROBING, STATUS_OUTDATED,
+            STATUS_DISABLED, STATUS_NEEDS_AUTH)
+
+# Used when config.toml cannot be read: a broken config is doctor's finding, not a reason to hang.
+DEFAULT_PROBE_TIMEOUT_SECS = 15.0
+# The newest revision we offer in initialize; an older one is negotiated on a -32602/-32022 refusal.
+PROBE_PROTOCOL_VERSION = "2025-11-25"
+HANDSHAKE_PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+CLIENT_INFO = {"name": "kirocrew-probe", "version": "0.1.0"}
+# Non-JSON stdout lines (npm wrappers, dotenv notices) skipped before giving up on a server.
+MAX_BANNER_LINES = 50
+# tools/list pages followed before the listing is cut (a server paging forever must still end).
+MAX_TOOL_PAGES = 20
+# What an error may carry of the child's stderr, and of anything at all.
+STDERR_TAIL_CHARS = 500
+MAX_ERROR_CHARS = 1200
+REDACTED = "[redacted]"
+# Shorter values are not redacted: replacing every "1" or "on" would garble the message, and a
+# value that short protects nothing.
+MIN_REDACTED_CHARS = 4
+
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_PLACEHOLDER = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}")
+_BEARER_VALUE = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{4,}")
+# Names whose value is a credential: these never feed a header that leaves the machine.
+_CREDENTIAL_NAME = re.compile(
+    r"TOKEN|SECRET|PASSW(?:OR)?D|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|SESSION|APIKEY|API_KEY|PRIVATE"
+    r"|ACCESS_KEY|(?:^|_)KEY(?:$|_)|(?:^|_)PAT(?:$|_)|^KIROCREW_"
+)
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What one probe found. ``tools`` are names in the server's order."""
+
+    status: str
+    tools: tuple[str, ...] = ()
+    error: str = ""
+    protocol_version: str = ""
+    server_info: Mapping[str, Any] = field(default_factory=dict)
+    capabilities: Mapping[str, Any] = field(default_factory=dict)
+    tool_annotations: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    auth_challenge: bool = False
+    probe_mode: str = "handshake"
+    probed_at: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready, camelCase like the dashboard's rows."""
+        return {
+            "status": self.status,
+            "tools": list(self.tools),
+            "error": self.error,
+            "protocolVersion": self.protocol_version,
+            "serverInfo": dict(self.server_info),
+            "capabilities": dict(self.capabilities),
+            "toolAnnotations": {k: dict(v) for k, v in self.tool_annotations.items()},
+            "authChallenge": self.auth_challenge,
+            "probeMode": self.probe_mode,
+            "probedAt": self.probed_at,
+        }
+
+
+class ProbeFailure(Exception):
+    """A probe that ended in ``error`` (or ``needs_auth``); the message is shown to the user."""
+
+    def __init__(self, message: str, *, status: str = STATUS_ERROR, auth_challenge: bool = False,
+                 http_status: int | None = None, pipe_closed: bool = False):
+        super().__init__(message)
+        self.pipe_closed = pipe_closed
+        self.status = status
+        self.auth_challenge = auth_challenge
+        self.http_status = http_status
+
+
+# -- small shared helpers ------------------------------------------------------
+
+
+def is_muted(spec: Mapping[str, Any] | None) -> bool:
+    """True when ``spec`` says ``disabled`` with anything but ``false`` (fail closed, as kiro-cli)."""
+    return isinstance(spec, Mapping) and "disabled" in spec and spec["disabled"] is not False
+
+
+def is_remote(spec: Mapping[str, Any]) -> bool:
+    """A ``url`` and no ``command``: probed over HTTP. Both present: the command wins, as in kiro-cli."""
+    command = spec.get("command")
+    has_command = isinstance(command, str) and bool(command.strip())
+    return not has_command and isinstance(spec.get("url"), str) and bool(spec["url"].strip())
+
+
+def is_credential_name(name: str) -> bool:
+    """Whether an environment variable's name marks its value as a credential."""
+    return bool(_CREDENTIAL_NAME.search(name.upper().replace("-", "_")))
+
+
+def expand_placeholders(value: str, source: Mapping[str, str]) -> tuple[str, list[str]]:
+    """Expand ``${VAR}`` / ``${env:VAR}`` from ``source``; a miss stays literal (kiro-cli does the same).
+
+    Returns the expanded text and every value substituted, one by one: a value
+    like ``Bearer ${TOKEN}`` sends the token as a fragment, and redaction has to
+    know the fragment as well as the whole.
+    """
+    resolved: list[str] = []
+
+    def substitute(match: re.Match[str]) -> str:
+        hit = source.get(match.group(1))
+        if hit is None:
+            return match.group(0)
+        resolved.append(hit)
+        return hit
+
+    return _PLACEHOLDER.sub(substitute, value), resolved
+
+
+def has_placeholder(value: object) -> bool:
+    return isinstance(value, str) and _PLACEHOLDER.search(value) is not None
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every secret value (and its URL-encoded form) and any bearer value replaced."""
+    variants: set[str] = set()
+    for secret in secrets:
+        if isinstance(secret, str) and len(secret.strip()) >= MIN_REDACTED_CHARS:
+            variants.update({secret, secret.strip(), quote(secret, safe=""), quote(secret)})
+    for value in sorted(variants, key=len, reverse=True):
+        text = text.replace(value, REDACTED)
+    return _BEARER_VALUE.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
+
+
+def finish_error(message: str, secrets: Iterable[str]) -> str:
+    """Redact, then cut: cutting first could leave half a secret behind the cut's edge."""
+    text = redact(message, secrets)
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 3] + "..."
+
+
+def fallback_protocol_version(reply: Mapping[str, Any], offered: str) -> str | None:
+    """The newest older revision a server names when it refuses ours (-32602 / -32022), else None."""
+    error = reply.get("error")
+    if not isinstance(error, dict) or error.get("code") not in (-32602, -32022):
+        return None
+    data = error.get("data")
+    supported = data.get("supported") if isinstance(data, dict) else None
+    if not isinstance(supported, list):
+        return None
+    # Revisions are ISO dates, so an older one compares lower.
+    older = [v for v in supported if isinstance(v, str) and _ISO_DATE.fullmatch(v) and v < offered]
+    return max(older, default=None)
+
+
+def initialize_request(request_id: int, version: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": "initialize",
+            "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": dict(CLIENT_INFO)}}
+
+
+def rpc_error_text(method: str, reply: Mapping[str, Any]) -> str:
+    error = reply.get("error")
+    if isinstance(error, dict):
+        message = error.get("message")
+        code = error.get("code")
+        text = message if isinstance(message, str) and message else "error"
+        return f"{method}: {text}" + (f" (code {code})" if isinstance(code, int) else "")
+    return f"{method}: error reply"
+
+
+@dataclass
+class Handshake:
+    """What initialize and tools/list returned, gathered across both transports."""
+
+    protocol_version: str = ""
+    server_info: dict[str, Any] = field(default_factory=dict)
+    capabilities: dict[str, Any] = field(default_factory=dict)
+    tools: list[str] = field(default_factory=list)
+    annotations: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def take_initialize(self, reply: Mapping[str, Any], offered: str) -> None:
+        result = reply.get("result")
+        if not isinstance(result, dict):
+            raise ProbeFailure("initialize: the reply has no result")
+        version = result.get("protocolVersion")
+        self.protocol_version = version if isinstance(version, str) and version else offered
+        info = result.get("serverInfo")
+        self.server_info = dict(info) if isinstance(info, dict) else {}
+        caps = result.get("capabilities")
+        self.capabilities = dict(caps) if isinstance(caps, dict) else {}
+
+    def take_tools_page(self, reply: Mapping[str, Any]) -> str | None:
+        """Add one tools/list page; return the next cursor, if any."""
+        if "error" in reply:
+            raise ProbeFailure(rpc_error_text("tools/list", reply))
+        result = reply.get("result")
+        tools = result.get("tools") if isinstance(result, dict) else None
+        if not isinstance(tools, list):
+            # No list is a broken server, not an empty one.
+            raise ProbeFailure("tools/list: malformed reply (no tools list)")
+        for tool in tools:
+            name = tool.get("name") if isinstance(tool, dict) else None
+            if isinstance(name, str) and name and name not in self.tools:
+                self.tools.append(name)
+                annotations = tool.get("annotations")
+                if isinstance(annotations, dict) and annotations:
+                    self.annotations[name] = dict(annotations)
+        cursor = result.get("nextCursor") if isinstance(result, dict) else None
+        return cursor if isinstance(cursor, str) and cursor else None
+
+    def result(self) -> ProbeResult:
+        return ProbeResult(
+            STATUS_OK, tuple(self.tools), "", self.protocol_version, self.server_info,
+            self.capabilities, self.annotations, probed_at=time.time(),
+        )
+
+
+def failed(message: str, *, status: str = STATUS_ERROR, auth_challenge: bool = False) -> ProbeResult:
+    return ProbeResult(status, error=message, auth_challenge=auth_challenge, probed_at=time.time())
+
+
+# -- timeout ------------------------------------------------------------------
+
+
+def probe_timeout() -> float:
+    """``dashboard.mcp_probe_timeout_secs``, or the default when config.toml cannot be used."""
+    from kirocrew_core.config import load_config
+    from kirocrew_core.errors import KirocrewError
+
+    try:
+        return float(load_config().get("dashboard.mcp_probe_timeout_secs"))
+    except KirocrewError as exc:
+        log.warning("MCP probe: config unusable (%s); using a %gs timeout", exc, DEFAULT_PROBE_TIMEOUT_SECS)
+        return DEFAULT_PROBE_TIMEOUT_SECS
+
+
+# -- the warn-once ledger for commands that do not resolve ----------------------
+
+# A missing binary is a stable fact: warning about it on every probe cycle would bury the
+# failures that are news (a server that newly times out). So warn once per (server, command),
+# forget the key when the command resolves (a later outage warns again), and prune keys the
+# config no longer names so the ledger stays bounded by the config's size.
+_unresolvable_warned: set[tuple[str, str]] = set()
+_ledger_lock = threading.Lock()
+
+
+def _warn_unresolvable(name: str, command: str, searched: list[str] | None) -> None:
+    key = (name, command)
+    with _ledger_lock:
+        first = key not in _unresolvable_warned
+        _unresolvable_warned.add(key)
+    if not first:
+        log.debug("MCP probe [%s]: command still not found: %s", name, command)
+        return
+    where = f" in {os.pathsep.join(searched)}" if searched else ""
+    log.warning("MCP probe [%s]: command not found: %s%s", name, command, where)
+
+
+def _clear_unresolvable(name: str, command: str) -> None:
+    with _ledger_lock:
+        _unresolvable_warned.discard((name, command))
+
+
+def prune_unresolvable(live: Iterable[tuple[str, str]]) -> None:
+    """Forget ledger keys the current config no longer names."""
+    keep = set(live)
+    with _ledger_lock:
+        _unresolvable_warned.intersection_update(keep)
+
+
+def reset_unresolvable_warnings() -> None:
+    """Forget every warned command (tests; production relies on clear and prune)."""
+    with _ledger_lock:
+        _unresolvable_warned.clear()
+
+
+# -- entry points ----------------------------------------------------------------
+
+
+def probe_server(name: str, spec: Mapping[str, Any], *, timeout: float | None = None) -> ProbeResult:
+    """Probe one server from synchronous code (the CLI). Not for use inside a running event loop."""
+    return asyncio.run(probe_server_async(name, spec, timeout=timeout))
+
+
+async def probe_server_async(name: str, spec: Mapping[str, Any], *,
+                             timeout: float | None = None) -> ProbeResult:
+    """Probe one server: ``disabled`` without touching it, else stdio or streamable HTTP."""
+    if not isinstance(spec, Mapping):
+        return failed("the entry is not a JSON object")
+    if is_muted(spec):
+        # Consent first: a server the user switched off is never spawned or connected to.
+        return ProbeResult(STATUS_DISABLED)
+    limit = probe_timeout() if timeout is None else float(timeout)
+    if is_remote(spec):
+        from kirocrew_mcp.probe_http import probe_remote
+
+        return await probe_remote(name, spec, timeout=limit)
+    if "command" not in spec:
+        return failed("no command or url")
+    return await _probe_stdio(name, spec, limit)
+
+
+# -- stdio ---------------------------------------------------------------------
+
+
+def _spec_args(spec: Mapping[str, Any]) -> list[str]:
+    args = spec.get("args", [])
+    if args is None:
+        return []
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise ProbeFailure("args must be a list of strings")
+    return list(args)
+
+
+def _spec_env(spec: Mapping[str, Any]) -> dict[str, str]:
+    env = spec.get("env", {})
+    if env is None:
+        return {}
+    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise ProbeFailure("env must map names to strings")
+    return dict(env)
+
+
+def _child_env(declared: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The environment a session would give the server; and the declared values that are secrets.
+
+    Expansion reads our whole environment: the child inherits all of it anyway,
+    so a reference reveals nothing to it that it does not already have.
+    """
+    from kirocrew_mcp.resolve import search_dirs
+
+    env = dict(os.environ)
+    secrets: list[str] = []
+    for key, value in declared.items():
+        expanded, substituted = expand_placeholders(value, os.environ)
+        env[key] = expanded
+        if is_credential_name(key):
+            secrets.append(expanded)
+            secrets.extend(substituted)
+    env["PATH"] = os.pathsep.join(search_dirs(declared.get("PATH")))
+    return env, secrets
+
+
+def _unresolved_message(command: str, searched: list[str] | None) -> str:
+    if searched is None:
+        return f"command not found: {command} (not an executable file; no search path applies)"
+    return f"command not found: {command} — not in any of the {len(searched)} directories searched"
+
+
+class _StdioChannel:
+    """Newline-delimited JSON-RPC over a child's pipes, tolerant of what real servers print."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.banner: list[str] = []
+        self._next_id = 0
+
+    async def send(self, message: Mapping[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message).encode() + b"\n")
+        try:
+            await self.process.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            raise ProbeFailure(f"{message.get('method', 'write')}: the server closed its stdin",
+                               pipe_closed=True) from exc
+
+    async def request(self, method: str, params: Mapping[str, Any], *,
+                      message: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        self._next_id += 1
+        request_id = self._next_id
+        body = dict(message) if message is not None else {"jsonrpc": "2.0", "method": method,
+                                                            "params": dict(params)}
+        body["id"] = request_id
+        await self.send(body)
+        return await self._reply(method, request_id)
+
+    async def _reply(self, method: str, request_id: int) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        while True:
+            try:
+                line = await self.process.stdout.readline()
+            except (ValueError, asyncio.LimitOverrunError) as exc:
+                raise ProbeFailure(f"{method}: a stdout line longer than {proc.STREAM_LIMIT} bytes") from exc
+            if not line:
+                raise ProbeFailure(f"{method}: the server closed stdout before answering", pipe_closed=True)
+            text = line.decode("utf-8", "replace").strip()
+            if not text:
+                continue
+            try:
+                message = json.loads(text)
+            except json.JSONDecodeError:
+                # A banner (npm notice, dotenv line): skipped, but a flood of them is not a server.
+                self.banner.append(text[:200])
+                if len(self.banner) > MAX_BANNER_LINES:
+                    raise ProbeFailure(
+                        f"{method}: no JSON-RPC reply after {MAX_BANNER_LINES} non-JSON stdout lines "
+                        f"(first: {self.banner[0]!r})"
+                    ) from None
+                continue
+            if not isinstance(message, dict):
+                continue
+            if "method" in message:
+                if "id" in message:  # a request from the server (ping, roots/list): answer it
+                    await self._answer(message)
+                continue  # a notification (logging, progress)
+            if message.get("id") == request_id:
+                return message
+
+    async def _answer(self, request: Mapping[str, Any]) -> None:
+        if request.get("method") == "ping":
+            await self.send({"jsonrpc": "2.0", "id": request["id"], "result": {}})
+        else:
+            await self.send({"jsonrpc": "2.0", "id": request["id"],
+                             "error": {"code": -32601, "message": "method not found"}})
+
+
+async def run_handshake(request: Any, notify: Any) -> Handshake:
+    """initialize (with one protocol fallback), notifications/initialized, tools/list (all pages).
+
+    ``request(method, params, message=None)`` returns the reply object;
+    ``notify(method, protocol_version)`` sends a notification. Shared by both transports.
+    """
+    shake = Handshake()
+    offered = PROBE_PROTOCOL_VERSION
+    reply = await request("initialize", {}, message=initialize_request(0, offered))
+    older = fallback_protocol_version(reply, offered)
+    if older is not None:
+        offered = older
+        reply = await request("initialize", {}, message=initialize_request(0, offered))
+    if "error" in reply:
+        raise ProbeFailure(rpc_error_text("initialize", reply))
+    shake.take_initialize(reply, offered)
+    await notify("notifications/initialized", shake.protocol_version)
+    cursor: str | None = None
+    for _ in range(MAX_TOOL_PAGES):
+        params: dict[str, Any] = {"cursor": cursor} if cursor else {}
+        cursor = shake.take_tools_page(await request("tools/list", params))
+        if cursor is None:
+            break
+    return shake
+
+
+async def _probe_stdio(name: str, spec: Mapping[str, Any], timeout: float) -> ProbeResult:
+    from kirocrew_core import home
+    from kirocrew_core.errors import KirocrewError
+    from kirocrew_mcp.resolve import is_directory_qualified, resolve_command, search_dirs
+
+    command = spec.get("command")
+    if not isinstance(command, str) or not command.strip():
+        return failed("command must be a non-empty string")
+    try:
+        args = _spec_args(spec)
+        declared = _spec_env(spec)
+    except ProbeFailure as exc:
+        return failed(str(exc))
+    env_path = declared.get("PATH")
+    resolved = resolve_command(command, env_path)
+    if resolved is None:
+        searched = None if is_directory_qualified(command.strip()) else search_dirs(env_path)
+        _warn_unresolvable(name, command, searched)
+        return failed(_unresolved_message(command, searched))
+    _clear_unresolvable(name, command)
+
+    env, secrets = _child_env(declared)
+    cwd = home.user_home()
+    tail: collections.deque[str] = collections.deque(maxlen=50)
+    try:
+        process = await proc.spawn_async([resolved, *args], env=env,
+                                         cwd=cwd if cwd.is_dir() else None)
+    except KirocrewError as exc:
+        return failed(finish_error(exc.message, secrets))
+    proc.drain_stderr_async(process, tail.append)
+    channel = _StdioChannel(process)
+    stage = {"method": "initialize"}
+
+    async def request(method: str, params: Mapping[str, Any], *,
+                      message: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        stage["method"] = method
+        return await channel.request(method, params, message=message)
+
+    async def notify(method: str, _version: str) -> None:
+        await channel.send({"jsonrpc": "2.0", "method": method})
+
+    failure: ProbeFailure | None = None
+    shake: Handshake | None = None
+    try:
+        async with asyncio.timeout(timeout):
+            shake = await run_handshake(request, notify)
+    except TimeoutError:
+        failure = ProbeFailure(f"{stage['method']}: timed out after {timeout:g}s")
+    except ProbeFailure as exc:
+        failure = exc
+    finally:
+        # Also on cancellation: the whole group goes, within proc's bounded budget.
+        teardown = await proc.terminate_async(process, reason=f"mcp probe {name}")
+    if shake is not None and failure is None:
+        return shake.result()
+    assert failure is not None
+    message = str(failure)
+    if failure.pipe_closed and teardown.step in (proc.Step.ALREADY_EXITED, proc.Step.EXITED_ON_EOF):
+        message += f" (exit code {teardown.returncode})"  # it left on its own: how is news
+    stderr = "\n".join(tail).strip()
+    if stderr:
+        message += f"; stderr: {stderr[-STDERR_TAIL_CHARS:]}"
+    message = finish_error(message, secrets)
+    log.warning("MCP probe failed [%s]: %s", name, message)
+    return failed(message)

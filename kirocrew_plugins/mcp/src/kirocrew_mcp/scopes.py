@@ -1,0 +1,154 @@
+"""The MCP scopes: which files declare the servers kiro-cli sessions may see.
+
+Stable API (imported by the render, discovery, probing and apply):
+
+- ``Scope(id, label, path, kind)``: one scope file. ``kind`` is
+  :data:`KIND_CREW` (``<crew home>/mcp.json``, id ``"kirocrew"``),
+  :data:`KIND_KIRO` (``~/.kiro/settings/mcp.json``, id ``"kiro"``) or
+  :data:`KIND_SEAM` (a provider global a plugin contributes through
+  ``extra_mcp_scopes()``; its id is the plugin's ``McpScope.id``, e.g. ``"cc"``).
+- ``crew_scope()``, ``kiro_scope()``, ``seam_scopes(pm=None)`` and
+  ``all_scopes(pm=None)``: read at call time (paths follow the environment,
+  seam scopes follow the installed plugins). ``all_scopes`` is in priority
+  order, highest first: crew store, Kiro global, then seam scopes sorted by
+  plugin name; de-duplicated by id, the first keeps it.
+- ``read_scope_servers(scope) -> ScopeRead``: the scope's ``mcpServers`` with
+  an honest state. Absent or empty file, or a document without
+  ``mcpServers``: ``servers == {}`` and ``ok``. Malformed JSON, a top level or
+  ``mcpServers`` that is not an object, or an unreadable file: ``ok`` is False,
+  ``servers == {}`` and ``error`` says why; a caller must then treat the scope
+  as unknowable (skip it, never rewrite it), not as empty.
+
+Scopes are symmetric on purpose: the rebuild, discovery and apply/uninstall all
+take the list from here, so a server the dashboard shows is always one it can
+remove, and one the rebuild merges is always one discovery shows.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kirocrew_core import home
+from kirocrew_core.jsonfile import ReadState, read_json
+
+if TYPE_CHECKING:
+    from kirocrew_core.plugins import KirocrewPluginManager
+
+KIND_CREW = "crew"
+KIND_KIRO = "kiro"
+KIND_SEAM = "seam"
+
+CREW_SCOPE_ID = "kirocrew"
+KIRO_SCOPE_ID = "kiro"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """One MCP scope file; see the module docstring for ids and kinds."""
+
+    id: str
+    label: str
+    path: Path
+    kind: str
+
+
+@dataclass(frozen=True)
+class ScopeRead:
+    """The servers one scope declares, and whether the file could be read at all.
+
+    ``servers`` holds only entries that are JSON objects under string keys; any
+    other entry is named in ``skipped`` (kiro-cli would refuse it too).
+    """
+
+    state: ReadState
+    servers: dict[str, dict[str, Any]]
+    error: str = ""
+    scope: Scope | None = None
+    line: int | None = None
+    skipped: tuple[str, ...] = field(default=())
+
+    @property
+    def ok(self) -> bool:
+        """True when the content is known (absent, empty or a usable document)."""
+        return self.state in (ReadState.ABSENT, ReadState.EMPTY, ReadState.DOCUMENT)
+
+    def problem(self) -> str:
+        """One sentence for a warning or doctor line; empty when the read is ok."""
+        if self.ok:
+            return ""
+        where = self.scope.path if self.scope is not None else "scope file"
+        if self.line:
+            where = f"{where}:{self.line}"
+        return f"{where}: {self.state.value}: {self.error}"
+
+
+def crew_scope() -> Scope:
+    """kirocrew's own store, ``<crew home>/mcp.json``: the highest-priority scope."""
+    return Scope(CREW_SCOPE_ID, "kirocrew", home.crew_mcp_file(), KIND_CREW)
+
+
+def kiro_scope() -> Scope:
+    """The user's Kiro global, ``~/.kiro/settings/mcp.json`` (read, never written by a rebuild)."""
+    return Scope(KIRO_SCOPE_ID, "Kiro", home.kiro_global_mcp_file(), KIND_KIRO)
+
+
+def seam_scopes(pm: KirocrewPluginManager | None = None) -> list[Scope]:
+    """Provider-global scopes plugins contribute, sorted by plugin name, ids de-duplicated.
+
+    A contribution that is not an ``McpScope`` is skipped with a warning; an id
+    already taken (by a core scope or an earlier plugin) keeps the first.
+    """
+    from kirocrew_core.contributions import McpScope, flatten
+    from kirocrew_core.plugins import PluginWarning, collect, get_plugin_manager
+
+    manager = pm if pm is not None else get_plugin_manager()
+    taken = {CREW_SCOPE_ID, KIRO_SCOPE_ID}
+    out: list[Scope] = []
+    for contribution in flatten(collect(manager, "extra_mcp_scopes")):
+        value = contribution.value
+        if not isinstance(value, McpScope) or not isinstance(value.id, str) or not value.id:
+            warnings.warn(
+                f"plugin {contribution.plugin!r} returned {value!r} from extra_mcp_scopes(); "
+                "expected an McpScope with an id",
+                PluginWarning,
+                stacklevel=2,
+            )
+            continue
+        if value.id in taken:
+            continue
+        taken.add(value.id)
+        out.append(Scope(value.id, value.label or value.id, Path(value.global_json), KIND_SEAM))
+    return out
+
+
+def all_scopes(pm: KirocrewPluginManager | None = None) -> list[Scope]:
+    """Every scope, highest priority first: crew store, Kiro global, seam scopes."""
+    return [crew_scope(), kiro_scope(), *seam_scopes(pm)]
+
+
+def read_scope_servers(scope: Scope) -> ScopeRead:
+    """Read ``scope``'s ``mcpServers`` without ever mistaking "unknowable" for "empty"."""
+    read = read_json(scope.path)
+    if not read.known:
+        return ScopeRead(read.state, {}, read.error, scope, read.line)
+    if read.state is not ReadState.DOCUMENT:
+        return ScopeRead(read.state, {}, "", scope)
+    document = read.document
+    if not isinstance(document, dict):
+        return ScopeRead(ReadState.MALFORMED, {}, "top level is not a JSON object", scope)
+    raw = document.get("mcpServers", {})
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        return ScopeRead(ReadState.MALFORMED, {}, "mcpServers is not a JSON object", scope)
+    servers: dict[str, dict[str, Any]] = {}
+    skipped: list[str] = []
+    for name, entry in raw.items():
+        if isinstance(name, str) and name and isinstance(entry, dict):
+            servers[name] = entry
+        else:
+            skipped.append(str(name))
+    return ScopeRead(ReadState.DOCUMENT, servers, "", scope, None, tuple(skipped))
