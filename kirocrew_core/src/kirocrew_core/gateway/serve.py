@@ -81,7 +81,9 @@ def resolve_bind_address(host: str, port: int) -> BindAddress:
 
 def bind_socket(address: BindAddress) -> socket.socket:
     """A listening socket on ``address``; ``bind_failed`` (exit 1) if the port is taken."""
-    sock = socket.socket(address.family, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets it knows are TCP, and
+    # without it every keep-alive request after the first stalls ~40 ms (Nagle + delayed ACK).
+    sock = socket.socket(address.family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         if os.name != "nt":
             # Lets a restart reuse a port still in TIME_WAIT; a live listener still blocks the bind.

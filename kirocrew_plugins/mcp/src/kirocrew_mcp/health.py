@@ -86,19 +86,11 @@ def check_agent_file(pm: KirocrewPluginManager | None = None) -> DoctorResult:
 
 def check_provider_globals(pm: KirocrewPluginManager | None = None) -> DoctorResult:
     """No managed server name lingers in a shared global (Kiro's or a seam scope's)."""
-    from kirocrew_mcp import managed
-    from kirocrew_mcp.render import last_rebuild_state
+    from kirocrew_mcp.cleanup import reserved_managed_names
     from kirocrew_mcp.scopes import KIND_CREW, all_scopes, read_scope_servers
 
-    try:
-        names = set(managed.managed_servers(pm))
-    except Exception:
-        names = set()
-    state = last_rebuild_state()
-    for key in ("managed", "retired"):
-        value = state.get(key) if isinstance(state, dict) else None
-        if isinstance(value, list):
-            names |= {v for v in value if isinstance(v, str)}
+    # The same names `kirocrew cli-setup` removes, so doctor and the cleanup agree.
+    names = reserved_managed_names(pm)
     found = []
     for scope in all_scopes(pm):
         if scope.kind == KIND_CREW:

@@ -1,9 +1,23 @@
-"""kirocrew-mcp hook implementations (entry point ``mcp``). Imports stay cheap."""
+"""kirocrew-mcp hook implementations (entry point ``mcp``).
+
+``kirocrew --help`` imports this module, so it stays cheap: the command
+groups are registered by import path, and the routes, checks and shutdown
+import their modules (and starlette) only when called.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from kirocrew_core import hookimpl
 from kirocrew_core.contributions import DoctorCheck, DoctorResult
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+    from starlette.routing import BaseRoute
+
+    from kirocrew_core.cli import KirocrewCLI
+    from kirocrew_core.plugins import KirocrewPluginManager
 
 
 def check_scope_files() -> DoctorResult:
@@ -31,6 +45,84 @@ def check_scope_files() -> DoctorResult:
     return DoctorResult(worst, summary, "\n".join(lines))
 
 
+def check_agent_file() -> DoctorResult:
+    """The rendered agent holds the managed servers, ``includeMcpJson`` is false, the last rebuild was clean."""
+    from kirocrew_mcp.health import check_agent_file as check
+
+    return check()
+
+
+def check_provider_globals() -> DoctorResult:
+    """No kirocrew-managed server name sits in the Kiro global or a provider global."""
+    from kirocrew_mcp.health import check_provider_globals as check
+
+    return check()
+
+
+def check_probe_status() -> DoctorResult:
+    """Servers whose last probe failed, from this process's probe cache (never starts a server).
+
+    The cache lives in the gateway, so ``kirocrew doctor`` in a terminal has
+    no results to judge and says so; the dashboard's doctor panel, which runs
+    in the gateway, shows the live ones.
+    """
+    from kirocrew_mcp.discovery import discover
+    from kirocrew_mcp.probe import STATUS_ERROR, STATUS_NEEDS_AUTH, STATUS_OK, STATUS_OUTDATED
+
+    rows = [row for row in discover().rows if not row.disabled]
+    failing = [row for row in rows if row.status == STATUS_ERROR]
+    needs_auth = [row for row in rows if row.status == STATUS_NEEDS_AUTH]
+    probed = [row for row in rows if row.status in (STATUS_OK, STATUS_OUTDATED, STATUS_ERROR, STATUS_NEEDS_AUTH)]
+    lines = [f"{row.name}: error: {row.error}" for row in failing]
+    lines += [f"{row.name}: needs sign-in (OAuth); authorize it in kiro-cli" for row in needs_auth]
+    if failing or needs_auth:
+        count = len(failing) + len(needs_auth)
+        return DoctorResult("warn", f"{count} of {len(rows)} MCP servers failed their last probe", "\n".join(lines))
+    if not probed:
+        return DoctorResult(
+            "ok",
+            f"no probe results in this process for {len(rows)} enabled MCP servers",
+            "the gateway's dashboard shows live results; `kirocrew mcp probe --all` probes now",
+        )
+    return DoctorResult("ok", f"{len(probed)} probed MCP servers answered their last probe")
+
+
+@hookimpl
+def addhooks(pluginmanager: KirocrewPluginManager) -> None:
+    from kirocrew_mcp import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+@hookimpl
+def register_commands(cli: KirocrewCLI) -> None:
+    cli.add_lazy_command("mcp", "kirocrew_mcp.cli:mcp", "Render, list, probe and apply MCP servers.")
+    cli.add_lazy_command(
+        "cli-setup", "kirocrew_mcp.cli:cli_setup", "Remove stale kirocrew-managed entries from provider MCP globals."
+    )
+
+
+@hookimpl
+def gateway_routes() -> list[BaseRoute]:
+    from kirocrew_mcp.api import routes
+
+    return routes()
+
+
+@hookimpl
+def gateway_shutdown(app: Starlette) -> Any:
+    from kirocrew_mcp.api import shutdown
+
+    return shutdown(app)
+
+
 @hookimpl
 def doctor_checks() -> list[DoctorCheck]:
-    return [DoctorCheck("mcp.scope-files", check_scope_files, "MCP scope files are absent or valid JSON")]
+    return [
+        DoctorCheck("mcp.scope-files", check_scope_files, "MCP scope files are absent or valid JSON"),
+        DoctorCheck("mcp.agent-file", check_agent_file,
+                    "the rendered agent holds the managed servers and never re-reads the Kiro global"),
+        DoctorCheck("mcp.provider-globals", check_provider_globals,
+                    "no kirocrew-managed server lingers in a provider global"),
+        DoctorCheck("mcp.probe-status", check_probe_status, "no MCP server failed its last probe"),
+    ]

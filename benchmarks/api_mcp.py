@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Latency of ``GET /api/mcp`` on a warm probe cache, against a real ``kirocrew serve``.
+
+    .venv/bin/python benchmarks/api_mcp.py [--servers 40] [--requests 200]
+
+Runs under a throwaway HOME. It writes ``--servers`` stdio fixture servers
+spread over the crew store, the Kiro global and (when the companion edition is
+installed) ``~/.claude.json``, renders the agent file, starts ``kirocrew serve
+--port 0`` as a subprocess, and talks to it over a real loopback socket with
+httpx, authenticated with the owner token as a script would be. It warms the
+gateway's probe cache with one ``POST /api/mcp/probe {"all": true}`` (every
+fixture server really started and listed), checks that a page load then finds
+nothing left to probe, and times ``--requests`` sequential ``GET /api/mcp``
+calls, printing median, p90 and min. The figure includes HTTP on loopback,
+authentication, discovery (every scope file and the agent file read and
+parsed), the cache overlay and JSON encoding. ``GET /api/health`` on the same
+connection is printed too: it is the gateway's floor, so the difference is
+what the MCP endpoint itself costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+
+def _row(label: str, samples: list[float]) -> str:
+    ordered = sorted(samples)
+    p90 = ordered[int(0.9 * (len(ordered) - 1))]
+    return f"{label:<34} median {statistics.median(ordered):7.2f} ms   p90 {p90:7.2f} ms   min {ordered[0]:7.2f} ms"
+
+
+def _time(client: object, path: str, count: int) -> list[float]:
+    samples = []
+    for _ in range(count):
+        start = time.perf_counter()
+        response = client.get(path)  # type: ignore[attr-defined]
+        samples.append((time.perf_counter() - start) * 1000)
+        response.raise_for_status()
+    return samples
+
+
+def _kirocrew() -> list[str]:
+    exe = Path(sys.executable).with_name("kirocrew")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "kirocrew_core.cli"]
+
+
+def _write(path: Path, servers: dict[str, object]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"mcpServers": servers}, indent=2))
+
+
+def _setup(root: Path, total: int) -> dict[str, str]:
+    from kirocrew_core.testing.mcp_fixtures import stdio_server_argv
+
+    user = root / "home"
+    env = {**os.environ, "HOME": str(user), "KIRO_HOME": str(user / ".kiro"), "KIROCREW_HOME": str(root / "crew")}
+    argv = stdio_server_argv("--tools", "5")
+    specs = {f"srv-{i}": {"command": argv[0], "args": argv[1:]} for i in range(total)}
+    names = list(specs)
+    third = len(names) // 3
+    _write(root / "crew" / "mcp.json", {n: specs[n] for n in names[:third]})
+    _write(user / ".kiro" / "settings" / "mcp.json", {n: specs[n] for n in names[third:2 * third]})
+    _write(user / ".claude.json", {n: specs[n] for n in names[2 * third:]})
+    return env
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--servers", type=int, default=40)
+    parser.add_argument("--requests", type=int, default=200)
+    args = parser.parse_args()
+
+    import httpx
+
+    from kirocrew_core import proc
+
+    with tempfile.TemporaryDirectory(prefix="kirocrew-bench-") as tmp:
+        root = Path(tmp)
+        env = _setup(root, args.servers)
+        rebuild = proc.spawn([*_kirocrew(), "mcp", "rebuild"], env=env, stdin=proc.DEVNULL, text=True)
+        out, err = rebuild.communicate(timeout=120)
+        if rebuild.returncode != 0:
+            print(f"rebuild failed: {err}", file=sys.stderr)
+            return 1
+        stderr_path = root / "serve.stderr"
+        with stderr_path.open("w") as stderr:
+            gateway = proc.spawn([*_kirocrew(), "serve", "--port", "0"], env=env, stderr=stderr, text=True)
+            try:
+                line = gateway.stdout.readline().strip()
+                if "http://" not in line:
+                    print(f"serve printed no URL; stderr:\n{stderr_path.read_text()}", file=sys.stderr)
+                    return 1
+                url = urlsplit(line[line.index("http://"):])
+                token = parse_qs(url.query)["token"][0]
+                base = f"{url.scheme}://{url.netloc}"
+                headers = {"Authorization": f"Bearer {token}"}
+                with httpx.Client(base_url=base, headers=headers, timeout=600) as client:
+                    start = time.perf_counter()
+                    cold = client.get("/api/mcp")
+                    cold_ms = (time.perf_counter() - start) * 1000
+                    # The cold load started a background probe; wait for it, then probe all for a full cache.
+                    while client.get("/api/mcp").json()["backgroundProbe"]["inFlight"]:
+                        time.sleep(0.2)
+                    start = time.perf_counter()
+                    probed = client.post("/api/mcp/probe", json={"all": True}).json()["servers"]
+                    probe_s = time.perf_counter() - start
+                    statuses = {row["status"] for row in probed}
+                    warm = client.get("/api/mcp").json()
+                    samples = _time(client, "/api/mcp", args.requests)
+                    floor = _time(client, "/api/health", args.requests)
+                    response = client.get("/api/mcp")
+            finally:
+                proc.terminate(gateway, reason="benchmark done")
+
+    body_kib = len(response.content) / 1024
+    print(f"GET /api/mcp via a real `kirocrew serve` subprocess + httpx over loopback; "
+          f"{len(warm['servers'])} servers ({body_kib:.1f} KiB of JSON), {args.requests} requests")
+    print(f"{'cold first load (starts the probe)':<34} {cold_ms:7.2f} ms   status {cold.status_code}")
+    print(f"{'warming: POST /api/mcp/probe all':<34} {probe_s:7.2f} s    statuses {sorted(statuses)}")
+    print(f"{'warm load starts a probe?':<34} {warm['backgroundProbe']['started']}")
+    print(_row("warm GET /api/mcp", samples))
+    print(_row("GET /api/health (the floor)", floor))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,337 @@
+"""The MCP HTTP API the dashboard's MCP panel uses (owner-authenticated by the gateway).
+
+=========================  ==========================================================
+``GET /api/mcp``           every server (discovery rows with cached probe results),
+                           the scopes, and the sources that could not be read; starts
+                           one background probe of the rows never probed yet
+``POST /api/mcp/probe``    probe ``{"name": …}`` or every server (``{}``/``{"all": true}``)
+                           now and answer the fresh rows
+``GET /api/mcp/scopes``    the scopes an Apply may name, with each file's state
+``POST /api/mcp/apply``    a change list (:mod:`kirocrew_mcp.apply`), then one rebuild
+``POST /api/sessions/restart``  ask every ``restart_sessions()`` implementation to drain
+                           pre-spawned kiro-cli processes
+=========================  ==========================================================
+
+Errors are JSON ``{"error", "code"}``; a body that is not JSON or larger than
+:data:`MAX_BODY_BYTES` is 400 before anything is read or written. File work
+and probes never block the event loop (``asyncio.to_thread``, async probes).
+
+Starlette is imported inside functions: ``kirocrew_mcp.plugin`` imports this
+module only when the gateway builds its routes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from kirocrew_core.errors import BadInputError, KirocrewError
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import BaseRoute
+
+    from kirocrew_core.plugins import KirocrewPluginManager
+
+    from kirocrew_mcp.discovery import ServerRow
+    from kirocrew_mcp.probe_cache import ProbeCache
+
+log = logging.getLogger(__name__)
+
+#: A 200-change Apply with tool overrides is a few tens of KiB; anything this big is not one.
+MAX_BODY_BYTES = 1024 * 1024
+_REASON = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+DEFAULT_RESTART_REASON = "owner_request"
+
+
+# -- the background re-probe ----------------------------------------------------------
+
+
+class BackgroundProbe:
+    """At most one background probe per gateway, so page loads can never pile up probes."""
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task[None] | None = None
+        self.names: frozenset[str] = frozenset()
+
+    @property
+    def in_flight(self) -> bool:
+        return self.task is not None and not self.task.done()
+
+    def start(self, rows: Sequence[ServerRow], cache: ProbeCache) -> bool:
+        """Probe ``rows`` in the background unless a probe is already running; True if started."""
+        if self.in_flight or not rows:
+            return False
+        self.names = frozenset(row.name for row in rows)
+        targets = [(row.name, row.probe_spec()) for row in rows]
+        self.task = asyncio.get_running_loop().create_task(self._run(targets, cache), name="mcp-reprobe")
+        return True
+
+    @staticmethod
+    async def _run(targets: list[tuple[str, dict[str, Any]]], cache: ProbeCache) -> None:
+        from kirocrew_mcp.probe_cache import probe_all_async
+
+        try:
+            await probe_all_async(targets, cache=cache)
+        except Exception:  # a page load started it; nobody awaits it, so say why it stopped
+            log.exception("background MCP probe failed")
+
+    async def stop(self) -> None:
+        """Cancel a running probe and wait for it (its children are torn down as it unwinds)."""
+        task, self.task = self.task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def background_probe(app: Starlette) -> BackgroundProbe:
+    """The app's :class:`BackgroundProbe` (one per gateway app, made on first use)."""
+    probe = getattr(app.state, "mcp_background_probe", None)
+    if probe is None:
+        probe = app.state.mcp_background_probe = BackgroundProbe()
+    return probe
+
+
+async def shutdown(app: Starlette) -> None:
+    """``gateway_shutdown``: no probe child outlives the gateway."""
+    probe = getattr(app.state, "mcp_background_probe", None)
+    if probe is not None:
+        await probe.stop()
+
+
+# -- helpers ---------------------------------------------------------------------------
+
+
+def _pm(request: Request) -> KirocrewPluginManager:
+    return request.app.state.kirocrew.pm
+
+
+def _cache() -> ProbeCache:
+    from kirocrew_mcp.probe_cache import default_cache
+
+    return default_cache()
+
+
+def _error(exc: KirocrewError, status: int = 400) -> JSONResponse:
+    from starlette.responses import JSONResponse
+
+    return JSONResponse(exc.as_dict(), status_code=status)
+
+
+async def read_json_body(request: Request, *, limit: int = MAX_BODY_BYTES) -> Any:
+    """The request's JSON body (``None`` when empty); ``body_too_large`` / ``bad_json`` otherwise.
+
+    The size is checked while reading, so a client lying in (or omitting)
+    ``Content-Length`` cannot make the gateway buffer more than ``limit``.
+    """
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        raise BadInputError(f"request body larger than {limit} bytes", code="body_too_large")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BadInputError(f"request body larger than {limit} bytes", code="body_too_large")
+        chunks.append(chunk)
+    body = b"".join(chunks)
+    if not body.strip():
+        return None
+    try:
+        return json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise BadInputError("the request body is not valid JSON", code="bad_json") from None
+
+
+def _row_dicts(rows: Sequence[ServerRow], probing: frozenset[str]) -> list[dict[str, Any]]:
+    from kirocrew_mcp.probe import STATUS_PROBING, STATUS_UNKNOWN
+
+    out = []
+    for row in rows:
+        data = row.as_dict()
+        if row.name in probing and data["status"] == STATUS_UNKNOWN:
+            data["status"] = STATUS_PROBING
+        out.append(data)
+    return out
+
+
+def _scope_dicts(pm: KirocrewPluginManager) -> list[dict[str, Any]]:
+    from kirocrew_mcp.scopes import all_scopes, read_scope_servers
+
+    out = []
+    for scope in all_scopes(pm):
+        read = read_scope_servers(scope)
+        out.append({
+            "id": scope.id,
+            "label": scope.label,
+            "kind": scope.kind,
+            "path": str(scope.path),
+            "state": read.state.value,
+            "usable": read.ok,
+            "error": read.problem(),
+        })
+    return out
+
+
+# -- endpoints -------------------------------------------------------------------------
+
+
+async def list_mcp(request: Request) -> JSONResponse:
+    """``GET /api/mcp``: rows, scopes and problems; rows never probed start one background probe."""
+    from starlette.responses import JSONResponse
+
+    from kirocrew_mcp.discovery import discover
+    from kirocrew_mcp.probe import STATUS_UNKNOWN
+
+    pm, cache = _pm(request), _cache()
+    found = await asyncio.to_thread(discover, pm=pm, cache=cache)
+    probe = background_probe(request.app)
+    unprobed = [row for row in found.rows if not row.disabled and row.status == STATUS_UNKNOWN]
+    started = probe.start(unprobed, cache)
+    probing = probe.names if probe.in_flight else frozenset()
+    return JSONResponse({
+        "servers": _row_dicts(found.rows, probing),
+        "scopes": [{"id": s.id, "label": s.label, "kind": s.kind, "path": str(s.path)} for s in found.scopes],
+        "problems": [p.as_dict() for p in found.problems],
+        "backgroundProbe": {"started": started, "inFlight": probe.in_flight},
+    })
+
+
+async def probe_mcp(request: Request) -> JSONResponse:
+    """``POST /api/mcp/probe``: probe one server (``{"name": …}``) or all, and answer the fresh rows."""
+    from starlette.responses import JSONResponse
+
+    from kirocrew_mcp.discovery import discover, refresh_probes_async
+
+    try:
+        body = await read_json_body(request)
+        name = _probe_target(body)
+    except BadInputError as exc:
+        return _error(exc)
+    pm, cache = _pm(request), _cache()
+    found = await asyncio.to_thread(discover, pm=pm, cache=cache)
+    if name is None:
+        rows = await refresh_probes_async(found.rows, pm=pm, cache=cache)
+        return JSONResponse({"servers": _row_dicts(rows, frozenset())})
+    row = found.row(name)
+    if row is None:
+        return _error(BadInputError(f"no MCP server named {name!r}", code="unknown_server"), 404)
+    rows = await refresh_probes_async([row], pm=pm, cache=cache)
+    fresh = [r for r in rows if r.name == row.name]
+    return JSONResponse({"servers": _row_dicts(fresh, frozenset())})
+
+
+def _probe_target(body: Any) -> str | None:
+    """The one server a probe request names, or None for all of them."""
+    if body is None:
+        return None
+    if not isinstance(body, dict) or set(body) - {"name", "all"}:
+        raise BadInputError('send {"name": "<server>"} or {"all": true}', code="bad_request")
+    name, every = body.get("name"), body.get("all", False)
+    if not isinstance(every, bool) or (name is not None and not isinstance(name, str)):
+        raise BadInputError('send {"name": "<server>"} or {"all": true}', code="bad_request")
+    if name is not None and every:
+        raise BadInputError("name a server or ask for all, not both", code="bad_request")
+    if name is None and not every and body:
+        raise BadInputError('send {"name": "<server>"} or {"all": true}', code="bad_request")
+    return name
+
+
+async def list_scopes(request: Request) -> JSONResponse:
+    """``GET /api/mcp/scopes``: every scope an Apply may name, highest priority first."""
+    from starlette.responses import JSONResponse
+
+    scopes = await asyncio.to_thread(_scope_dicts, _pm(request))
+    return JSONResponse({"scopes": scopes})
+
+
+async def apply_mcp(request: Request) -> JSONResponse:
+    """``POST /api/mcp/apply``: the batched change list, then one rebuild (see :mod:`kirocrew_mcp.apply`)."""
+    from starlette.responses import JSONResponse
+
+    from kirocrew_mcp.apply import apply_changes
+
+    try:
+        body = await read_json_body(request)
+        if body is None:
+            raise BadInputError('send {"changes": [...]}', code="bad_changes")
+        outcome = await asyncio.to_thread(apply_changes, body, pm=_pm(request), actor="owner")
+    except BadInputError as exc:
+        return _error(exc)
+    return JSONResponse(outcome.as_dict())
+
+
+async def restart_sessions(request: Request) -> JSONResponse:
+    """``POST /api/sessions/restart``: every ``restart_sessions()`` implementation, counts summed."""
+    from starlette.responses import JSONResponse
+
+    from kirocrew_core.plugins import _impls_by_plugin, await_me_maybe
+
+    try:
+        body = await read_json_body(request)
+        reason = _restart_reason(body)
+    except BadInputError as exc:
+        return _error(exc)
+    pm = _pm(request)
+    kwargs = {"reason": reason}
+    total, handled, failed = 0, [], []
+    for impl in _impls_by_plugin(pm, "restart_sessions"):
+        try:
+            value = await await_me_maybe(impl.function(*[kwargs[arg] for arg in impl.argnames]))
+        except Exception as exc:
+            log.exception("plugin %r failed in restart_sessions()", impl.plugin_name)
+            failed.append({"plugin": impl.plugin_name, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        if value is None:
+            value = 0
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            failed.append({"plugin": impl.plugin_name, "error": f"returned {value!r}, not a count"})
+            continue
+        handled.append(impl.plugin_name)
+        total += value
+    await asyncio.to_thread(_audit_restart, reason, total, handled, failed)
+    answer: dict[str, Any] = {"ok": not failed, "restarted": total, "handledBy": handled, "failed": failed}
+    if failed:
+        answer.update(code="restart_failed", error="a plugin could not restart its sessions")
+    return JSONResponse(answer, status_code=500 if failed else 200)
+
+
+def _restart_reason(body: Any) -> str:
+    if body is None:
+        return DEFAULT_RESTART_REASON
+    reason = body.get("reason", DEFAULT_RESTART_REASON) if isinstance(body, dict) else None
+    if not isinstance(body, dict) or set(body) - {"reason"} or not isinstance(reason, str) \
+            or not _REASON.fullmatch(reason):
+        raise BadInputError('send nothing, or {"reason": "<lower_snake_case>"}', code="bad_request")
+    return reason
+
+
+def _audit_restart(reason: str, total: int, handled: list[str], failed: list[dict[str, str]]) -> None:
+    from kirocrew_core import audit
+
+    try:
+        audit.record("sessions_restart", actor="owner", outcome="error" if failed else "ok",
+                     reason=reason, restarted=total, handled_by=handled, failed=[f["plugin"] for f in failed])
+    except Exception as exc:
+        log.warning("could not record sessions_restart in the security event log: %s", exc)
+
+
+def routes() -> list[BaseRoute]:
+    """The routes ``kirocrew_mcp.plugin.gateway_routes()`` contributes."""
+    from starlette.routing import Route
+
+    return [
+        Route("/api/mcp", list_mcp, methods=["GET"], name="mcp_list"),
+        Route("/api/mcp/probe", probe_mcp, methods=["POST"], name="mcp_probe"),
+        Route("/api/mcp/scopes", list_scopes, methods=["GET"], name="mcp_scopes"),
+        Route("/api/mcp/apply", apply_mcp, methods=["POST"], name="mcp_apply"),
+        Route("/api/sessions/restart", restart_sessions, methods=["POST"], name="sessions_restart"),
+    ]
