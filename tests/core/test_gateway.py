@@ -24,14 +24,13 @@ from kirocrew_core.errors import BadInputError, MalformedFileError
 from kirocrew_core.gateway.app import create_app
 from kirocrew_core.gateway.auth import SESSION_COOKIE, TokenFileWarning, load_or_create_token
 from kirocrew_core.plugins import PluginLoadError, PluginRecord, PluginWarning, make_plugin_manager
+from kirocrew_core.testing.plugins import register_plugin
 
 BASE = "http://127.0.0.1"
 WS_URL = "ws://127.0.0.1/api/live/ws"
 
 
-def _register(pm: Any, name: str, **impls: Any) -> None:
-    plugin = type(name, (), {key: staticmethod(hookimpl(fn)) for key, fn in impls.items()})
-    pm.register(plugin, name=name)
+_register = register_plugin
 
 
 @contextlib.contextmanager

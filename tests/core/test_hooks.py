@@ -23,6 +23,7 @@ from kirocrew_core.contributions import (
 )
 from kirocrew_core.hookdocs import hook_functions, render_hook_reference
 from kirocrew_core.plugins import collect, make_plugin_manager
+from kirocrew_core.testing.plugins import register_plugin
 
 REPO = Path(__file__).resolve().parents[2]
 HOOK_DOCS = REPO / "docs" / "plugins" / "hooks.md"
@@ -68,10 +69,7 @@ def test_every_hook_has_a_test(name):
     assert callable(getattr(sys.modules[__name__], f"test_hook_{name}", None)), f"write test_hook_{name}"
 
 
-def _register(pm, name, **impls):
-    plugin = type(name, (), {key: staticmethod(hookimpl(fn)) for key, fn in impls.items()})
-    pm.register(plugin, name=name)
-    return plugin
+_register = register_plugin
 
 
 def _collected(pm, hook):

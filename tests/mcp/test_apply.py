@@ -16,6 +16,7 @@ from kirocrew_core.contributions import ManagedMcpServer
 from kirocrew_core.errors import BadInputError
 from kirocrew_mcp.apply import MAX_CHANGES, apply_changes
 from kirocrew_mcp.render import rebuild_agent_config
+from kirocrew_core.testing.plugins import ManagedServers
 
 CAT = {"command": "/bin/cat", "args": ["-u"]}
 SH = {"command": "/bin/sh", "args": ["-c", "exit 0"]}
@@ -39,13 +40,7 @@ def register_companion(pm: Any) -> None:
     pm.register(kirocrew_companion.plugin, name="companion")
 
 
-class Managed:
-    def __init__(self, *servers: ManagedMcpServer) -> None:
-        self.servers = list(servers)
-
-    @hookimpl
-    def managed_mcp_servers(self) -> list[ManagedMcpServer]:
-        return self.servers
+Managed = ManagedServers
 
 
 class RebuildCounter:

@@ -22,6 +22,7 @@ from kirocrew_mcp.apps import (
     unregister_app_mcp_servers,
 )
 from kirocrew_mcp.render import rebuild_agent_config
+from kirocrew_core.testing.plugins import ManagedServers
 
 CORE = ManagedMcpServer("kirocrew-core", ("mcp-core",), may_auto_approve=True)
 COMPUTER = ManagedMcpServer("kirocrew-computer", ("mcp-computer",), may_auto_approve=False)
@@ -29,13 +30,7 @@ STDIO = {"command": "/bin/sh", "args": ["-c", "exit 0"]}
 HTTP = {"url": "http://127.0.0.1:{port}/mcp"}
 
 
-class Managed:
-    def __init__(self, *servers: ManagedMcpServer) -> None:
-        self.servers = list(servers)
-
-    @hookimpl
-    def managed_mcp_servers(self) -> list[ManagedMcpServer]:
-        return self.servers
+Managed = ManagedServers
 
 
 def write(path: Path, document: Any) -> bytes:

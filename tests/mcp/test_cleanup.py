@@ -13,18 +13,13 @@ from kirocrew_core.contributions import ManagedMcpServer
 from kirocrew_mcp.cleanup import clean_stale_managed_mcp
 from kirocrew_mcp.health import check_provider_globals
 from kirocrew_mcp.render import rebuild_agent_config
+from kirocrew_core.testing.plugins import ManagedServers
 
 STALE = {"command": "/opt/old/kirocrew", "args": ["mcp-core"]}
 USER = {"command": "/bin/cat", "args": ["-u"], "env": {"TOKEN": "x"}}
 
 
-class Managed:
-    def __init__(self, *servers: ManagedMcpServer) -> None:
-        self.servers = list(servers)
-
-    @hookimpl
-    def managed_mcp_servers(self) -> list[ManagedMcpServer]:
-        return self.servers
+Managed = ManagedServers
 
 
 @pytest.fixture(autouse=True)

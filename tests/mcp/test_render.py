@@ -16,6 +16,7 @@ from kirocrew_core.contributions import ManagedMcpServer, McpScope
 from kirocrew_core.errors import KirocrewError
 from kirocrew_core.testing.fake_kiro.agents_dirs import parse_spec
 from kirocrew_mcp.render import AGENT_TEMPLATE, rebuild_agent_config, remove_server_from_agent_file
+from kirocrew_core.testing.plugins import ManagedServers
 
 CORE = ManagedMcpServer("kirocrew-core", ("mcp-core",), may_auto_approve=True)
 COMPUTER = ManagedMcpServer("kirocrew-computer", ("mcp-computer",), may_auto_approve=False)
@@ -24,13 +25,7 @@ COMPUTER = ManagedMcpServer("kirocrew-computer", ("mcp-computer",), may_auto_app
 # -- helpers ------------------------------------------------------------------
 
 
-class Managed:
-    def __init__(self, *servers: ManagedMcpServer) -> None:
-        self.servers = list(servers)
-
-    @hookimpl
-    def managed_mcp_servers(self) -> list[ManagedMcpServer]:
-        return self.servers
+Managed = ManagedServers
 
 
 class Scopes:

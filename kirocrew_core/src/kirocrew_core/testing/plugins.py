@@ -1,0 +1,36 @@
+"""Small test plugins, so a test registers hook implementations without boilerplate.
+
+    register_plugin(plugin_manager, "policy", governance_ceiling=lambda: ["@notion"])
+    plugin_manager.register(ManagedServers(server), name="managed")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kirocrew_core.contributions import ManagedMcpServer
+from kirocrew_core.markers import hookimpl
+
+
+def make_plugin(name: str, **impls: Callable[..., Any]) -> type:
+    """A plugin (a class pluggy can register) whose hook implementations are ``impls``."""
+    return type(name, (), {hook: staticmethod(hookimpl(fn)) for hook, fn in impls.items()})
+
+
+def register_plugin(pm: Any, name: str, **impls: Callable[..., Any]) -> type:
+    """Register :func:`make_plugin` ``(name, **impls)`` on ``pm`` under ``name``; return it."""
+    plugin = make_plugin(name, **impls)
+    pm.register(plugin, name=name)
+    return plugin
+
+
+class ManagedServers:
+    """Implements ``managed_mcp_servers``; change ``.servers`` to change what it returns."""
+
+    def __init__(self, *servers: ManagedMcpServer) -> None:
+        self.servers = list(servers)
+
+    @hookimpl
+    def managed_mcp_servers(self) -> list[ManagedMcpServer]:
+        return self.servers
