@@ -274,3 +274,23 @@ def test_a_failed_replace_leaves_the_target_alone_and_no_temp_file(tmp_path: Pat
     assert target.is_dir()
     assert (target / "inside").read_text() == "still here"
     assert leftovers(tmp_path) == []
+
+
+def test_a_temp_file_left_by_a_killed_writer_is_swept_by_a_later_write_once_stale(tmp_path: Path) -> None:
+    import time
+
+    from kirocrew_core.jsonfile import STALE_TEMP_SECS, write_json_atomic
+
+    target = tmp_path / "kirocrew.json"
+    old = tmp_path / ".kirocrew.json.abc123.tmp"
+    fresh = tmp_path / ".kirocrew.json.def456.tmp"
+    unrelated = tmp_path / ".other.json.abc123.tmp"
+    for leftover in (old, fresh, unrelated):
+        leftover.write_text("{half")
+    long_ago = time.time() - STALE_TEMP_SECS - 60
+    os.utime(old, (long_ago, long_ago))
+    os.utime(unrelated, (long_ago, long_ago))
+    write_json_atomic(target, {"ok": True})
+    assert not old.exists()
+    assert fresh.exists()  # may belong to a write still in flight
+    assert unrelated.exists()  # another file's temp is not ours to judge

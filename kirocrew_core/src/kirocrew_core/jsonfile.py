@@ -10,6 +10,7 @@ so a reader sees the old file or the new one, never half of either.
 from __future__ import annotations
 
 import enum
+import glob
 import json
 import os
 import secrets
@@ -19,6 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from kirocrew_core.errors import MalformedFileError, UnreadableFileError
+
+# A writer killed between mkstemp and os.replace leaves its temp file behind; one
+# older than this cannot belong to a write still in flight, so the next write sweeps it.
+STALE_TEMP_SECS = 3600.0
 
 # A user's MCP or agent file is a few KiB; anything this big is not one of ours.
 MAX_JSON_BYTES = 16 * 1024 * 1024
@@ -170,7 +175,24 @@ def write_bytes_atomic(
             pass
         raise
     _fsync_dir(target.parent)
+    _sweep_stale_temps(target)
     return target
+
+
+def _sweep_stale_temps(target: Path) -> None:
+    """Remove temp files of earlier writes of ``target`` that were killed mid-write."""
+    cutoff = time.time() - STALE_TEMP_SECS
+    try:
+        candidates = list(target.parent.glob(f".{glob.escape(target.name)}.*.tmp"))
+    except OSError:
+        return
+    for leftover in candidates:
+        try:
+            if leftover.is_file() and not leftover.is_symlink() and leftover.stat().st_mtime < cutoff:
+                leftover.unlink()
+        except OSError:
+            continue  # racing another sweeper, or not ours to remove: leave it
+
 
 
 def dumps(document: Any, *, indent: int | None = 2) -> str:
