@@ -15,6 +15,7 @@ import json
 import os
 import secrets
 import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
