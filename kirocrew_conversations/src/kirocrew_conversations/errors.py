@@ -1,0 +1,38 @@
+"""The catalogue of stable error codes the conversations server reports.
+
+Callers (MCP clients, the CLI twins, scripts) branch on ``code``, never on the
+message, so a code here is a promise: its meaning does not change once shipped.
+The MCP tools extend this catalogue; the store raises only codes listed here.
+"""
+
+from __future__ import annotations
+
+from kirocrew_core.errors import KirocrewError
+
+CATALOGUE: dict[str, str] = {
+    "invalid_arguments": "A tool's arguments do not match its schema; the message names where, never the value.",
+    "unknown_tool": "No tool has this name.",
+    "state_dir_in_use": "Another server process owns this state directory; it was left undisturbed.",
+    "state_dir_unusable": "The state directory or database file cannot be created or secured.",
+    "database_too_new": "The database was written by a newer server version; it was not changed.",
+    "database_unusable": "The database file is not a usable SQLite database or its schema is damaged.",
+    "conversation_not_found": "No conversation has this id.",
+    "run_not_found": "No run has this id.",
+    "permission_not_found": "No permission request has this id for this run.",
+    "illegal_transition": "The run cannot move from its current status to the requested one.",
+    "conversation_busy": "The conversation has active or queued work; the change needs it idle.",
+    "conversation_archived": "The conversation is archived; it accepts no new runs or changes.",
+    "not_next_in_queue": "Runs start in FIFO order; an earlier queued run must start first.",
+    "payload_erased": "The queued prompt was already delivered or discarded; its content is gone.",
+    "conversation_not_archived": "Permanent deletion needs an archived conversation.",
+    "confirmation_mismatch": "Deleting needs the conversation's exact name as confirmation.",
+    "server_restarted": "Run error: the server restarted while the run was unfinished; it is interrupted.",
+    "bad_cursor": "The pagination cursor is malformed or does not belong to this listing.",
+}
+
+
+def conversation_error(code: str, message: str) -> KirocrewError:
+    """A :class:`KirocrewError` carrying ``code``, which must be in :data:`CATALOGUE`."""
+    if code not in CATALOGUE:
+        raise ValueError(f"undocumented error code: {code!r}")  # a bug in our code, not user input
+    return KirocrewError(message, code=code)

@@ -1,0 +1,152 @@
+"""Versioned schema migrations for the conversations database.
+
+Each migration is a list of statements applied in one transaction together
+with its ``schema_version`` row, so a crash mid-migration leaves the previous
+version intact. A database from a newer server is refused untouched: guessing
+at a schema we do not know could destroy results users were promised forever.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime, timezone
+
+from kirocrew_conversations.errors import conversation_error
+
+RUN_STATUSES = (
+    "queued", "running", "needs_attention",
+    "completed", "failed", "cancelled", "timed_out", "interrupted",
+)
+_STATUS_CHECK = ", ".join(f"'{s}'" for s in RUN_STATUSES)
+
+_V1 = [
+    """CREATE TABLE conversations (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('idle', 'active', 'archived')),
+        model TEXT,
+        effort TEXT,
+        mode TEXT,
+        authority TEXT NOT NULL,
+        workspace_strategy TEXT NOT NULL CHECK (workspace_strategy IN ('shared', 'worktree')),
+        workspace_path TEXT NOT NULL,
+        workspace_fingerprint TEXT NOT NULL,
+        worktree_path TEXT,
+        worktree_branch TEXT,
+        worktree_base_ref TEXT,
+        retired INTEGER NOT NULL DEFAULT 0 CHECK (retired IN (0, 1)),
+        acp_session_id TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        archived_at TEXT
+    )""",
+    "CREATE INDEX conversations_by_state ON conversations (state, updated_at)",
+    "CREATE INDEX conversations_by_name ON conversations (name)",
+    f"""CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ({_STATUS_CHECK})),
+        model TEXT,
+        effort TEXT,
+        mode TEXT,
+        authority TEXT NOT NULL,
+        workspace_strategy TEXT NOT NULL,
+        reply_text TEXT,
+        reply_total_bytes INTEGER,
+        reply_truncated INTEGER NOT NULL DEFAULT 0 CHECK (reply_truncated IN (0, 1)),
+        error_code TEXT,
+        error_detail TEXT,
+        created_at TEXT NOT NULL,
+        started_at TEXT,
+        ended_at TEXT,
+        updated_at TEXT NOT NULL,
+        UNIQUE (conversation_id, seq)
+    )""",
+    "CREATE INDEX runs_by_status ON runs (status)",
+    """CREATE TABLE prompts (
+        run_id TEXT PRIMARY KEY REFERENCES runs (id) ON DELETE CASCADE,
+        text TEXT,
+        erased_at TEXT,
+        erase_reason TEXT
+    )""",
+    """CREATE TABLE prompt_images (
+        id INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES prompts (run_id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        mime_type TEXT NOT NULL,
+        declared_size INTEGER NOT NULL,
+        data BLOB,
+        UNIQUE (run_id, position)
+    )""",
+    """CREATE TABLE permission_requests (
+        id TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+        tool_name TEXT,
+        options_json TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('pending', 'decided', 'cancelled')),
+        decided_option TEXT,
+        created_at TEXT NOT NULL,
+        decided_at TEXT
+    )""",
+    "CREATE INDEX permission_requests_by_run ON permission_requests (run_id, state)",
+    # AUTOINCREMENT: a cursor is never reused, even after the newest events are deleted.
+    """CREATE TABLE events (
+        cursor INTEGER PRIMARY KEY AUTOINCREMENT,
+        conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+        run_id TEXT REFERENCES runs (id) ON DELETE CASCADE,
+        kind TEXT NOT NULL,
+        payload_json TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    )""",
+    "CREATE INDEX events_by_run ON events (run_id, cursor)",
+]
+
+# Index i holds the statements that take the schema from version i to i + 1.
+MIGRATIONS: list[list[str]] = [_V1]
+LATEST_VERSION = len(MIGRATIONS)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    """The applied version (0 for an empty database)."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
+    )
+    row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+    return int(row[0] or 0)
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring ``conn`` (autocommit mode) to :data:`LATEST_VERSION`; return the version reached.
+
+    Re-running it on an up-to-date database changes nothing.
+    """
+    try:
+        current = schema_version(conn)
+    except sqlite3.DatabaseError as exc:
+        raise conversation_error("database_unusable", f"cannot read the schema version: {exc}") from exc
+    if current > LATEST_VERSION:
+        raise conversation_error(
+            "database_too_new",
+            f"the database has schema version {current}, newer than this server's {LATEST_VERSION}; "
+            "upgrade kirocrew-conversations or point KIRO_CONVERSATIONS_STATE_DIR elsewhere",
+        )
+    for version in range(current + 1, LATEST_VERSION + 1):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Re-checked under the write lock: another connection may have just migrated.
+            if schema_version(conn) >= version:
+                conn.execute("COMMIT")
+                continue
+            for statement in MIGRATIONS[version - 1]:
+                conn.execute(statement)
+            conn.execute("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)", (version, _now()))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return LATEST_VERSION

@@ -1,0 +1,143 @@
+"""Where the conversations server keeps its state, and who owns it.
+
+One server process owns a state directory for its whole life: the runs it
+supervises are its children, so a second server opening the same database
+would mark them ``interrupted`` or start duplicate workers. The ownership lock
+is an OS file lock (``flock``) that the kernel drops when the process dies, so
+a crashed owner never leaves a stale lock behind and restart recovery can run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from pathlib import Path
+
+from kirocrew_core.home import user_home
+
+from kirocrew_conversations.errors import conversation_error
+
+STATE_DIR_ENV = "KIRO_CONVERSATIONS_STATE_DIR"
+STATE_DIR_MODE = 0o700
+DATABASE_MODE = 0o600
+DATABASE_NAME = "orchestrator-v1.sqlite"
+LOCK_NAME = "owner.lock"
+
+
+def state_dir() -> Path:
+    """``$KIRO_CONVERSATIONS_STATE_DIR``, default ``~/.local/state/kiro-conversations-mcp``."""
+    value = os.environ.get(STATE_DIR_ENV, "").strip()
+    if value:
+        return Path(value).expanduser()
+    return user_home() / ".local" / "state" / "kiro-conversations-mcp"
+
+
+def database_file(directory: Path | None = None) -> Path:
+    """The SQLite database inside ``directory`` (default :func:`state_dir`)."""
+    return (directory or state_dir()) / DATABASE_NAME
+
+
+def lock_file(directory: Path | None = None) -> Path:
+    """The ownership lock file inside ``directory`` (default :func:`state_dir`)."""
+    return (directory or state_dir()) / LOCK_NAME
+
+
+def ensure_state_dir(directory: Path | None = None) -> Path:
+    """Create the state directory owner-only (0700), tightening an existing one."""
+    directory = directory or state_dir()
+    try:
+        directory.mkdir(parents=True, exist_ok=True, mode=STATE_DIR_MODE)
+        if (directory.stat().st_mode & 0o777) != STATE_DIR_MODE:
+            os.chmod(directory, STATE_DIR_MODE)
+    except OSError as exc:
+        raise conversation_error(
+            "state_dir_unusable", f"cannot create state directory {directory}: {exc.strerror or exc}"
+        ) from exc
+    return directory
+
+
+def ensure_private_file(path: Path) -> Path:
+    """Create ``path`` empty and owner-only (0600) if missing; tighten it if it exists.
+
+    Done before SQLite opens the file, because SQLite creates its ``-wal`` and
+    ``-shm`` files with the database file's mode.
+    """
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, DATABASE_MODE)
+        try:
+            if (os.fstat(fd).st_mode & 0o777) != DATABASE_MODE:
+                os.fchmod(fd, DATABASE_MODE)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise conversation_error(
+            "state_dir_unusable", f"cannot secure {path}: {exc.strerror or exc}"
+        ) from exc
+    return path
+
+
+class StateDirOwnership:
+    """The process-lifetime ownership of one state directory (see the module docstring).
+
+    The lock file records the owner's pid so a refused second server can name it.
+    The descriptor is close-on-exec, so Kiro children never inherit the lock and
+    keep it alive after the server exits.
+    """
+
+    def __init__(self, directory: Path, fd: int) -> None:
+        self.directory = directory
+        self._fd: int | None = fd
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def release(self) -> None:
+        """Give the directory up (normally only at process exit, which does it anyway)."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+
+def _read_owner_pid(fd: int) -> str:
+    try:
+        raw = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        return "unknown"
+    return raw if raw.isdigit() else "unknown"
+
+
+def acquire_ownership(directory: Path | None = None) -> StateDirOwnership:
+    """Take the ownership lock of ``directory`` without waiting.
+
+    Raises ``state_dir_in_use`` naming the owner's pid when another process
+    holds it; the owner's lock file is only read, never written, in that case.
+    """
+    directory = ensure_state_dir(directory)
+    path = lock_file(directory)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, DATABASE_MODE)
+    except OSError as exc:
+        raise conversation_error(
+            "state_dir_unusable", f"cannot open lock file {path}: {exc.strerror or exc}"
+        ) from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        owner = _read_owner_pid(fd)
+        os.close(fd)
+        raise conversation_error(
+            "state_dir_in_use",
+            f"state directory {directory} is owned by another server (pid {owner}); "
+            "stop it or set KIRO_CONVERSATIONS_STATE_DIR to another directory",
+        ) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    # Only the lock holder writes its pid, so a refused contender cannot clobber it.
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+    return StateDirOwnership(directory, fd)

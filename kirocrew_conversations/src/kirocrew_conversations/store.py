@@ -1,0 +1,638 @@
+"""The typed API over the conversations database (stdlib sqlite3, no ORM).
+
+Threading: one connection shared by all threads, every operation under one
+lock. Writes are single short transactions, so the lock is held briefly, and
+one connection means no ``database is locked`` surprises between our own
+threads; the busy timeout covers a reader such as a backup tool.
+
+Run statuses follow the spec's state machine: ``queued`` → ``running`` ⇄
+``needs_attention`` → one terminal status. Terminal runs never change again,
+which is what makes ``kiro_result`` idempotent forever.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from kirocrew_conversations import migrations
+from kirocrew_conversations.errors import conversation_error
+from kirocrew_conversations.state_paths import (
+    StateDirOwnership,
+    acquire_ownership,
+    database_file,
+    ensure_private_file,
+    ensure_state_dir,
+)
+
+BUSY_TIMEOUT_MS = 5000
+MAX_REPLY_BYTES = 256 * 1024
+MAX_EVENT_PAGE = 200
+
+TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "timed_out", "interrupted"})
+ACTIVE_STATUSES = frozenset({"running", "needs_attention"})
+NONTERMINAL_STATUSES = frozenset({"queued"}) | ACTIVE_STATUSES
+
+ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
+    # queued → failed covers a worker that could not start; queued → interrupted is restart recovery.
+    "queued": frozenset({"running", "cancelled", "failed", "interrupted"}),
+    "running": frozenset({"needs_attention", "completed", "failed", "cancelled", "timed_out", "interrupted"}),
+    "needs_attention": frozenset({"running", "failed", "cancelled", "timed_out", "interrupted"}),
+    **{status: frozenset() for status in TERMINAL_STATUSES},
+}
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def new_id(prefix: str) -> str:
+    """An opaque random id such as ``run_3f9a…``; never sequential, never parsed."""
+    return f"{prefix}_{secrets.token_hex(12)}"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Where a conversation works. ``fingerprint`` is the redacted identity shown to clients."""
+
+    strategy: str  # "shared" | "worktree"
+    path: str
+    fingerprint: str
+    worktree_path: str | None = None
+    worktree_branch: str | None = None
+    worktree_base_ref: str | None = None
+
+
+@dataclass(frozen=True)
+class Conversation:
+    id: str
+    name: str
+    state: str
+    model: str | None
+    effort: str | None
+    mode: str | None
+    authority: str
+    workspace: Workspace
+    retired: bool
+    created_at: str
+    updated_at: str
+    archived_at: str | None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Per-run overrides; a None field falls back to the conversation default."""
+
+    model: str | None = None
+    effort: str | None = None
+    mode: str | None = None
+    authority: str | None = None
+
+
+@dataclass(frozen=True)
+class Run:
+    id: str
+    conversation_id: str
+    seq: int
+    status: str
+    model: str | None
+    effort: str | None
+    mode: str | None
+    authority: str
+    workspace_strategy: str
+    reply_text: str | None
+    reply_total_bytes: int | None
+    reply_truncated: bool
+    error_code: str | None
+    error_detail: str | None
+    created_at: str
+    started_at: str | None
+    ended_at: str | None
+    updated_at: str
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+@dataclass(frozen=True)
+class ImageInput:
+    mime_type: str
+    declared_size: int
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A queued message's content, readable until it is delivered or its run ends."""
+
+    run_id: str
+    text: str
+    images: tuple[ImageInput, ...]
+
+
+@dataclass(frozen=True)
+class PermissionRequest:
+    id: str
+    run_id: str
+    tool_name: str | None
+    options: tuple[str, ...]
+    state: str
+    decided_option: str | None
+    created_at: str
+    decided_at: str | None
+
+
+@dataclass(frozen=True)
+class Event:
+    cursor: int
+    conversation_id: str
+    run_id: str | None
+    kind: str
+    payload: dict[str, Any]
+    created_at: str
+
+
+@dataclass(frozen=True)
+class EventPage:
+    events: tuple[Event, ...]
+    next_cursor: int  # pass back as ``after``; equal to the input when nothing newer exists
+
+
+def truncate_reply(text: str, limit: int = MAX_REPLY_BYTES) -> tuple[str, int, bool]:
+    """``text`` cut to at most ``limit`` UTF-8 bytes on a character boundary, its full size, and whether it was cut."""
+    raw = text.encode("utf-8")
+    if len(raw) <= limit:
+        return text, len(raw), False
+    return raw[:limit].decode("utf-8", "ignore"), len(raw), True
+
+
+def _conversation(row: sqlite3.Row) -> Conversation:
+    return Conversation(
+        id=row["id"], name=row["name"], state=row["state"], model=row["model"], effort=row["effort"],
+        mode=row["mode"], authority=row["authority"],
+        workspace=Workspace(
+            strategy=row["workspace_strategy"], path=row["workspace_path"],
+            fingerprint=row["workspace_fingerprint"], worktree_path=row["worktree_path"],
+            worktree_branch=row["worktree_branch"], worktree_base_ref=row["worktree_base_ref"],
+        ),
+        retired=bool(row["retired"]), created_at=row["created_at"], updated_at=row["updated_at"],
+        archived_at=row["archived_at"],
+    )
+
+
+def _run(row: sqlite3.Row) -> Run:
+    fields = {k: row[k] for k in row.keys()}
+    fields["reply_truncated"] = bool(fields["reply_truncated"])
+    return Run(**fields)
+
+
+def _permission(row: sqlite3.Row) -> PermissionRequest:
+    return PermissionRequest(
+        id=row["id"], run_id=row["run_id"], tool_name=row["tool_name"],
+        options=tuple(json.loads(row["options_json"])), state=row["state"],
+        decided_option=row["decided_option"], created_at=row["created_at"], decided_at=row["decided_at"],
+    )
+
+
+def _event(row: sqlite3.Row) -> Event:
+    return Event(
+        cursor=row["cursor"], conversation_id=row["conversation_id"], run_id=row["run_id"],
+        kind=row["kind"], payload=json.loads(row["payload_json"]), created_at=row["created_at"],
+    )
+
+
+class Store:
+    """The conversations database. Open with :meth:`open` (or :func:`open_state` for a server)."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self._conn = conn
+        self._lock = threading.Lock()
+        self.path = path
+
+    @classmethod
+    def open(cls, path: Path) -> Store:
+        """Open (creating 0600 if needed) and migrate the database at ``path``."""
+        ensure_private_file(path)
+        try:
+            conn = sqlite3.connect(
+                path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise conversation_error("database_unusable", f"cannot open {path}: {exc}") from exc
+        conn.row_factory = sqlite3.Row
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            # Erased prompts and images are overwritten with zeros, not just unlinked from the b-tree.
+            conn.execute("PRAGMA secure_delete = ON")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise conversation_error("database_unusable", f"cannot enable WAL on {path} (got {mode})")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            migrations.migrate(conn)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise conversation_error("database_unusable", f"{path}: {exc}") from exc
+        except BaseException:
+            conn.close()
+            raise
+        return cls(conn, path)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            yield self._conn
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One short IMMEDIATE transaction: it takes the write lock up front, so no upgrade deadlock."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    # -- conversations ---------------------------------------------------
+
+    def create_conversation(
+        self, *, name: str, workspace: Workspace, authority: str = "unrestricted",
+        model: str | None = None, effort: str | None = None, mode: str | None = None,
+    ) -> Conversation:
+        cid, now = new_id("conv"), _now()
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO conversations (id, name, state, model, effort, mode, authority, workspace_strategy,"
+                " workspace_path, workspace_fingerprint, worktree_path, worktree_branch, worktree_base_ref,"
+                " created_at, updated_at) VALUES (?, ?, 'idle', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (cid, name, model, effort, mode, authority, workspace.strategy, workspace.path,
+                 workspace.fingerprint, workspace.worktree_path, workspace.worktree_branch,
+                 workspace.worktree_base_ref, now, now),
+            )
+            self._append_event(db, cid, None, "conversation_created", {"name": name})
+        return self.get_conversation(cid)
+
+    def get_conversation(self, conversation_id: str) -> Conversation:
+        with self._read() as db:
+            return self._get_conversation(db, conversation_id)
+
+    def _get_conversation(self, db: sqlite3.Connection, conversation_id: str) -> Conversation:
+        row = db.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+        if row is None:
+            raise conversation_error("conversation_not_found", f"no conversation {conversation_id!r}")
+        return _conversation(row)
+
+    def list_conversations(
+        self, *, include_archived: bool = False, after_id: str | None = None, limit: int = 50
+    ) -> list[Conversation]:
+        """Conversations ordered by id (stable under inserts), at most ``limit`` after ``after_id``."""
+        clauses, params = [], []
+        if not include_archived:
+            clauses.append("state != 'archived'")
+        if after_id is not None:
+            clauses.append("id > ?")
+            params.append(after_id)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        with self._read() as db:
+            rows = db.execute(
+                f"SELECT * FROM conversations {where} ORDER BY id LIMIT ?", (*params, max(1, limit))
+            ).fetchall()
+        return [_conversation(r) for r in rows]
+
+    def update_defaults(self, conversation_id: str, settings: Settings) -> Conversation:
+        """Change a conversation's defaults; only while idle, so no queued run sees a surprise."""
+        with self._write() as db:
+            conv = self._get_conversation(db, conversation_id)
+            if conv.state == "archived":
+                raise conversation_error("conversation_archived", f"conversation {conversation_id} is archived")
+            if conv.state != "idle":
+                raise conversation_error("conversation_busy", f"conversation {conversation_id} is not idle")
+            changes = {k: v for k, v in vars(settings).items() if v is not None}
+            if changes:
+                sets = ", ".join(f"{k} = ?" for k in changes)
+                db.execute(f"UPDATE conversations SET {sets}, updated_at = ? WHERE id = ?",
+                           (*changes.values(), _now(), conversation_id))
+                self._append_event(db, conversation_id, None, "defaults_changed", {"fields": sorted(changes)})
+            return self._get_conversation(db, conversation_id)
+
+    def archive_conversation(self, conversation_id: str, *, retired: bool = False) -> Conversation:
+        """Hide an idle conversation from normal use; its history and results stay."""
+        with self._write() as db:
+            conv = self._get_conversation(db, conversation_id)
+            if conv.state == "active":
+                raise conversation_error("conversation_busy", f"conversation {conversation_id} is not idle")
+            if conv.state == "idle":
+                now = _now()
+                db.execute(
+                    "UPDATE conversations SET state = 'archived', archived_at = ?, updated_at = ?,"
+                    " retired = MAX(retired, ?) WHERE id = ?", (now, now, int(retired), conversation_id),
+                )
+                self._append_event(db, conversation_id, None, "conversation_archived", {"retired": retired})
+            return self._get_conversation(db, conversation_id)
+
+    def delete_conversation(self, conversation_id: str, *, confirm_name: str) -> None:
+        """Permanently remove an archived conversation; its runs, prompts and events go with it (FK cascade)."""
+        with self._write() as db:
+            conv = self._get_conversation(db, conversation_id)
+            if conv.state != "archived":
+                raise conversation_error(
+                    "conversation_not_archived", f"conversation {conversation_id} must be archived first"
+                )
+            if confirm_name != conv.name:
+                raise conversation_error(
+                    "confirmation_mismatch", "the confirmation is not the conversation's exact name"
+                )
+            db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+
+    def _refresh_conversation_state(self, db: sqlite3.Connection, conversation_id: str) -> None:
+        busy = db.execute(
+            "SELECT 1 FROM runs WHERE conversation_id = ? AND status IN ('queued', 'running', 'needs_attention')"
+            " LIMIT 1", (conversation_id,),
+        ).fetchone()
+        db.execute(
+            "UPDATE conversations SET state = ?, updated_at = ? WHERE id = ? AND state != 'archived'",
+            ("active" if busy else "idle", _now(), conversation_id),
+        )
+
+    # -- runs -------------------------------------------------------------
+
+    def enqueue_run(
+        self, conversation_id: str, text: str, *, settings: Settings | None = None,
+        images: Sequence[ImageInput] = (),
+    ) -> Run:
+        """Queue a message as a new run at the tail of the conversation's FIFO.
+
+        The run records its resolved settings (override, else conversation default) forever.
+        """
+        settings = settings or Settings()
+        rid, now = new_id("run"), _now()
+        with self._write() as db:
+            conv = self._get_conversation(db, conversation_id)
+            if conv.state == "archived":
+                raise conversation_error("conversation_archived", f"conversation {conversation_id} is archived")
+            seq = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM runs WHERE conversation_id = ?",
+                             (conversation_id,)).fetchone()[0]
+            db.execute(
+                "INSERT INTO runs (id, conversation_id, seq, status, model, effort, mode, authority,"
+                " workspace_strategy, created_at, updated_at) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)",
+                (rid, conversation_id, seq, settings.model or conv.model, settings.effort or conv.effort,
+                 settings.mode or conv.mode, settings.authority or conv.authority, conv.workspace.strategy,
+                 now, now),
+            )
+            db.execute("INSERT INTO prompts (run_id, text) VALUES (?, ?)", (rid, text))
+            db.executemany(
+                "INSERT INTO prompt_images (run_id, position, mime_type, declared_size, data) VALUES (?, ?, ?, ?, ?)",
+                [(rid, i, img.mime_type, img.declared_size, img.data) for i, img in enumerate(images)],
+            )
+            self._refresh_conversation_state(db, conversation_id)
+            self._append_event(db, conversation_id, rid, "run_queued", {"seq": seq, "images": len(images)})
+            return self._get_run(db, rid)
+
+    def get_run(self, run_id: str) -> Run:
+        with self._read() as db:
+            return self._get_run(db, run_id)
+
+    def _get_run(self, db: sqlite3.Connection, run_id: str) -> Run:
+        row = db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise conversation_error("run_not_found", f"no run {run_id!r}")
+        return _run(row)
+
+    def list_runs(self, conversation_id: str) -> list[Run]:
+        with self._read() as db:
+            rows = db.execute("SELECT * FROM runs WHERE conversation_id = ? ORDER BY seq",
+                              (conversation_id,)).fetchall()
+        return [_run(r) for r in rows]
+
+    def next_queued_run(self, conversation_id: str) -> Run | None:
+        """The run to start next: the oldest queued one, or None while another run is active."""
+        with self._read() as db:
+            return self._next_queued(db, conversation_id)
+
+    def _next_queued(self, db: sqlite3.Connection, conversation_id: str) -> Run | None:
+        active = db.execute(
+            "SELECT 1 FROM runs WHERE conversation_id = ? AND status IN ('running', 'needs_attention') LIMIT 1",
+            (conversation_id,),
+        ).fetchone()
+        if active:
+            return None
+        row = db.execute(
+            "SELECT * FROM runs WHERE conversation_id = ? AND status = 'queued' ORDER BY seq LIMIT 1",
+            (conversation_id,),
+        ).fetchone()
+        return _run(row) if row else None
+
+    def transition_run(
+        self, run_id: str, status: str, *, error_code: str | None = None, error_detail: str | None = None
+    ) -> Run:
+        """Move a run along the state machine; an illegal move raises ``illegal_transition``.
+
+        Starting a run enforces FIFO (``not_next_in_queue``). Ending one erases an
+        undelivered prompt and cancels its pending permission requests.
+        """
+        with self._write() as db:
+            run = self._get_run(db, run_id)
+            if status not in ALLOWED_TRANSITIONS.get(run.status, frozenset()):
+                raise conversation_error(
+                    "illegal_transition", f"run {run_id} cannot go from {run.status} to {status}"
+                )
+            if run.status == "queued" and status == "running":
+                head = self._next_queued(db, run.conversation_id)
+                if head is None or head.id != run_id:
+                    raise conversation_error(
+                        "not_next_in_queue", f"run {run_id} is not next in its conversation's queue"
+                    )
+            self._set_status(db, run, status, error_code, error_detail)
+            updated = self._get_run(db, run_id)
+        if updated.terminal:
+            self._scrub_wal()
+        return updated
+
+    def _set_status(
+        self, db: sqlite3.Connection, run: Run, status: str, error_code: str | None, error_detail: str | None
+    ) -> None:
+        now = _now()
+        terminal = status in TERMINAL_STATUSES
+        db.execute(
+            "UPDATE runs SET status = ?, updated_at = ?, started_at = COALESCE(started_at, ?),"
+            " ended_at = ?, error_code = COALESCE(?, error_code), error_detail = COALESCE(?, error_detail)"
+            " WHERE id = ?",
+            (status, now, now if status == "running" else None, now if terminal else None,
+             error_code, error_detail, run.id),
+        )
+        if terminal:
+            self._erase_prompt(db, run.id, f"run_{status}")
+            db.execute(
+                "UPDATE permission_requests SET state = 'cancelled', decided_at = ?"
+                " WHERE run_id = ? AND state = 'pending'",
+                (now, run.id),
+            )
+            self._refresh_conversation_state(db, run.conversation_id)
+        payload: dict[str, Any] = {"from": run.status, "to": status}
+        if error_code:
+            payload["errorCode"] = error_code
+        self._append_event(db, run.conversation_id, run.id, "run_status", payload)
+
+    def record_reply(self, run_id: str, text: str) -> Run:
+        """Keep the final reply, cut to :data:`MAX_REPLY_BYTES` with its full size and a truncation flag."""
+        kept, total, truncated = truncate_reply(text)
+        with self._write() as db:
+            run = self._get_run(db, run_id)
+            if run.terminal:
+                # Results are idempotent forever: a terminal run's reply never changes.
+                raise conversation_error("illegal_transition", f"run {run_id} is {run.status}; its reply is final")
+            db.execute(
+                "UPDATE runs SET reply_text = ?, reply_total_bytes = ?, reply_truncated = ?, updated_at = ?"
+                " WHERE id = ?",
+                (kept, total, int(truncated), _now(), run_id),
+            )
+            return self._get_run(db, run_id)
+
+    def recover_interrupted(self) -> list[str]:
+        """Mark every nonterminal run ``interrupted`` (a restarted server supervises none of them)."""
+        with self._write() as db:
+            rows = db.execute(
+                "SELECT * FROM runs WHERE status IN ('queued', 'running', 'needs_attention')"
+                " ORDER BY conversation_id, seq"
+            ).fetchall()
+            for row in rows:
+                self._set_status(db, _run(row), "interrupted", "server_restarted", None)
+        if rows:
+            self._scrub_wal()
+        return [r["id"] for r in rows]
+
+    # -- prompts ------------------------------------------------------------
+
+    def read_prompt(self, run_id: str) -> Prompt:
+        """The queued message to deliver; ``payload_erased`` once delivered or discarded."""
+        with self._read() as db:
+            row = db.execute("SELECT text, erased_at FROM prompts WHERE run_id = ?", (run_id,)).fetchone()
+            if row is None:
+                self._get_run(db, run_id)  # raises run_not_found for an unknown id
+                raise conversation_error("payload_erased", f"run {run_id} has no prompt")
+            if row["erased_at"] is not None:
+                raise conversation_error("payload_erased", f"the prompt of run {run_id} was erased")
+            images = db.execute(
+                "SELECT mime_type, declared_size, data FROM prompt_images WHERE run_id = ? ORDER BY position",
+                (run_id,),
+            ).fetchall()
+        return Prompt(run_id, row["text"], tuple(ImageInput(i[0], i[1], bytes(i[2])) for i in images))
+
+    def mark_delivered(self, run_id: str) -> None:
+        """Erase the prompt text and image bytes once Kiro has received them."""
+        with self._write() as db:
+            self._get_run(db, run_id)
+            self._erase_prompt(db, run_id, "delivered")
+        self._scrub_wal()
+
+    def _scrub_wal(self) -> None:
+        """Checkpoint and truncate the WAL, so erased prompt pages do not linger in ``-wal``.
+
+        Best effort: a concurrent reader can keep old frames alive until the next erasure.
+        """
+        with self._lock:
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def _erase_prompt(self, db: sqlite3.Connection, run_id: str, reason: str) -> None:
+        db.execute(
+            "UPDATE prompts SET text = NULL, erased_at = ?, erase_reason = ? WHERE run_id = ? AND erased_at IS NULL",
+            (_now(), reason, run_id),
+        )
+        db.execute("UPDATE prompt_images SET data = NULL WHERE run_id = ?", (run_id,))
+
+    # -- permissions ----------------------------------------------------------
+
+    def add_permission_request(
+        self, run_id: str, options: Sequence[str], *, tool_name: str | None = None
+    ) -> PermissionRequest:
+        pid = new_id("perm")
+        with self._write() as db:
+            self._get_run(db, run_id)
+            db.execute(
+                "INSERT INTO permission_requests (id, run_id, tool_name, options_json, state, created_at)"
+                " VALUES (?, ?, ?, ?, 'pending', ?)",
+                (pid, run_id, tool_name, json.dumps(list(options)), _now()),
+            )
+            row = db.execute("SELECT * FROM permission_requests WHERE id = ?", (pid,)).fetchone()
+        return _permission(row)
+
+    def permission_requests(self, run_id: str) -> list[PermissionRequest]:
+        with self._read() as db:
+            rows = db.execute("SELECT * FROM permission_requests WHERE run_id = ? ORDER BY created_at, id",
+                              (run_id,)).fetchall()
+        return [_permission(r) for r in rows]
+
+    # -- events ---------------------------------------------------------------
+
+    def _append_event(
+        self, db: sqlite3.Connection, conversation_id: str, run_id: str | None, kind: str, payload: dict[str, Any]
+    ) -> int:
+        cur = db.execute(
+            "INSERT INTO events (conversation_id, run_id, kind, payload_json, created_at) VALUES (?, ?, ?, ?, ?)",
+            (conversation_id, run_id, kind, json.dumps(payload, sort_keys=True), _now()),
+        )
+        return int(cur.lastrowid or 0)
+
+    def append_event(self, conversation_id: str, run_id: str | None, kind: str, payload: dict[str, Any]) -> int:
+        """Append an event; ``payload`` must already be redacted (it is stored and shown as is)."""
+        with self._write() as db:
+            return self._append_event(db, conversation_id, run_id, kind, payload)
+
+    def list_events(self, run_id: str, *, after: int = 0, limit: int = 50) -> EventPage:
+        """A run's events with cursor > ``after``, oldest first, at most ``limit`` (≤ :data:`MAX_EVENT_PAGE`)."""
+        if after < 0:
+            raise conversation_error("bad_cursor", f"cursor {after} is negative")
+        limit = max(1, min(limit, MAX_EVENT_PAGE))
+        with self._read() as db:
+            self._get_run(db, run_id)
+            rows = db.execute(
+                "SELECT * FROM events WHERE run_id = ? AND cursor > ? ORDER BY cursor LIMIT ?",
+                (run_id, after, limit),
+            ).fetchall()
+        events = tuple(_event(r) for r in rows)
+        return EventPage(events, events[-1].cursor if events else after)
+
+
+@dataclass
+class State:
+    """An owned state directory and its open store: what a server holds for its lifetime."""
+
+    ownership: StateDirOwnership
+    store: Store
+    interrupted: list[str]
+
+    def close(self) -> None:
+        self.store.close()
+        self.ownership.release()
+
+
+def open_state(directory: Path | None = None) -> State:
+    """Own the state directory, open the database, and run restart recovery.
+
+    Recovery runs only after the ownership lock is held, so it can never touch
+    the live runs of another server.
+    """
+    directory = ensure_state_dir(directory)
+    ownership = acquire_ownership(directory)
+    try:
+        store = Store.open(database_file(directory))
+        interrupted = store.recover_interrupted()
+    except BaseException:
+        ownership.release()
+        raise
+    return State(ownership, store, interrupted)
