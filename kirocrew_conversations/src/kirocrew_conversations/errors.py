@@ -28,6 +28,19 @@ CATALOGUE: dict[str, str] = {
     "confirmation_mismatch": "Deleting needs the conversation's exact name as confirmation.",
     "server_restarted": "Run error: the server restarted while the run was unfinished; it is interrupted.",
     "bad_cursor": "The pagination cursor is malformed or does not belong to this listing.",
+    # -- worktrees (worktrees.py) --
+    "not_a_git_repository": "The workspace is not inside a Git repository (or Git cannot read it).",
+    "not_repository_root": "Worktree mode needs the root of a Git repository, not a subdirectory.",
+    "repository_dirty": "The repository has staged, unstaged or untracked changes; worktree mode needs it clean.",
+    "invalid_base_ref": "The base ref is empty, too long, or looks like an option; nothing was created.",
+    "base_ref_not_found": "The base ref does not resolve to a commit in the repository.",
+    "worktree_exists": "The worktree branch or directory already exists; nothing was changed.",
+    "worktree_not_found": "The conversation's worktree directory or branch no longer exists.",
+    "worktree_active": "The worktree's conversation has active or queued runs; cleanup needs it idle.",
+    "worktree_dirty": "The worktree has uncommitted or untracked changes; cleanup refuses and has no force.",
+    "worktree_conflicted": "The worktree has unresolved conflicts or a merge/rebase in progress.",
+    "worktree_unintegrated": "The worktree branch has commits not reachable from the base's current tip.",
+    "git_failed": "Git is missing, timed out, or failed unexpectedly; nothing was changed on purpose.",
 }
 
 
