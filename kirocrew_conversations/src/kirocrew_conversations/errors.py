@@ -28,6 +28,13 @@ CATALOGUE: dict[str, str] = {
     "confirmation_mismatch": "Deleting needs the conversation's exact name as confirmation.",
     "server_restarted": "Run error: the server restarted while the run was unfinished; it is interrupted.",
     "bad_cursor": "The pagination cursor is malformed or does not belong to this listing.",
+    # -- the orchestrator (orchestrator.py) --
+    "server_stopped": "Run error: the server shut down while the run was executing; it is interrupted.",
+    "run_cancelled": "Run error: the run was cancelled (kiro_cancel, or kiro ended the turn as cancelled).",
+    "run_deadline_exceeded": "Run error: the run reached its execution deadline and was stopped.",
+    "kiro_run_failed": "Run error: kiro-cli refused the prompt, exited, or failed during the run.",
+    "permission_not_pending": "The permission request was already answered, withdrawn, or its run ended.",
+    "unsupported_permission_option": "Only allow_once or reject_once, and only an option Kiro offered.",
     # -- worktrees (worktrees.py) --
     "not_a_git_repository": "The workspace is not inside a Git repository (or Git cannot read it).",
     "not_repository_root": "Worktree mode needs the root of a Git repository, not a subdirectory.",

@@ -1,0 +1,472 @@
+"""Runs conversations' queued messages on kiro-cli: workers, waits, cancel, deadlines, permissions.
+
+One worker per active conversation owns one ``AcpRuntime`` (one ``kiro-cli acp``
+process) and one ACP session; runs of a conversation execute one at a time in
+FIFO order (the store enforces it). At most ``max_workers`` conversations hold a
+worker; the others wait FIFO for a slot, and an idle worker gives its slot up at
+once when someone is waiting, else after ``idle_close_secs``. A conversation
+whose worker closed resumes with ``session/load`` on its next run.
+
+Waiting is event-driven: every run state change notifies one
+``asyncio.Condition``, and waiters re-check their targets only then.
+
+The ACP session id of each conversation is kept in memory (``_session_ids``):
+the store has no API for its ``acp_session_id`` column yet, so after a server
+restart a conversation starts a fresh Kiro session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from kirocrew_core.acp_runtime import AcpError, AcpOptions, AcpRequestError, AcpRuntime, AcpSession
+from kirocrew_core.acp_session import PermissionRequest as AcpPermissionRequest
+from kirocrew_core.errors import KirocrewError
+
+from kirocrew_conversations import limits
+from kirocrew_conversations.errors import conversation_error
+from kirocrew_conversations.store import Conversation, Run, Settings, Store
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# The one-shot decisions the spec allows; "always" options are never chosen on anyone's behalf.
+DECISIONS = ("allow_once", "reject_once")
+# After a cancel or deadline, how long the aborted turn may take to wind down before teardown.
+ABORT_GRACE_SECS = 2.0
+ERROR_DETAIL_MAX_CHARS = limits.ERROR_MESSAGE_MAX_CHARS
+
+OptionsFactory = Callable[[Conversation, Run], AcpOptions]
+
+
+def default_acp_options(conversation: Conversation, run: Run) -> AcpOptions:
+    """``unrestricted`` trusts every tool; the other authorities never reach a worker yet."""
+    return AcpOptions(model=run.model, effort=run.effort, trust_all_tools=run.authority == "unrestricted")
+
+
+@dataclass(frozen=True)
+class WaitResult:
+    """The targets' runs as the wait ended; ``wait_expired`` when the timeout came first."""
+
+    runs: tuple[Run, ...]
+    wait_expired: bool
+
+
+@dataclass
+class _RunContext:
+    run_id: str
+    chunks: list[str] = field(default_factory=list)
+    tool_names: dict[str, str | None] = field(default_factory=dict)  # tool call id → redacted name
+    cancel_requested: asyncio.Event = field(default_factory=asyncio.Event)
+    finished: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
+@dataclass
+class _PendingPermission:
+    run_id: str
+    offered: dict[str, str]  # decision kind → kiro's option id
+    answer: asyncio.Future[str]
+
+
+@dataclass
+class _Worker:
+    conversation_id: str
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+    runtime: AcpRuntime | None = None
+    session: AcpSession | None = None
+    current: _RunContext | None = None
+    idle: bool = False
+    evict: bool = False
+
+
+class Orchestrator:
+    """Schedules and supervises runs. Use as ``async with Orchestrator(store) as orch``."""
+
+    def __init__(self, store: Store, *, max_workers: int = limits.WORKERS_DEFAULT,
+                 idle_close_secs: float = limits.IDLE_WORKER_SECONDS,
+                 run_deadline_secs: float = limits.RUN_DEADLINE_SECONDS,
+                 acp_options_factory: OptionsFactory = default_acp_options) -> None:
+        if not limits.WORKERS_MIN <= max_workers <= limits.WORKERS_MAX:
+            raise conversation_error("invalid_arguments",
+                                     f"max_workers must be {limits.WORKERS_MIN}..{limits.WORKERS_MAX}")
+        self.store = store
+        self.max_workers = max_workers
+        self.idle_close_secs = idle_close_secs
+        self.run_deadline_secs = run_deadline_secs
+        self.acp_options_factory = acp_options_factory
+        self._changed = asyncio.Condition()
+        self._workers: dict[str, _Worker] = {}
+        self._waiting: collections.deque[str] = collections.deque()  # conversations without a slot, FIFO
+        self._session_ids: dict[str, str] = {}  # conversation → ACP session id (memory only, see module doc)
+        self._permissions: dict[str, _PendingPermission] = {}
+        self._start_lock = asyncio.Lock()  # queued → running vs queued → cancelled
+        self._closed = False
+
+    async def __aenter__(self) -> Orchestrator:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- public API ----------------------------------------------------------------------------
+
+    async def submit(self, conversation_id: str, text: str, settings: Settings | None = None) -> Run:
+        """Queue ``text`` as a run at the tail of the conversation's FIFO and schedule it."""
+        if self._closed:
+            raise conversation_error("server_stopped", "the orchestrator is shut down")
+        run = await self._db(self.store.enqueue_run, conversation_id, text, settings=settings)
+        await self._notify()
+        worker = self._workers.get(conversation_id)
+        if worker is not None:
+            worker.wake.set()
+        else:
+            self._admit(conversation_id)
+        return run
+
+    async def wait(self, run_ids: Sequence[str], mode: str = "any",
+                   timeout: float = limits.WAIT_CEILING_SECONDS) -> WaitResult:
+        """Until one (``any``) or every (``all``) target is terminal, or one needs attention.
+
+        Reaching ``timeout`` returns ``wait_expired=True`` and cancels nothing.
+        """
+        targets = list(dict.fromkeys(run_ids))
+        if not limits.WAIT_MIN_TARGETS <= len(targets) <= limits.WAIT_MAX_TARGETS or mode not in ("any", "all"):
+            raise conversation_error(
+                "invalid_arguments",
+                f"wait takes {limits.WAIT_MIN_TARGETS}..{limits.WAIT_MAX_TARGETS} targets and mode any|all")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        async with self._changed:
+            while True:
+                runs = tuple([await self._db(self.store.get_run, rid) for rid in targets])
+                done = [r.terminal for r in runs]
+                if (any(r.status == "needs_attention" for r in runs)
+                        or (any(done) if mode == "any" else all(done))):
+                    return WaitResult(runs, wait_expired=False)
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return WaitResult(runs, wait_expired=True)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(), remaining)
+
+    async def cancel(self, run_id: str) -> Run:
+        """Cancel one run; returns after its worker's kiro-cli is shut down (queued runs end at once)."""
+        async with self._start_lock:
+            run = await self._db(self.store.get_run, run_id)
+            if run.terminal:
+                return run
+            if run.status == "queued":
+                run = await self._db(self.store.transition_run, run_id, "cancelled", error_code="run_cancelled")
+                await self._notify()
+                return run
+            worker = self._workers.get(run.conversation_id)
+            ctx = worker.current if worker is not None else None
+        if ctx is not None and ctx.run_id == run_id:
+            ctx.cancel_requested.set()
+            await asyncio.shield(ctx.finished)
+        return await self._db(self.store.get_run, run_id)
+
+    async def decide(self, run_id: str, permission_id: str, option: str) -> Run:
+        """Answer a pending permission request with ``allow_once`` or ``reject_once``; anything else fails closed."""
+        run = await self._db(self.store.get_run, run_id)
+        if option not in DECISIONS:
+            raise conversation_error("unsupported_permission_option",
+                                     f"the decision must be one of {', '.join(DECISIONS)}")
+        pending = self._permissions.get(permission_id)
+        if pending is None or pending.run_id != run_id:
+            known = any(p.id == permission_id for p in await self._db(self.store.permission_requests, run_id))
+            if known:
+                raise conversation_error("permission_not_pending",
+                                         f"permission request {permission_id} was already answered or withdrawn")
+            raise conversation_error("permission_not_found", f"no permission request {permission_id!r} for this run")
+        if option not in pending.offered:
+            raise conversation_error("unsupported_permission_option",
+                                     f"kiro did not offer {option} for this request")
+        del self._permissions[permission_id]
+        others = any(p.run_id == run_id for p in self._permissions.values())
+        if not others and run.status == "needs_attention":
+            # Back to running before kiro hears the answer: the turn may end right after it.
+            run = await self._db(self.store.transition_run, run_id, "running")
+        await self._event(run, "permission_decided", {"permissionId": permission_id, "decision": option})
+        if not pending.answer.done():
+            pending.answer.set_result(option)
+        await self._notify()
+        return run
+
+    async def aclose(self) -> None:
+        """Stop every worker; a run still executing ends ``interrupted`` (``server_stopped``)."""
+        self._closed = True
+        self._waiting.clear()
+        tasks = [w.task for w in self._workers.values() if w.task is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    # -- scheduling ----------------------------------------------------------------------------
+
+    def _admit(self, conversation_id: str) -> None:
+        """Give the conversation a worker, or queue it FIFO for the next free slot."""
+        if self._closed or conversation_id in self._workers or conversation_id in self._waiting:
+            return
+        if len(self._workers) < self.max_workers:
+            self._start_worker(conversation_id)
+            return
+        self._waiting.append(conversation_id)
+        self._evict_one_idle()
+
+    def _evict_one_idle(self) -> None:
+        for worker in self._workers.values():
+            if worker.idle and not worker.evict:
+                worker.evict = True
+                worker.wake.set()
+                return
+
+    def _start_worker(self, conversation_id: str) -> None:
+        worker = _Worker(conversation_id)
+        self._workers[conversation_id] = worker
+        worker.task = asyncio.get_running_loop().create_task(
+            self._worker_loop(worker), name=f"conversation-worker-{conversation_id}")
+
+    def _fill_slots(self) -> None:
+        while self._waiting and len(self._workers) < self.max_workers and not self._closed:
+            self._start_worker(self._waiting.popleft())
+        if self._waiting:
+            self._evict_one_idle()
+
+    async def _worker_loop(self, worker: _Worker) -> None:
+        cid = worker.conversation_id
+        try:
+            while True:
+                worker.wake.clear()  # before looking, so a submit after the look still wakes us
+                run = await self._db(self.store.next_queued_run, cid)
+                if run is None:
+                    if worker.evict or self._waiting:
+                        return  # another conversation is waiting for this slot
+                    worker.idle = True
+                    try:
+                        await asyncio.wait_for(worker.wake.wait(), self.idle_close_secs)
+                    except TimeoutError:
+                        return
+                    finally:
+                        worker.idle = False
+                    continue
+                await self._execute(worker, run)
+        finally:
+            await self._close_runtime(worker)
+            del self._workers[cid]
+            self._fill_slots()
+            if not self._closed and await self._db(self.store.next_queued_run, cid) is not None:
+                self._admit(cid)  # a run queued while this worker was closing
+
+    # -- one run -------------------------------------------------------------------------------
+
+    async def _execute(self, worker: _Worker, queued: Run) -> None:
+        async with self._start_lock:
+            run = await self._db(self.store.get_run, queued.id)
+            if run.status != "queued":
+                return  # cancelled while it waited for this worker
+            run = await self._db(self.store.transition_run, run.id, "running")
+            ctx = _RunContext(run.id)
+            worker.current = ctx
+        try:
+            await self._notify()
+            status, code, detail = await self._supervise(worker, ctx, run)
+            if ctx.chunks:
+                await self._db(self.store.record_reply, run.id, "".join(ctx.chunks))
+            await self._db(self.store.transition_run, run.id, status, error_code=code, error_detail=detail)
+        except asyncio.CancelledError:
+            await self._close_runtime(worker)
+            with contextlib.suppress(KirocrewError):
+                await self._db(self.store.transition_run, run.id, "interrupted", error_code="server_stopped")
+            raise
+        finally:
+            worker.current = None
+            if not ctx.finished.done():
+                ctx.finished.set_result(None)
+            await self._notify()
+
+    async def _supervise(self, worker: _Worker, ctx: _RunContext, run: Run) -> tuple[str, str | None, str | None]:
+        """Run the turn under its deadline and cancel request; the run's end status, error code, detail."""
+        work = asyncio.ensure_future(self._turn(worker, ctx, run))
+        cancel = asyncio.ensure_future(ctx.cancel_requested.wait())
+        try:
+            done, _ = await asyncio.wait({work, cancel}, timeout=self.run_deadline_secs,
+                                         return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            work.cancel()
+            raise
+        finally:
+            cancel.cancel()
+        if work in done:
+            try:
+                stop_reason = work.result()
+            except AcpRequestError as exc:
+                return "failed", "kiro_run_failed", _clip(f"kiro-cli refused the prompt: [{exc.rpc_code}]")
+            except (AcpError, KirocrewError) as exc:
+                await self._close_runtime(worker)
+                return "failed", "kiro_run_failed", _clip(f"kiro-cli failed: {exc.code}")
+            except Exception as exc:  # a bug of ours must end the run, not strand it as running
+                log.exception("run %s failed unexpectedly", run.id)
+                await self._close_runtime(worker)
+                return "failed", "kiro_run_failed", _clip(f"internal error: {type(exc).__name__}")
+            if stop_reason == "cancelled":  # kiro ended the turn itself (e.g. a permission answered cancelled)
+                return "cancelled", "run_cancelled", None
+            if stop_reason == "refusal":
+                return "failed", "kiro_run_failed", "kiro refused the request"
+            return "completed", None, None
+        await self._abort(worker, work)
+        if ctx.cancel_requested.is_set():
+            return "cancelled", "run_cancelled", None
+        return "timed_out", "run_deadline_exceeded", None
+
+    async def _turn(self, worker: _Worker, ctx: _RunContext, run: Run) -> str:
+        conversation = await self._db(self.store.get_conversation, run.conversation_id)
+        options = self.acp_options_factory(conversation, run)
+        if worker.runtime is not None and (worker.runtime.options != options or not worker.runtime.alive):
+            await self._close_runtime(worker)  # new settings (model, effort, authority) need a new process
+        session, resumed = await self._open_session(worker, conversation, options)
+        prompt = await self._db(self.store.read_prompt, run.id)
+        await self._event(run, "run_started", {"resumed": resumed})
+        turn = asyncio.ensure_future(session.prompt(prompt.text))
+        try:
+            await asyncio.sleep(0)  # let session/prompt leave before the text is erased
+            await self._db(self.store.mark_delivered, run.id)
+            result = await turn
+        except BaseException:
+            turn.cancel()
+            raise
+        return result.stop_reason
+
+    async def _open_session(self, worker: _Worker, conversation: Conversation,
+                            options: AcpOptions) -> tuple[AcpSession, bool]:
+        if worker.session is not None and not worker.session.closed:
+            return worker.session, False
+        if worker.runtime is None:
+            worker.runtime = AcpRuntime(options)
+            await worker.runtime.open()
+        cwd = conversation.workspace.worktree_path or conversation.workspace.path
+
+        async def on_update(session_id: str, update: Any) -> None:
+            await self._on_update(worker, update)
+
+        async def on_permission(request: AcpPermissionRequest) -> str | None:
+            return await self._on_permission(worker, request)
+
+        known = self._session_ids.get(conversation.id)
+        if known is None:
+            worker.session = await worker.runtime.new_session(cwd, on_update=on_update, on_permission=on_permission)
+            self._session_ids[conversation.id] = worker.session.session_id
+            return worker.session, False
+        worker.session = await worker.runtime.load_session(known, cwd, on_update=None, on_permission=on_permission)
+        # The replayed history must not leak into this run's reply: let it drain, then attach the sink.
+        await worker.runtime._settle_updates(worker.session)
+        worker.session.on_update = on_update
+        return worker.session, True
+
+    async def _abort(self, worker: _Worker, work: asyncio.Future[Any]) -> None:
+        """Cancel the turn (open permission requests are answered ``cancelled``), then stop kiro-cli."""
+        if worker.session is not None and not worker.session.closed:
+            with contextlib.suppress(AcpError, KirocrewError):
+                await worker.session.cancel()
+        with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, AcpError, KirocrewError):
+            await asyncio.wait_for(asyncio.shield(work), ABORT_GRACE_SECS)
+        work.cancel()
+        with contextlib.suppress(BaseException):
+            await work
+        await self._close_runtime(worker)
+
+    async def _close_runtime(self, worker: _Worker) -> None:
+        runtime, worker.runtime, worker.session = worker.runtime, None, None
+        if runtime is not None:
+            await runtime.aclose()  # bounded: stdin EOF, wait, then process-group teardown
+
+    # -- what kiro sends -----------------------------------------------------------------------
+
+    async def _on_update(self, worker: _Worker, update: Any) -> None:
+        """Collect the reply; record only redacted events (no thoughts, prompts, arguments, output, paths)."""
+        ctx = worker.current
+        if ctx is None:
+            return
+        kind = getattr(update, "session_update", None)
+        if kind == "agent_message_chunk":
+            text = getattr(getattr(update, "content", None), "text", None)
+            if isinstance(text, str):
+                ctx.chunks.append(text)
+        elif kind == "tool_call":
+            name = ctx.tool_names[str(update.tool_call_id)] = _tool_name(update)
+            await self._append(worker.conversation_id, ctx.run_id, "tool_call",
+                               {"toolName": name, "status": _status(update)})
+        elif kind == "tool_call_update" and getattr(update, "status", None) is not None:
+            await self._append(worker.conversation_id, ctx.run_id, "tool_call_update", {"status": _status(update)})
+        elif kind == "plan":
+            await self._append(worker.conversation_id, ctx.run_id, "plan",
+                               {"entries": len(getattr(update, "entries", ()) or ())})
+
+    async def _on_permission(self, worker: _Worker, request: AcpPermissionRequest) -> str | None:
+        """Put the run in ``needs_attention`` until :meth:`decide`; a cancel or deadline answers ``cancelled``."""
+        ctx = worker.current
+        if ctx is None:
+            return None
+        offered = {kind: oid for kind in DECISIONS if (oid := request.option_of_kind(kind)) is not None}
+        # kiro names the tool only in the tool_call update, which may still be in the session's queue.
+        if worker.session is not None:
+            await worker.session._flush_updates()
+        tool = ctx.tool_names.get(str(request.tool_call.tool_call_id)) or _tool_name(request.tool_call)
+        perm = await self._db(self.store.add_permission_request, ctx.run_id, list(offered), tool_name=tool)
+        answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._permissions[perm.id] = _PendingPermission(ctx.run_id, offered, answer)
+        try:
+            run = await self._db(self.store.get_run, ctx.run_id)
+            if run.status == "running":
+                run = await self._db(self.store.transition_run, ctx.run_id, "needs_attention")
+            await self._event(run, "permission_requested",
+                              {"permissionId": perm.id, "toolName": tool, "options": list(offered)})
+            await self._notify()
+            return offered[await answer]
+        finally:
+            self._permissions.pop(perm.id, None)
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Store calls run in a thread: SQLite (and the WAL scrub on terminal runs) blocks."""
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def _event(self, run: Run, kind: str, payload: dict[str, Any]) -> None:
+        await self._append(run.conversation_id, run.id, kind, payload)
+
+    async def _append(self, conversation_id: str, run_id: str, kind: str, payload: dict[str, Any]) -> None:
+        await self._db(self.store.append_event, conversation_id, run_id, kind, payload)
+
+
+def _tool_name(tool_call: Any) -> str | None:
+    """kiro's tool name (``_meta.kiro.toolName``), else the ACP kind; never the title, which holds arguments."""
+    meta = getattr(tool_call, "field_meta", None) or {}
+    name = meta.get("kiro", {}).get("toolName") if isinstance(meta.get("kiro"), dict) else None
+    if isinstance(name, str) and name:
+        return name[:limits.MODEL_MAX_CHARS]
+    kind = getattr(tool_call, "kind", None)
+    return None if kind is None else str(getattr(kind, "value", kind))
+
+
+def _status(update: Any) -> str | None:
+    status = getattr(update, "status", None)
+    return None if status is None else str(getattr(status, "value", status))
+
+
+def _clip(text: str) -> str:
+    return text[:ERROR_DETAIL_MAX_CHARS]
