@@ -14,6 +14,7 @@ import pytest
 
 from kirocrew_core import audit, home
 from kirocrew_core.errors import BadInputError, KirocrewError
+from kirocrew_core.testing.processes import release_together
 
 CONCURRENT_CHILD = """
 import sys
@@ -205,13 +206,7 @@ def test_concurrent_appends_from_two_processes_form_one_chain_with_every_record(
                          stdin=subprocess.PIPE, text=True)
         for actor in ("alpha", "beta")
     ]
-    for child in children:
-        assert child.stdin is not None
-        child.stdin.write("go\n")
-        child.stdin.flush()
-    for child in children:
-        child.communicate(timeout=120)
-        assert child.returncode == 0
+    release_together(children)
     report = audit.verify()
     assert report.ok and report.verified == 50
     records = [json.loads(line) for line in _lines()]

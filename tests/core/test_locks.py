@@ -14,6 +14,7 @@ from kirocrew_core import home
 from kirocrew_core.errors import BadInputError, KirocrewError
 from kirocrew_core.jsonfile import read_json, write_json_atomic
 from kirocrew_core.locks import LOCK_ORDER, held_locks, named_lock
+from kirocrew_core.testing.processes import release_together
 
 # Reads the counter, sleeps, writes it back: without the lock, two of these
 # interleaving lose increments.
@@ -67,13 +68,7 @@ def _increment(path: Path, rounds: int) -> None:
 def test_two_processes_doing_locked_read_modify_writes_lose_no_increment(tmp_path: Path) -> None:
     counter = tmp_path / "counter.json"
     children = [_python(INCREMENT_CHILD, str(counter), "20") for _ in range(2)]
-    for child in children:
-        assert child.stdin is not None
-        child.stdin.write("go\n")
-        child.stdin.flush()
-    for child in children:
-        child.communicate(timeout=120)
-        assert child.returncode == 0
+    release_together(children)
     assert read_json(counter).document == {"count": 40}
 
 

@@ -17,6 +17,7 @@ from kirocrew_core.errors import BadInputError
 from kirocrew_mcp.apply import MAX_CHANGES, apply_changes
 from kirocrew_mcp.render import rebuild_agent_config
 from kirocrew_core.testing.plugins import ManagedServers
+from kirocrew_core.testing.scope_files import write_kiro_global, write_mcp_file
 
 CAT = {"command": "/bin/cat", "args": ["-u"]}
 SH = {"command": "/bin/sh", "args": ["-c", "exit 0"]}
@@ -55,15 +56,8 @@ class RebuildCounter:
         return {}
 
 
-def write(path: Path, servers: dict[str, Any], **top: Any) -> bytes:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = json.dumps({**top, "mcpServers": servers}, indent=2).encode()
-    path.write_bytes(data)
-    return data
-
-
-def kiro_global(servers: dict[str, Any], **top: Any) -> bytes:
-    return write(home.kiro_global_mcp_file(), servers, **top)
+write = write_mcp_file
+kiro_global = write_kiro_global
 
 
 def crew_store(servers: dict[str, Any]) -> bytes:

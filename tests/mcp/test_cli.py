@@ -9,6 +9,7 @@ from typing import Any
 
 from kirocrew_core import home
 from kirocrew_core.testing.mcp_fixtures import stdio_server_argv
+from kirocrew_core.testing.scope_files import write_kiro_global, write_mcp_file
 
 CAT = {"command": "/bin/cat", "args": ["-u"]}
 STALE = {"command": "/opt/old/kirocrew", "args": ["mcp-core"]}
@@ -19,15 +20,8 @@ def stdio_spec(*options: str) -> dict[str, Any]:
     return {"command": argv[0], "args": argv[1:]}
 
 
-def write(path: Path, servers: dict[str, Any], **top: Any) -> bytes:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = json.dumps({**top, "mcpServers": servers}, indent=2).encode()
-    path.write_bytes(data)
-    return data
-
-
-def kiro_global(servers: dict[str, Any], **top: Any) -> bytes:
-    return write(home.kiro_global_mcp_file(), servers, **top)
+write = write_mcp_file
+kiro_global = write_kiro_global
 
 
 def without_companion() -> dict[str, str]:
