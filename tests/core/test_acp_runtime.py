@@ -26,6 +26,7 @@ from kirocrew_core.acp_runtime import (
     AcpTimeoutError,
     PermissionRequest,
     SessionLockedError,
+    UnsupportedCapabilityError,
 )
 from kirocrew_core.errors import BadInputError
 from kirocrew_core.kiro_ext import MCP_FAILED, MCP_INITIALIZED, OAuthRequest
@@ -503,6 +504,144 @@ def test_a_session_id_that_could_leave_the_sessions_dir_is_refused(tmp_path: Pat
             assert rt.alive
 
     run(main())
+
+
+# -- capabilities: fork and images ---------------------------------------------------------------
+
+
+def test_a_fork_answers_prompts_and_starts_with_the_source_history(fake_kiro_cli: Any, tmp_path: Path) -> None:
+    fake_kiro_cli.switch(advertise_fork="1")
+    recorder = Recorder()
+
+    async def main() -> tuple[str, str]:
+        async with AcpRuntime.start() as rt:
+            assert rt.supports_fork
+            source = await rt.new_session(tmp_path)
+            await source.prompt("remember the word teal")
+            fork = await rt.fork_session(source.session_id, tmp_path, on_update=recorder)
+            assert fork.session_id != source.session_id and fork.models is not None
+            assert rt.sessions.keys() == {source.session_id, fork.session_id}
+            assert (await fork.prompt("!say forked")).stop_reason == "end_turn"
+            assert recorder.texts() == ["forked"]  # a fork replays nothing
+            return source.session_id, fork.session_id
+
+    source_id, fork_id = run(main())
+
+    async def history(session_id: str) -> list[str]:
+        replay = Recorder()
+        async with AcpRuntime.start() as rt:
+            await rt.load_session(session_id, tmp_path, on_update=replay)
+        return replay.texts("user_message_chunk")
+
+    assert run(history(fork_id)) == ["remember the word teal", "!say forked"]
+    assert run(history(source_id)) == ["remember the word teal"]  # the source is left as it was
+
+
+def test_without_an_advertised_fork_fork_session_refuses_before_sending(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with AcpRuntime.start() as rt:
+            assert not rt.supports_fork
+            source = await rt.new_session(tmp_path)
+            with pytest.raises(UnsupportedCapabilityError) as caught:
+                # Had it been sent, the fake would have answered -32601 (an AcpRequestError).
+                await rt.fork_session(source.session_id, tmp_path)
+            assert caught.value.code == "unsupported_capability"
+            assert rt.sessions.keys() == {source.session_id}
+            assert (await source.prompt("still here")).stop_reason == "end_turn"
+
+    run(main())
+    assert len(list(home.kiro_sessions_dir().glob("*.json"))) == 1  # no forked session exists
+
+
+def test_images_are_advertised_by_default_and_reach_the_agent(tmp_path: Path) -> None:
+    from acp import image_block, text_block
+
+    recorder = Recorder()
+
+    async def main() -> None:
+        async with AcpRuntime.start() as rt:
+            assert rt.supports_images
+            session = await rt.new_session(tmp_path, on_update=recorder)
+            result = await session.prompt([text_block("look"), image_block("aGk=", "image/png")])
+            assert result.stop_reason == "end_turn"
+
+    run(main())
+    assert recorder.texts() == ["look\n[image image/png]"]
+
+
+def test_an_agent_without_image_support_says_so_and_refuses_an_image_prompt(
+        fake_kiro_cli: Any, tmp_path: Path) -> None:
+    from acp import image_block, text_block
+
+    fake_kiro_cli.switch(no_images="1")
+    recorder = Recorder()
+
+    async def main() -> None:
+        async with AcpRuntime.start() as rt:
+            assert not rt.supports_images
+            session = await rt.new_session(tmp_path, on_update=recorder)
+            with pytest.raises(AcpRequestError) as caught:
+                await session.prompt([text_block("!say ran"), image_block("aGk=", "image/png")])
+            assert caught.value.rpc_code == -32602
+            assert (await session.prompt("text still works")).stop_reason == "end_turn"
+
+    run(main())
+    assert recorder.texts() == ["text still works"]
+
+
+# -- settling updates ------------------------------------------------------------------------------
+
+
+def test_settling_after_a_load_delivers_the_whole_replay_before_a_sink_is_attached(tmp_path: Path) -> None:
+    async def first() -> str:
+        async with AcpRuntime.start() as rt:
+            session = await rt.new_session(tmp_path)
+            await session.prompt("one")
+            await session.prompt("two")
+            return session.session_id
+
+    session_id = run(first())
+    replayed: list[str] = []
+
+    async def slow_sink(session_id: str, update: Any) -> None:
+        await asyncio.sleep(0.1)  # slower than kiro's replay, so the queue is not empty on return
+        replayed.append(update.content.text)
+
+    async def second() -> None:
+        recorder = Recorder()
+        async with AcpRuntime.start() as rt:
+            session = await rt.load_session(session_id, tmp_path, on_update=slow_sink)
+            await rt.settle_updates(session)
+            assert replayed == ["one", "one", "two", "two"]  # user and agent chunks, in order
+            session.on_update = recorder
+            assert (await session.prompt("three")).stop_reason == "end_turn"
+        assert recorder.texts() == ["three"]
+
+    run(second())
+
+
+def test_a_permission_handler_that_flushes_sees_the_tool_call_first(tmp_path: Path) -> None:
+    named: dict[str, str] = {}
+    seen_in_handler: list[str | None] = []
+
+    async def slow_sink(session_id: str, update: Any) -> None:
+        await asyncio.sleep(0.2)  # the tool_call is still queued when the request arrives
+        if update.session_update == "tool_call":
+            named[update.tool_call_id] = update.title
+
+    async def main() -> None:
+        async with AcpRuntime.start() as rt:
+            async def allow(request: PermissionRequest) -> str | None:
+                await rt.sessions[request.session_id].flush_updates()
+                seen_in_handler.append(named.get(request.tool_call.tool_call_id))
+                await rt.settle_updates(rt.session(request.session_id))  # a no-op now, and no deadlock
+                return request.option_of_kind("allow_once")
+
+            session = await rt.new_session(tmp_path, on_update=slow_sink, on_permission=allow)
+            assert (await session.prompt("!tool deploy")).stop_reason == "end_turn"
+
+    run(main())
+    assert len(seen_in_handler) == 1 and seen_in_handler[0] is not None and "deploy" in seen_in_handler[0]
 
 
 # -- load, locks, teardown ----------------------------------------------------------------------

@@ -168,6 +168,30 @@ def test_session_fork_is_advertised_and_copies_the_transcript_when_switched_on(
     assert "teal" in session_file(fork["sessionId"], ".jsonl").read_text()
 
 
+def test_the_no_images_switch_withdraws_image_support_and_refuses_an_image_prompt(
+        fake_kiro_cli: Any, tmp_path: Path) -> None:
+    from acp import RequestError
+
+    fake_kiro_cli.switch(no_images="1")
+    image = {"type": "image", "mimeType": "image/png", "data": "aGk="}
+
+    async def scenario() -> Any:
+        async with acp(fake_kiro_cli, "--trust-all-tools") as k:
+            init = await k.initialize()
+            sid = (await k.new_session(str(tmp_path)))["sessionId"]
+            with pytest.raises(RequestError) as refused:
+                await k.request("session/prompt", {"sessionId": sid, "prompt": [
+                    {"type": "text", "text": "!write refused.txt ran"}, image]})
+            text_only = await k.prompt(sid, "still answering")
+            return init, refused.value.code, text_only.stop_reason
+
+    init, code, stop_reason = run(scenario())
+    assert init["agentCapabilities"]["promptCapabilities"]["image"] is False
+    assert code == -32602
+    assert not (tmp_path / "refused.txt").exists()  # nothing of the refused prompt ran
+    assert stop_reason == "end_turn"
+
+
 def test_session_new_without_mcp_servers_makes_kiro_exit_zero_silently(fake_kiro_cli: Any, tmp_path: Path) -> None:
     async def scenario() -> Any:
         async with acp(fake_kiro_cli) as k:

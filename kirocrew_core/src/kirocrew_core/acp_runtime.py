@@ -6,6 +6,8 @@ Usage (conversations and connections plugins)::
     async with AcpRuntime.start(options) as rt:
         session = await rt.new_session(cwd, mcp_servers=[], on_update=sink)
         result = await session.prompt("hello")          # PromptResult(stop_reason=...)
+        if rt.supports_fork:
+            branch = await rt.fork_session(session.session_id, cwd)  # same history, new id
         inventory = await session.execute_command("mcp")  # CommandResult(data={"servers": [...]})
         oauth = await session.oauth_requests.get()         # OAuthRequest(server_name, url)
 
@@ -23,9 +25,11 @@ kiro-cli's quirks handled here (see the kiro-cli reference, §1):
   on, or silently exited for, an unknown session id;
 - the child exiting fails every pending call with :class:`AcpConnectionLost`,
   carrying the tail of its stderr;
-- ``session/new`` and ``session/load`` always send ``mcpServers`` (kiro exits
-  rc=0 without it) and are sent raw, because the typed SDK response drops
-  kiro's ``models`` field;
+- ``session/new``, ``session/load`` and ``session/fork`` always send
+  ``mcpServers`` (kiro exits rc=0 without it) and are sent raw, because the
+  typed SDK response drops kiro's ``models`` field;
+- ``session/fork`` is sent only when ``initialize`` advertised it (kiro v2 does
+  not); otherwise :class:`UnsupportedCapabilityError` is raised up front;
 - ``session/load`` survives a stale session lock left by a hard-killed owner
   (the lock is removed only if its pid is dead) with bounded retries;
 - shutdown closes stdin first and waits, so kiro-cli removes its own lock;
@@ -66,7 +70,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AcpConnectionLost", "AcpError", "AcpOptions", "AcpRequestError", "AcpRuntime", "AcpSession",
     "AcpTimeoutError", "PermissionHandler", "PermissionRequest", "PromptResult", "SessionLockedError",
-    "UpdateSink", "reject_permission",
+    "UnsupportedCapabilityError", "UpdateSink", "reject_permission",
 ]
 
 log = logging.getLogger(__name__)
@@ -141,6 +145,16 @@ class SessionLockedError(AcpError):
     """``session/load`` stayed refused because another live process holds the session."""
 
     code = "session_locked"
+
+
+class UnsupportedCapabilityError(AcpError):
+    """The agent did not advertise what the call needs (``capability``), so nothing was sent."""
+
+    code = "unsupported_capability"
+
+    def __init__(self, capability: str, message: str):
+        super().__init__(message)
+        self.capability = capability
 
 
 @dataclass(frozen=True)
@@ -280,6 +294,28 @@ class AcpRuntime:
         """``initialize``'s ``agentInfo`` (``{"name", "title", "version"}``), empty if not sent."""
         info = self.initialize_result.get("agentInfo")
         return dict(info) if isinstance(info, dict) else {}
+
+    def _agent_capability(self, *path: str) -> Any:
+        """The raw value at ``agentCapabilities.<path>`` of ``initialize``, None where absent."""
+        value: Any = self.initialize_result.get("agentCapabilities")
+        for key in path:
+            if not isinstance(value, dict):
+                return None
+            value = value.get(key)
+        return value
+
+    @property
+    def supports_fork(self) -> bool:
+        """Whether ``initialize`` advertised ``sessionCapabilities.fork`` (kiro v2 does not).
+
+        ACP spells support as an object (``{}``); absent or ``null`` means no.
+        """
+        return isinstance(self._agent_capability("sessionCapabilities", "fork"), dict)
+
+    @property
+    def supports_images(self) -> bool:
+        """Whether ``initialize`` advertised ``promptCapabilities.image`` (ACP's default is no)."""
+        return self._agent_capability("promptCapabilities", "image") is True
 
     @property
     def initialize_response(self) -> InitializeResponse:
@@ -456,12 +492,38 @@ class AcpRuntime:
         (MCP init, OAuth requests) are kept and land on the returned session.
         """
         params = {"cwd": self._absolute_cwd(cwd), "mcpServers": self._mcp_servers(mcp_servers)}
+        return await self._create_session("session/new", params, on_update, on_permission)
+
+    async def fork_session(self, session_id: str, cwd: str | os.PathLike[str], *,
+                           on_update: UpdateSink | None = None, on_permission: PermissionHandler | None = None,
+                           mcp_servers: Sequence[Any] = ()) -> AcpSession:
+        """``session/fork``: a new session (new id) that starts with ``session_id``'s history.
+
+        The source need not be open in this process; it stays as it was. Unlike
+        a load, a fork replays nothing: the agent already knows the history. Only
+        when :attr:`supports_fork`; otherwise :class:`UnsupportedCapabilityError`
+        (code ``unsupported_capability``) is raised before anything is sent.
+        ``cwd``, ``mcp_servers`` and the notifications kept while it starts are
+        as for :meth:`new_session`.
+        """
+        kiro_sessions.check_session_id(session_id)
+        params = {"sessionId": session_id, "cwd": self._absolute_cwd(cwd),
+                  "mcpServers": self._mcp_servers(mcp_servers)}
+        if not self.supports_fork:
+            raise UnsupportedCapabilityError(
+                "session_fork", "this kiro-cli does not advertise session/fork (agentCapabilities."
+                                "sessionCapabilities.fork); start a new session or load this one instead")
+        return await self._create_session("session/fork", params, on_update, on_permission)
+
+    async def _create_session(self, method: str, params: dict[str, Any], on_update: UpdateSink | None,
+                              on_permission: PermissionHandler | None) -> AcpSession:
+        """Send a request answered by a new session id (new, fork) and register that session."""
         self._creating += 1
         try:
-            raw = await self.request("session/new", params, timeout=self.options.session_timeout)
+            raw = await self.request(method, params, timeout=self.options.session_timeout)
             session_id = raw.get("sessionId") if isinstance(raw, dict) else None
             if not isinstance(session_id, str) or not session_id:
-                raise AcpError("kiro-cli answered session/new without a sessionId", code="acp_bad_response")
+                raise AcpError(f"kiro-cli answered {method} without a sessionId", code="acp_bad_response")
             session = AcpSession(self, session_id, params["cwd"], on_update=on_update or self.options.on_update,
                                  on_permission=on_permission or self.options.on_permission)
             session._apply_result(raw)
@@ -475,6 +537,10 @@ class AcpRuntime:
                            mcp_servers: Sequence[Any] = (), on_update: UpdateSink | None = None,
                            on_permission: PermissionHandler | None = None) -> AcpSession:
         """``session/load``: reopen a persisted session (history is replayed to ``on_update``).
+
+        The replay may still be queued for the sink when this returns; to keep it
+        apart from what follows, load with ``on_update=None``, await
+        :meth:`settle_updates`, then set ``session.on_update``.
 
         A refusal because of a session lock ("Session is active in another
         process", "failed to re-read lock file") removes the lock if its pid is
@@ -542,18 +608,26 @@ class AcpRuntime:
             self._spawn_background(self._cancel_quietly(session_id))
             raise
         except BaseException:
-            await self._settle_updates(session)
+            await self.settle_updates(session)
             raise
-        await self._settle_updates(session)
+        await self.settle_updates(session)
         response = PromptResponse.model_validate(raw)
         return PromptResult(str(getattr(response.stop_reason, "value", response.stop_reason)), response)
 
-    async def _settle_updates(self, session: AcpSession) -> None:
-        """Wait until every update kiro sent before its answer has reached the session's sink."""
+    async def settle_updates(self, session: AcpSession) -> None:
+        """Wait until every update kiro has sent for ``session`` so far has passed its sink.
+
+        :meth:`prompt` does this itself. Call it after :meth:`load_session`, so the
+        replayed history has drained before you attach a sink (load with
+        ``on_update=None``, settle, then set ``session.on_update``), and in a
+        permission handler, so the updates kiro sent before the request (the
+        ``tool_call`` naming the tool) have been delivered. It waits for the sink,
+        so a sink must never wait on the caller.
+        """
         tracker = getattr(self._conn, "_session_updates", None)  # the SDK's in-flight handler set
         if tracker is not None:
             await tracker.wait(session.session_id)
-        await session._flush_updates()
+        await session.flush_updates()
 
     async def cancel(self, session_id: str) -> None:
         """``session/cancel`` (a notification), and answer its open permission requests "cancelled"."""

@@ -1,9 +1,9 @@
 """One kiro session as the ACP runtime hosts it, and the callbacks a caller plugs into it.
 
-:class:`AcpSession` is what :meth:`AcpRuntime.new_session` and
-:meth:`AcpRuntime.load_session` return: the session's results (kiro's raw
-``models`` included), kiro's notifications about it (OAuth requests, MCP
-status, usage metadata), and its calls. Updates reach the caller's sink
+:class:`AcpSession` is what :meth:`AcpRuntime.new_session`,
+:meth:`AcpRuntime.load_session` and :meth:`AcpRuntime.fork_session` return:
+the session's results (kiro's raw ``models`` included), kiro's notifications
+about it (OAuth requests, MCP status, usage metadata), and its calls. Updates reach the caller's sink
 through one queue per session, so a slow sink sees them in arrival order and
 :meth:`AcpSession.prompt` returns only once the whole turn has been delivered.
 """
@@ -79,7 +79,7 @@ class AcpSession(KiroSessionState):
     """One kiro session in a runtime: its results, kiro's notifications about it, and its calls.
 
     Attributes: ``session_id``, ``cwd``, ``modes`` and ``models`` (parsed; None if
-    kiro sent none), ``raw`` (the raw new/load result, kiro's extra fields
+    kiro sent none), ``raw`` (the raw new/load/fork result, kiro's extra fields
     included), ``current_mode_id``, plus everything :class:`KiroSessionState`
     records (``oauth_requests``, ``mcp_status``, ``metadata``, ``available_commands``).
     """
@@ -148,7 +148,16 @@ class AcpSession(KiroSessionState):
             self.current_mode_id = mode
         self._updates.put_nowait(update)
 
-    async def _flush_updates(self) -> None:
+    async def flush_updates(self) -> None:
+        """Wait until every update already queued for this session has passed its sink.
+
+        Only what this process has received is covered; kiro's updates the SDK is
+        still dispatching are not, so prefer :meth:`AcpRuntime.settle_updates`,
+        which waits for those first. Use either inside a permission handler (so
+        the ``tool_call`` that names the tool has been delivered) or after
+        :meth:`AcpRuntime.load_session` (so the replayed history has drained
+        before you attach a sink). Returns at once for a closed session.
+        """
         if self._pump is None or self._pump.done():
             return
         joined = asyncio.ensure_future(self._updates.join())

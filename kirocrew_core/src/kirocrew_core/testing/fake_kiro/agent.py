@@ -161,6 +161,11 @@ class FakeKiroAgent:
 
     # -- ACP: initialize ---------------------------------------------------------
 
+    @staticmethod
+    def accepts_images() -> bool:
+        """kiro v2 takes image blocks; ``KIRO_FAKE_NO_IMAGES`` imitates an agent that does not."""
+        return not switches.flag(switches.NO_IMAGES)
+
     async def initialize(self, protocol_version: int, client_capabilities: Any = None,
                          client_info: Any = None, **kwargs: Any) -> dict[str, Any]:
         delay = switches.number(switches.INIT_DELAY, 0.0)
@@ -173,7 +178,7 @@ class FakeKiroAgent:
             "protocolVersion": 1,
             "agentCapabilities": {
                 "loadSession": True,
-                "promptCapabilities": {"image": True, "audio": False, "embeddedContext": False},
+                "promptCapabilities": {"image": self.accepts_images(), "audio": False, "embeddedContext": False},
                 "mcpCapabilities": {"http": True, "sse": False},
                 "sessionCapabilities": session_capabilities,
                 "auth": {},
@@ -385,6 +390,10 @@ class FakeKiroAgent:
         from kirocrew_core.testing.fake_kiro.turn import Turn
 
         session = self.live(session_id)
+        if not self.accepts_images() and any(getattr(block, "type", None) == "image" for block in prompt):
+            # What an agent that did not advertise promptCapabilities.image answers: nothing runs.
+            raise _client_error("Invalid params: this agent does not accept image content "
+                                "(promptCapabilities.image is false)", -32602)
         if session.turn is not None and not session.turn.done():
             raise _client_error("A prompt is already in progress for this session")
         session.turn = asyncio.current_task()

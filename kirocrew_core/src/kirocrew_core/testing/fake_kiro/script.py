@@ -18,6 +18,8 @@ after the one space that follows the directive, trailing whitespace included)::
     !shell COMMAND            run COMMAND with ``sh -c`` in the session cwd, with permission
     !mcp SERVER TOOL [JSON]   call TOOL on a connected MCP server, with permission
     !sleep SECONDS            pause the turn
+    !recall                   reply with the session's earlier user prompts, ``recall: A | B``
+                              (the context a resumed or continued session really carries)
     !hang                     wait until ``session/cancel`` (stopReason ``cancelled``)
     !error CODE [MESSAGE]     fail the prompt with that JSON-RPC error
     !refuse                   content-filtered ``_kiro.dev/metadata``, then a bare -32603
@@ -34,7 +36,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-DIRECTIVES = ("say", "think", "plan", "todo", "tool", "write", "shell", "mcp", "sleep", "hang",
+DIRECTIVES = ("say", "think", "plan", "todo", "tool", "write", "shell", "mcp", "sleep", "recall", "hang",
               "error", "refuse", "exit", "notify")
 # Directives whose argument is text a test compares byte for byte: never stripped.
 VERBATIM = ("say", "think", "write")
@@ -139,7 +141,7 @@ def _directive(word: str, rest: str) -> Step:
         return Step("exit", number=code)
     if rest:
         raise ScriptError(f"!{word} takes no arguments")
-    return Step(word)  # hang, refuse
+    return Step(word)  # hang, refuse, recall
 
 
 def parse(text: str) -> list[Step]:

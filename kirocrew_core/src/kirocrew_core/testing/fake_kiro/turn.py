@@ -213,6 +213,11 @@ class Turn:
     async def _do_say(self, step: script.Step) -> None:
         await self._say(step.text)
 
+    async def _do_recall(self, step: script.Step) -> None:
+        earlier = [entry["text"] for entry in sessions.read_transcript(self.session.files)
+                   if entry.get("role") == "user"][:-1]  # the last one is this prompt
+        await self._say("recall: " + " | ".join(earlier))
+
     async def _do_think(self, step: script.Step) -> None:
         from acp import update_agent_thought_text
 
