@@ -200,16 +200,19 @@ def test_an_idle_worker_closes_and_the_next_run_resumes_the_session(store: Store
         async with orchestrator(store, idle_close_secs=0.2) as orch:
             first = await orch.submit(a, "!say remember me")
             await orch.wait([first.id], timeout=30)
-            session_id = orch._session_ids[a]
+            session_id = store.session_id(a)
             while a in orch._workers:  # the idle timer closes the worker by itself
                 await asyncio.sleep(0.05)
             second = await orch.submit(a, "!say again")
             done = (await orch.wait([second.id], timeout=30)).runs[0]
             # The replayed history did not leak into the new reply, and the same Kiro session continued.
             assert done.status == "completed" and done.reply_text == "again"
-            assert orch._session_ids[a] == session_id
+            assert store.session_id(a) == session_id
             started = [e.payload for e in store.list_events(second.id).events if e.kind == "run_started"]
-            assert started == [{"resumed": True}]
+            assert started == [{"resumed": True, "images": 0}]
+            recall = await orch.submit(a, "!recall")
+            done = (await orch.wait([recall.id], timeout=30)).runs[0]
+            assert "remember me" in (done.reply_text or ""), "the loaded session carries the earlier turns"
 
     run(main())
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from kirocrew_core import home
 from kirocrew_core.testing.mcp_fixtures import stdio_server_argv
+from kirocrew_core.testing.plugins import installed_managed_server_names
 from kirocrew_core.testing.scope_files import write_kiro_global, write_mcp_file
 
 CAT = {"command": "/bin/cat", "args": ["-u"]}
@@ -30,6 +31,12 @@ def without_companion() -> dict[str, str]:
 
 def rendered() -> dict[str, Any]:
     return json.loads(home.rendered_agent_file().read_text())
+
+
+def user_servers(servers: dict[str, Any]) -> dict[str, Any]:
+    """``servers`` without the installed plugins' managed ones (every render has those too)."""
+    managed = installed_managed_server_names()
+    return {name: spec for name, spec in servers.items() if name not in managed}
 
 
 # -- registration --------------------------------------------------------------------------
@@ -54,7 +61,7 @@ def test_rebuild_writes_the_agent_file_then_finds_nothing_to_change(kirocrew):
 
     assert first.returncode == 0 and first.stdout.startswith("wrote ")
     assert second.returncode == 0 and second.stdout.startswith("unchanged:")
-    assert rendered()["mcpServers"] == {"srv": CAT}
+    assert user_servers(rendered()["mcpServers"]) == {"srv": CAT}
     assert rendered()["includeMcpJson"] is False
 
 
@@ -82,7 +89,8 @@ def test_rebuild_clean_and_json(kirocrew):
 
     report = json.loads(kirocrew("mcp", "rebuild", "--clean", "--json").stdout)
 
-    assert report["written"] is True and report["servers"] == []
+    assert report["written"] is True
+    assert set(report["servers"]) == installed_managed_server_names(), "--clean dropped the hand-added server"
 
 
 # -- list and probe ---------------------------------------------------------------------------------
@@ -97,7 +105,7 @@ def test_list_shows_every_server_with_its_scopes(kirocrew):
 
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["NAME", "STATUS", "SCOPES", "TOOLS"]
-    table = {line.split()[0]: line.split()[1:] for line in lines[1:]}
+    table = user_servers({line.split()[0]: line.split()[1:] for line in lines[1:]})
     assert table == {"from-kiro": ["unknown", "kirocrew,kiro", "0"], "from-crew": ["unknown", "kirocrew", "0"]}
 
 
@@ -164,7 +172,7 @@ def test_apply_from_a_file_changes_the_scopes_and_rebuilds(kirocrew, tmp_path):
     assert result.returncode == 0, result.stderr
     answer = json.loads(result.stdout)
     assert answer["ok"] is True and answer["applied"] == 2
-    assert rendered()["mcpServers"] == {"srv": {**CAT, "disabled": True}}
+    assert user_servers(rendered()["mcpServers"]) == {"srv": {**CAT, "disabled": True}}
     assert json.loads(home.kiro_global_mcp_file().read_text())["mcpServers"] == {"srv": CAT}
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from kirocrew_core import home, proc
 from kirocrew_core.testing.fake_kiro.agents_dirs import parse_spec
+from kirocrew_core.testing.plugins import installed_managed_server_names
 from kirocrew_mcp.apps import registry_file
 
 REBUILDERS = 4
@@ -179,7 +180,7 @@ def test_a_writer_killed_at_a_random_moment_leaves_the_old_file_or_the_new_one()
         parse_spec(document, path=home.rendered_agent_file(), source="global")
         flip = document["mcpServers"]["flip:s"]["args"]
         assert flip in (["0"], ["1"])
-        assert len(document["mcpServers"]) == 401
+        assert len(document["mcpServers"]) == 401 + len(installed_managed_server_names())
         json.loads(registry_file().read_text())
     agents = [p.name for p in home.kiro_agents_dir().iterdir() if p.suffix == ".json"]
     assert agents == ["kirocrew.json"]  # an interrupted write never leaves a second agent for kiro-cli

@@ -102,8 +102,14 @@ _V1 = [
     "CREATE INDEX events_by_run ON events (run_id, cursor)",
 ]
 
+# v2: names are unique (kiro_delete and kiro_fork address conversations by exact name).
+_V2 = [
+    "DROP INDEX conversations_by_name",
+    "CREATE UNIQUE INDEX conversations_name_unique ON conversations (name)",
+]
+
 # Index i holds the statements that take the schema from version i to i + 1.
-MIGRATIONS: list[list[str]] = [_V1]
+MIGRATIONS: list[list[str]] = [_V1, _V2]
 LATEST_VERSION = len(MIGRATIONS)
 
 

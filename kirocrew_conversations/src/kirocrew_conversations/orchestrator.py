@@ -10,9 +10,10 @@ whose worker closed resumes with ``session/load`` on its next run.
 Waiting is event-driven: every run state change notifies one
 ``asyncio.Condition``, and waiters re-check their targets only then.
 
-The ACP session id of each conversation is kept in memory (``_session_ids``):
-the store has no API for its ``acp_session_id`` column yet, so after a server
-restart a conversation starts a fresh Kiro session.
+Kiro's session id of each conversation is kept in the store (never shown to
+clients), so a conversation resumes its context even after a server restart.
+If kiro cannot load the saved session, the run starts a fresh one and says so
+in a ``session_reset`` event rather than failing or hiding the lost context.
 """
 
 from __future__ import annotations
@@ -20,18 +21,27 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import base64
 import logging
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from kirocrew_core.acp_runtime import AcpError, AcpOptions, AcpRequestError, AcpRuntime, AcpSession
+from kirocrew_core.acp_runtime import (
+    AcpConnectionLost,
+    AcpError,
+    AcpOptions,
+    AcpRequestError,
+    AcpRuntime,
+    AcpSession,
+)
 from kirocrew_core.acp_session import PermissionRequest as AcpPermissionRequest
 from kirocrew_core.errors import KirocrewError
 
 from kirocrew_conversations import limits
 from kirocrew_conversations.errors import conversation_error
-from kirocrew_conversations.store import Conversation, Run, Settings, Store
+from kirocrew_conversations.store import Conversation, ImageInput, Run, Settings, Store
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +52,9 @@ DECISIONS = ("allow_once", "reject_once")
 # After a cancel or deadline, how long the aborted turn may take to wind down before teardown.
 ABORT_GRACE_SECS = 2.0
 ERROR_DETAIL_MAX_CHARS = limits.ERROR_MESSAGE_MAX_CHARS
+# Erased prompts leave old frames in the WAL until a checkpoint; one checkpoint (two syncs) serves a
+# burst of erasures and runs off the runs' path, this long after the first of them.
+SCRUB_DELAY_SECS = 0.25
 
 OptionsFactory = Callable[[Conversation, Run], AcpOptions]
 
@@ -59,12 +72,32 @@ class WaitResult:
     wait_expired: bool
 
 
+@dataclass(frozen=True)
+class InterruptResult:
+    """What ``interrupt`` did: the replacement run, the active run it cancelled, the queued runs it superseded."""
+
+    run: Run
+    interrupted_run_id: str | None
+    superseded: tuple[str, ...]
+
+
+@dataclass
+class Observed:
+    """What live kiro sessions advertised (agents as modes, slash commands); shown by ``kiro_capabilities``."""
+
+    modes: tuple[str, ...] = ()
+    current_mode: str | None = None
+    commands: tuple[str, ...] = ()
+
+
 @dataclass
 class _RunContext:
     run_id: str
+    cwd: str = ""
     chunks: list[str] = field(default_factory=list)
     tool_names: dict[str, str | None] = field(default_factory=dict)  # tool call id → redacted name
     cancel_requested: asyncio.Event = field(default_factory=asyncio.Event)
+    cancel_code: str = "run_cancelled"  # "run_replaced" when kiro_send interrupted it
     finished: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
@@ -105,10 +138,14 @@ class Orchestrator:
         self._changed = asyncio.Condition()
         self._workers: dict[str, _Worker] = {}
         self._waiting: collections.deque[str] = collections.deque()  # conversations without a slot, FIFO
-        self._session_ids: dict[str, str] = {}  # conversation → ACP session id (memory only, see module doc)
+        self.observed = Observed()
         self._permissions: dict[str, _PendingPermission] = {}
         self._start_lock = asyncio.Lock()  # queued → running vs queued → cancelled
         self._closed = False
+        self._scrub_pending = asyncio.Event()
+        self._scrubber: asyncio.Task[None] | None = None
+        loop = asyncio.get_running_loop()
+        store.on_erase = lambda: loop.call_soon_threadsafe(self._erased)
 
     async def __aenter__(self) -> Orchestrator:
         return self
@@ -118,18 +155,54 @@ class Orchestrator:
 
     # -- public API ----------------------------------------------------------------------------
 
-    async def submit(self, conversation_id: str, text: str, settings: Settings | None = None) -> Run:
+    async def submit(self, conversation_id: str, text: str, settings: Settings | None = None,
+                     images: Sequence[ImageInput] = ()) -> Run:
         """Queue ``text`` as a run at the tail of the conversation's FIFO and schedule it."""
         if self._closed:
             raise conversation_error("server_stopped", "the orchestrator is shut down")
-        run = await self._db(self.store.enqueue_run, conversation_id, text, settings=settings)
+        run = await self._db(self.store.enqueue_run, conversation_id, text, settings=settings, images=images)
         await self._notify()
+        self._schedule(conversation_id)
+        return run
+
+    async def interrupt(self, conversation_id: str, text: str, settings: Settings | None = None,
+                        images: Sequence[ImageInput] = ()) -> InterruptResult:
+        """Cancel the active run and every queued one, then queue ``text`` as the replacement.
+
+        This is cancellation followed by a new turn: the cancelled turn never sees ``text``.
+        Returns after the cancelled run's kiro-cli is shut down.
+        """
+        if self._closed:
+            raise conversation_error("server_stopped", "the orchestrator is shut down")
+        async with self._start_lock:  # nothing starts between superseding the queue and queueing the replacement
+            unfinished = await self._db(self.store.unfinished_runs, conversation_id)
+            active = next((r for r in unfinished if r.status != "queued"), None)
+            superseded = []
+            for queued in (r for r in unfinished if r.status == "queued"):
+                await self._db(self.store.transition_run, queued.id, "cancelled", error_code="run_superseded")
+                superseded.append(queued.id)
+            run = await self._db(self.store.enqueue_run, conversation_id, text, settings=settings, images=images)
+            ctx = self._current(active.id) if active is not None else None
+        await self._notify()
+        if ctx is not None:
+            ctx.cancel_code = "run_replaced"
+            ctx.cancel_requested.set()
+            await asyncio.shield(ctx.finished)
+        self._schedule(conversation_id)
+        return InterruptResult(run, active.id if active is not None else None, tuple(superseded))
+
+    def _current(self, run_id: str) -> _RunContext | None:
+        for worker in self._workers.values():
+            if worker.current is not None and worker.current.run_id == run_id:
+                return worker.current
+        return None
+
+    def _schedule(self, conversation_id: str) -> None:
         worker = self._workers.get(conversation_id)
         if worker is not None:
             worker.wake.set()
         else:
             self._admit(conversation_id)
-        return run
 
     async def wait(self, run_ids: Sequence[str], mode: str = "any",
                    timeout: float = limits.WAIT_CEILING_SECONDS) -> WaitResult:
@@ -190,6 +263,7 @@ class Orchestrator:
         if option not in pending.offered:
             raise conversation_error("unsupported_permission_option",
                                      f"kiro did not offer {option} for this request")
+        await self._db(self.store.decide_permission, permission_id, option)
         del self._permissions[permission_id]
         others = any(p.run_id == run_id for p in self._permissions.values())
         if not others and run.status == "needs_attention":
@@ -201,6 +275,27 @@ class Orchestrator:
         await self._notify()
         return run
 
+    async def fork_session(self, conversation: Conversation, session_id: str) -> str:
+        """Fork kiro's saved session of an idle conversation; returns the new session's id.
+
+        The conversation's idle worker (if any) is closed first, so no live process holds the source session.
+        """
+        worker = self._workers.get(conversation.id)
+        if worker is not None and worker.task is not None:
+            if not worker.idle:
+                raise conversation_error("conversation_busy", "fork needs the conversation idle")
+            worker.evict = True
+            worker.wake.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(worker.task)
+        cwd = conversation.workspace.worktree_path or conversation.workspace.path
+        async with AcpRuntime(AcpOptions()) as runtime:
+            try:
+                forked = await runtime.fork_session(session_id, cwd)
+            except AcpRequestError as exc:
+                raise conversation_error("kiro_run_failed", f"kiro-cli refused the fork: [{exc.rpc_code}]") from exc
+            return forked.session_id
+
     async def aclose(self) -> None:
         """Stop every worker; a run still executing ends ``interrupted`` (``server_stopped``)."""
         self._closed = True
@@ -211,6 +306,29 @@ class Orchestrator:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self._scrubber is not None:
+            self._scrubber.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._scrubber
+        self.store.on_erase = None
+        if self._scrub_pending.is_set():
+            await asyncio.to_thread(self.store.scrub_wal)
+
+    def _erased(self) -> None:
+        """A prompt was erased (on the loop, via the store's hook): scrub the WAL soon, in the background."""
+        self._scrub_pending.set()
+        if self._scrubber is None and not self._closed:
+            self._scrubber = asyncio.get_running_loop().create_task(self._scrub_forever(), name="wal-scrubber")
+
+    async def _scrub_forever(self) -> None:
+        while True:
+            await self._scrub_pending.wait()
+            await asyncio.sleep(SCRUB_DELAY_SECS)
+            self._scrub_pending.clear()
+            try:
+                await asyncio.to_thread(self.store.scrub_wal)
+            except Exception:  # a busy or failing checkpoint is retried with the next erasure
+                log.warning("the WAL checkpoint after a prompt erasure failed", exc_info=True)
 
     # -- scheduling ----------------------------------------------------------------------------
 
@@ -281,9 +399,8 @@ class Orchestrator:
         try:
             await self._notify()
             status, code, detail = await self._supervise(worker, ctx, run)
-            if ctx.chunks:
-                await self._db(self.store.record_reply, run.id, "".join(ctx.chunks))
-            await self._db(self.store.transition_run, run.id, status, error_code=code, error_detail=detail)
+            await self._db(self.store.transition_run, run.id, status, error_code=code, error_detail=detail,
+                           reply="".join(ctx.chunks) if ctx.chunks else None)
         except asyncio.CancelledError:
             await self._close_runtime(worker)
             with contextlib.suppress(KirocrewError):
@@ -326,7 +443,7 @@ class Orchestrator:
             return "completed", None, None
         await self._abort(worker, work)
         if ctx.cancel_requested.is_set():
-            return "cancelled", "run_cancelled", None
+            return "cancelled", ctx.cancel_code, None
         return "timed_out", "run_deadline_exceeded", None
 
     async def _turn(self, worker: _Worker, ctx: _RunContext, run: Run) -> str:
@@ -335,12 +452,13 @@ class Orchestrator:
         if worker.runtime is not None and (worker.runtime.options != options or not worker.runtime.alive):
             await self._close_runtime(worker)  # new settings (model, effort, authority) need a new process
         session, resumed = await self._open_session(worker, conversation, options)
+        ctx.cwd = session.cwd
         prompt = await self._db(self.store.read_prompt, run.id)
-        await self._event(run, "run_started", {"resumed": resumed})
-        turn = asyncio.ensure_future(session.prompt(prompt.text))
+        turn = asyncio.ensure_future(session.prompt(_prompt_blocks(prompt.text, prompt.images)))
         try:
             await asyncio.sleep(0)  # let session/prompt leave before the text is erased
-            await self._db(self.store.mark_delivered, run.id)
+            await self._db(self.store.mark_delivered, run.id,
+                           started={"resumed": resumed, "images": len(prompt.images)})
             result = await turn
         except BaseException:
             turn.cancel()
@@ -362,16 +480,36 @@ class Orchestrator:
         async def on_permission(request: AcpPermissionRequest) -> str | None:
             return await self._on_permission(worker, request)
 
-        known = self._session_ids.get(conversation.id)
-        if known is None:
-            worker.session = await worker.runtime.new_session(cwd, on_update=on_update, on_permission=on_permission)
-            self._session_ids[conversation.id] = worker.session.session_id
-            return worker.session, False
-        worker.session = await worker.runtime.load_session(known, cwd, on_update=None, on_permission=on_permission)
-        # The replayed history must not leak into this run's reply: let it drain, then attach the sink.
-        await worker.runtime._settle_updates(worker.session)
-        worker.session.on_update = on_update
-        return worker.session, True
+        known = await self._db(self.store.session_id, conversation.id)
+        if known is not None:
+            try:
+                worker.session = await worker.runtime.load_session(known, cwd, on_update=None,
+                                                                   on_permission=on_permission)
+            except (AcpRequestError, AcpConnectionLost):
+                # kiro no longer has the saved session (it answers an error, or exits as 2.x does): say so,
+                # then start afresh below. A session another live process holds (SessionLockedError) is not
+                # lost: that run fails, and the next one tries the load again.
+                await self._append(conversation.id, worker.current.run_id if worker.current else None,
+                                   "session_reset", {"reason": "kiro could not load the saved session"})
+            else:
+                # The replayed history must not leak into this run's reply: let it drain, then attach the sink.
+                await worker.runtime.settle_updates(worker.session)
+                worker.session.on_update = on_update
+                self._observe(worker.session)
+                return worker.session, True
+            if not worker.runtime.alive:
+                await self._close_runtime(worker)
+                worker.runtime = AcpRuntime(options)
+                await worker.runtime.open()
+        worker.session = await worker.runtime.new_session(cwd, on_update=on_update, on_permission=on_permission)
+        await self._db(self.store.set_session_id, conversation.id, worker.session.session_id)
+        self._observe(worker.session)
+        return worker.session, False
+
+    def _observe(self, session: AcpSession) -> None:
+        if session.modes is not None:
+            self.observed.modes = tuple(session.modes.ids())[:limits.CATALOG_MAX_ITEMS]
+            self.observed.current_mode = session.modes.current_mode_id
 
     async def _abort(self, worker: _Worker, work: asyncio.Future[Any]) -> None:
         """Cancel the turn (open permission requests are answered ``cancelled``), then stop kiro-cli."""
@@ -405,12 +543,22 @@ class Orchestrator:
         elif kind == "tool_call":
             name = ctx.tool_names[str(update.tool_call_id)] = _tool_name(update)
             await self._append(worker.conversation_id, ctx.run_id, "tool_call",
-                               {"toolName": name, "status": _status(update)})
+                               {"toolName": name, "status": _status(update),
+                                "locations": _relative_locations(update, ctx.cwd)})
         elif kind == "tool_call_update" and getattr(update, "status", None) is not None:
-            await self._append(worker.conversation_id, ctx.run_id, "tool_call_update", {"status": _status(update)})
+            await self._append(worker.conversation_id, ctx.run_id, "tool_call_update",
+                               {"toolName": ctx.tool_names.get(str(update.tool_call_id)), "status": _status(update),
+                                "locations": _relative_locations(update, ctx.cwd)})
         elif kind == "plan":
             await self._append(worker.conversation_id, ctx.run_id, "plan",
                                {"entries": len(getattr(update, "entries", ()) or ())})
+        elif kind == "current_mode_update":
+            mode = getattr(update, "current_mode_id", None)
+            await self._append(worker.conversation_id, ctx.run_id, "mode_changed",
+                               {"mode": str(mode)[:limits.AGENT_MODE_MAX_CHARS] if mode else None})
+        elif kind == "available_commands_update":
+            names = [str(getattr(c, "name", "")) for c in getattr(update, "available_commands", ()) or ()]
+            self.observed.commands = tuple(n[:64] for n in names if n)[:limits.CATALOG_MAX_ITEMS]
 
     async def _on_permission(self, worker: _Worker, request: AcpPermissionRequest) -> str | None:
         """Put the run in ``needs_attention`` until :meth:`decide`; a cancel or deadline answers ``cancelled``."""
@@ -420,7 +568,7 @@ class Orchestrator:
         offered = {kind: oid for kind in DECISIONS if (oid := request.option_of_kind(kind)) is not None}
         # kiro names the tool only in the tool_call update, which may still be in the session's queue.
         if worker.session is not None:
-            await worker.session._flush_updates()
+            await worker.session.flush_updates()
         tool = ctx.tool_names.get(str(request.tool_call.tool_call_id)) or _tool_name(request.tool_call)
         perm = await self._db(self.store.add_permission_request, ctx.run_id, list(offered), tool_name=tool)
         answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
@@ -439,8 +587,7 @@ class Orchestrator:
     # -- helpers -------------------------------------------------------------------------------
 
     async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Store calls run in a thread: SQLite (and the WAL scrub on terminal runs) blocks."""
-        return await asyncio.to_thread(fn, *args, **kwargs)
+        return await db_call(fn, *args, **kwargs)
 
     async def _notify(self) -> None:
         async with self._changed:
@@ -461,6 +608,41 @@ def _tool_name(tool_call: Any) -> str | None:
         return name[:limits.MODEL_MAX_CHARS]
     kind = getattr(tool_call, "kind", None)
     return None if kind is None else str(getattr(kind, "value", kind))
+
+
+async def db_call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """A store call: a :func:`~kirocrew_conversations.store.quick_read` runs inline, anything else in a thread."""
+    if getattr(fn, "quick_read", False):
+        return fn(*args, **kwargs)
+    return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+def _prompt_blocks(text: str, images: Sequence[ImageInput]) -> str | list[Any]:
+    if not images:
+        return text
+    from acp import image_block, text_block
+
+    return [text_block(text), *(image_block(base64.b64encode(i.data).decode("ascii"), i.mime_type) for i in images)]
+
+
+MAX_LOCATIONS = 16
+
+
+def _relative_locations(update: Any, cwd: str) -> list[str]:
+    """Tool locations as workspace-relative paths; anything outside the workspace is dropped, never shown."""
+    found: list[str] = []
+    root = os.path.realpath(cwd) if cwd else ""
+    for location in getattr(update, "locations", None) or ():
+        path = getattr(location, "path", None)
+        if not isinstance(path, str) or not root or not os.path.isabs(path):
+            continue
+        relative = os.path.relpath(os.path.realpath(path), root)
+        if relative == ".." or relative.startswith("../") or os.path.isabs(relative):
+            continue
+        found.append(relative[:limits.PATH_MAX_CHARS])
+        if len(found) == MAX_LOCATIONS:
+            break
+    return found
 
 
 def _status(update: Any) -> str | None:

@@ -16,12 +16,12 @@ import json
 import secrets
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kirocrew_conversations import migrations
 from kirocrew_conversations.errors import conversation_error
@@ -48,6 +48,20 @@ ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
     "needs_attention": frozenset({"running", "failed", "cancelled", "timed_out", "interrupted"}),
     **{status: frozenset() for status in TERMINAL_STATUSES},
 }
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def quick_read(method: F) -> F:
+    """Mark a store method as a short read: an async caller may run it on its event loop.
+
+    A read in WAL mode never waits for writers, and these are single indexed queries, so a
+    thread hop (which costs more than the query) buys nothing. Writes stay off the loop: one may
+    wait on a checkpoint's sync.
+    """
+    method.quick_read = True  # type: ignore[attr-defined]
+    return method
 
 
 def _now() -> str:
@@ -167,6 +181,53 @@ class EventPage:
     next_cursor: int  # pass back as ``after``; equal to the input when nothing newer exists
 
 
+@dataclass(frozen=True)
+class SummaryQuery:
+    """``kiro_status`` filters; a None filter matches everything."""
+
+    states: tuple[str, ...] | None = None  # idle | active | archived | retired
+    run_statuses: tuple[str, ...] | None = None  # the latest run's status
+    fingerprint: str | None = None
+    model: str | None = None
+    authority: str | None = None
+    archive: str = "active"  # active | archived | all
+    after_id: str | None = None
+    limit: int = 20
+
+
+@dataclass(frozen=True)
+class ConversationSummary:
+    conversation: Conversation
+    state: str  # "retired" for an archived conversation whose worktree was cleaned up
+    latest_run_id: str | None
+    latest_status: str | None
+    queued_runs: int
+
+
+def _summary_filters(query: SummaryQuery) -> tuple[list[str], list[Any]]:
+    where: list[str] = []
+    params: list[Any] = []
+
+    def among(column: str, values: Sequence[str]) -> None:
+        where.append(f"{column} IN ({', '.join('?' for _ in values)})")
+        params.extend(values)
+
+    if query.archive == "active":
+        where.append("state != 'archived'")
+    elif query.archive == "archived":
+        where.append("state = 'archived'")
+    if query.states:
+        among("shown_state", query.states)
+    if query.run_statuses:
+        among("latest_status", query.run_statuses)
+    for column, value in (("workspace_fingerprint", query.fingerprint), ("model", query.model),
+                          ("authority", query.authority)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
+    return where, params
+
+
 def truncate_reply(text: str, limit: int = MAX_REPLY_BYTES) -> tuple[str, int, bool]:
     """``text`` cut to at most ``limit`` UTF-8 bytes on a character boundary, its full size, and whether it was cut."""
     raw = text.encode("utf-8")
@@ -217,6 +278,11 @@ class Store:
         self._conn = conn
         self._lock = threading.Lock()
         self.path = path
+        #: Set by a long-lived owner (the orchestrator) to scrub the WAL in the background instead of
+        #: inline: called, from any thread, each time a prompt was erased. None means scrub at once.
+        self.on_erase: Callable[[], None] | None = None
+        self._scrub_lock = threading.Lock()
+        self._scrub_conn: sqlite3.Connection | None = None
 
     @classmethod
     def open(cls, path: Path) -> Store:
@@ -248,6 +314,10 @@ class Store:
         return cls(conn, path)
 
     def close(self) -> None:
+        with self._scrub_lock:
+            if self._scrub_conn is not None:
+                self._scrub_conn.close()
+                self._scrub_conn = None
         with self._lock:
             self._conn.close()
 
@@ -273,20 +343,46 @@ class Store:
     def create_conversation(
         self, *, name: str, workspace: Workspace, authority: str = "unrestricted",
         model: str | None = None, effort: str | None = None, mode: str | None = None,
+        conversation_id: str | None = None, acp_session_id: str | None = None,
     ) -> Conversation:
-        cid, now = new_id("conv"), _now()
+        """A new idle conversation; ``conversation_name_taken`` when the name is in use (names are unique)."""
+        cid, now = conversation_id or new_id("conv"), _now()
         with self._write() as db:
-            db.execute(
-                "INSERT INTO conversations (id, name, state, model, effort, mode, authority, workspace_strategy,"
-                " workspace_path, workspace_fingerprint, worktree_path, worktree_branch, worktree_base_ref,"
-                " created_at, updated_at) VALUES (?, ?, 'idle', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (cid, name, model, effort, mode, authority, workspace.strategy, workspace.path,
-                 workspace.fingerprint, workspace.worktree_path, workspace.worktree_branch,
-                 workspace.worktree_base_ref, now, now),
-            )
+            try:
+                db.execute(
+                    "INSERT INTO conversations (id, name, state, model, effort, mode, authority, workspace_strategy,"
+                    " workspace_path, workspace_fingerprint, worktree_path, worktree_branch, worktree_base_ref,"
+                    " acp_session_id, created_at, updated_at)"
+                    " VALUES (?, ?, 'idle', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (cid, name, model, effort, mode, authority, workspace.strategy, workspace.path,
+                     workspace.fingerprint, workspace.worktree_path, workspace.worktree_branch,
+                     workspace.worktree_base_ref, acp_session_id, now, now),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise conversation_error("conversation_name_taken",
+                                         f"a conversation named {name!r} already exists") from exc
             self._append_event(db, cid, None, "conversation_created", {"name": name})
         return self.get_conversation(cid)
 
+    @quick_read
+    def name_in_use(self, name: str) -> bool:
+        with self._read() as db:
+            return db.execute("SELECT 1 FROM conversations WHERE name = ?", (name,)).fetchone() is not None
+
+    @quick_read
+    def session_id(self, conversation_id: str) -> str | None:
+        """Kiro's session id for this conversation (internal: never shown to clients)."""
+        with self._read() as db:
+            row = db.execute("SELECT acp_session_id FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+        if row is None:
+            raise conversation_error("conversation_not_found", f"no conversation {conversation_id!r}")
+        return row[0]
+
+    def set_session_id(self, conversation_id: str, session_id: str) -> None:
+        with self._write() as db:
+            db.execute("UPDATE conversations SET acp_session_id = ? WHERE id = ?", (session_id, conversation_id))
+
+    @quick_read
     def get_conversation(self, conversation_id: str) -> Conversation:
         with self._read() as db:
             return self._get_conversation(db, conversation_id)
@@ -297,6 +393,7 @@ class Store:
             raise conversation_error("conversation_not_found", f"no conversation {conversation_id!r}")
         return _conversation(row)
 
+    @quick_read
     def list_conversations(
         self, *, include_archived: bool = False, after_id: str | None = None, limit: int = 50
     ) -> list[Conversation]:
@@ -331,11 +428,18 @@ class Store:
             return self._get_conversation(db, conversation_id)
 
     def archive_conversation(self, conversation_id: str, *, retired: bool = False) -> Conversation:
-        """Hide an idle conversation from normal use; its history and results stay."""
+        """Hide an idle conversation from normal use; its history and results stay.
+
+        ``retired`` (after worktree cleanup) also applies to an already archived conversation.
+        """
         with self._write() as db:
             conv = self._get_conversation(db, conversation_id)
             if conv.state == "active":
                 raise conversation_error("conversation_busy", f"conversation {conversation_id} is not idle")
+            if conv.state == "archived" and retired and not conv.retired:
+                db.execute("UPDATE conversations SET retired = 1, updated_at = ? WHERE id = ?",
+                           (_now(), conversation_id))
+                self._append_event(db, conversation_id, None, "conversation_archived", {"retired": True})
             if conv.state == "idle":
                 now = _now()
                 db.execute(
@@ -344,6 +448,41 @@ class Store:
                 )
                 self._append_event(db, conversation_id, None, "conversation_archived", {"retired": retired})
             return self._get_conversation(db, conversation_id)
+
+    def auto_archive(self, idle_before: str) -> list[str]:
+        """Archive idle conversations not updated since ``idle_before`` (ISO UTC); returns their ids."""
+        with self._write() as db:
+            ids = [r[0] for r in db.execute(
+                "SELECT id FROM conversations WHERE state = 'idle' AND updated_at < ? ORDER BY id", (idle_before,))]
+            now = _now()
+            for cid in ids:
+                db.execute("UPDATE conversations SET state = 'archived', archived_at = ?, updated_at = ?"
+                           " WHERE id = ?", (now, now, cid))
+                self._append_event(db, cid, None, "conversation_archived", {"retired": False, "automatic": True})
+        return ids
+
+    @quick_read
+    def summaries(self, query: SummaryQuery) -> tuple[list[ConversationSummary], dict[str, int]]:
+        """One page of conversation summaries after ``query.after_id`` and the per-state counts under the filters."""
+        where, params = _summary_filters(query)
+        base = (
+            "SELECT c.*, (SELECT r.id FROM runs r WHERE r.conversation_id = c.id ORDER BY r.seq DESC LIMIT 1)"
+            " AS latest_run_id, (SELECT r.status FROM runs r WHERE r.conversation_id = c.id ORDER BY r.seq DESC"
+            " LIMIT 1) AS latest_status, (SELECT COUNT(*) FROM runs r WHERE r.conversation_id = c.id AND"
+            " r.status = 'queued') AS queued_runs,"
+            " CASE WHEN c.state = 'archived' AND c.retired = 1 THEN 'retired' ELSE c.state END AS shown_state"
+            " FROM conversations c"
+        )
+        filtered = f"SELECT * FROM ({base}) WHERE {' AND '.join(where) or '1'}"
+        with self._read() as db:
+            page_sql = f"{filtered} AND id > ? ORDER BY id LIMIT ?"
+            rows = db.execute(page_sql, (*params, query.after_id or "", max(1, query.limit))).fetchall()
+            counts = {state: 0 for state in ("idle", "active", "archived", "retired")}
+            for state, count in db.execute(f"SELECT shown_state, COUNT(*) FROM ({filtered}) GROUP BY shown_state",
+                                           params):
+                counts[state] = count
+        return [ConversationSummary(_conversation(r), r["shown_state"], r["latest_run_id"], r["latest_status"],
+                                    r["queued_runs"]) for r in rows], counts
 
     def delete_conversation(self, conversation_id: str, *, confirm_name: str) -> None:
         """Permanently remove an archived conversation; its runs, prompts and events go with it (FK cascade)."""
@@ -403,6 +542,7 @@ class Store:
             self._append_event(db, conversation_id, rid, "run_queued", {"seq": seq, "images": len(images)})
             return self._get_run(db, rid)
 
+    @quick_read
     def get_run(self, run_id: str) -> Run:
         with self._read() as db:
             return self._get_run(db, run_id)
@@ -413,12 +553,14 @@ class Store:
             raise conversation_error("run_not_found", f"no run {run_id!r}")
         return _run(row)
 
+    @quick_read
     def list_runs(self, conversation_id: str) -> list[Run]:
         with self._read() as db:
             rows = db.execute("SELECT * FROM runs WHERE conversation_id = ? ORDER BY seq",
                               (conversation_id,)).fetchall()
         return [_run(r) for r in rows]
 
+    @quick_read
     def next_queued_run(self, conversation_id: str) -> Run | None:
         """The run to start next: the oldest queued one, or None while another run is active."""
         with self._read() as db:
@@ -438,12 +580,14 @@ class Store:
         return _run(row) if row else None
 
     def transition_run(
-        self, run_id: str, status: str, *, error_code: str | None = None, error_detail: str | None = None
+        self, run_id: str, status: str, *, error_code: str | None = None, error_detail: str | None = None,
+        reply: str | None = None,
     ) -> Run:
         """Move a run along the state machine; an illegal move raises ``illegal_transition``.
 
         Starting a run enforces FIFO (``not_next_in_queue``). Ending one erases an
-        undelivered prompt and cancels its pending permission requests.
+        undelivered prompt and cancels its pending permission requests; ``reply`` is
+        recorded in the same transaction (see :meth:`record_reply`).
         """
         with self._write() as db:
             run = self._get_run(db, run_id)
@@ -457,10 +601,12 @@ class Store:
                     raise conversation_error(
                         "not_next_in_queue", f"run {run_id} is not next in its conversation's queue"
                     )
+            if reply is not None:
+                self._store_reply(db, run, reply)
             self._set_status(db, run, status, error_code, error_detail)
             updated = self._get_run(db, run_id)
         if updated.terminal:
-            self._scrub_wal()
+            self._erased()
         return updated
 
     def _set_status(
@@ -490,18 +636,22 @@ class Store:
 
     def record_reply(self, run_id: str, text: str) -> Run:
         """Keep the final reply, cut to :data:`MAX_REPLY_BYTES` with its full size and a truncation flag."""
-        kept, total, truncated = truncate_reply(text)
         with self._write() as db:
             run = self._get_run(db, run_id)
             if run.terminal:
                 # Results are idempotent forever: a terminal run's reply never changes.
                 raise conversation_error("illegal_transition", f"run {run_id} is {run.status}; its reply is final")
-            db.execute(
-                "UPDATE runs SET reply_text = ?, reply_total_bytes = ?, reply_truncated = ?, updated_at = ?"
-                " WHERE id = ?",
-                (kept, total, int(truncated), _now(), run_id),
-            )
+            self._store_reply(db, run, text)
             return self._get_run(db, run_id)
+
+    def _store_reply(self, db: sqlite3.Connection, run: Run, text: str) -> None:
+        kept, total, truncated = truncate_reply(text)
+        db.execute(
+            "UPDATE runs SET reply_text = ?, reply_total_bytes = ?, reply_truncated = ?, updated_at = ?"
+            " WHERE id = ?",
+            (kept, total, int(truncated), _now(), run.id),
+        )
+        self._append_event(db, run.conversation_id, run.id, "reply_recorded", {"bytes": total, "truncated": truncated})
 
     def recover_interrupted(self) -> list[str]:
         """Mark every nonterminal run ``interrupted`` (a restarted server supervises none of them)."""
@@ -513,11 +663,12 @@ class Store:
             for row in rows:
                 self._set_status(db, _run(row), "interrupted", "server_restarted", None)
         if rows:
-            self._scrub_wal()
+            self._erased()
         return [r["id"] for r in rows]
 
     # -- prompts ------------------------------------------------------------
 
+    @quick_read
     def read_prompt(self, run_id: str) -> Prompt:
         """The queued message to deliver; ``payload_erased`` once delivered or discarded."""
         with self._read() as db:
@@ -533,20 +684,37 @@ class Store:
             ).fetchall()
         return Prompt(run_id, row["text"], tuple(ImageInput(i[0], i[1], bytes(i[2])) for i in images))
 
-    def mark_delivered(self, run_id: str) -> None:
-        """Erase the prompt text and image bytes once Kiro has received them."""
-        with self._write() as db:
-            self._get_run(db, run_id)
-            self._erase_prompt(db, run_id, "delivered")
-        self._scrub_wal()
+    def mark_delivered(self, run_id: str, *, started: dict[str, Any] | None = None) -> None:
+        """Erase the prompt text and image bytes once Kiro has received them.
 
-    def _scrub_wal(self) -> None:
+        ``started`` records the ``run_started`` event in the same transaction.
+        """
+        with self._write() as db:
+            run = self._get_run(db, run_id)
+            self._erase_prompt(db, run_id, "delivered")
+            if started is not None:
+                self._append_event(db, run.conversation_id, run_id, "run_started", started)
+        self._erased()
+
+    def _erased(self) -> None:
+        if self.on_erase is not None:
+            self.on_erase()
+        else:
+            self.scrub_wal()
+
+    def scrub_wal(self) -> None:
         """Checkpoint and truncate the WAL, so erased prompt pages do not linger in ``-wal``.
 
+        It syncs the database twice (milliseconds), so a server runs it off the run's path
+        (:attr:`on_erase`), on its own connection: the store's lock stays free meanwhile.
         Best effort: a concurrent reader can keep old frames alive until the next erasure.
         """
-        with self._lock:
-            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        with self._scrub_lock:
+            if self._scrub_conn is None:
+                self._scrub_conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000,
+                                                   isolation_level=None, check_same_thread=False)
+                self._scrub_conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._scrub_conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def _erase_prompt(self, db: sqlite3.Connection, run_id: str, reason: str) -> None:
         db.execute(
@@ -554,6 +722,25 @@ class Store:
             (_now(), reason, run_id),
         )
         db.execute("UPDATE prompt_images SET data = NULL WHERE run_id = ?", (run_id,))
+
+    @quick_read
+    def runs_ahead(self, run: Run) -> int:
+        """Nonterminal runs queued or active before ``run`` in its conversation (0 = next or running)."""
+        with self._read() as db:
+            return int(db.execute(
+                "SELECT COUNT(*) FROM runs WHERE conversation_id = ? AND seq < ?"
+                " AND status IN ('queued', 'running', 'needs_attention')", (run.conversation_id, run.seq),
+            ).fetchone()[0])
+
+    @quick_read
+    def unfinished_runs(self, conversation_id: str) -> list[Run]:
+        """The conversation's queued and active runs, FIFO order."""
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT * FROM runs WHERE conversation_id = ? AND status IN ('queued', 'running', 'needs_attention')"
+                " ORDER BY seq", (conversation_id,),
+            ).fetchall()
+        return [_run(r) for r in rows]
 
     # -- permissions ----------------------------------------------------------
 
@@ -571,6 +758,21 @@ class Store:
             row = db.execute("SELECT * FROM permission_requests WHERE id = ?", (pid,)).fetchone()
         return _permission(row)
 
+    def decide_permission(self, permission_id: str, option: str) -> PermissionRequest:
+        """Record the one-shot answer; only a pending request can be decided."""
+        with self._write() as db:
+            row = db.execute("SELECT * FROM permission_requests WHERE id = ?", (permission_id,)).fetchone()
+            if row is None:
+                raise conversation_error("permission_not_found", f"no permission request {permission_id!r}")
+            if row["state"] != "pending":
+                raise conversation_error("permission_not_pending",
+                                         f"permission request {permission_id} is {row['state']}")
+            db.execute("UPDATE permission_requests SET state = 'decided', decided_option = ?, decided_at = ?"
+                       " WHERE id = ?", (option, _now(), permission_id))
+            return _permission(db.execute("SELECT * FROM permission_requests WHERE id = ?",
+                                          (permission_id,)).fetchone())
+
+    @quick_read
     def permission_requests(self, run_id: str) -> list[PermissionRequest]:
         with self._read() as db:
             rows = db.execute("SELECT * FROM permission_requests WHERE run_id = ? ORDER BY created_at, id",
@@ -593,6 +795,7 @@ class Store:
         with self._write() as db:
             return self._append_event(db, conversation_id, run_id, kind, payload)
 
+    @quick_read
     def list_events(self, run_id: str, *, after: int = 0, limit: int = 50) -> EventPage:
         """A run's events with cursor > ``after``, oldest first, at most ``limit`` (≤ :data:`MAX_EVENT_PAGE`)."""
         if after < 0:

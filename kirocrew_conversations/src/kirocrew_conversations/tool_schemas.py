@@ -294,7 +294,8 @@ TOOLS: tuple[Tool, ...] = (
         waiting. Use one kiro_spawn per independent task (separate conversations run in parallel), then ONE
         kiro_wait over all returned IDs. conversation "new" needs name and workspace; an existing conversationId
         queues the message after that conversation's current work (FIFO). New conversations default to a shared
-        workspace and unrestricted authority; model/effort/mode/authority override this run only. The response
+        workspace and unrestricted authority; model/effort/mode/authority become a new conversation's defaults, and
+        override only this run in an existing one (kiro_configure changes defaults). The response
         discloses the resolved model, effort, mode, authority and a redacted workspace identity. For a single
         task you want finished, use kiro_delegate instead. Runs end at the
         {L.RUN_DEADLINE_SECONDS // 60}-minute deadline as timed_out.""",
@@ -609,6 +610,12 @@ def _limit_rows() -> list[str]:
     return rows
 
 
+def _error_rows() -> list[str]:
+    from kirocrew_conversations.errors import CATALOGUE
+
+    return ["| Code | Meaning |", "| --- | --- |", *(f"| `{code}` | {text} |" for code, text in CATALOGUE.items())]
+
+
 def render_tools_reference() -> str:
     lines = [
         "# Conversations MCP tools",
@@ -660,6 +667,16 @@ def render_tools_reference() -> str:
             "</details>",
             "",
         ]
+    lines += [
+        "## Error codes",
+        "",
+        "A failed call returns `isError: true` with `structuredContent` `{\"error\": {\"code\", \"message\"}}`."
+        " Branch on the code; the message is for people and is redacted (no absolute paths, prompts or secrets)."
+        " Codes marked *Run error* appear in a run's `error.code` instead.",
+        "",
+        *_error_rows(),
+        "",
+    ]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -34,3 +34,15 @@ class ManagedServers:
     @hookimpl
     def managed_mcp_servers(self) -> list[ManagedMcpServer]:
         return self.servers
+
+
+def installed_managed_server_names() -> frozenset[str]:
+    """Names of the managed MCP servers the installed plugins render into every agent file.
+
+    For tests of the real CLI that compare a rendered agent file with the user's servers:
+    the installed plugins' own servers (``kirocrew-conversations``, ...) are there too.
+    """
+    from kirocrew_core.contributions import flatten
+    from kirocrew_core.plugins import collect, make_plugin_manager
+
+    return frozenset(c.value.name for c in flatten(collect(make_plugin_manager(), "managed_mcp_servers")))

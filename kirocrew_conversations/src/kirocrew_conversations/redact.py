@@ -1,0 +1,32 @@
+"""Redaction for anything a client sees: error details, workspace identities.
+
+Status, events and error messages never carry absolute paths (they reveal user
+names and project layout) — only a workspace's last path component and a hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+
+from kirocrew_conversations import limits
+
+# An absolute path: a "/" not preceded by a word character, dot or another path character.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w./~-])(?:~|/)[^\s'\"`,;:()<>\[\]{}]*")
+
+
+def redact_text(text: str, limit: int = limits.ERROR_MESSAGE_MAX_CHARS) -> str:
+    """``text`` with absolute paths replaced by ``<path>``, cut to ``limit`` characters."""
+    return _ABSOLUTE_PATH.sub("<path>", text)[:limit]
+
+
+def workspace_fingerprint(path: str) -> str:
+    """A stable, non-reversible id of a directory, for filtering without showing the path."""
+    digest = hashlib.sha256(os.path.realpath(path).encode("utf-8", "surrogateescape")).hexdigest()
+    return f"ws_{digest[:20]}"
+
+
+def workspace_label(path: str) -> str:
+    """The last path component: enough to recognise a project, never where it lives."""
+    return os.path.basename(os.path.normpath(path))[: limits.NAME_MAX_CHARS * 4]

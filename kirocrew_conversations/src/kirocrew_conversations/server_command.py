@@ -1,0 +1,76 @@
+"""``kirocrew mcp-conversations``: the Conversations MCP server on stdio.
+
+Registered lazily by :mod:`kirocrew_conversations.plugin`, so ``kirocrew --help`` never imports
+this module; the service and the mcp SDK are imported only when the server actually starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from kirocrew_conversations import limits
+
+_POSITIVE_SECS = click.FloatRange(min=0, min_open=True)
+
+
+@click.command("mcp-conversations")
+@click.option("--max-workers", type=click.IntRange(limits.WORKERS_MIN, limits.WORKERS_MAX), default=None,
+              help=f"Conversations that may hold a kiro-cli worker at once ({limits.WORKERS_MIN}-"
+                   f"{limits.WORKERS_MAX}; default KIRO_CONVERSATIONS_MAX_WORKERS, else "
+                   f"{limits.WORKERS_DEFAULT}). Others queue FIFO.")
+@click.option("--state-dir", type=click.Path(file_okay=False, dir_okay=True, path_type=Path), default=None,
+              help="State directory (default KIRO_CONVERSATIONS_STATE_DIR, else "
+                   "~/.local/state/kiro-conversations-mcp). One server per directory.")
+@click.option("--run-deadline-secs", type=_POSITIVE_SECS, default=None,
+              help=f"For tests: a run's execution deadline (default {limits.RUN_DEADLINE_SECONDS} s).")
+@click.option("--idle-close-secs", type=_POSITIVE_SECS, default=None,
+              help=f"For tests: how long an idle worker stays open (default {limits.IDLE_WORKER_SECONDS} s).")
+@click.option("--wait-call-secs", type=_POSITIVE_SECS, default=None,
+              help="For tests: how long one kiro_wait/kiro_delegate call blocks when the client sent no "
+                   "progress token (default 50 s).")
+@click.option("--progress-interval-secs", type=_POSITIVE_SECS, default=None,
+              help="For tests: seconds between progress notifications while a wait runs (default 10 s).")
+def mcp_conversations(max_workers: int | None, state_dir: Path | None, run_deadline_secs: float | None,
+                      idle_close_secs: float | None, wait_call_secs: float | None,
+                      progress_interval_secs: float | None) -> None:
+    """Serve the Kiro Conversations MCP on stdin/stdout.
+
+    A stdio MCP server, meant to be launched by an MCP client (Claude Code, Kiro, an IDE), not
+    typed at a terminal. It runs Kiro agents in durable conversations: spawn, delegate, wait,
+    follow up, cancel, and read results that survive restarts. KIRO_CLI_PATH selects the
+    kiro-cli executable. Stdin EOF or SIGTERM stops it; unfinished runs become interrupted.
+
+    \b
+    An MCP client's entry for it:
+      {"command": "kirocrew", "args": ["mcp-conversations"]}
+    """
+    import asyncio
+
+    from kirocrew_conversations.server import serve_stdio
+    from kirocrew_conversations.service import ServiceConfig
+
+    overrides = {
+        key: value
+        for key, value in {
+            "max_workers": max_workers,
+            "state_dir": state_dir.expanduser() if state_dir is not None else None,
+            "run_deadline_secs": run_deadline_secs,
+            "idle_close_secs": idle_close_secs,
+            "wait_call_secs": wait_call_secs,
+            "progress_interval_secs": progress_interval_secs,
+        }.items()
+        if value is not None
+    }
+    config = ServiceConfig.from_env(**overrides)
+    # stdout is the MCP wire: diagnostics (and the SDK's own logging) go to stderr, which
+    # MCP clients keep as the server's log.
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
+                        format="kirocrew mcp-conversations: %(levelname)s: %(name)s: %(message)s")
+    if sys.stdin.isatty():
+        click.echo("kirocrew mcp-conversations speaks MCP on stdin/stdout and is meant to be launched "
+                   "by an MCP client; press Ctrl-D to stop.", err=True)
+    asyncio.run(serve_stdio(config))

@@ -1,0 +1,565 @@
+"""The 16 tools over the store and the orchestrator: what the MCP server and the CLI twins call.
+
+``ConversationsService.call(tool, arguments)`` validates the arguments against
+the tool's strict schema, does the work, and returns the structured output the
+tool's output schema describes. Errors are :class:`KirocrewError` with a code
+from :data:`~kirocrew_conversations.errors.CATALOGUE` and a redacted message.
+
+Waiting has two bounds: the spec's fixed 30-minute ceiling, and a per-call bound
+(``wait_call_secs``, 50 s) used when the client sent no progress token — hosts
+cut tool calls at about 60 s unless progress arrives, so such a call returns
+``waitExpired: true`` in time and the caller simply waits again. With a token,
+the wait may run to the ceiling, sending a coarse, redacted progress message
+every ``progress_interval_secs``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import stat
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, fields, replace
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from kirocrew_core.errors import KirocrewError
+
+from kirocrew_conversations import authority, limits, worktrees
+from kirocrew_conversations.capabilities import CapabilityCache
+from kirocrew_conversations.errors import conversation_error
+from kirocrew_conversations.redact import redact_text, workspace_fingerprint
+from kirocrew_conversations.store import (
+    NONTERMINAL_STATUSES,
+    Conversation,
+    ImageInput,
+    Run,
+    Settings,
+    State,
+    SummaryQuery,
+    Workspace,
+    new_id,
+    open_state,
+)
+from kirocrew_conversations.tool_schemas import validate_arguments
+from kirocrew_conversations.views import (
+    conversation_settings,
+    decode_cursor,
+    encode_cursor,
+    event_view,
+    run_settings,
+    run_view,
+)
+
+log = logging.getLogger(__name__)
+
+ProgressSink = Callable[[str], Awaitable[None]]
+
+AUTO_ARCHIVE_SWEEP_SECS = 3600.0
+_IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"RIFF", b"BM", b"II*\x00", b"MM\x00*")
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """Server settings; the defaults are the spec's. Tests shorten the deadlines."""
+
+    state_dir: Path | None = None
+    max_workers: int = limits.WORKERS_DEFAULT
+    idle_close_secs: float = limits.IDLE_WORKER_SECONDS
+    run_deadline_secs: float = limits.RUN_DEADLINE_SECONDS
+    wait_ceiling_secs: float = limits.WAIT_CEILING_SECONDS
+    wait_call_secs: float = 50.0
+    progress_interval_secs: float = 10.0
+
+    ENV = {
+        "max_workers": "KIRO_CONVERSATIONS_MAX_WORKERS",
+        "run_deadline_secs": "KIRO_CONVERSATIONS_RUN_DEADLINE_SECS",
+        "idle_close_secs": "KIRO_CONVERSATIONS_IDLE_CLOSE_SECS",
+        "wait_call_secs": "KIRO_CONVERSATIONS_WAIT_CALL_SECS",
+    }
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> ServiceConfig:
+        """Defaults, then ``KIRO_CONVERSATIONS_*`` variables, then non-None ``overrides``; checked."""
+        values: dict[str, Any] = {}
+        types = {f.name: f.type for f in fields(cls)}
+        for name, variable in cls.ENV.items():
+            raw = os.environ.get(variable, "").strip()
+            if raw:
+                try:
+                    values[name] = int(raw) if types[name] in ("int", int) else float(raw)
+                except ValueError:
+                    raise conversation_error("invalid_configuration", f"{variable} is not a number") from None
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        config = cls(**values)
+        config.check()
+        return config
+
+    def check(self) -> None:
+        if not limits.WORKERS_MIN <= self.max_workers <= limits.WORKERS_MAX:
+            raise conversation_error("invalid_configuration",
+                                     f"max workers must be {limits.WORKERS_MIN}..{limits.WORKERS_MAX}")
+        for name in ("idle_close_secs", "run_deadline_secs", "wait_ceiling_secs", "wait_call_secs",
+                     "progress_interval_secs"):
+            value = getattr(self, name)
+            if not 0 < value <= 7 * 24 * 3600:
+                raise conversation_error("invalid_configuration", f"{name} must be a positive number of seconds")
+
+
+class ConversationsService:
+    """One server's conversations: owns the state directory for its lifetime."""
+
+    def __init__(self, state: State, config: ServiceConfig, pm: Any = None) -> None:
+        from kirocrew_conversations.orchestrator import Orchestrator
+
+        self.state = state
+        self.store = state.store
+        self.config = config
+        self._pm = pm
+        self.capabilities = CapabilityCache()
+        self.orchestrator = Orchestrator(self.store, max_workers=config.max_workers,
+                                         idle_close_secs=config.idle_close_secs,
+                                         run_deadline_secs=config.run_deadline_secs,
+                                         acp_options_factory=self._acp_options)
+        self._sweeper: asyncio.Task[None] | None = None
+        self._handlers: dict[str, Callable[[dict[str, Any], ProgressSink | None], Awaitable[dict[str, Any]]]] = {
+            name.removeprefix("_tool_"): getattr(self, name) for name in dir(self) if name.startswith("_tool_")
+        }
+
+    @classmethod
+    async def start(cls, config: ServiceConfig | None = None, pm: Any = None) -> ConversationsService:
+        """Own the state directory (a second server fails with ``state_dir_in_use``), recover, start."""
+        config = config or ServiceConfig.from_env()
+        state = await asyncio.to_thread(open_state, config.state_dir)
+        service = cls(state, config, pm)
+        await service._db(service.store.auto_archive, _days_ago(limits.AUTO_ARCHIVE_DAYS))
+        service._sweeper = asyncio.get_running_loop().create_task(service._sweep_forever(), name="auto-archive")
+        return service
+
+    async def aclose(self) -> None:
+        """Stop every worker (an executing run ends ``interrupted``) and release the state directory."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+        await self.orchestrator.aclose()
+        await asyncio.to_thread(self.state.close)
+
+    async def __aenter__(self) -> ConversationsService:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def call(self, tool: str, arguments: Any, *, progress: ProgressSink | None = None) -> dict[str, Any]:
+        """Run one tool; cancelling the awaiting task only detaches the caller, it never cancels Kiro."""
+        args = validate_arguments(tool, arguments)
+        return await self._handlers[tool](args, progress)
+
+    # -- capabilities, authority ---------------------------------------------------------------
+
+    def _authorities(self) -> dict[str, Any]:
+        installed = authority.backends(self._pm)
+        installed.setdefault(authority.UNRESTRICTED, authority.UNRESTRICTED_BACKEND)
+        return installed
+
+    def _require_authority(self, name: str) -> Any:
+        return authority.require(name, self._authorities())
+
+    def _acp_options(self, conversation: Conversation, run: Run) -> Any:
+        from kirocrew_core.acp_runtime import AcpOptions
+
+        base = AcpOptions(agent=run.mode, model=run.model, effort=run.effort)
+        backend = self._require_authority(run.authority)  # re-checked at start: never fall back
+        return backend.factory(base, workspace=conversation.workspace.worktree_path or conversation.workspace.path)
+
+    async def _tool_kiro_capabilities(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
+        caps, cached = await self.capabilities.get(refresh=bool(args.get("refresh")))
+        installed = self._authorities()
+        observed = self.orchestrator.observed
+        return {
+            "kiroCli": {"version": caps.version},
+            "models": [{"id": m.id[: limits.MODEL_MAX_CHARS], "name": m.name[:256],
+                        "description": m.description[: limits.TEXT_MAX_CHARS]}
+                       for m in caps.models[: limits.CATALOG_MAX_ITEMS]],
+            "defaultModel": caps.default_model,
+            "modes": list(observed.modes),
+            "efforts": ["low", "medium", "high", "xhigh", "max"],
+            "acp": {"protocolVersion": caps.protocol_version, "loadSession": caps.load_session,
+                    "sessionFork": caps.session_fork, "embeddedContext": caps.embedded_context},
+            "prompt": {"images": caps.images},
+            "slashCommands": list(observed.commands),
+            "authorities": [
+                {"name": name, "available": ok, "reason": reason}
+                for name in authority.AUTHORITY_NAMES
+                for ok, reason in [authority.availability(name, installed)]
+            ],
+            "defaults": {"authority": authority.UNRESTRICTED, "workspaceMode": "shared",
+                         "maxWorkers": self.config.max_workers},
+            "limits": {
+                "waitMaxTargets": limits.WAIT_MAX_TARGETS, "maxImages": limits.MAX_IMAGES,
+                "imageMaxBytes": limits.IMAGE_MAX_BYTES, "finalReplyMaxBytes": limits.FINAL_REPLY_MAX_BYTES,
+                "runDeadlineSeconds": int(self.config.run_deadline_secs),
+                "waitCeilingSeconds": int(self.config.wait_ceiling_secs),
+                "idleWorkerSeconds": int(self.config.idle_close_secs),
+                "autoArchiveDays": limits.AUTO_ARCHIVE_DAYS, "messageMaxChars": limits.MESSAGE_MAX_CHARS,
+                "pageSizeMax": limits.PAGE_SIZE_MAX,
+            },
+            "cached": cached,
+            "fetchedAt": caps.fetched_at,
+        }
+
+    # -- starting runs -------------------------------------------------------------------------
+
+    async def _tool_kiro_spawn(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
+        conversation, run, created = await self._spawn(args)
+        return await self._spawned(conversation, run, created)
+
+    async def _tool_kiro_delegate(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
+        conversation, run, created = await self._spawn(args)
+        result = await self._wait([run.id], "any", progress)
+        return {"waitExpired": result.wait_expired, "createdConversation": created,
+                "run": await self._run_view(result.runs[0], conversation)}
+
+    async def _tool_kiro_send(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
+        conversation = await self._runnable_conversation(args["conversationId"])
+        settings = await self._settings(args, conversation)
+        images = await self._images(args.get("images"))
+        interrupted, superseded = None, 0
+        if args["delivery"] == "interrupt":
+            outcome = await self.orchestrator.interrupt(conversation.id, args["message"], settings, images)
+            run, interrupted, superseded = outcome.run, outcome.interrupted_run_id, len(outcome.superseded)
+        else:
+            run = await self.orchestrator.submit(conversation.id, args["message"], settings, images)
+        out = await self._spawned(conversation, run, False)
+        return {**out, "delivery": args["delivery"], "interruptedRunId": interrupted,
+                "supersededRunCount": superseded}
+
+    async def _spawn(self, args: dict[str, Any]) -> tuple[Conversation, Run, bool]:
+        images = await self._images(args.get("images"))
+        if args["conversation"] == "new":
+            conversation = await self._create_conversation(args)
+            created = True
+        else:
+            conversation = await self._runnable_conversation(args["conversation"])
+            created = False
+        settings = await self._settings(args, conversation)
+        run = await self.orchestrator.submit(conversation.id, args["message"], settings, images)
+        return conversation, run, created
+
+    async def _settings(self, args: dict[str, Any], conversation: Conversation) -> Settings:
+        """The run's overrides, with the authority checked and the model resolved to a concrete id."""
+        self._require_authority(args.get("authority") or conversation.authority)
+        model = args.get("model") or conversation.model
+        if model is None:
+            caps = self.capabilities.cached
+            if caps is None:
+                with contextlib.suppress(KirocrewError):
+                    caps, _ = await self.capabilities.get()
+            model = caps.default_model if caps is not None else None
+        return Settings(model=model, effort=args.get("effort"), mode=args.get("mode"),
+                        authority=args.get("authority"))
+
+    async def _create_conversation(self, args: dict[str, Any]) -> Conversation:
+        name, path = args["name"], args["workspace"]
+        self._require_authority(args.get("authority") or authority.UNRESTRICTED)
+        if await self._db(self.store.name_in_use, name):
+            raise conversation_error("conversation_name_taken", f"a conversation named {name!r} already exists")
+        try:
+            is_dir = stat.S_ISDIR(os.stat(path).st_mode)
+        except OSError:
+            is_dir = False
+        if not is_dir:
+            raise conversation_error("workspace_not_found", "the workspace is not an existing directory")
+        real = os.path.realpath(path)
+        cid = new_id("conv")
+        workspace = Workspace(strategy="shared", path=real, fingerprint=workspace_fingerprint(real))
+        info = None
+        if args["workspaceMode"] == "worktree":
+            info = await self._db(worktrees.create_worktree, Path(real), slug=worktrees.slugify(name),
+                                  short_id=cid.rsplit("_", 1)[-1][:8], base_ref=args.get("baseRef") or "HEAD",
+                                  state_dir=self.state.ownership.directory)
+            workspace = replace(workspace, strategy="worktree", path=str(info.repo), worktree_path=str(info.path),
+                                worktree_branch=info.branch, worktree_base_ref=info.base_ref)
+        try:
+            # The settings a conversation is created with are its defaults: a follow-up must not quietly
+            # run with another authority than the one the conversation was started under.
+            return await self._db(self.store.create_conversation, name=name, workspace=workspace,
+                                  conversation_id=cid, authority=args.get("authority") or authority.UNRESTRICTED,
+                                  model=args.get("model"), effort=args.get("effort"), mode=args.get("mode"))
+        except BaseException:
+            if info is not None:  # the name was taken meanwhile: leave no orphan worktree behind
+                with contextlib.suppress(KirocrewError):
+                    await self._db(worktrees.cleanup_worktree, info, active_runs=0)
+            raise
+
+    async def _runnable_conversation(self, conversation_id: str) -> Conversation:
+        conversation = await self._db(self.store.get_conversation, conversation_id)
+        if conversation.retired:
+            raise conversation_error("conversation_retired", "the conversation's worktree was cleaned up")
+        if conversation.state == "archived":
+            raise conversation_error("conversation_archived", f"conversation {conversation_id} is archived")
+        return conversation
+
+    async def _images(self, images: Sequence[dict[str, Any]] | None) -> list[ImageInput]:
+        if not images:
+            return []
+        try:
+            caps, _ = await self.capabilities.get()
+        except KirocrewError:
+            caps = None
+        if caps is None or not caps.images:
+            raise conversation_error("unsupported_capability",
+                                     "the installed kiro-cli does not accept images (kiro_capabilities prompt.images)")
+        return [await asyncio.to_thread(_read_image, i, image) for i, image in enumerate(images)]
+
+    async def _spawned(self, conversation: Conversation, run: Run, created: bool) -> dict[str, Any]:
+        return {"conversationId": conversation.id, "runId": run.id, "status": run.status,
+                "createdConversation": created, "queuePosition": await self._db(self.store.runs_ahead, run),
+                "settings": run_settings(run, conversation)}
+
+    # -- waiting and reading -------------------------------------------------------------------
+
+    async def _tool_kiro_wait(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
+        runs = [await self._run_of(t["conversationId"], t["runId"]) for t in args["targets"]]
+        result = await self._wait([r.id for r in runs], args["mode"], progress)
+        views = [await self._run_view(run) for run in result.runs]
+        return {"waitExpired": result.wait_expired, "mode": args["mode"], "runs": views}
+
+    async def _wait(self, run_ids: list[str], mode: str, progress: ProgressSink | None) -> Any:
+        loop = asyncio.get_running_loop()
+        bound = self.config.wait_ceiling_secs if progress else min(self.config.wait_ceiling_secs,
+                                                                   self.config.wait_call_secs)
+        deadline = loop.time() + bound
+        while True:
+            remaining = deadline - loop.time()
+            step = min(remaining, self.config.progress_interval_secs) if progress else remaining
+            result = await self.orchestrator.wait(run_ids, mode, timeout=max(step, 0.0))
+            if not result.wait_expired or deadline - loop.time() <= 0 or progress is None:
+                return result
+            await progress(_progress_message(result.runs))
+
+    async def _tool_kiro_result(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
+        return await self._run_view(await self._run_of(args["conversationId"], args["runId"]))
+
+    async def _tool_kiro_status(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
+        await self._db(self.store.auto_archive, _days_ago(limits.AUTO_ARCHIVE_DAYS))
+        query = SummaryQuery(
+            states=tuple(args["state"]) if args.get("state") else None,
+            run_statuses=tuple(args["runStatus"]) if args.get("runStatus") else None,
+            fingerprint=args.get("workspaceFingerprint"), model=args.get("model"),
+            authority=args.get("authority"), archive=args["archive"], limit=args["limit"],
+        )
+        scope = repr(replace(query, limit=0))
+        after = decode_cursor(args["cursor"], "status", scope) if args.get("cursor") else None
+        if after is not None and not isinstance(after, str):
+            raise conversation_error("bad_cursor", "the cursor is malformed")
+        page, counts = await self._db(self.store.summaries, replace(query, after_id=after, limit=query.limit + 1))
+        more = len(page) > query.limit
+        page = page[: query.limit]
+        return {
+            "conversations": [{
+                "conversationId": s.conversation.id, "name": s.conversation.name, "state": s.state,
+                "defaults": conversation_settings(s.conversation),
+                "latestRun": {"runId": s.latest_run_id, "status": s.latest_status} if s.latest_run_id else None,
+                "queuedRuns": s.queued_runs, "updatedAt": s.conversation.updated_at,
+            } for s in page],
+            "counts": counts,
+            "nextCursor": encode_cursor("status", scope, page[-1].conversation.id) if more else None,
+        }
+
+    async def _tool_kiro_events(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
+        run = await self._run_of(args["conversationId"], args["runId"])
+        after = decode_cursor(args["cursor"], "events", run.id) if args.get("cursor") else 0
+        if not isinstance(after, int) or isinstance(after, bool) or after < 0:
+            raise conversation_error("bad_cursor", "the cursor is malformed")
+        shown: list[dict[str, Any]] = []
+        position = after
+        while len(shown) < args["limit"]:  # hidden kinds are skipped, so a page may take several reads
+            page = await self._db(self.store.list_events, run.id, after=position, limit=args["limit"])
+            for event in page.events:
+                view = event_view(event)
+                position = event.cursor
+                if view is not None:
+                    shown.append(view)
+                    if len(shown) == args["limit"]:
+                        break
+            if len(page.events) < args["limit"]:
+                break
+        more = False
+        if len(shown) == args["limit"]:
+            more = bool((await self._db(self.store.list_events, run.id, after=position, limit=1)).events)
+        return {"conversationId": run.conversation_id, "runId": run.id, "events": shown,
+                "nextCursor": encode_cursor("events", run.id, position) if more else None}
+
+    # -- decisions and changes -----------------------------------------------------------------
+
+    async def _tool_kiro_permission_decide(self, args: dict[str, Any],
+                                           progress: ProgressSink | None) -> dict[str, Any]:
+        run = await self._run_of(args["conversationId"], args["runId"])
+        run = await self.orchestrator.decide(run.id, args["permissionRequestId"], args["decision"])
+        return {"conversationId": run.conversation_id, "runId": run.id,
+                "permissionRequestId": args["permissionRequestId"], "decision": args["decision"],
+                "status": run.status}
+
+    async def _tool_kiro_configure(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
+        conversation = await self._runnable_conversation(args["conversationId"])
+        if args.get("authority"):
+            self._require_authority(args["authority"])
+        changed = await self._db(self.store.update_defaults, conversation.id,
+                                 Settings(model=args.get("model"), effort=args.get("effort"),
+                                          mode=args.get("mode"), authority=args.get("authority")))
+        return {"conversationId": changed.id, "defaults": conversation_settings(changed)}
+
+    async def _tool_kiro_fork(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
+        source = await self._runnable_conversation(args["conversationId"])
+        try:
+            caps, _ = await self.capabilities.get(refresh=True)
+        except KirocrewError:
+            caps = None
+        if caps is None or not caps.session_fork:
+            raise conversation_error("unsupported_capability",
+                                     "the installed kiro-cli does not advertise session fork (kiro_capabilities "
+                                     "acp.sessionFork is false); nothing was changed")
+        if source.workspace.strategy == "worktree":
+            raise conversation_error("unsupported_capability", "forking a worktree conversation is not supported: "
+                                     "two conversations would share one branch")
+        if source.state != "idle":
+            raise conversation_error("conversation_busy", "fork needs the conversation idle")
+        if await self._db(self.store.name_in_use, args["name"]):
+            raise conversation_error("conversation_name_taken", f"a conversation named {args['name']!r} exists")
+        session_id = await self._db(self.store.session_id, source.id)
+        forked_session = None
+        if session_id is not None:
+            forked_session = await self.orchestrator.fork_session(source, session_id)
+        fork = await self._db(self.store.create_conversation, name=args["name"], workspace=source.workspace,
+                              authority=source.authority, model=source.model, effort=source.effort,
+                              mode=source.mode, acp_session_id=forked_session)
+        return {"conversationId": fork.id, "forkedFrom": source.id, "name": fork.name,
+                "defaults": conversation_settings(fork)}
+
+    async def _tool_kiro_cancel(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
+        run = await self._run_of(args["conversationId"], args["runId"])
+        was_terminal = run.terminal
+        # Shielded: a client that aborts the cancel request must not leave a half-torn-down worker.
+        run = await asyncio.shield(self.orchestrator.cancel(run.id))
+        return {"conversationId": run.conversation_id, "runId": run.id, "status": run.status,
+                "changed": not was_terminal}
+
+    async def _tool_kiro_archive(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
+        conversation = await self._db(self.store.archive_conversation, args["conversationId"])
+        return {"conversationId": conversation.id, "state": _shown_state(conversation)}
+
+    async def _tool_kiro_delete(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
+        await self._db(self.store.delete_conversation, args["conversationId"], confirm_name=args["confirmName"])
+        return {"conversationId": args["conversationId"], "deleted": True}
+
+    # -- worktrees -----------------------------------------------------------------------------
+
+    async def _tool_kiro_worktree_inspect(self, args: dict[str, Any],
+                                          progress: ProgressSink | None) -> dict[str, Any]:
+        conversation, info = await self._worktree_of(args["conversationId"])
+        report = await self._db(worktrees.inspect_worktree, info)
+        active = len(await self._db(self.store.unfinished_runs, conversation.id))
+        merge = report["mergeState"]
+        state = ("conflicted" if merge["conflicted"] else "unknown" if merge["integrated"] is None
+                 else "integrated" if merge["integrated"] else "unintegrated")
+        return {
+            "conversationId": conversation.id, "branch": report["branch"], "baseRef": report["base"]["ref"],
+            "activeRuns": active, "clean": not report["dirty"], "mergeState": state,
+            "changedFiles": [{"path": f["path"], "status": f["status"]} for f in report["changedFiles"]],
+            "changedFilesTruncated": report["changedFilesTruncated"], "diffStats": report["diffStats"],
+        }
+
+    async def _tool_kiro_worktree_cleanup(self, args: dict[str, Any],
+                                          progress: ProgressSink | None) -> dict[str, Any]:
+        conversation, info = await self._worktree_of(args["conversationId"])
+        active = len(await self._db(self.store.unfinished_runs, conversation.id))
+        await self._db(worktrees.cleanup_worktree, info, active_runs=active)
+        retired = await self._db(self.store.archive_conversation, conversation.id, retired=True)
+        return {"conversationId": retired.id, "removedBranch": info.branch, "state": _shown_state(retired)}
+
+    async def _worktree_of(self, conversation_id: str) -> tuple[Conversation, worktrees.WorktreeInfo]:
+        conversation = await self._db(self.store.get_conversation, conversation_id)
+        ws = conversation.workspace
+        if ws.strategy != "worktree" or not ws.worktree_path or not ws.worktree_branch:
+            raise conversation_error("not_a_worktree_conversation", "this conversation uses a shared workspace")
+        if conversation.retired:
+            raise conversation_error("worktree_not_found", "the worktree was already cleaned up")
+        return conversation, worktrees.WorktreeInfo(repo=Path(ws.path), path=Path(ws.worktree_path),
+                                                    branch=ws.worktree_branch, base_ref=ws.worktree_base_ref or "HEAD")
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    async def _run_of(self, conversation_id: str, run_id: str) -> Run:
+        run = await self._db(self.store.get_run, run_id)
+        if run.conversation_id != conversation_id:
+            await self._db(self.store.get_conversation, conversation_id)  # conversation_not_found first
+            raise conversation_error("conversation_mismatch", "the run does not belong to this conversation")
+        return run
+
+    async def _run_view(self, run: Run, conversation: Conversation | None = None) -> dict[str, Any]:
+        conversation = conversation or await self._db(self.store.get_conversation, run.conversation_id)
+        permissions = (await self._db(self.store.permission_requests, run.id)
+                       if run.status == "needs_attention" else [])
+        return run_view(run, conversation, permissions)
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            await asyncio.sleep(AUTO_ARCHIVE_SWEEP_SECS)
+            try:
+                await self._db(self.store.auto_archive, _days_ago(limits.AUTO_ARCHIVE_DAYS))
+            except KirocrewError as exc:
+                log.warning("auto-archive sweep failed: %s", exc.code)
+
+    @staticmethod
+    async def _db(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        from kirocrew_conversations.orchestrator import db_call
+
+        return await db_call(fn, *args, **kwargs)
+
+
+def _days_ago(days: int) -> str:
+    return (datetime.now(timezone.utc) - timedelta(days=days)).isoformat(timespec="milliseconds")
+
+
+def _shown_state(conversation: Conversation) -> str:
+    return "retired" if conversation.retired else conversation.state
+
+
+def _progress_message(runs: Sequence[Run]) -> str:
+    """Counts per status only: no ids, names, prompts or replies."""
+    counts: dict[str, int] = {}
+    for run in runs:
+        counts[run.status] = counts.get(run.status, 0) + 1
+    unfinished = sum(n for status, n in counts.items() if status in NONTERMINAL_STATUSES)
+    detail = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    return f"waiting on {unfinished} of {len(runs)} run(s): {detail}"
+
+
+def _read_image(index: int, image: dict[str, Any]) -> ImageInput:
+    """Read one attached image, checking it is a regular image file of exactly its declared size."""
+    where = f"images[{index}]"
+    try:
+        fd = os.open(image["path"], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        raise conversation_error("invalid_image", f"{where}: not a readable file") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise conversation_error("invalid_image", f"{where}: not a regular file")
+        if info.st_size != image["sizeBytes"]:
+            raise conversation_error("invalid_image", f"{where}: the file is {info.st_size} bytes, "
+                                                      f"not the declared {image['sizeBytes']}")
+        data = handle.read(limits.IMAGE_MAX_BYTES + 1)
+    if len(data) != image["sizeBytes"]:
+        raise conversation_error("invalid_image", f"{where}: the file changed while it was read")
+    if not (data.startswith(_IMAGE_MAGIC) or data[4:12] in (b"ftypavif", b"ftypheic")):
+        raise conversation_error("invalid_image", f"{where}: the content is not a known image format")
+    return ImageInput(mime_type=image["mimeType"], declared_size=image["sizeBytes"], data=data)
+
+
+__all__ = ["ConversationsService", "ProgressSink", "ServiceConfig", "redact_text"]

@@ -1,0 +1,151 @@
+"""Store records → the tools' structured output, redacted.
+
+Nothing here reads kiro's session id, prompt text, tool titles (they hold
+command arguments) or absolute paths: a client sees settings, statuses,
+workspace labels and fingerprints, tool names and workspace-relative locations.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from typing import Any
+
+from kirocrew_conversations import limits
+from kirocrew_conversations.errors import CATALOGUE, conversation_error
+from kirocrew_conversations.redact import workspace_label
+from kirocrew_conversations.store import Conversation, Event, PermissionRequest, Run
+
+FAILURE_STATUSES = frozenset({"failed", "timed_out", "interrupted"})
+
+
+def workspace_identity(conversation: Conversation) -> dict[str, Any]:
+    ws = conversation.workspace
+    return {"mode": ws.strategy, "fingerprint": ws.fingerprint, "label": workspace_label(ws.path),
+            "branch": ws.worktree_branch}
+
+
+def conversation_settings(conversation: Conversation) -> dict[str, Any]:
+    return {"model": conversation.model, "effort": conversation.effort, "mode": conversation.mode,
+            "authority": conversation.authority, "workspace": workspace_identity(conversation)}
+
+
+def run_settings(run: Run, conversation: Conversation) -> dict[str, Any]:
+    return {"model": run.model, "effort": run.effort, "mode": run.mode, "authority": run.authority,
+            "workspace": workspace_identity(conversation)}
+
+
+def error_of(run: Run) -> dict[str, str] | None:
+    if run.error_code is None:
+        return None
+    message = run.error_detail or CATALOGUE.get(run.error_code, run.error_code)
+    return {"code": run.error_code, "message": message[: limits.TEXT_MAX_CHARS]}
+
+
+def attention_of(run: Run, permissions: list[PermissionRequest]) -> dict[str, Any] | None:
+    if run.status != "needs_attention":
+        return None
+    pending = [p for p in permissions if p.state == "pending"]
+    if not pending:
+        return None
+    request = pending[-1]
+    tool = request.tool_name
+    return {
+        "permissionRequestId": request.id,
+        "toolName": tool,
+        "title": f"Kiro asks to use {tool}" if tool else "Kiro asks to use a tool",
+        "options": [o for o in request.options if o in ("allow_once", "reject_once")],
+        "requestedAt": request.created_at,
+    }
+
+
+def run_view(run: Run, conversation: Conversation, permissions: list[PermissionRequest]) -> dict[str, Any]:
+    reply = None
+    if run.reply_text is not None:
+        reply = {"text": run.reply_text, "truncated": run.reply_truncated,
+                 "originalBytes": run.reply_total_bytes or len(run.reply_text.encode("utf-8"))}
+    return {
+        "conversationId": run.conversation_id,
+        "runId": run.id,
+        "status": run.status,
+        "settings": run_settings(run, conversation),
+        "reply": reply,
+        "error": error_of(run),
+        "attention": attention_of(run, permissions),
+        "createdAt": run.created_at,
+        "startedAt": run.started_at,
+        "endedAt": run.ended_at,
+    }
+
+
+# -- events -------------------------------------------------------------------------------------
+
+
+def event_view(event: Event) -> dict[str, Any] | None:
+    """One stored event as the client sees it; None for kinds that are not shown."""
+    p = event.payload
+    out: dict[str, Any] = {"seq": event.cursor, "at": event.created_at}
+    kind = event.kind
+    if kind == "run_queued":
+        out |= {"kind": "phase", "summary": "queued" + (f" with {p['images']} image(s)" if p.get("images") else "")}
+    elif kind == "run_status":
+        to, code = p.get("to"), p.get("errorCode")
+        out |= {"kind": "error" if to in FAILURE_STATUSES else "phase",
+                "summary": f"{p.get('from')} -> {to}" + (f" ({code})" if code else "")}
+    elif kind == "run_started":
+        out |= {"kind": "phase", "summary": "resumed the saved Kiro session" if p.get("resumed")
+                else "started a Kiro session"}
+    elif kind == "session_reset":
+        out |= {"kind": "phase", "summary": "kiro could not load the saved session; started a new one "
+                                            "without the earlier context"}
+    elif kind in ("tool_call", "tool_call_update"):
+        out |= {"kind": "tool", "summary": "tool call" if kind == "tool_call" else "tool call update"}
+        if p.get("toolName"):
+            out["toolName"] = str(p["toolName"])[:128]
+        if p.get("status"):
+            out["toolStatus"] = str(p["status"])[:32]
+        if p.get("locations"):
+            out["locations"] = [str(loc) for loc in p["locations"]][:16]
+    elif kind == "plan":
+        out |= {"kind": "plan", "summary": f"plan with {int(p.get('entries', 0))} entries"}
+    elif kind == "permission_requested":
+        out |= {"kind": "permission", "summary": "permission requested", "permissionRequestId": p["permissionId"],
+                "options": [o for o in p.get("options", []) if o in ("allow_once", "reject_once")]}
+        if p.get("toolName"):
+            out["toolName"] = str(p["toolName"])[:128]
+    elif kind == "permission_decided":
+        out |= {"kind": "permission", "summary": f"decided {p.get('decision')}",
+                "permissionRequestId": p["permissionId"]}
+    elif kind == "mode_changed":
+        out |= {"kind": "config", "summary": f"mode -> {p.get('mode')}"}
+    elif kind == "reply_recorded":
+        out |= {"kind": "message", "summary": f"final reply of {int(p.get('bytes', 0))} bytes"
+                + (" (truncated)" if p.get("truncated") else "")}
+    else:
+        return None
+    out["summary"] = out["summary"][: limits.TEXT_MAX_CHARS]
+    return out
+
+
+# -- cursors ------------------------------------------------------------------------------------
+
+
+def encode_cursor(kind: str, scope: str, position: str | int) -> str:
+    """An opaque cursor bound to its listing (``scope``), so it cannot be replayed elsewhere."""
+    tag = hashlib.sha256(scope.encode()).hexdigest()[:12]
+    raw = json.dumps([kind, tag, position], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, kind: str, scope: str) -> Any:
+    """The position inside ``cursor``; ``bad_cursor`` when it is malformed or from another listing."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        got_kind, tag, position = json.loads(raw)
+    except (binascii.Error, ValueError, TypeError):
+        raise conversation_error("bad_cursor", "the cursor is malformed") from None
+    if got_kind != kind or tag != hashlib.sha256(scope.encode()).hexdigest()[:12]:
+        raise conversation_error("bad_cursor", "the cursor belongs to another listing")
+    return position

@@ -1,0 +1,166 @@
+"""Fixtures for driving the real ``kirocrew mcp-conversations`` server over stdio.
+
+``fake_kiro_env`` is the environment such a server runs in (the fake kiro-cli, a state directory
+under the test's tmp dir, the isolated homes). ``conversations_client(*args, env=...)`` opens
+a real MCP client session on a fresh server process::
+
+    def test_something(conversations_client, tmp_path):
+        async def main():
+            async with conversations_client("--run-deadline-secs", "5") as client:
+                out = await client.call("kiro_delegate", conversation="new", name="t",
+                                        workspace=str(tmp_path), message="!say hi")
+        run_async(main())          # the ``run_async`` fixture: asyncio.run with a hang bound
+
+Servers opened one after another in a test share the state directory, as a restart would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+T = TypeVar("T")
+
+STATE_DIR_ENV = "KIRO_CONVERSATIONS_STATE_DIR"
+# Generous bounds: they only stop a hung test, they never measure anything.
+TEST_TIMEOUT_SECS = 90.0
+HANDSHAKE_TIMEOUT_SECS = 30.0
+
+
+def run_async(coro: Awaitable[T], timeout: float = TEST_TIMEOUT_SECS) -> T:
+    """Run ``coro`` to completion on a fresh event loop, failing after ``timeout`` seconds."""
+
+    async def bounded() -> T:
+        return await asyncio.wait_for(coro, timeout)
+
+    return asyncio.run(bounded())
+
+
+def kirocrew_argv(*args: str) -> list[str]:
+    """The installed ``kirocrew`` console script (or ``python -m`` from a bare checkout)."""
+    exe = Path(sys.executable).with_name("kirocrew")
+    return [str(exe), *args] if exe.exists() else [sys.executable, "-m", "kirocrew_core.cli", *args]
+
+
+class ToolCallError(Exception):
+    """A ``tools/call`` answered with ``isError``; ``code`` is the stable error code."""
+
+    def __init__(self, code: str, message: str, result: Any) -> None:
+        super().__init__(f"error[{code}]: {message}")
+        self.code = code
+        self.message = message
+        self.result = result
+
+
+@dataclass
+class ConversationsClient:
+    """One initialized MCP session on one server process."""
+
+    ToolCallError = ToolCallError  # so test modules can catch it without importing this conftest
+
+    raw: Any  # mcp.ClientSession
+    initialize_result: Any
+    stderr_path: Path
+    notifications: list[Any] = field(default_factory=list)  # every server notification, in order
+
+    async def call(self, tool: str, /, **arguments: Any) -> dict[str, Any]:
+        """Call ``tool``; its structured content, or :class:`ToolCallError` carrying ``.code``."""
+        return structured(await self.call_result(tool, arguments))
+
+    async def call_result(self, tool: str, arguments: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        """The raw ``CallToolResult`` (``kwargs`` go to ``ClientSession.call_tool``, e.g. ``progress_callback``)."""
+        return await self.raw.call_tool(tool, arguments or {}, **kwargs)
+
+    def progress_notifications(self) -> list[Any]:
+        return [n for n in self.notifications if getattr(n, "method", None) == "notifications/progress"]
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace") if self.stderr_path.exists() else ""
+
+
+def structured(result: Any) -> dict[str, Any]:
+    """``result.structured_content``, or :class:`ToolCallError` when ``result.is_error``."""
+    if result.is_error:
+        error = (result.structured_content or {}).get("error") or {}
+        raise ToolCallError(error.get("code", "?"), error.get("message", ""), result)
+    return result.structured_content
+
+
+@pytest.fixture(name="run_async")
+def _run_async() -> Callable[..., Any]:
+    """:func:`run_async`: ``run_async(main())`` runs a coroutine with a hang bound."""
+    return run_async
+
+
+@pytest.fixture
+def conversations_state_dir(tmp_path: Path) -> Path:
+    """Where the test's servers keep their state (created by the server, owner-only)."""
+    return tmp_path / "conversations-state"
+
+
+@pytest.fixture
+def fake_kiro_env(fake_kiro_cli: Any, conversations_state_dir: Path) -> dict[str, str]:
+    """Environment for a server process: the fake kiro-cli, the test's state dir and homes.
+
+    No ``KIRO_CONVERSATIONS_*`` setting leaks in from outside; copy and extend it per test.
+    """
+    env = {key: value for key, value in os.environ.items() if not key.startswith("KIRO_CONVERSATIONS_")}
+    console = Path(sys.executable).with_name("fake-kiro-cli")
+    env["KIRO_CLI_PATH"] = str(console if console.exists() else fake_kiro_cli.path)
+    env[STATE_DIR_ENV] = str(conversations_state_dir)
+    return env
+
+
+# The SDK's stdio client kills a server still running 2 s after it closed stdin. Closing kiro
+# workers can take longer on a loaded machine, and that kill would orphan them (they live in
+# their own process groups). How the server ends is tested on its own in test_server.py.
+CLIENT_CLOSE_GRACE_SECS = 15.0
+
+
+@pytest.fixture
+def conversations_client(fake_kiro_env: dict[str, str], tmp_path: Path,
+                         monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+    """``conversations_client(*args, env=None, extra_env=None)``: an async context manager.
+
+    It starts ``kirocrew mcp-conversations *args`` through the mcp SDK's ``stdio_client``,
+    initializes a ``ClientSession`` and yields a :class:`ConversationsClient`. ``env`` replaces
+    :func:`fake_kiro_env`; ``extra_env`` adds to it. The server's stderr is kept in
+    ``client.stderr()``. Leaving the block closes stdin, as an MCP client does.
+    """
+    import mcp.client.stdio
+
+    monkeypatch.setattr(mcp.client.stdio, "PROCESS_TERMINATION_TIMEOUT", CLIENT_CLOSE_GRACE_SECS)
+    counter = iter(range(1, 1000))
+
+    @contextlib.asynccontextmanager
+    async def open_client(*args: str, env: dict[str, str] | None = None,
+                          extra_env: dict[str, str] | None = None) -> AsyncIterator[ConversationsClient]:
+        import anyio
+        from mcp import ClientSession, StdioServerParameters, stdio_client
+
+        server_env = {**(fake_kiro_env if env is None else env), **(extra_env or {})}
+        argv = kirocrew_argv("mcp-conversations", *args)
+        params = StdioServerParameters(command=argv[0], args=argv[1:], env=server_env, cwd=str(tmp_path))
+        stderr_path = tmp_path / f"mcp-conversations-{next(counter)}.stderr"
+        notifications: list[Any] = []
+
+        async def on_message(message: Any) -> None:
+            if not isinstance(message, Exception):
+                notifications.append(getattr(message, "root", message))
+
+        with stderr_path.open("w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write), \
+                    ClientSession(read, write, message_handler=on_message) as session:
+                with anyio.fail_after(HANDSHAKE_TIMEOUT_SECS):
+                    initialized = await session.initialize()
+                yield ConversationsClient(session, initialized, stderr_path, notifications)
+
+    return open_client
