@@ -647,3 +647,26 @@ def test_prompt_text_is_gone_from_the_database_files_once_runs_end(conversations
     for path in conversations_state_dir.glob("orchestrator-v1.sqlite*"):
         data = path.read_bytes()
         assert b"PROMPT-ONLY-TOKEN-41" not in data and b"QUEUED-ONLY-TOKEN-42" not in data, path.name
+
+
+def test_capabilities_report_the_live_kiro_cli_and_refresh_bypasses_the_cache(conversations_client, run_async,
+                                                                              tmp_path):
+    async def main() -> None:
+        async with conversations_client(extra_env={"KIRO_FAKE_VERSION": "2.15.7"}) as client:
+            first = await client.call("kiro_capabilities")
+            again = await client.call("kiro_capabilities")
+            fresh = await client.call("kiro_capabilities", refresh=True)
+            assert (first["cached"], again["cached"], fresh["cached"]) == (False, True, False)
+            assert first["kiroCli"]["version"] == "2.15.7" and first["acp"]["loadSession"] is True
+            assert first["defaultModel"] in [m["id"] for m in first["models"]]
+            assert {a["name"]: a["available"] for a in first["authorities"]} == {
+                "unrestricted": True, "read_only": False, "workspace_write": False}
+            assert first["defaults"] == {"authority": "unrestricted", "workspaceMode": "shared", "maxWorkers": 4}
+            assert first["limits"]["waitMaxTargets"] == 8 and first["limits"]["maxImages"] == 4
+            assert first["modes"] == [], "agents are only known once a session announced them"
+            await client.call("kiro_delegate", conversation="new", name="m", workspace=str(tmp_path),
+                              message="!say hi")
+            after = await client.call("kiro_capabilities")
+            assert after["modes"] and after["slashCommands"]
+
+    run_async(main())

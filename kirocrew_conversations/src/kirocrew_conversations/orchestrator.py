@@ -460,6 +460,7 @@ class Orchestrator:
             await self._db(self.store.mark_delivered, run.id,
                            started={"resumed": resumed, "images": len(prompt.images)})
             result = await turn
+            self._observe(session)
         except BaseException:
             turn.cancel()
             raise
@@ -507,9 +508,15 @@ class Orchestrator:
         return worker.session, False
 
     def _observe(self, session: AcpSession) -> None:
+        """Remember the agents (modes) and slash commands the session announced, for ``kiro_capabilities``."""
         if session.modes is not None:
             self.observed.modes = tuple(session.modes.ids())[:limits.CATALOG_MAX_ITEMS]
             self.observed.current_mode = session.modes.current_mode_id
+        announced = (session.available_commands or {}).get("commands")
+        if isinstance(announced, list):
+            names = [c.get("name") for c in announced if isinstance(c, dict)]
+            self.observed.commands = tuple(n[:64] for n in names if isinstance(n, str) and n)[
+                :limits.CATALOG_MAX_ITEMS]
 
     async def _abort(self, worker: _Worker, work: asyncio.Future[Any]) -> None:
         """Cancel the turn (open permission requests are answered ``cancelled``), then stop kiro-cli."""

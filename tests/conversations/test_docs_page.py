@@ -1,0 +1,51 @@
+"""docs/conversations/index.md stays true: its settings, flags, client configs and error codes exist."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from kirocrew_conversations.errors import CATALOGUE
+from kirocrew_conversations.service import ServiceConfig
+from kirocrew_conversations.state_paths import STATE_DIR_ENV
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "conversations" / "index.md"
+
+
+def page() -> str:
+    return PAGE.read_text()
+
+
+def test_every_setting_the_page_names_is_read_by_the_server():
+    named = set(re.findall(r"`(KIRO_CONVERSATIONS_[A-Z_]+)`", page()))
+    assert named == {STATE_DIR_ENV, *ServiceConfig.ENV.values()}
+
+
+def test_every_flag_the_page_names_is_an_option_of_the_server_command():
+    kirocrew = Path(sys.executable).with_name("kirocrew")
+    help_text = subprocess.run([str(kirocrew), "mcp-conversations", "--help"], capture_output=True, text=True,
+                               check=True).stdout
+    flags = set(re.findall(r"`(--[a-z-]+)", page()))
+    assert flags and all(flag in help_text for flag in flags), flags
+
+
+def test_the_client_configurations_are_valid_json_that_start_the_server():
+    blocks = re.findall(r"```json\n(.*?)```", page(), re.S)
+    configs = [json.loads(block) for block in blocks]
+    servers = [c["mcpServers"]["kirocrew-conversations"] for c in configs if "mcpServers" in c]
+    assert len(servers) == 2
+    assert all(s == {"command": "kirocrew", "args": ["mcp-conversations"]} for s in servers)
+
+
+def test_every_error_code_the_page_names_is_in_the_catalogue():
+    codes = {c for c in re.findall(r"`([a-z]+(?:_[a-z]+)+)`", page()) if "_" in c}
+    not_codes = {"read_only", "workspace_write", "allow_once", "reject_once", "needs_attention", "timed_out",
+                 "kiro_delegate", "kiro_wait", "kiro_spawn", "kiro_send", "kiro_result", "kiro_cancel",
+                 "kiro_status", "kiro_events", "kiro_configure", "kiro_capabilities", "kiro_delete",
+                 "kiro_permission_decide", "kiro_worktree_inspect", "kiro_worktree_cleanup", "kiro_archive",
+                 "kiro_fork", "authority_backends", "live_kiro"}
+    unknown = codes - not_codes - set(CATALOGUE)
+    assert not unknown, f"not error codes and not known names: {sorted(unknown)}"
