@@ -15,6 +15,7 @@ authority without an available backend is refused with ``authority_unavailable``
 from __future__ import annotations
 
 import dataclasses
+import sys
 from typing import TYPE_CHECKING, Any
 
 from kirocrew_core.contributions import AuthorityBackend
@@ -43,14 +44,14 @@ UNRESTRICTED_BACKEND = AuthorityBackend(
 
 
 def backends(pm: Any = None) -> dict[str, AuthorityBackend]:
-    """Every installed backend by name; for one name the first plugin (by name) wins."""
+    """Every installed backend for this platform by name; for one name the first plugin (by name) wins."""
     from kirocrew_core.contributions import flatten
     from kirocrew_core.plugins import collect, get_plugin_manager
 
     found: dict[str, AuthorityBackend] = {}
     for contribution in flatten(collect(pm or get_plugin_manager(), "authority_backends")):
         value = contribution.value
-        if isinstance(value, AuthorityBackend):
+        if isinstance(value, AuthorityBackend) and (not value.platforms or sys.platform in value.platforms):
             found.setdefault(value.name, value)
     return found
 

@@ -431,6 +431,8 @@ class Orchestrator:
                 return "failed", "kiro_run_failed", _clip(f"kiro-cli refused the prompt: [{exc.rpc_code}]")
             except (AcpError, KirocrewError) as exc:
                 await self._close_runtime(worker)
+                if exc.code == "authority_unavailable":  # the sandbox could not be set up: never run without it
+                    return "failed", "authority_unavailable", _clip(str(exc))
                 return "failed", "kiro_run_failed", _clip(f"kiro-cli failed: {exc.code}")
             except Exception as exc:  # a bug of ours must end the run, not strand it as running
                 log.exception("run %s failed unexpectedly", run.id)

@@ -36,6 +36,8 @@ def managed_mcp_servers() -> list[ManagedMcpServer]:
 
 @hookimpl
 def authority_backends() -> list[AuthorityBackend]:
+    """``unrestricted`` everywhere; ``read_only``/``workspace_write`` by bubblewrap (Linux) or Seatbelt (macOS)."""
     from kirocrew_conversations.authority import UNRESTRICTED_BACKEND
+    from kirocrew_conversations.sandbox import bwrap
 
-    return [UNRESTRICTED_BACKEND]
+    return [UNRESTRICTED_BACKEND, *bwrap.authority_backends()]

@@ -168,6 +168,8 @@ class AcpOptions:
     - ``env``: the child's whole environment; None means a copy of ours at start.
     - ``cwd``: the child's working directory (sessions get their own ``cwd``).
     - ``binary``: which kiro-cli; None resolves it (``KIRO_CLI_PATH``, ...).
+    - ``launcher``: a command that wraps kiro-cli, ending where kiro-cli's own argv begins
+      (a sandbox: ``("bwrap", ..., "--")``); kiro-cli and everything it starts run inside it.
     - ``sessions_dir``: where kiro keeps session locks; None means ``home.kiro_sessions_dir()``.
     - ``on_update``/``on_permission``: defaults for sessions that do not pass their own
       (without a permission handler every request is rejected: :func:`reject_permission`).
@@ -183,6 +185,7 @@ class AcpOptions:
     env: Mapping[str, str] | None = None
     cwd: str | os.PathLike[str] | None = None
     binary: KiroBinary | None = None
+    launcher: Sequence[str] = ()
     sessions_dir: Path | None = None
     initialize_timeout: float = INITIALIZE_TIMEOUT_SECS
     session_timeout: float = SESSION_TIMEOUT_SECS
@@ -192,10 +195,10 @@ class AcpOptions:
     permission_timeout: float | None = None
 
     def argv(self, program: str | os.PathLike[str]) -> list[str]:
-        """The command line: ``kiro-cli acp [--agent A] [--model M] [--effort E] [trust flags] ...``."""
+        """The command line: ``[launcher...] kiro-cli acp [--agent A] [--model M] [--effort E] [trust flags] ...``."""
         if self.trust_all_tools and self.trust_tools is not None:
             raise BadInputError("trust_all_tools and trust_tools exclude each other")
-        args = [os.fspath(program), "acp"]
+        args = [*(str(part) for part in self.launcher), os.fspath(program), "acp"]
         for flag, value in (("--agent", self.agent), ("--model", self.model), ("--effort", self.effort)):
             if value is not None:
                 if not value or value.startswith("-"):

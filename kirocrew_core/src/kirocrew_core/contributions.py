@@ -78,13 +78,17 @@ class AuthorityBackend:
 
     ``available`` says whether it can run on this host and why not; an
     authority that cannot run must make callers fail closed, never fall back to
-    running unrestricted.
+    running unrestricted. ``platforms`` are the ``sys.platform`` values it runs
+    on (empty: every platform); a backend for another platform is never chosen.
+    For conversations, ``factory(options: AcpOptions, *, workspace: str) ->
+    AcpOptions`` returns the options that launch kiro-cli under the authority.
     """
 
     name: str
     description: str
     available: Callable[[], tuple[bool, str]]
     factory: Callable[..., Any]
+    platforms: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

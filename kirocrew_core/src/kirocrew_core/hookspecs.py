@@ -203,11 +203,17 @@ def registry_loaders() -> list[RegistryLoader]:
 def authority_backends() -> list[AuthorityBackend]:
     """Return execution authorities (unrestricted; a Linux or macOS sandbox; third parties).
 
-    Called by conversations when a run asks for an authority mode. A mode whose
-    backend is unavailable fails closed; it never runs unrestricted instead.
+    Called by conversations when a run asks for an authority mode, and by
+    ``kiro_capabilities``. A mode whose backend is unavailable fails closed; it
+    never runs unrestricted instead. ``available()`` should preflight for real
+    (the tool runs, a write outside the allowed roots fails) and say why not.
+    ``factory(options, *, workspace)`` gets the run's
+    :class:`~kirocrew_core.acp_runtime.AcpOptions` and returns them wrapped
+    (``launcher``, trust flags, environment); raising there fails the run.
 
     :return: a list of :class:`~kirocrew_core.contributions.AuthorityBackend`;
-        concatenated, sorted by plugin name; for one ``name`` the first wins.
+        concatenated, sorted by plugin name; for one ``name`` the first whose
+        ``platforms`` include this platform wins.
     """
 
 

@@ -1,0 +1,1 @@
+"""Restricted execution authorities: one policy, rendered for bubblewrap (Linux) and Seatbelt (macOS)."""
