@@ -38,6 +38,6 @@ def managed_mcp_servers() -> list[ManagedMcpServer]:
 def authority_backends() -> list[AuthorityBackend]:
     """``unrestricted`` everywhere; ``read_only``/``workspace_write`` by bubblewrap (Linux) or Seatbelt (macOS)."""
     from kirocrew_conversations.authority import UNRESTRICTED_BACKEND
-    from kirocrew_conversations.sandbox import bwrap
+    from kirocrew_conversations.sandbox import bwrap, seatbelt
 
-    return [UNRESTRICTED_BACKEND, *bwrap.authority_backends()]
+    return [UNRESTRICTED_BACKEND, *bwrap.authority_backends(), *seatbelt.authority_backends()]
