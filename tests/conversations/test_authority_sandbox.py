@@ -205,3 +205,10 @@ def test_the_workspace_is_bound_writable_only_in_workspace_write_and_protections
     agents = str(Path(kiro) / "agents")
     assert read_only.index(agents) > read_only.index(kiro), "re-protection follows the writable Kiro home"
     assert os.environ["KIROCREW_HOME"] in _binds(read_only, "--tmpfs"), "kirocrew's home is hidden"
+
+
+def test_a_kiro_cli_installed_under_tmp_stays_visible_inside_the_private_tmp():
+    from kirocrew_conversations.sandbox.bwrap import installation
+
+    assert installation(Path("/tmp/checkout/.venv/bin/kiro-cli")) == [Path("/tmp/checkout")]
+    assert installation(Path("/usr/local/bin/kiro-cli")) == [Path("/usr/local/bin")]

@@ -131,8 +131,23 @@ class BwrapBackend:
         from kirocrew_core.kiro import require_kiro_cli
 
         binary = Path(require_kiro_cli(options.binary))
-        return dataclasses.replace(options, launcher=launcher(bwrap, policy, visible=[binary.parent]),
+        return dataclasses.replace(options, launcher=launcher(bwrap, policy, visible=installation(binary)),
                                    trust_all_tools=False, trust_tools=policy.pretrusted_tools)
+
+
+def installation(binary: Path) -> list[Path]:
+    """Where kiro-cli's files may live, for re-exposing under the private ``/tmp``.
+
+    An installation under ``/tmp`` (a checkout, a virtualenv with editable sources) spreads below its
+    first-level directory there, so that directory is re-exposed, read-only, as a whole.
+    """
+    found = []
+    for path in {binary, Path(os.path.realpath(binary))}:
+        if _under(path, PRIVATE_TMP) and len(path.parts) > 2:
+            found.append(Path(PRIVATE_TMP) / path.parts[2])
+        else:
+            found.append(path.parent)
+    return found
 
 
 def _failure(what: str, done: subprocess.CompletedProcess[bytes]) -> str:
