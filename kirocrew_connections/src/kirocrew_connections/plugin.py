@@ -1,4 +1,38 @@
 """kirocrew-connections hook implementations (entry point ``connections``).
 
-Registered so the open edition is whole; its features arrive with their issue.
+``kirocrew --help`` imports this module, so it stays cheap: the command group is
+registered by import path and the routes import their handlers only per request.
 """
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+from kirocrew_core import hookimpl
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+    from starlette.routing import BaseRoute
+
+    from kirocrew_core.cli import KirocrewCLI
+
+
+@hookimpl
+def register_commands(cli: KirocrewCLI) -> None:
+    cli.add_lazy_command("connections", "kirocrew_connections.cli:connections",
+                         "Connect accounts through OAuth MCP servers: providers, L0/L1 checks.")
+
+
+@hookimpl
+def gateway_routes() -> list[BaseRoute]:
+    from kirocrew_connections.api import routes
+
+    return routes()
+
+
+@hookimpl
+def gateway_shutdown(app: Starlette) -> Any:
+    """Release held mint processes (each owns a consent listener); a gateway that never minted imports nothing."""
+    mint = sys.modules.get("kirocrew_connections.mint")
+    return mint.aclose_engine() if mint is not None else None

@@ -1,0 +1,65 @@
+"""The connections HTTP API (owner-authenticated by the gateway).
+
+=====================================  ============================================
+``GET /api/connections/status``        every provider card's authorization state
+``POST /api/connections/mint``         start (or report) a consent for a provider
+``GET /api/connections/mint?slug=``    one mint's state
+``POST /api/connections/cancel``       dispose a mint (token-fenced, idempotent)
+``POST /api/connections/test``         a promptless session: does the connection answer?
+``POST /api/connections/disconnect``   remove the entry and, when nobody shares it, the grant
+=====================================  ============================================
+
+Handlers are imported when a request arrives, so building the gateway (and the
+status card) never imports the mint engine.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import BaseRoute
+
+ROUTES: tuple[tuple[str, str, str], ...] = (
+    ("GET", "/api/connections/status", "kirocrew_connections.status_api:get_status"),
+    ("POST", "/api/connections/mint", "kirocrew_connections.mint_api:post_mint"),
+    ("GET", "/api/connections/mint", "kirocrew_connections.mint_api:get_mint"),
+    ("POST", "/api/connections/cancel", "kirocrew_connections.mint_api:post_cancel"),
+    ("POST", "/api/connections/test", "kirocrew_connections.test_api:post_test"),
+    ("POST", "/api/connections/disconnect", "kirocrew_connections.disconnect_api:post_disconnect"),
+)
+
+
+def _lazy(target: str) -> Any:
+    module, _, attribute = target.partition(":")
+
+    async def endpoint(request: Request) -> Response:
+        handler = getattr(import_module(module), attribute)
+        return await handler(request)
+
+    endpoint.__name__ = attribute
+    return endpoint
+
+
+def routes() -> list[BaseRoute]:
+    from starlette.routing import Route
+
+    by_path: dict[str, dict[str, str]] = {}
+    for method, path, target in ROUTES:
+        by_path.setdefault(path, {})[method] = target
+    out: list[BaseRoute] = []
+    for path, methods in by_path.items():
+        if len(methods) == 1:
+            ((method, target),) = methods.items()
+            out.append(Route(path, _lazy(target), methods=[method]))
+        else:
+            handlers = {m: _lazy(t) for m, t in methods.items()}
+
+            async def dispatch(request: Request, handlers: dict[str, Any] = handlers) -> Response:
+                return await handlers[request.method](request)
+
+            out.append(Route(path, dispatch, methods=sorted(methods)))
+    return out

@@ -1,0 +1,30 @@
+"""``POST /api/connections/disconnect`` ``{slug}``: the card's Disconnect.
+
+Answers the :class:`~kirocrew_connections.disconnect.DisconnectResult` fields
+plus ``revokePageUrl``: this machine's grant can be removed here, the
+provider's record of it only on that page, so the card keeps offering it.
+Importing this module never imports the mint engine.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+
+async def post_disconnect(request: Request) -> Response:
+    """Disconnect the body's ``slug`` (400 for a bad body or unknown provider, else 200)."""
+    from starlette.responses import JSONResponse
+
+    from kirocrew_connections.disconnect import disconnect_provider
+    from kirocrew_connections.test_api import RequestRefused, read_provider_request
+
+    try:
+        _, provider = await read_provider_request(request)
+    except RequestRefused as refused:
+        return refused.response()
+    result = await disconnect_provider(provider)
+    return JSONResponse({**result.as_dict(), "revokePageUrl": provider.revoke_page_url})

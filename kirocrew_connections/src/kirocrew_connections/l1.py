@@ -1,0 +1,426 @@
+"""L1: a tokenless smoke of every configured provider that holds a grant.
+
+``kirocrew connections l1`` (or ``python -m kirocrew_connections.l1``).
+
+Kirocrew holds no token: kiro-cli keeps the grant and injects the bearer inside
+its own process. So the exchange opened here (``initialize`` →
+``notifications/initialized`` → ``tools/list``, never ``tools/call``) carries no
+credential for a managed provider, and a healthy authorized provider answers
+with an OAuth challenge. Verdicts follow from that:
+
+* ``PASS`` (depth ``tools_list``): the exchange ran and the registry's smoke
+  fixture tool is still advertised (an entry with its own credential, or an
+  open server).
+* ``GRANT_HELD`` (depth ``challenge``): a tokenless 401/403 carrying a Bearer
+  ``WWW-Authenticate`` challenge. A challenge is not a failure: grading it
+  otherwise would hold the lane permanently red.
+* ``NEEDS_RECONSENT``: a credential this process presented was refused, or a
+  JSON-RPC error names an authorization failure. A human must re-approve.
+* ``FAIL``: anything else — a 403 without a challenge (an edge proxy or a geo
+  block reads the same, and a consent verdict would send a human to re-approve
+  a healthy grant), a redirect (never followed: it would carry headers to
+  another origin), a non-2xx, a timeout, a broken ``tools/list``, a missing
+  fixture tool.
+* ``SKIPPED``: no entry for the provider in the MCP scopes, an entry whose
+  endpoint is not the registry's (a slug is a label anyone can collide with;
+  the endpoint is what is talked to), a disabled entry, or no grant. L1 never
+  initiates consent.
+
+Grant presence is :func:`kirocrew_core.grants.grant_presence` itself (a stat of
+the paired artifacts, never opened) on the entry's URL, the one kiro-cli keys
+the grant on. It emits no SEL read audit: this is an operator's own CLI.
+``--min-exercised N`` turns a run that exercised fewer than N providers into a
+vacuous, failing one, since an all-SKIPPED run establishes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from kirocrew_core import grants
+
+from kirocrew_connections.disconnect import normalized_endpoint
+from kirocrew_connections.l0 import (
+    OriginOverrides,
+    origin_override_option,
+    run_standalone,
+    select_providers,
+    utc_now_iso,
+    write_report,
+)
+
+if TYPE_CHECKING:
+    from kirocrew_mcp.discovery import ServerRow
+
+    from kirocrew_connections.registry import Provider
+
+SCHEMA_VERSION = 1
+DEFAULT_REPORT = "connections-l1-report.json"
+DEFAULT_CONCURRENCY = 4
+DEFAULT_TIMEOUT_SECS = 20.0
+PROTOCOL_VERSION = "2024-11-05"
+CLIENT_INFO = {"name": "kirocrew-l1-smoke", "version": "0.1.0"}
+MAX_ERROR_CHARS = 200
+MAX_REPLY_BYTES = 4 * 1024 * 1024
+MAX_TOOL_PAGES = 20
+
+PASS = "PASS"
+GRANT_HELD = "GRANT_HELD"
+NEEDS_RECONSENT = "NEEDS_RECONSENT"
+FAIL = "FAIL"
+SKIPPED = "SKIPPED"
+DEPTH_TOOLS_LIST = "tools_list"
+DEPTH_CHALLENGE = "challenge"
+DEPTH_NONE = "none"
+
+_AUTH_ERROR = re.compile(r"unauthori[sz]ed|invalid_token|invalid_grant|forbidden", re.IGNORECASE)
+
+__all__ = ["l1_command", "normalized_endpoint", "run_l1", "smoke_provider", "build_report"]
+
+
+# -- endpoint identity ---------------------------------------------------------------
+# ``normalized_endpoint`` (from disconnect.py, the one definition) keeps the query and
+# ignores a trailing slash: it names the server an entry talks to, not its grant file.
+
+
+# -- rows and the report --------------------------------------------------------------
+
+
+@dataclass
+class L1Row:
+    """One provider's verdict; ``errors`` are redacted, then cut to 200 characters."""
+
+    slug: str
+    name: str
+    verdict: str = SKIPPED
+    depth: str = DEPTH_NONE
+    installed: bool = False
+    grant_present: bool | None = None
+    credential_presented: bool = False
+    fixture_tool: str = ""
+    fixture_tool_advertised: bool | None = None
+    tools_listed: int | None = None
+    errors: list[str] = field(default_factory=list)
+    duration_ms: int = 0
+
+
+def build_report(rows: Sequence[L1Row], *, min_exercised: int,
+                 overrides: OriginOverrides | None = None) -> dict[str, Any]:
+    """The report document; ``ok`` needs no FAIL, no NEEDS_RECONSENT and enough exercised rows."""
+    counts = {verdict: sum(1 for r in rows if r.verdict == verdict)
+              for verdict in (PASS, GRANT_HELD, NEEDS_RECONSENT, FAIL, SKIPPED)}
+    exercised = len(rows) - counts[SKIPPED]
+    vacuous = exercised < min_exercised
+    report: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "generated_at": utc_now_iso(),
+        "ok": not vacuous and counts[FAIL] == 0 and counts[NEEDS_RECONSENT] == 0,
+        "vacuous": vacuous,
+        "min_exercised": min_exercised,
+        "exercised_count": exercised,
+        "provider_count": len(rows),
+        "pass_count": counts[PASS],
+        "grant_held_count": counts[GRANT_HELD],
+        "needs_reconsent_count": counts[NEEDS_RECONSENT],
+        "failed_count": counts[FAIL],
+        "skipped_count": counts[SKIPPED],
+        "providers": [asdict(r) for r in rows],
+    }
+    if overrides:
+        report["origin_overrides"] = overrides.as_dict()
+    return report
+
+
+# -- configured entries ------------------------------------------------------------------
+
+
+def configured_entries(pm: Any = None) -> tuple[dict[str, ServerRow], list[str]]:
+    """Every MCP server the scopes (and the rendered agent file) declare, by alias and raw key.
+
+    Also the sources discovery could not use: a provider declared only there reads
+    as not configured, and the report says why rather than hiding it.
+    """
+    from kirocrew_mcp.discovery import discover
+
+    found = discover(pm=pm)
+    out: dict[str, ServerRow] = {}
+    for row in found.rows:
+        for key in (row.name, *row.keys):
+            out.setdefault(key, row)
+    return out, [problem.message() for problem in found.problems]
+
+
+# -- the exchange ----------------------------------------------------------------------------
+
+
+class _Verdict(Exception):
+    """Ends a provider's exchange with a verdict (raised from deep inside the exchange)."""
+
+    def __init__(self, verdict: str, message: str = "", *, depth: str = DEPTH_NONE) -> None:
+        super().__init__(message)
+        self.verdict = verdict
+        self.depth = depth
+
+
+def _challenge(headers: Any) -> bool:
+    """A well-formed challenge: a ``WWW-Authenticate`` naming the Bearer scheme."""
+    value = str(headers.get("www-authenticate", "") or "")
+    return re.search(r"(?i)(?:^|,)\s*bearer(?:\s|$)", value) is not None
+
+
+class _Exchange:
+    """JSON-RPC over POST to one endpoint, echoing ``Mcp-Session-Id``; no redirects followed."""
+
+    def __init__(self, client: Any, url: str, headers: Mapping[str, str], credential: bool) -> None:
+        self.client = client
+        self.url = url
+        self.credential = credential
+        self.headers = {**headers, "Accept": "application/json, text/event-stream",
+                        "Content-Type": "application/json"}
+        self.next_id = 0
+
+    def _judge_status(self, method: str, response: Any) -> None:
+        status = response.status_code
+        if 200 <= status < 300:
+            return
+        if status in (401, 403):
+            if self.credential:
+                raise _Verdict(NEEDS_RECONSENT, f"{method}: HTTP {status}: the presented credential was refused")
+            if _challenge(response.headers):
+                raise _Verdict(GRANT_HELD, depth=DEPTH_CHALLENGE)
+            raise _Verdict(FAIL, f"{method}: HTTP {status} without an authentication challenge")
+        if 300 <= status < 400:
+            raise _Verdict(FAIL, f"{method}: HTTP {status} redirect (not followed)")
+        raise _Verdict(FAIL, f"{method}: HTTP {status}")
+
+    async def request(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        self.next_id += 1
+        body = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": dict(params)}
+        async with self.client.stream("POST", self.url, json=body, headers=self.headers) as response:
+            self._judge_status(method, response)
+            if method == "initialize" and response.headers.get("mcp-session-id"):
+                self.headers["Mcp-Session-Id"] = response.headers["mcp-session-id"]
+            reply = await self._reply(method, body["id"], response)
+        error = reply.get("error")
+        if error is not None:
+            text = json.dumps(error) if not isinstance(error, str) else error
+            if _AUTH_ERROR.search(text):
+                raise _Verdict(NEEDS_RECONSENT, f"{method}: authorization error: {text}")
+            raise _Verdict(FAIL, f"{method}: JSON-RPC error: {text}")
+        result = reply.get("result")
+        if not isinstance(result, dict):
+            raise _Verdict(FAIL, f"{method}: the reply has no result")
+        return result
+
+    async def notify(self, method: str) -> None:
+        self.headers["MCP-Protocol-Version"] = PROTOCOL_VERSION
+        async with self.client.stream("POST", self.url, json={"jsonrpc": "2.0", "method": method},
+                                      headers=self.headers) as response:
+            self._judge_status(method, response)
+            await response.aread()
+
+    async def _reply(self, method: str, request_id: int, response: Any) -> dict[str, Any]:
+        body = bytearray()
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > MAX_REPLY_BYTES:
+                raise _Verdict(FAIL, f"{method}: reply larger than {MAX_REPLY_BYTES} bytes")
+        text = bytes(body).decode("utf-8", "replace")
+        kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind == "text/event-stream":
+            messages = [_loads(chunk) for chunk in _sse_payloads(text)]
+        else:
+            parsed = _loads(text)
+            messages = parsed if isinstance(parsed, list) else [parsed]
+        for message in messages:
+            if isinstance(message, dict) and "method" not in message and message.get("id") == request_id:
+                return message
+        raise _Verdict(FAIL, f"{method}: no JSON-RPC reply to the request")
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return None
+
+
+def _sse_payloads(text: str) -> list[str]:
+    payloads: list[str] = []
+    data: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+        elif not line.strip() and data:
+            payloads.append("\n".join(data))
+            data = []
+    if data:
+        payloads.append("\n".join(data))
+    return payloads
+
+
+async def _run_exchange(exchange: _Exchange, row: L1Row) -> None:
+    await exchange.request("initialize", {"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
+                                          "clientInfo": dict(CLIENT_INFO)})
+    await exchange.notify("notifications/initialized")
+    names: list[str] = []
+    cursor: str | None = None
+    for _ in range(MAX_TOOL_PAGES):
+        result = await exchange.request("tools/list", {"cursor": cursor} if cursor else {})
+        tools = result.get("tools")
+        if not isinstance(tools, list):
+            raise _Verdict(FAIL, "tools/list: malformed reply (no tools list)")
+        names += [t["name"] for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str)]
+        cursor = result.get("nextCursor") if isinstance(result.get("nextCursor"), str) else None
+        if not cursor:
+            break
+    row.tools_listed = len(set(names))
+    row.fixture_tool_advertised = row.fixture_tool in names
+    if not row.fixture_tool_advertised:
+        raise _Verdict(FAIL, f"fixture tool {row.fixture_tool!r} is no longer advertised",
+                       depth=DEPTH_TOOLS_LIST)
+    raise _Verdict(PASS, depth=DEPTH_TOOLS_LIST)
+
+
+def _finish_error(message: str, secrets: Sequence[str]) -> str:
+    from kirocrew_mcp.probe import redact
+
+    text = redact(message, secrets)
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 3] + "..."
+
+
+async def smoke_provider(provider: Provider, entry: ServerRow | None, *, timeout: float,
+                         overrides: OriginOverrides | None = None) -> L1Row:
+    """One provider's verdict. Never raises for a provider-side problem; never calls a tool."""
+    import httpx
+
+    from kirocrew_mcp.probe import has_placeholder
+    from kirocrew_mcp.probe_http import expand_headers, header_source_env, url_secrets
+
+    started = time.monotonic()
+    row = L1Row(slug=provider.slug, name=provider.name, fixture_tool=provider.smoke_tool)
+
+    def done(verdict: str, message: str = "", depth: str = DEPTH_NONE,
+             secrets: Sequence[str] = ()) -> L1Row:
+        row.verdict, row.depth = verdict, depth
+        if message:
+            row.errors.append(_finish_error(message, secrets))
+        row.duration_ms = int((time.monotonic() - started) * 1000)
+        return row
+
+    if entry is None or not entry.is_remote or not entry.url:
+        return done(SKIPPED, "not a configured remote MCP server here")
+    row.installed = True
+    if normalized_endpoint(entry.url) != normalized_endpoint(provider.mcp_url):
+        return done(SKIPPED, "the configured entry's endpoint is not the registry mcp_url",
+                    secrets=url_secrets(entry.url))
+    if entry.disabled:
+        return done(SKIPPED, "the configured entry is disabled")
+    try:
+        present = await asyncio.to_thread(grants.grant_presence, entry.url)
+    except ValueError:
+        present = None
+    row.grant_present = present
+    if present is not True:
+        why = "no grant for this endpoint" if present is False else "grant presence could not be determined"
+        return done(SKIPPED, why)
+
+    url = entry.url.strip()
+    sent, resolved = expand_headers(entry.headers, header_source_env())
+    secrets = [*url_secrets(url), *sent.values(), *resolved]
+    authorization = next((v for k, v in sent.items() if k.lower() == "authorization"), "")
+    row.credential_presented = bool(authorization.strip()) and not has_placeholder(authorization)
+    target = overrides.apply(url) if overrides else url
+    budget = timeout * 3 + 1
+    try:
+        async with httpx.AsyncClient(timeout=httpx.Timeout(timeout), follow_redirects=False,
+                                     trust_env=False) as client:
+            exchange = _Exchange(client, target, sent, row.credential_presented)
+            try:
+                async with asyncio.timeout(budget):
+                    await _run_exchange(exchange, row)
+            except TimeoutError:
+                return done(FAIL, f"exceeded its total timeout of {budget:g}s", secrets=secrets)
+    except _Verdict as verdict:
+        return done(verdict.verdict, str(verdict), verdict.depth, secrets)
+    except httpx.TimeoutException:
+        return done(FAIL, f"timed out after {timeout:g}s", secrets=secrets)
+    except httpx.HTTPError as exc:
+        return done(FAIL, f"{type(exc).__name__}: {exc}", secrets=secrets)
+    return done(FAIL, "the exchange ended without a verdict", secrets=secrets)  # pragma: no cover
+
+
+async def run_l1(providers: Sequence[Provider], entries: Mapping[str, ServerRow], *,
+                 timeout: float = DEFAULT_TIMEOUT_SECS, concurrency: int = DEFAULT_CONCURRENCY,
+                 overrides: OriginOverrides | None = None) -> list[L1Row]:
+    """Smoke ``providers`` (at most ``concurrency`` at once), rows in registry order."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(provider: Provider) -> L1Row:
+        async with gate:
+            return await smoke_provider(provider, entries.get(provider.slug), timeout=timeout,
+                                        overrides=overrides)
+
+    return list(await asyncio.gather(*(one(p) for p in providers)))
+
+
+# -- the command -----------------------------------------------------------------------------
+
+
+@click.command("l1")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=DEFAULT_REPORT, show_default=True, help="Where to write the JSON report.")
+@click.option("--concurrency", type=click.IntRange(min=1), default=DEFAULT_CONCURRENCY, show_default=True,
+              help="Providers smoked at once.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_TIMEOUT_SECS,
+              show_default=True, help="Seconds per request; a provider's whole budget is 3x this + 1.")
+@click.option("--min-exercised", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Fail (vacuous) unless at least N providers were exercised (not SKIPPED).")
+@click.option("--slug", "slugs", multiple=True, help="Only this provider (repeatable).")
+@origin_override_option
+def l1_command(report_path: Path, concurrency: int, timeout: float, min_exercised: int,
+               slugs: tuple[str, ...], origin_overrides: OriginOverrides) -> None:
+    """Tokenless smoke of configured providers holding a grant; never calls a tool."""
+    from kirocrew_core.errors import KirocrewError
+
+    try:
+        providers = select_providers(slugs)
+        entries, problems = configured_entries()
+    except KirocrewError as exc:
+        if exc.exit_code == 2:
+            raise
+        write_report(report_path, {"schema_version": SCHEMA_VERSION, "ok": False,
+                                   "fatal_error": f"{exc.code}: {exc.message}"})
+        raise
+    rows = asyncio.run(run_l1(providers, entries, timeout=timeout, concurrency=concurrency,
+                              overrides=origin_overrides))
+    report = build_report(rows, min_exercised=min_exercised, overrides=origin_overrides)
+    if problems:
+        report["unusable_sources"] = problems
+    write_report(report_path, report)
+    for problem in problems:
+        click.echo(f"warning: MCP source not usable, its entries are missing: {problem}", err=True)
+    for row in rows:
+        detail = f" ({row.errors[0]})" if row.errors else ""
+        click.echo(f"{row.verdict:<16} {row.slug} [{row.depth}]{detail}")
+    summary = (f"{report['exercised_count']} exercised, {report['pass_count']} pass, "
+               f"{report['grant_held_count']} grant held, {report['needs_reconsent_count']} needs reconsent, "
+               f"{report['failed_count']} failed, {report['skipped_count']} skipped")
+    if report["vacuous"]:
+        summary += f"; vacuous: fewer than --min-exercised {min_exercised}"
+    click.echo(("ok: " if report["ok"] else "FAILED: ") + summary + f"; report: {report_path}")
+    if not report["ok"]:
+        raise click.exceptions.Exit(1)
+
+
+if __name__ == "__main__":
+    run_standalone(l1_command)

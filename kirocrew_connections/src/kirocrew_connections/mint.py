@@ -1,0 +1,648 @@
+"""The cold mint: one dedicated ``kiro-cli acp`` per Connect click, held until consent lands.
+
+kiro-cli owns the whole OAuth chain (discovery, registration, the PKCE
+verifier, the loopback callback listener, the token exchange, the grant files);
+kirocrew only starts a promptless single-server session, relays the approval
+URL kiro-cli announces (``_kiro.dev/mcp/oauth_request``) to the card, keeps the
+process alive while the user consents, and observes the grant pair by stat
+(:mod:`kirocrew_core.grants`). Nothing here opens a grant file.
+
+A mint is a row in the per-process table, keyed by slug and owned by a token
+(``uuid4().hex``): a newer Connect replaces the row and disposes the old
+attempt, and every write a running attempt makes is fenced on still being the
+row in the table, so a superseded or cancelled attempt can never overwrite its
+successor. States: ``minting`` → ``waiting`` (with ``oauth_url``) →
+``granted`` | ``failed`` | ``expired``; ``idle`` is the view of no row.
+
+The ephemeral agent spec each attempt mounts is recorded in a manifest before
+it is written, and cleanup unlinks only a path that is a manifest row, a direct
+child of the agents dir, not a symlink, mint-shaped and not the rendered
+``kirocrew.json``, so a planted row can never make the mint delete anything
+else. Filesystem work runs through :func:`asyncio.to_thread`.
+
+The warm table (a later issue) plugs in before :meth:`MintEngine.start`
+reserves a cold row; the row/view contract here does not change for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+import os
+import re
+import secrets
+import stat
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlsplit
+
+from kirocrew_core import grants, home
+
+if TYPE_CHECKING:
+    from kirocrew_core.acp_runtime import AcpRuntime, AcpSession
+
+    from kirocrew_connections.registry import Provider
+
+log = logging.getLogger(__name__)
+
+IDLE, MINTING, WAITING, GRANTED, FAILED, EXPIRED = "idle", "minting", "waiting", "granted", "failed", "expired"
+LIVE_STATES = frozenset({MINTING, WAITING})
+AUDIT_EVENT = "connections_oauth_mint"
+
+# How long a held process waits for the user before the row expires (seconds).
+MINT_TTL_SECS = 600.0
+# Spawn + initialize + session/new + the server's first report, as one deadline.
+READY_TIMEOUT_SECS = 90.0
+# The longest gap between two grant stats while waiting; kiro's own server reports wake us sooner.
+GRANT_POLL_SECS = 5.0
+# A credential-bearing URL is disposed and minted once more, then the mint fails.
+URL_REJECTION_ATTEMPTS = 2
+# Verdicts of the Test classifier that prove an existing grant answers.
+GRANT_PROVEN_VERDICTS = frozenset({"usable", "no_tools"})
+
+MANIFEST_NAME = "mint-specs.json"
+SPEC_PREFIX = "kirocrew-mint-"
+SPEC_NAME_RE = re.compile(r"\Akirocrew-mint-[A-Za-z0-9_.-]+-[0-9]+-[0-9a-f]{8}\.json\Z")
+# Files kirocrew itself owns in the agents dir: never a mint spec, whatever the manifest says.
+OWNED_AGENT_FILES = frozenset({"kirocrew.json"})
+_SERVER_SETTLED = frozenset({"initialized", "running", "failed", "disabled"})
+_SERVER_FAILED = frozenset({"failed", "disabled"})
+
+# Query/fragment keys an authorization URL may carry without leaking a secret.
+_CREDENTIAL_KEYS = frozenset({
+    "access_token", "refresh_token", "id_token", "client_secret", "code", "code_verifier", "password",
+    "passwd", "api_key", "apikey", "token", "assertion", "client_assertion", "secret", "session_token",
+})
+_CREDENTIAL_KEY_RE = re.compile(r"(secret|password|passwd|verifier|api[_-]?key|(^|[_-])token$)", re.I)
+
+
+# -- the credential gate ------------------------------------------------------------
+
+
+def oauth_url_contains_credential(url: str) -> bool:
+    """Whether an approval URL carries something secret (userinfo, a token, a client secret, a verifier).
+
+    The URL is shown to the user and kept in the mint table; one that embeds a
+    credential must never be served or recorded, however kiro-cli came to send it.
+    """
+    try:
+        parts = urlsplit(url)
+        has_userinfo = parts.username is not None or parts.password is not None
+    except ValueError:
+        return True
+    if has_userinfo:
+        return True
+    for section in (parts.query, parts.fragment):
+        for key, _value in parse_qsl(section, keep_blank_values=True):
+            name = key.strip().lower()
+            if name in _CREDENTIAL_KEYS or _CREDENTIAL_KEY_RE.search(name):
+                return True
+    return False
+
+
+# -- ephemeral agent specs ----------------------------------------------------------
+
+
+def manifest_file() -> Path:
+    """``<crew home>/state/connections/mint-specs.json``: every spec a mint wrote and not yet removed."""
+    return home.state_dir("connections") / MANIFEST_NAME
+
+
+def mint_work_dir() -> Path:
+    """The cwd of mint sessions: a private dir, so no project's ``.kiro`` leaks into the spec."""
+    return home.state_dir("connections") / "mint"
+
+
+def _read_manifest() -> list[dict[str, Any]]:
+    """The manifest rows; a missing, malformed or unreadable manifest reads as no rows (nothing to clean)."""
+    from kirocrew_core.jsonfile import ReadState, read_json
+
+    read = read_json(manifest_file())
+    if read.state is not ReadState.DOCUMENT or not isinstance(read.document, dict):
+        if read.state not in (ReadState.ABSENT, ReadState.EMPTY):
+            log.warning("mint spec manifest %s is %s; no spec will be cleaned up", read.path, read.state.value)
+        return []
+    rows = read.document.get("specs")
+    return [row for row in rows if isinstance(row, dict)] if isinstance(rows, list) else []
+
+
+def _write_manifest(rows: list[dict[str, Any]]) -> None:
+    from kirocrew_core.jsonfile import write_json_atomic
+
+    write_json_atomic(manifest_file(), {"schema_version": 1, "specs": rows}, secret=True)
+
+
+def spec_body(name: str, alias: str, entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A promptless, model-free agent mounting exactly one server, with nothing auto-approved."""
+    return {
+        "name": name,
+        "description": f"kirocrew connections: OAuth consent for {alias}",
+        "model": "auto",
+        "includeMcpJson": False,
+        "prompt": "",
+        "mcpServers": {alias: dict(entry)},
+        "tools": [f"@{alias}"],
+        "allowedTools": [],
+    }
+
+
+def write_mint_spec(slug: str, alias: str, entry: Mapping[str, Any]) -> tuple[str, Path]:
+    """Record, then write, a dedicated spec; ``(agent name, path)``.
+
+    The manifest row comes first so a crash between the two leaves a row whose
+    file is absent (harmless) rather than a file nothing will ever clean up; a
+    row that cannot be recorded means no spec is written at all.
+    """
+    from kirocrew_core.jsonfile import write_json_atomic
+    from kirocrew_core.locks import named_lock
+
+    name = f"{SPEC_PREFIX}{alias}-{os.getpid()}-{secrets.token_hex(4)}"
+    path = home.kiro_agents_dir() / f"{name}.json"
+    if not SPEC_NAME_RE.match(path.name):
+        raise ValueError(f"not a mint spec name: {path.name!r}")
+    with named_lock("connections"):
+        rows = _read_manifest()
+        rows.append({"path": str(path), "slug": slug, "created_at": time.time()})
+        _write_manifest(rows)
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        pass
+    else:  # a random name already taken: something planted it; never write through it
+        raise FileExistsError(errno.EEXIST, "mint spec name already taken", str(path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, spec_body(name, alias, entry))
+    return name, path
+
+
+def _removable(path: Path, recorded: set[str]) -> bool:
+    """All five conjuncts: recorded, a direct child of the agents dir, not a symlink, mint-shaped, not ours."""
+    text = str(path)
+    if text not in recorded or not os.path.isabs(text):
+        return False
+    if os.path.normpath(text) != text or Path(os.path.dirname(text)) != home.kiro_agents_dir():
+        return False
+    if not SPEC_NAME_RE.match(path.name) or path.name in OWNED_AGENT_FILES:
+        return False
+    try:
+        return not stat.S_ISLNK(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return True  # nothing to unlink; the row can go
+    except OSError:
+        return False
+
+
+def remove_mint_spec(path: Path) -> bool:
+    """Unlink a spec this engine recorded and drop its row; False (and nothing touched) otherwise."""
+    from kirocrew_core.locks import named_lock
+
+    with named_lock("connections"):
+        rows = _read_manifest()
+        recorded = {row.get("path") for row in rows if isinstance(row.get("path"), str)}
+        if not _removable(path, recorded):  # type: ignore[arg-type]
+            return False
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        _write_manifest([row for row in rows if row.get("path") != str(path)])
+    return True
+
+
+def sweep_orphan_specs(live: set[str], older_than: float = 2 * MINT_TTL_SECS) -> list[str]:
+    """Remove recorded specs older than ``older_than`` that no live mint holds (a crashed gateway's)."""
+    cutoff = time.time() - older_than
+    removed = []
+    for row in _read_manifest():
+        path, created = row.get("path"), row.get("created_at")
+        if isinstance(path, str) and path not in live and isinstance(created, (int, float)) and created < cutoff:
+            if remove_mint_spec(Path(path)):
+                removed.append(path)
+    return removed
+
+
+def mint_entry(provider: Provider, alias: str) -> dict[str, Any]:
+    """The server entry the spec mounts: the rendered spec's own entry when it is this provider's, else the registry's.
+
+    The configured entry wins so kiro-cli authorizes exactly what the runtime
+    will use; one whose URL names another grant key (a user's server that
+    merely shares the name) is ignored, because the grant it would mint is not
+    the one the card observes.
+    """
+    from kirocrew_core.jsonfile import ReadState, read_json
+
+    read = read_json(home.rendered_agent_file())
+    if read.state is ReadState.DOCUMENT and isinstance(read.document, dict):
+        servers = read.document.get("mcpServers")
+        entry = servers.get(alias) if isinstance(servers, dict) else None
+        if isinstance(entry, dict) and isinstance(entry.get("url"), str):
+            try:
+                same = grants.grant_key(entry["url"]) == grants.grant_key(provider.mcp_url)
+            except ValueError:
+                same = False
+            if same:
+                return {k: v for k, v in entry.items() if k != "disabled"}  # a Connect means "start it"
+    return {"url": provider.mcp_url}
+
+
+def server_alias(slug: str) -> str:
+    """The key the spec mounts the provider under (registry slugs are already kiro-safe)."""
+    try:
+        from kirocrew_mcp.aliases import mcp_server_alias
+    except ImportError:  # the MCP plugin is optional; slugs hold no "/" anyway
+        return slug
+    return mcp_server_alias(slug)
+
+
+# -- the table ----------------------------------------------------------------------
+
+
+@dataclass
+class MintRow:
+    """One mint attempt; only the task that owns it (and the engine, under its fence) writes it."""
+
+    slug: str
+    token: str
+    state: str = MINTING
+    reason: str | None = None
+    oauth_url: str | None = None
+    url_minted: bool | None = None
+    task: asyncio.Task[None] | None = None
+    runtime: AcpRuntime | None = None
+    spec_path: Path | None = None
+    disposals: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def view(self) -> dict[str, Any]:
+        """What ``GET /api/connections/mint`` serves: ``oauth_url`` only while waiting."""
+        out: dict[str, Any] = {"slug": self.slug, "state": self.state, "token": self.token}
+        if self.state == WAITING and self.oauth_url:
+            out["oauth_url"] = self.oauth_url
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+
+class _Attempt:
+    """One dedicated kiro-cli process and the spec it mounts."""
+
+    def __init__(self, runtime: AcpRuntime, session: AcpSession, spec_path: Path) -> None:
+        self.runtime, self.session, self.spec_path = runtime, session, spec_path
+
+
+class MintEngine:
+    """The process-wide mint table and the tasks that drive its rows."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, MintRow] = {}
+        self._background: set[asyncio.Task[Any]] = set()
+        self._swept = False
+        self.ttl = MINT_TTL_SECS
+        self.ready_timeout = READY_TIMEOUT_SECS
+        self.poll = GRANT_POLL_SECS
+
+    # -- reading --
+
+    def state(self, slug: str) -> str | None:
+        """The row's state, None when no mint was ever started for ``slug`` in this process."""
+        row = self._rows.get(slug)
+        if row is None:
+            return None
+        self._expire_dead_holder(row)
+        return row.state
+
+    def view(self, slug: str) -> dict[str, Any]:
+        """The card's feed: ``{slug, state:"idle"}`` without a row, else the row's view."""
+        row = self._rows.get(slug)
+        if row is None:
+            return {"slug": slug, "state": IDLE}
+        self._expire_dead_holder(row)
+        return row.view()
+
+    def _expire_dead_holder(self, row: MintRow) -> None:
+        """A waiting row whose process died can never be redeemed: say expired, never serve its URL."""
+        if row.state == WAITING and row.runtime is not None and row.runtime.returncode is not None:
+            row.state, row.reason, row.oauth_url = EXPIRED, "mint_process_gone", None
+            if row.task is not None:
+                row.task.cancel()
+
+    # -- writing --
+
+    def start(self, provider: Provider) -> MintRow:
+        """Reserve a fresh row (superseding any other) and start its attempt; the row is visible on return."""
+        previous = self._rows.pop(provider.slug, None)
+        if previous is not None:
+            self._spawn_background(self._stop(previous))
+        row = MintRow(slug=provider.slug, token=uuid.uuid4().hex)
+        self._rows[provider.slug] = row
+        row.task = asyncio.get_running_loop().create_task(self._run(row, provider), name=f"mint-{provider.slug}")
+        return row
+
+    async def cancel(self, slug: str, token: str | None = None) -> bool:
+        """Dispose the slug's row if it is still ``token``'s (any row when None); True if a live one went."""
+        row = self._rows.get(slug)
+        if row is None or (token is not None and row.token != token):
+            return False
+        del self._rows[slug]
+        live = row.state in LIVE_STATES
+        await self._stop(row)
+        return live
+
+    async def cancel_slug(self, slug: str) -> bool:
+        """Dispose any mint for ``slug`` (Disconnect's first step); True if a live one was disposed."""
+        return await self.cancel(slug, None)
+
+    async def aclose(self) -> None:
+        """Dispose every row (gateway shutdown): no held kiro-cli outlives the gateway."""
+        rows, self._rows = list(self._rows.values()), {}
+        await asyncio.gather(*(self._stop(row) for row in rows), return_exceptions=True)
+        for task in list(self._background):
+            with contextlib.suppress(BaseException):
+                await task
+
+    async def _stop(self, row: MintRow) -> None:
+        """Cancel the row's attempt and wait until its process and spec are really gone."""
+        task = row.task
+        if task is not None and task.get_loop() is not asyncio.get_running_loop():
+            return  # a row left by an event loop that is gone (a restarted gateway): nothing to wait for
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+        await asyncio.gather(*row.disposals, return_exceptions=True)
+
+    def _spawn_background(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _owns(self, row: MintRow) -> bool:
+        return self._rows.get(row.slug) is row
+
+    def _settle(self, row: MintRow, state: str, reason: str | None = None) -> bool:
+        """Write a terminal state, only while the row is still the table's (the fence)."""
+        if not self._owns(row) or row.state not in LIVE_STATES:
+            return False
+        row.state, row.reason, row.oauth_url = state, reason, None
+        return True
+
+    # -- one attempt --
+
+    async def _run(self, row: MintRow, provider: Provider) -> None:
+        """Validate an existing grant, else mint (retrying once on a rejected URL), hold, watch."""
+        try:
+            await self._run_inner(row, provider)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a failed mint is a coarse reason on the row, never a raise
+            log.warning("mint for %s failed: %s", row.slug, type(exc).__name__)
+            reason = "mint_" + type(exc).__name__.lower()[:32]
+            if self._settle(row, FAILED, reason):
+                await self._audit(row, provider, outcome="error", reason=reason)
+
+    async def _run_inner(self, row: MintRow, provider: Provider) -> None:
+        alias = server_alias(provider.slug)
+        if not self._swept:
+            self._swept = True
+            await asyncio.to_thread(sweep_orphan_specs, set())
+        entry = await asyncio.to_thread(mint_entry, provider, alias)
+        url = str(entry["url"])
+        baseline: tuple[int, int] | None = None
+        disproved = False
+        if await asyncio.to_thread(grants.grant_presence, url) is True:
+            verdict = await self._validate(row, provider, alias, entry)
+            if verdict in GRANT_PROVEN_VERDICTS:
+                if self._settle(row, GRANTED):
+                    await self._audit(row, provider, reason="validated_grant", verdict=verdict)
+                return
+            disproved = True
+            baseline = await asyncio.to_thread(_fingerprint, url)
+        for attempt in range(1, URL_REJECTION_ATTEMPTS + 1):
+            outcome = await self._attempt(row, provider, alias, entry, url, baseline, disproved)
+            if outcome != "rejected":
+                return
+            log.warning("mint for %s: kiro-cli sent a credential-bearing URL (attempt %d)", row.slug, attempt)
+        if self._settle(row, FAILED, "mint_url_rejected"):
+            await self._audit(row, provider, outcome="error", reason="mint_url_rejected", url_minted=True)
+
+    async def _attempt(self, row: MintRow, provider: Provider, alias: str, entry: Mapping[str, Any], url: str,
+                       baseline: tuple[int, int] | None, disproved: bool) -> str:
+        """One dedicated process: ``"rejected"`` when its URL failed the gate, else ``"done"``."""
+        attempt = await self._spawn(row, provider.slug, alias, entry)
+        try:
+            request = await self._first_report(attempt, alias)
+            if request is None:
+                await self._no_challenge(row, provider, attempt, alias, url, disproved)
+                return "done"
+            if oauth_url_contains_credential(request):
+                return "rejected"  # never recorded: the finally disposes process and spec
+            if not self._owns(row) or row.state != MINTING:
+                return "done"
+            row.state, row.oauth_url, row.url_minted = WAITING, request, True
+            await self._audit(row, provider, outcome="ok", reason="awaiting_consent", url_minted=True)
+            await self._watch(row, provider, attempt, url, baseline)
+            return "done"
+        finally:
+            await self._dispose(row, attempt)
+
+    async def _spawn(self, row: MintRow, slug: str, alias: str, entry: Mapping[str, Any]) -> _Attempt:
+        """Write the spec, start ``kiro-cli acp --agent <spec>``, open one promptless session."""
+        from kirocrew_core.acp_runtime import AcpOptions, AcpRuntime
+
+        work_dir = mint_work_dir()
+        name, spec_path = await asyncio.to_thread(_prepare, slug, alias, entry, work_dir)
+        runtime = AcpRuntime(AcpOptions(agent=name, cwd=work_dir, session_timeout=self.ready_timeout,
+                                        initialize_timeout=self.ready_timeout))
+        try:
+            if self._owns(row):
+                row.runtime, row.spec_path = runtime, spec_path
+            await asyncio.wait_for(runtime.open(), self.ready_timeout)
+            # mcpServers [] on purpose: kiro-cli loads the one server from the agent spec.
+            session = await runtime.new_session(work_dir, mcp_servers=[])
+        except BaseException:
+            await _close_quietly(runtime)
+            await asyncio.shield(asyncio.to_thread(remove_mint_spec, spec_path))
+            raise
+        return _Attempt(runtime, session, spec_path)
+
+    async def _first_report(self, attempt: _Attempt, alias: str) -> str | None:
+        """The approval URL kiro-cli announced for ``alias``, or None when the server settled without one."""
+        def settled(state: Any) -> bool:
+            status = state.mcp_status.get(alias)
+            return alias in state.oauth_servers or (status is not None and status.state in _SERVER_SETTLED)
+
+        if not await attempt.session.wait_until(settled, self.ready_timeout):
+            raise TimeoutError("kiro-cli did not report the server in time")
+        for request in attempt.session.drain_oauth_requests():
+            if request.server_name == alias:  # a challenge for another server is not ours to claim
+                return request.url
+        return None
+
+    async def _no_challenge(self, row: MintRow, provider: Provider, attempt: _Attempt, alias: str, url: str,
+                            disproved: bool) -> None:
+        """The server settled without a consent: granted if it runs (an open endpoint or a fresh grant)."""
+        status = attempt.session.mcp_status.get(alias)
+        if status is not None and status.state in _SERVER_FAILED:
+            state, reason = FAILED, ("mint_grant_unproven" if disproved else "mint_server_failed")
+        elif disproved:
+            state, reason = FAILED, "mint_grant_unproven"
+        else:
+            state, reason = GRANTED, None
+        if self._settle(row, state, reason):
+            row.url_minted = False
+            await self._audit(row, provider, outcome="ok" if state == GRANTED else "error",
+                              reason=reason or "no_challenge", url_minted=False)
+
+    async def _watch(self, row: MintRow, provider: Provider, attempt: _Attempt, url: str,
+                     baseline: tuple[int, int] | None) -> None:
+        """Hold the process until the pair appears (or, over a disproved pair, changes) or the TTL passes."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.ttl
+        while self._owns(row) and row.state == WAITING:
+            if await asyncio.to_thread(_granted, url, baseline):
+                if self._settle(row, GRANTED):
+                    await self._audit(row, provider, reason="grant_observed", url_minted=True)
+                return
+            if attempt.runtime.returncode is not None:
+                if self._settle(row, EXPIRED, "mint_process_gone"):
+                    await self._audit(row, provider, outcome="expired", reason="mint_process_gone",
+                                      url_minted=True)
+                return
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                if self._settle(row, EXPIRED, "mint_ttl_elapsed"):
+                    await self._audit(row, provider, outcome="expired", reason="mint_ttl_elapsed", url_minted=True)
+                return
+            version = _status_version(attempt.session)
+            # Woken early by kiro's own report (the server initializes once the exchange is done).
+            await attempt.session.wait_until(lambda s: _status_version(s) != version,
+                                             min(self.poll, remaining))
+
+    async def _validate(self, row: MintRow, provider: Provider, alias: str, entry: Mapping[str, Any]) -> str:
+        """The Test classifier's verdict on an existing pair, through the same single-server session."""
+        classify = _classifier()
+        if classify is None:
+            return "unavailable"
+        try:
+            attempt = await self._spawn(row, provider.slug, alias, entry)
+        except Exception as exc:
+            log.info("grant validation for %s could not start: %s", provider.slug, type(exc).__name__)
+            return "failed"
+        try:
+            async def inventory() -> list[Any]:
+                await self._first_report(attempt, alias)
+                return [await attempt.session.execute_command("/mcp"),
+                        await attempt.session.execute_command("/tools")]
+
+            results = await asyncio.wait_for(inventory(), self.ready_timeout)
+            return str(classify([result.data for result in results], alias).verdict)
+        except Exception as exc:
+            log.info("grant validation for %s did not answer: %s", provider.slug, type(exc).__name__)
+            return "failed"
+        finally:
+            await self._dispose(row, attempt)
+
+    async def _dispose(self, row: MintRow, attempt: _Attempt) -> None:
+        """Release the process (and with it the listener and verifier) and the spec, even when cancelled.
+
+        The teardown is its own task, tracked on the row, so a cancelled attempt
+        cannot abandon it half-way and :meth:`_stop` can wait for it to finish.
+        """
+        task = asyncio.get_running_loop().create_task(self._teardown(row, attempt))
+        row.disposals.append(task)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        await asyncio.shield(task)
+
+    async def _teardown(self, row: MintRow, attempt: _Attempt) -> None:
+        try:
+            await _close_quietly(attempt.runtime)
+        finally:
+            try:
+                await asyncio.to_thread(remove_mint_spec, attempt.spec_path)
+            finally:
+                if row.runtime is attempt.runtime:
+                    row.runtime, row.spec_path = None, None
+
+    async def _audit(self, row: MintRow, provider: Provider, *, outcome: str = "ok", **fields: Any) -> None:
+        """One ``connections_oauth_mint`` SEL event; best-effort: an SEL outage must not fail the mint.
+
+        A tracked task, so cancelling the attempt right after it settled (a
+        Cancel, a shutdown) does not lose the record of how it settled.
+        """
+        from kirocrew_core import audit
+
+        slug, state = row.slug, row.state  # as settled now, whatever the row becomes before the write
+
+        def write() -> None:
+            try:
+                audit.record(AUDIT_EVENT, actor="owner", outcome=outcome, slug=slug, state=state, **fields)
+            except Exception as exc:
+                log.warning("could not audit the mint of %s: %s", row.slug, exc)
+
+        task = asyncio.get_running_loop().create_task(asyncio.to_thread(write))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        await asyncio.shield(task)
+
+
+def _prepare(slug: str, alias: str, entry: Mapping[str, Any], work_dir: Path) -> tuple[str, Path]:
+    work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return write_mint_spec(slug, alias, entry)
+
+
+def _fingerprint(url: str) -> tuple[int, int] | None:
+    """``(mtime_ns, size)`` of the token file (stat only), None when it cannot be stat-ed."""
+    token, _registration = grants.artifact_paths(url)
+    try:
+        st = os.stat(token)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+def _granted(url: str, baseline: tuple[int, int] | None) -> bool:
+    """The pair is present and, over a pair already disproved, is not that same pair."""
+    if grants.grant_presence(url) is not True:
+        return False
+    return baseline is None or _fingerprint(url) != baseline
+
+
+def _status_version(state: Any) -> tuple[Any, ...]:
+    return tuple(sorted((name, s.state) for name, s in state.mcp_status.items()))
+
+
+async def _close_quietly(runtime: AcpRuntime) -> None:
+    try:
+        await runtime.aclose()
+    except Exception as exc:
+        log.warning("closing a mint's kiro-cli failed: %s", exc)
+
+
+def _classifier() -> Any:
+    """The Test action's classifier (``tool_test``), imported lazily; None when it is not installed."""
+    try:
+        from kirocrew_connections.tool_test import classify
+    except ImportError:
+        return None
+    return classify
+
+
+_engine: MintEngine | None = None
+
+
+def mint_engine() -> MintEngine:
+    """The process-wide engine, created on first use (never at gateway boot)."""
+    global _engine
+    if _engine is None:
+        _engine = MintEngine()
+    return _engine
+
+
+async def aclose_engine() -> None:
+    """Dispose every mint if the engine was ever created (the gateway's shutdown; creates nothing)."""
+    if _engine is not None:
+        await _engine.aclose()

@@ -1,0 +1,114 @@
+"""``POST/GET /api/connections/mint`` and ``POST /api/connections/cancel``: the card's mint surface.
+
+The gateway has already authenticated the owner. Bodies are JSON objects of at
+most 64 KiB; a malformed body or an unknown provider is a 400 with a stable
+code and changes nothing. The engine is imported inside the handlers, so
+importing this module costs nothing at gateway boot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import TYPE_CHECKING, Any
+
+from kirocrew_core.errors import BadInputError, KirocrewError
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from kirocrew_connections.registry import Provider
+
+MAX_BODY_BYTES = 64 * 1024
+MAX_SLUG_CHARS = 64
+_SLUG_RE = re.compile(r"\A[a-z0-9]+(?:-[a-z0-9]+)*\Z")
+
+
+def _error(exc: KirocrewError, status: int = 400) -> Response:
+    from starlette.responses import JSONResponse
+
+    return JSONResponse(exc.as_dict(), status_code=status)
+
+
+async def _json_object(request: Request) -> dict[str, Any]:
+    """The body as a JSON object; ``body_too_large`` or ``invalid_body`` otherwise (the size checked while reading)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY_BYTES):
+        raise BadInputError(f"request body larger than {MAX_BODY_BYTES} bytes", code="body_too_large")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise BadInputError(f"request body larger than {MAX_BODY_BYTES} bytes", code="body_too_large")
+        chunks.append(chunk)
+    try:
+        document = json.loads(b"".join(chunks).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise BadInputError("the request body is not a JSON object", code="invalid_body") from None
+    if not isinstance(document, dict):
+        raise BadInputError("the request body is not a JSON object", code="invalid_body")
+    return document
+
+
+async def _provider(request: Request, raw: object) -> Provider:
+    """The registry provider named by ``raw`` (trimmed, lowercased); 400 ``unknown_provider`` otherwise."""
+    from kirocrew_connections.registry import load_registry
+
+    slug = raw.strip().lower() if isinstance(raw, str) else ""
+    if not slug or len(slug) > MAX_SLUG_CHARS or not _SLUG_RE.match(slug):
+        raise BadInputError("unknown provider", code="unknown_provider")
+    registry = await asyncio.to_thread(load_registry, request.app.state.kirocrew.pm)
+    return registry.get(slug)
+
+
+async def post_mint(request: Request) -> Response:
+    """Reserve a mint row before answering ``{ok, slug, state, token}``; the attempt runs in the background."""
+    from starlette.responses import JSONResponse
+
+    from kirocrew_connections.mint import mint_engine
+
+    try:
+        body = await _json_object(request)
+        provider = await _provider(request, body.get("slug"))
+    except KirocrewError as exc:
+        return _error(exc)
+    row = mint_engine().start(provider)
+    return JSONResponse({"ok": True, "slug": row.slug, "state": row.state, "token": row.token})
+
+
+async def get_mint(request: Request) -> Response:
+    """``{slug, state:"idle"}`` without a row, else ``{slug, state, token, oauth_url?, reason?}``."""
+    from starlette.responses import JSONResponse
+
+    from kirocrew_connections.mint import mint_engine
+
+    try:
+        provider = await _provider(request, request.query_params.get("slug"))
+    except KirocrewError as exc:
+        return _error(exc)
+    return JSONResponse(mint_engine().view(provider.slug))
+
+
+async def post_cancel(request: Request) -> Response:
+    """Dispose the slug's mint if ``token`` still owns it (any when absent/null); ``{ok, slug, dropped}``.
+
+    Idempotent, and it never touches MCP config: whether a cancelled connect
+    uninstalls its entry is the card's decision, not the engine's.
+    """
+    from starlette.responses import JSONResponse
+
+    from kirocrew_connections.mint import mint_engine
+
+    try:
+        body = await _json_object(request)
+        provider = await _provider(request, body.get("slug"))
+        token = body.get("token")
+        if token is not None and (not isinstance(token, str) or not token):
+            raise BadInputError("token must be a non-empty string or null", code="invalid_token")
+    except KirocrewError as exc:
+        return _error(exc)
+    dropped = await mint_engine().cancel(provider.slug, token)
+    return JSONResponse({"ok": True, "slug": provider.slug, "dropped": dropped})

@@ -1,0 +1,547 @@
+"""The cold mint: a dedicated fake kiro-cli minting against the OAuth fixture server, and the HTTP surface.
+
+The engine tests drive :class:`MintEngine` on their own event loop with the
+real fake kiro-cli and the real OAuth-protected fixture server on 127.0.0.1;
+"the user" is an HTTP client opening the approval URL and clicking Allow. The
+HTTP tests go through the real gateway with a provider registered by a plugin
+through ``registry_loaders()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kirocrew_core import audit, grants, home, hookimpl
+from kirocrew_core.contributions import RegistryLoader
+
+from kirocrew_connections import mint
+from kirocrew_connections.mint import MintEngine
+
+WAIT_SECS = 60.0
+TEST_SLUG = "loopback-test"
+
+
+# -- fixtures and helpers ---------------------------------------------------------------
+
+
+def _builtin_entry(slug: str) -> dict[str, Any]:
+    from kirocrew_connections.registry import builtin_document
+
+    return next(dict(e) for e in builtin_document() if e["slug"] == slug)
+
+
+class LoopbackProviders:
+    """A plugin contributing one test provider whose endpoint is a socket on 127.0.0.1."""
+
+    def __init__(self) -> None:
+        self.mcp_url = "https://127.0.0.1:9/mcp"
+
+    @hookimpl
+    def registry_loaders(self) -> list[RegistryLoader]:
+        def load() -> list[dict[str, Any]]:
+            entry = _builtin_entry("notion")
+            entry.update(slug=TEST_SLUG, name="Loopback test", mcp_url=self.mcp_url)
+            entry.pop("revoke_manual_path", None)
+            return [entry]
+
+        return [RegistryLoader("connections.providers", load, "a provider on a loopback socket")]
+
+
+@pytest.fixture(autouse=True)
+def providers(plugin_manager: Any) -> Iterator[LoopbackProviders]:
+    import kirocrew_connections.plugin
+    from kirocrew_connections.registry import clear_registry_cache
+
+    plugin_manager.register(kirocrew_connections.plugin, name="connections")
+    loopback = LoopbackProviders()
+    plugin_manager.register(loopback, name="loopback-providers")
+    clear_registry_cache()
+    yield loopback
+    clear_registry_cache()
+
+
+@pytest.fixture
+def client(gateway_client: Any) -> Iterator[Any]:
+    """The gateway client; every mint it started is disposed on the gateway's own loop afterwards."""
+    yield gateway_client
+    gateway_client.portal.call(mint.mint_engine().aclose)
+
+
+@pytest.fixture
+def silent_tls_port() -> Iterator[int]:
+    """A loopback port that accepts connections and never answers (a TLS handshake that hangs)."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        yield listener.getsockname()[1]
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def fixture_provider(url: str, slug: str = "fixture") -> Any:
+    """A real registry Provider (notion's), pointed at the fixture server."""
+    from kirocrew_connections.registry import load_registry
+
+    return dataclasses.replace(load_registry().get("notion"), slug=slug, mcp_url=url)
+
+
+def engine() -> MintEngine:
+    fresh = MintEngine()
+    fresh.poll = 0.2
+    return fresh
+
+
+async def wait_state(eng: MintEngine, slug: str, states: set[str], timeout: float = WAIT_SECS) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        view = eng.view(slug)
+        if view["state"] in states:
+            return view
+        if time.monotonic() > deadline:
+            raise AssertionError(f"mint of {slug} stayed {view}")
+        await asyncio.sleep(0.05)
+
+
+def mint_specs() -> list[Path]:
+    agents = home.kiro_agents_dir()
+    return sorted(agents.glob("kirocrew-mint-*.json")) if agents.exists() else []
+
+
+def manifest_paths() -> list[str]:
+    path = mint.manifest_file()
+    return [row["path"] for row in json.loads(path.read_text())["specs"]] if path.exists() else []
+
+
+def mint_events() -> list[dict[str, Any]]:
+    return [r for r in audit.tail(1000) if r.get("event") == mint.AUDIT_EVENT]
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def poll_get(client: Any, slug: str, states: set[str]) -> dict[str, Any]:
+    deadline = time.monotonic() + WAIT_SECS
+    while True:
+        body = client.get("/api/connections/mint", params={"slug": slug}).json()
+        if body["state"] in states:
+            return body
+        if time.monotonic() > deadline:
+            raise AssertionError(f"GET stayed {body}")
+        time.sleep(0.05)
+
+
+# -- the cold path against the fixture server -------------------------------------------
+
+
+def test_a_cold_mint_serves_the_url_while_waiting_and_turns_granted_once_consent_lands(
+        fake_kiro_cli: Any, oauth_mcp_server: Any) -> None:
+    provider = fixture_provider(oauth_mcp_server.mcp_url)
+
+    async def scenario() -> dict[str, Any]:
+        eng = engine()
+        try:
+            row = eng.start(provider)
+            assert eng.view("fixture")["state"] == "minting"
+            waiting = await wait_state(eng, "fixture", {"waiting", "failed", "granted"})
+            assert waiting["state"] == "waiting", waiting
+            assert waiting["token"] == row.token
+            pid = row.runtime.pid if row.runtime else None
+            assert pid is not None and alive(pid), "the process holding the verifier must stay up"
+            (spec,) = mint_specs()
+            body = json.loads(spec.read_text())
+            assert spec.name.startswith(f"kirocrew-mint-fixture-{os.getpid()}-")
+            assert body["mcpServers"] == {"fixture": {"url": oauth_mcp_server.mcp_url}}
+            assert (body["prompt"], body["model"], body["includeMcpJson"]) == ("", "auto", False)
+            assert (body["tools"], body["allowedTools"]) == (["@fixture"], [])
+            assert manifest_paths() == [str(spec)]
+            assert grants.grant_presence(oauth_mcp_server.mcp_url) is False
+            assert await card(eng, provider) == "awaiting_consent"
+
+            landing = await oauth_mcp_server.aconsent(waiting["oauth_url"])
+            assert landing.status_code == 200
+            granted = await wait_state(eng, "fixture", {"granted", "failed", "expired"})
+            assert await card(eng, provider) == "connected"
+            await wait_for(lambda: row.runtime is None)
+            assert not alive(pid)
+            return granted
+        finally:
+            await eng.aclose()
+
+    granted = asyncio.run(scenario())
+    assert granted == {"slug": "fixture", "state": "granted", "token": granted["token"]}
+    assert "oauth_url" not in granted
+    assert grants.grant_presence(oauth_mcp_server.mcp_url) is True
+    assert mint_specs() == [] and manifest_paths() == []
+    events = mint_events()
+    assert [e["fields"]["reason"] for e in events] == ["awaiting_consent", "grant_observed"]
+    assert all(e["fields"]["url_minted"] is True for e in events)
+    assert not any("oauth_url" in e["fields"] for e in events)
+
+
+async def card(eng: MintEngine, provider: Any) -> str:
+    """The status card's verdict for ``provider`` from the status module, fed this engine's state."""
+    from kirocrew_connections import status
+
+    (row,) = await asyncio.to_thread(status.collect_statuses, [provider], {provider.slug: eng.state(provider.slug)})
+    return str(row.status)
+
+
+async def wait_for(predicate: Any, timeout: float = WAIT_SECS) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition never held")
+        await asyncio.sleep(0.05)
+
+
+def test_an_existing_grant_that_answers_is_granted_as_validated_without_a_new_consent(
+        fake_kiro_cli: Any, oauth_mcp_server: Any) -> None:
+    provider = fixture_provider(oauth_mcp_server.mcp_url)
+
+    async def scenario() -> dict[str, Any]:
+        eng = engine()
+        try:
+            eng.start(provider)
+            waiting = await wait_state(eng, "fixture", {"waiting", "failed"})
+            await oauth_mcp_server.aconsent(waiting["oauth_url"])
+            await wait_state(eng, "fixture", {"granted"})
+            again = eng.start(provider)
+            view = await wait_state(eng, "fixture", {"granted", "failed", "waiting"})
+            assert view["token"] == again.token
+            return view
+        finally:
+            await eng.aclose()
+
+    view = asyncio.run(scenario())
+    assert view["state"] == "granted"
+    assert oauth_mcp_server.pending_consents() == []
+    assert mint_events()[-1]["fields"]["reason"] == "validated_grant"
+    assert mint_specs() == [] and manifest_paths() == []
+
+
+def test_a_grant_the_server_no_longer_honours_is_not_reported_granted(
+        fake_kiro_cli: Any, oauth_mcp_server: Any) -> None:
+    provider = fixture_provider(oauth_mcp_server.mcp_url)
+
+    async def scenario() -> dict[str, Any]:
+        eng = engine()
+        try:
+            eng.start(provider)
+            waiting = await wait_state(eng, "fixture", {"waiting", "failed"})
+            await oauth_mcp_server.aconsent(waiting["oauth_url"])
+            await wait_state(eng, "fixture", {"granted"})
+            await asyncio.to_thread(oauth_mcp_server.revoke_all)
+            eng.start(provider)
+            return await wait_state(eng, "fixture", {"granted", "failed", "waiting"})
+        finally:
+            await eng.aclose()
+
+    view = asyncio.run(scenario())
+    # The fake, like kiro-cli without re-consent, refuses the dead pair: nothing proves a grant.
+    assert (view["state"], view.get("reason")) == ("failed", "mint_grant_unproven")
+    assert mint_specs() == [] and manifest_paths() == []
+
+
+def test_cancel_is_token_fenced_releases_the_process_and_the_spec_and_is_idempotent(
+        fake_kiro_cli: Any, oauth_mcp_server: Any) -> None:
+    provider = fixture_provider(oauth_mcp_server.mcp_url)
+
+    async def scenario() -> tuple[bool, bool, bool, dict[str, Any], int]:
+        eng = engine()
+        try:
+            row = eng.start(provider)
+            await wait_state(eng, "fixture", {"waiting"})
+            pid = row.runtime.pid if row.runtime else 0
+            stale = await eng.cancel("fixture", "not-this-row")
+            still = eng.view("fixture")["state"] == "waiting"
+            dropped = await eng.cancel("fixture", row.token)
+            again = await eng.cancel("fixture", None)
+            return stale or not still, dropped, again, eng.view("fixture"), pid
+        finally:
+            await eng.aclose()
+
+    stale, dropped, again, view, pid = asyncio.run(scenario())
+    assert (stale, dropped, again) == (False, True, False)
+    assert view == {"slug": "fixture", "state": "idle"}
+    assert not alive(pid)
+    assert mint_specs() == [] and manifest_paths() == []
+    assert grants.grant_presence(oauth_mcp_server.mcp_url) is False
+
+
+def test_a_second_mint_supersedes_and_disposes_the_first(fake_kiro_cli: Any, oauth_mcp_server: Any) -> None:
+    provider = fixture_provider(oauth_mcp_server.mcp_url)
+
+    async def scenario() -> tuple[int, str, dict[str, Any]]:
+        eng = engine()
+        try:
+            first = eng.start(provider)
+            await wait_state(eng, "fixture", {"waiting"})
+            first_pid = first.runtime.pid if first.runtime else 0
+            second = eng.start(provider)
+            view = await wait_state(eng, "fixture", {"waiting", "failed"})
+            await wait_for(lambda: not alive(first_pid))
+            assert len(mint_specs()) == 1
+            return first_pid, second.token, view
+        finally:
+            await eng.aclose()
+
+    first_pid, token, view = asyncio.run(scenario())
+    assert view["state"] == "waiting" and view["token"] == token
+    assert not alive(first_pid)
+
+
+# -- the credential gate and spec cleanup -------------------------------------------------
+
+
+@pytest.mark.parametrize("url", [
+    "https://user:pw@auth.example/authorize?client_id=a",
+    "https://auth.example/authorize?client_id=a&client_secret=s",
+    "https://auth.example/authorize?client_id=a&code_verifier=v",
+    "https://auth.example/authorize?client_id=a#access_token=t",
+    "https://auth.example/authorize?client_id=a&refresh_token=t",
+])
+def test_a_credential_bearing_approval_url_is_refused(url: str) -> None:
+    assert mint.oauth_url_contains_credential(url) is True
+
+
+def test_an_ordinary_pkce_approval_url_passes_the_credential_gate() -> None:
+    url = ("https://auth.example/authorize?response_type=code&client_id=abc&redirect_uri=http%3A%2F%2F127.0.0.1"
+           "%3A5000%2F&state=xyz&code_challenge=c&code_challenge_method=S256&scope=mcp%3Atools&resource=r")
+    assert mint.oauth_url_contains_credential(url) is False
+
+
+def test_cleanup_never_touches_a_file_it_did_not_record(tmp_path: Path) -> None:
+    name, path = mint.write_mint_spec("fixture", "fixture", {"url": "https://a.example/mcp"})
+    planted = home.kiro_agents_dir() / "kirocrew-mint-fixture-1-deadbeef.json"
+    planted.write_text("{}")
+    assert mint.remove_mint_spec(planted) is False and planted.exists()
+    assert mint.remove_mint_spec(path) is True and not path.exists()
+    assert manifest_paths() == []
+
+
+def test_a_planted_victim_traversal_or_symlink_row_is_never_unlinked(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.json"
+    victim.write_text("precious")
+    agents = home.kiro_agents_dir()
+    agents.mkdir(parents=True, exist_ok=True)
+    link = agents / "kirocrew-mint-fixture-2-0badc0de.json"
+    link.symlink_to(victim)
+    traversal = f"{agents}/../agents/kirocrew-mint-fixture-3-01234567.json"
+    (agents / "kirocrew-mint-fixture-3-01234567.json").write_text("{}")
+    rendered = home.rendered_agent_file()
+    rendered.write_text("{}")
+    rows = [str(victim), str(link), traversal, str(rendered)]
+    mint.manifest_file().parent.mkdir(parents=True, exist_ok=True)
+    mint.manifest_file().write_text(json.dumps({"schema_version": 1, "specs": [{"path": p} for p in rows]}))
+    for row in rows:
+        assert mint.remove_mint_spec(Path(row)) is False
+    assert victim.read_text() == "precious" and link.is_symlink() and rendered.exists()
+    assert (agents / "kirocrew-mint-fixture-3-01234567.json").exists()
+
+
+# -- the HTTP surface, through the gateway ---------------------------------------------
+
+
+@pytest.mark.parametrize("slug", ["", "../../etc/passwd", "x" * 65, "no-such-provider", 7])
+def test_post_refuses_anything_that_is_not_a_registered_provider(client: Any, slug: Any) -> None:
+    response = client.post("/api/connections/mint", json={"slug": slug})
+    assert response.status_code == 400
+    assert response.json()["code"] == "unknown_provider"
+    assert mint.mint_engine().state("notion") is None
+
+
+@pytest.mark.parametrize("body", [b"not json", b"[1]", b'"notion"'])
+def test_a_body_that_is_not_a_json_object_is_invalid(client: Any, body: bytes) -> None:
+    for url in ("/api/connections/mint", "/api/connections/cancel"):
+        response = client.post(url, content=body, headers={"Content-Type": "application/json"})
+        assert (response.status_code, response.json()["code"]) == (400, "invalid_body")
+
+
+def test_get_says_idle_when_no_mint_was_started(client: Any) -> None:
+    assert client.get("/api/connections/mint", params={"slug": "notion"}).json() == {
+        "slug": "notion", "state": "idle"}
+
+
+def test_cancel_without_a_mint_is_a_no_op_and_an_empty_token_is_refused(client: Any) -> None:
+    assert client.post("/api/connections/cancel", json={"slug": "notion"}).json() == {
+        "ok": True, "slug": "notion", "dropped": False}
+    for token in ("", 5):
+        response = client.post("/api/connections/cancel", json={"slug": "notion", "token": token})
+        assert (response.status_code, response.json()["code"]) == (400, "invalid_token")
+
+
+def test_a_mint_through_the_gateway_is_visible_before_the_post_answers_and_cancels_by_token(
+        fake_kiro_cli: Any, providers: LoopbackProviders, silent_tls_port: int, client: Any) -> None:
+    fake_kiro_cli.switch(mcp_init_timeout="120")
+    providers.mcp_url = f"https://127.0.0.1:{silent_tls_port}/mcp"
+    started = client.post("/api/connections/mint", json={"slug": " Loopback-Test "})
+    assert started.status_code == 200
+    body = started.json()
+    assert body == {"ok": True, "slug": TEST_SLUG, "state": "minting", "token": body["token"]}
+    view = client.get("/api/connections/mint", params={"slug": TEST_SLUG}).json()
+    assert view == {"slug": TEST_SLUG, "state": "minting", "token": body["token"]}
+    status = client.get("/api/connections/status")
+    if status.status_code == 200:
+        row = next(r for r in status.json()["connections"] if r["slug"] == TEST_SLUG)
+        assert row["status"] == "awaiting_consent"
+    stale = client.post("/api/connections/cancel", json={"slug": TEST_SLUG, "token": "another-tab"}).json()
+    assert stale["dropped"] is False
+    dropped = client.post("/api/connections/cancel", json={"slug": TEST_SLUG, "token": body["token"]}).json()
+    assert dropped == {"ok": True, "slug": TEST_SLUG, "dropped": True}
+    assert client.get("/api/connections/mint", params={"slug": TEST_SLUG}).json()["state"] == "idle"
+    assert mint_specs() == [] and manifest_paths() == []
+
+
+def test_a_server_that_cannot_be_reached_fails_with_a_coarse_reason(
+        fake_kiro_cli: Any, providers: LoopbackProviders, client: Any) -> None:
+    providers.mcp_url = f"https://127.0.0.1:{closed_port()}/mcp"
+    token = client.post("/api/connections/mint", json={"slug": TEST_SLUG}).json()["token"]
+    view = poll_get(client, TEST_SLUG, {"failed", "granted", "waiting", "expired"})
+    assert view == {"slug": TEST_SLUG, "state": "failed", "token": token, "reason": "mint_server_failed"}
+    client.portal.call(mint.mint_engine().aclose)  # waits for the attempt's teardown
+    assert mint_specs() == [] and manifest_paths() == []
+
+
+def test_a_mint_nobody_consents_to_expires_and_releases_its_process(
+        fake_kiro_cli: Any, oauth_mcp_server: Any) -> None:
+    provider = fixture_provider(oauth_mcp_server.mcp_url)
+
+    async def scenario() -> tuple[dict[str, Any], int]:
+        eng = engine()
+        eng.ttl = 1.0
+        try:
+            row = eng.start(provider)
+            await wait_state(eng, "fixture", {"waiting"})
+            pid = row.runtime.pid if row.runtime else 0
+            view = await wait_state(eng, "fixture", {"expired", "granted", "failed"})
+            await wait_for(lambda: row.runtime is None)
+            return view, pid
+        finally:
+            await eng.aclose()
+
+    view, pid = asyncio.run(scenario())
+    assert (view["state"], view["reason"]) == ("expired", "mint_ttl_elapsed")
+    assert "oauth_url" not in view
+    assert not alive(pid)
+    assert mint_specs() == [] and manifest_paths() == []
+
+
+def test_importing_the_mint_handlers_does_not_load_the_engine() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, kirocrew_connections.api, kirocrew_connections.mint_api; "
+            "print('kirocrew_connections.mint' in sys.modules, 'kirocrew_core.acp_runtime' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["False", "False"], done.stderr
+
+
+class LeakyAuthServer:
+    """A minimal OAuth-protected endpoint whose authorization endpoint carries a client secret.
+
+    Discovery and registration work, so kiro-cli builds and announces an approval
+    URL, and that URL holds ``client_secret``: the gate must refuse it.
+    """
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        outer = self
+        self.registrations = 0
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _json(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                base = outer.base
+                if self.path == "/.well-known/oauth-protected-resource/mcp":
+                    self._json(200, {"resource": f"{base}/mcp", "authorization_servers": [base]})
+                elif self.path == "/.well-known/oauth-authorization-server":
+                    self._json(200, {"issuer": base, "authorization_endpoint": f"{base}/authorize?client_secret=leak",
+                                     "token_endpoint": f"{base}/token", "registration_endpoint": f"{base}/register",
+                                     "response_types_supported": ["code"],
+                                     "code_challenge_methods_supported": ["S256"]})
+                else:
+                    self._json(404, {"error": "not_found"})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if self.path == "/register":
+                    outer.registrations += 1
+                    self._json(201, {**body, "client_id": f"client-{outer.registrations}"})
+                else:
+                    self._json(401, {"error": "unauthorized"}, {
+                        "WWW-Authenticate": f'Bearer resource_metadata="{outer.base}/.well-known/'
+                                            'oauth-protected-resource/mcp"'})
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_credential_bearing_url_is_retried_once_then_fails_and_is_never_recorded(fake_kiro_cli: Any) -> None:
+    leaky = LeakyAuthServer()
+    provider = fixture_provider(f"{leaky.base}/mcp")
+
+    async def scenario() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        eng = engine()
+        try:
+            row = eng.start(provider)
+            seen = []
+            while row.state == "minting":
+                seen.append(eng.view("fixture"))
+                await asyncio.sleep(0.01)
+            view = eng.view("fixture")
+            await wait_for(lambda: row.task is not None and row.task.done())
+            return view, seen
+        finally:
+            await eng.aclose()
+
+    try:
+        view, seen = asyncio.run(scenario())
+    finally:
+        leaky.stop()
+    assert leaky.registrations == 2, "one fresh attempt after the first rejection, and no more"
+    assert view == {"slug": "fixture", "state": "failed", "token": view["token"], "reason": "mint_url_rejected"}
+    assert all("oauth_url" not in v for v in seen)
+    events = mint_events()
+    assert [e["fields"]["reason"] for e in events] == ["mint_url_rejected"]
+    assert "leak" not in json.dumps(events)
+    assert mint_specs() == [] and manifest_paths() == []
