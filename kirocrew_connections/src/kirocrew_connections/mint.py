@@ -453,7 +453,14 @@ class MintEngine:
         from kirocrew_core.acp_runtime import AcpOptions, AcpRuntime
 
         work_dir = mint_work_dir()
-        name, spec_path = await asyncio.to_thread(_prepare, slug, alias, entry, work_dir)
+        prepared = asyncio.ensure_future(asyncio.to_thread(_prepare, slug, alias, entry, work_dir))
+        try:
+            name, spec_path = await asyncio.shield(prepared)
+        except asyncio.CancelledError:
+            # The thread still records and writes the spec: remove it once written, tracked on the row so a
+            # cancel returns only after the spec (and its manifest row) are gone.
+            self._track_disposal(row, _remove_when_written(prepared))
+            raise
         runtime = AcpRuntime(AcpOptions(agent=name, cwd=work_dir, session_timeout=self.ready_timeout,
                                         initialize_timeout=self.ready_timeout))
         try:
@@ -545,6 +552,12 @@ class MintEngine:
         finally:
             await self._dispose(row, attempt)
 
+    def _track_disposal(self, row: MintRow, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        row.disposals.append(task)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
     async def _dispose(self, row: MintRow, attempt: _Attempt) -> None:
         """Release the process (and with it the listener and verifier) and the spec, even when cancelled.
 
@@ -587,6 +600,14 @@ class MintEngine:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         await asyncio.shield(task)
+
+
+async def _remove_when_written(prepared: asyncio.Future[tuple[str, Path]]) -> None:
+    try:
+        _name, path = await prepared
+    except Exception:
+        return  # nothing was written (a failed record leaves at most a harmless row)
+    await asyncio.to_thread(remove_mint_spec, path)
 
 
 def _prepare(slug: str, alias: str, entry: Mapping[str, Any], work_dir: Path) -> tuple[str, Path]:
