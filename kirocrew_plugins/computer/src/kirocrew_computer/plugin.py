@@ -1,4 +1,63 @@
 """kirocrew-computer hook implementations (entry point ``computer``).
 
-Registered so the open edition is whole; its features arrive with their issue.
+``kirocrew --help`` imports this module, so it stays cheap: commands are
+registered by import path and the routes import starlette only when built.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kirocrew_core import hookimpl
+from kirocrew_core.contributions import ManagedMcpServer
+
+if TYPE_CHECKING:
+    from starlette.routing import BaseRoute
+
+    from kirocrew_core.cli import KirocrewCLI
+    from kirocrew_core.plugins import KirocrewPluginManager
+
+SERVER_NAME = "kirocrew-computer"
+
+
+@hookimpl
+def addhooks(pluginmanager: KirocrewPluginManager) -> None:
+    from kirocrew_computer import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+@hookimpl
+def register_commands(cli: KirocrewCLI) -> None:
+    cli.add_lazy_command("mcp-computer", "kirocrew_computer.server_command:mcp_computer",
+                         "Run the kirocrew-computer MCP server on stdio (for MCP clients).")
+    cli.add_lazy_command("computer", "kirocrew_computer.cli:computer",
+                         "Computer use: keystone, doctor, and the gated tool harness.")
+
+
+@hookimpl
+def managed_mcp_servers() -> list[ManagedMcpServer]:
+    # Never auto-approved: an auto-approved mutating tool would act on the desktop with no prompt at all.
+    return [ManagedMcpServer(SERVER_NAME, ("mcp-computer",), may_auto_approve=False,
+                             description="Gated computer use: desktop apps through their accessibility tree.")]
+
+
+@hookimpl
+def gateway_routes() -> list[BaseRoute]:
+    from kirocrew_computer.api import routes
+
+    return routes()
+
+
+@hookimpl
+def governance_ceiling() -> list[str]:
+    # Belt and braces with may_auto_approve=False: no allowedTools/autoApprove writer may grant any of its tools.
+    return [f"@{SERVER_NAME}"]
+
+
+@hookimpl
+def computer_backends() -> list[Any]:
+    """The Linux X11 driver (AT-SPI + XTEST through a system-Python helper); other platforms get none yet."""
+    from kirocrew_computer.x11.backend import BACKEND_SPEC
+
+    return [BACKEND_SPEC]

@@ -1,0 +1,57 @@
+"""``GET/PUT /api/computer-use/config``: the dashboard's keystone switch.
+
+The gateway authenticates every ``/api`` route as the owner, so this is the
+owner-only write path besides ``kirocrew computer keystone``. PUT replaces the
+whole document (validated strictly: unknown keys, non-boolean ``enabled`` or
+bad app lists are 400 and change nothing); the write is atomic and audited.
+Starlette is imported inside functions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING
+
+from kirocrew_core.errors import KirocrewError
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import BaseRoute
+
+MAX_BODY_BYTES = 256 * 1024
+
+
+async def get_config(request: Request) -> JSONResponse:
+    from starlette.responses import JSONResponse
+
+    from kirocrew_computer.keystone import read_keystone
+
+    return JSONResponse((await asyncio.to_thread(read_keystone)).as_dict())
+
+
+async def put_config(request: Request) -> JSONResponse:
+    from starlette.responses import JSONResponse
+
+    from kirocrew_computer.keystone import write_keystone
+
+    body = await request.body()
+    if len(body) > MAX_BODY_BYTES:
+        return JSONResponse({"error": "the body is too large", "code": "body_too_large"}, status_code=400)
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return JSONResponse({"error": "the body is not JSON", "code": "bad_json"}, status_code=400)
+    try:
+        state = await asyncio.to_thread(write_keystone, document, action="put_config", actor="owner")
+    except KirocrewError as exc:
+        return JSONResponse({"error": exc.message, "code": exc.code}, status_code=400 if exc.exit_code == 2 else 500)
+    return JSONResponse(state.as_dict())
+
+
+def routes() -> list[BaseRoute]:
+    from starlette.routing import Route
+
+    return [Route("/api/computer-use/config", get_config, methods=["GET"], name="computer_use_config"),
+            Route("/api/computer-use/config", put_config, methods=["PUT"], name="computer_use_config_put")]

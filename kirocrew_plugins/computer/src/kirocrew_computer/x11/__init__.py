@@ -1,0 +1,1 @@
+"""The Linux X11 computer-use backend (AT-SPI + XTEST through a system-Python helper process)."""
