@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from kirocrew_core import proc
+from kirocrew_core.testing.requirements import unavailable
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 FIXTURE_APP = Path(__file__).with_name("fixture_app.py")
@@ -201,7 +202,7 @@ def desktop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Desktop]:
     """A headless desktop shared by one test module (starting one costs seconds)."""
     reason = missing()
     if reason:
-        pytest.skip(reason)
+        unavailable(reason)
     from kirocrew_core.testing.process_guard import become_subreaper
 
     become_subreaper()  # so D-Bus-activated orphans stay ours to reap

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from kirocrew_core.testing.requirements import unavailable
+
 from kirocrew_computer.backend import BackendError, Node, WindowState
 from kirocrew_computer.x11.backend import BACKEND_SPEC, SYSTEM_PYTHON, X11Backend
 
@@ -234,7 +236,7 @@ def test_an_element_whose_role_changed_is_reported_gone(backend: X11Backend) -> 
 
 def test_a_screenshot_is_a_jpeg_of_the_window_downscaled(backend: X11Backend, tmp_path: Path) -> None:
     if subprocess.run([SYSTEM_PYTHON, "-c", "import PIL"], capture_output=True).returncode:
-        pytest.skip("screenshots need python3-pil for /usr/bin/python3")
+        unavailable("screenshots need python3-pil for /usr/bin/python3")
     state = backend.snapshot(APP, **CAPS)
     shot = backend.screenshot(state, tmp_path / "shot.jpg", max_width=300)
     data = shot.read_bytes()

@@ -18,10 +18,15 @@ from typing import Any
 
 import pytest
 
-pytestmark = [
-    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the bubblewrap backend is Linux-only"),
-    pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (.ci/run installs it)"),
-]
+from kirocrew_core.testing.requirements import unavailable
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the bubblewrap backend is Linux-only")
+
+
+@pytest.fixture(autouse=True)
+def _bubblewrap() -> None:
+    if shutil.which("bwrap") is None:
+        unavailable("needs bubblewrap (.ci/run installs it)")
 
 PROBE = r'''
 r="$KIRO_HOME/probe-results.txt"
