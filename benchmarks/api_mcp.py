@@ -23,33 +23,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+
+from _bench import GatewayFailed, kirocrew_argv, row, serve_gateway, time_gets
 
 
 def _row(label: str, samples: list[float]) -> str:
-    ordered = sorted(samples)
-    p90 = ordered[int(0.9 * (len(ordered) - 1))]
-    return f"{label:<34} median {statistics.median(ordered):7.2f} ms   p90 {p90:7.2f} ms   min {ordered[0]:7.2f} ms"
-
-
-def _time(client: object, path: str, count: int) -> list[float]:
-    samples = []
-    for _ in range(count):
-        start = time.perf_counter()
-        response = client.get(path)  # type: ignore[attr-defined]
-        samples.append((time.perf_counter() - start) * 1000)
-        response.raise_for_status()
-    return samples
-
-
-def _kirocrew() -> list[str]:
-    exe = Path(sys.executable).with_name("kirocrew")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "kirocrew_core.cli"]
+    return row(label, samples, width=34, fmt="7.2f")
 
 
 def _write(path: Path, servers: dict[str, object]) -> None:
@@ -78,47 +61,35 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=200)
     args = parser.parse_args()
 
-    import httpx
-
     from kirocrew_core import proc
 
     with tempfile.TemporaryDirectory(prefix="kirocrew-bench-") as tmp:
         root = Path(tmp)
         env = _setup(root, args.servers)
-        rebuild = proc.spawn([*_kirocrew(), "mcp", "rebuild"], env=env, stdin=proc.DEVNULL, text=True)
+        rebuild = proc.spawn([*kirocrew_argv(), "mcp", "rebuild"], env=env, stdin=proc.DEVNULL, text=True)
         out, err = rebuild.communicate(timeout=120)
         if rebuild.returncode != 0:
             print(f"rebuild failed: {err}", file=sys.stderr)
             return 1
-        stderr_path = root / "serve.stderr"
-        with stderr_path.open("w") as stderr:
-            gateway = proc.spawn([*_kirocrew(), "serve", "--port", "0"], env=env, stderr=stderr, text=True)
-            try:
-                line = gateway.stdout.readline().strip()
-                if "http://" not in line:
-                    print(f"serve printed no URL; stderr:\n{stderr_path.read_text()}", file=sys.stderr)
-                    return 1
-                url = urlsplit(line[line.index("http://"):])
-                token = parse_qs(url.query)["token"][0]
-                base = f"{url.scheme}://{url.netloc}"
-                headers = {"Authorization": f"Bearer {token}"}
-                with httpx.Client(base_url=base, headers=headers, timeout=600) as client:
-                    start = time.perf_counter()
-                    cold = client.get("/api/mcp")
-                    cold_ms = (time.perf_counter() - start) * 1000
-                    # The cold load started a background probe; wait for it, then probe all for a full cache.
-                    while client.get("/api/mcp").json()["backgroundProbe"]["inFlight"]:
-                        time.sleep(0.2)
-                    start = time.perf_counter()
-                    probed = client.post("/api/mcp/probe", json={"all": True}).json()["servers"]
-                    probe_s = time.perf_counter() - start
-                    statuses = {row["status"] for row in probed}
-                    warm = client.get("/api/mcp").json()
-                    samples = _time(client, "/api/mcp", args.requests)
-                    floor = _time(client, "/api/health", args.requests)
-                    response = client.get("/api/mcp")
-            finally:
-                proc.terminate(gateway, reason="benchmark done")
+        try:
+            with serve_gateway(env, root, timeout=600) as client:
+                start = time.perf_counter()
+                cold = client.get("/api/mcp")
+                cold_ms = (time.perf_counter() - start) * 1000
+                # The cold load started a background probe; wait for it, then probe all for a full cache.
+                while client.get("/api/mcp").json()["backgroundProbe"]["inFlight"]:
+                    time.sleep(0.2)
+                start = time.perf_counter()
+                probed = client.post("/api/mcp/probe", json={"all": True}).json()["servers"]
+                probe_s = time.perf_counter() - start
+                statuses = {row["status"] for row in probed}
+                warm = client.get("/api/mcp").json()
+                samples = time_gets(client, "/api/mcp", args.requests)
+                floor = time_gets(client, "/api/health", args.requests)
+                response = client.get("/api/mcp")
+        except GatewayFailed as exc:
+            print(exc, file=sys.stderr)
+            return 1
 
     body_kib = len(response.content) / 1024
     print(f"GET /api/mcp via a real `kirocrew serve` subprocess + httpx over loopback; "

@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _bench import row
+
 TARGET_MS = 120.0
 
 
@@ -32,9 +34,7 @@ def _time(cmd: list[str], env: dict[str, str], runs: int) -> list[float]:
 
 
 def _row(label: str, samples: list[float]) -> str:
-    ordered = sorted(samples)
-    p90 = ordered[int(0.9 * (len(ordered) - 1))]
-    return f"{label:<22} median {statistics.median(ordered):7.1f} ms   p90 {p90:7.1f} ms   min {ordered[0]:7.1f} ms"
+    return row(label, samples, width=22, fmt="7.1f")
 
 
 def main() -> int:

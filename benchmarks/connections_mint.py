@@ -29,18 +29,16 @@ import asyncio
 import dataclasses
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from _bench import row
+
 
 def _row(label: str, samples: list[float]) -> str:
-    ordered = sorted(samples)
-    p90 = ordered[int(0.9 * (len(ordered) - 1))]
-    return (f"{label:<40} median {statistics.median(ordered):8.1f} ms   p90 {p90:8.1f} ms   "
-            f"min {ordered[0]:8.1f} ms   max {ordered[-1]:8.1f} ms")
+    return row(label, samples, width=40, fmt="8.1f", extremes=("min", "max"))
 
 
 def _isolate(root: Path, init_delay: float) -> None:

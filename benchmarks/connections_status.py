@@ -20,33 +20,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+
+from _bench import GatewayFailed, row, serve_gateway, time_gets
 
 
 def _row(label: str, samples: list[float]) -> str:
-    ordered = sorted(samples)
-    p90 = ordered[int(0.9 * (len(ordered) - 1))]
-    return f"{label:<34} median {statistics.median(ordered):7.2f} ms   p90 {p90:7.2f} ms   min {ordered[0]:7.2f} ms"
-
-
-def _time(client: object, path: str, count: int) -> list[float]:
-    samples = []
-    for _ in range(count):
-        start = time.perf_counter()
-        response = client.get(path)  # type: ignore[attr-defined]
-        samples.append((time.perf_counter() - start) * 1000)
-        response.raise_for_status()
-    return samples
-
-
-def _kirocrew() -> list[str]:
-    exe = Path(sys.executable).with_name("kirocrew")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "kirocrew_core.cli"]
+    return row(label, samples, width=34, fmt="7.2f")
 
 
 def _setup(root: Path, noise: int) -> tuple[dict[str, str], int, int]:
@@ -85,36 +68,22 @@ def main() -> int:
     parser.add_argument("--noise", type=int, default=2000, help="unrelated files in the OAuth cache dir")
     args = parser.parse_args()
 
-    import httpx
-
-    from kirocrew_core import proc
-
     with tempfile.TemporaryDirectory(prefix="kirocrew-bench-") as tmp:
         root = Path(tmp)
         env, total, granted = _setup(root, args.noise)
-        stderr_path = root / "serve.stderr"
-        with stderr_path.open("w") as stderr:
-            gateway = proc.spawn([*_kirocrew(), "serve", "--port", "0"], env=env, stderr=stderr, text=True)
-            try:
-                line = gateway.stdout.readline().strip()
-                if "http://" not in line:
-                    print(f"serve printed no URL; stderr:\n{stderr_path.read_text()}", file=sys.stderr)
-                    return 1
-                url = urlsplit(line[line.index("http://"):])
-                token = parse_qs(url.query)["token"][0]
-                base = f"{url.scheme}://{url.netloc}"
-                headers = {"Authorization": f"Bearer {token}"}
-                with httpx.Client(base_url=base, headers=headers, timeout=60) as client:
-                    client.get("/api/health").raise_for_status()
-                    start = time.perf_counter()
-                    first = client.get("/api/connections/status")
-                    first_ms = (time.perf_counter() - start) * 1000
-                    first.raise_for_status()
-                    samples = _time(client, "/api/connections/status", args.requests)
-                    floor = _time(client, "/api/health", args.requests)
-                    body = client.get("/api/connections/status").json()
-            finally:
-                proc.terminate(gateway, reason="benchmark done")
+        try:
+            with serve_gateway(env, root) as client:
+                client.get("/api/health").raise_for_status()
+                start = time.perf_counter()
+                first = client.get("/api/connections/status")
+                first_ms = (time.perf_counter() - start) * 1000
+                first.raise_for_status()
+                samples = time_gets(client, "/api/connections/status", args.requests)
+                floor = time_gets(client, "/api/health", args.requests)
+                body = client.get("/api/connections/status").json()
+        except GatewayFailed as exc:
+            print(exc, file=sys.stderr)
+            return 1
 
     rows = body["connections"]
     connected = sum(row["status"] == "connected" for row in rows)

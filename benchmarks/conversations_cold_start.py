@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from _bench import row
+
 BARE_SERVER = '''
 import anyio
 from mcp import types
@@ -57,9 +59,7 @@ anyio.run(main)
 
 
 def _row(label: str, samples: list[float]) -> str:
-    ordered = sorted(samples)
-    p90 = ordered[int(0.9 * (len(ordered) - 1))]
-    return f"{label:<51} median {statistics.median(ordered):7.1f} ms   p90 {p90:7.1f} ms   min {ordered[0]:7.1f} ms"
+    return row(label, samples, width=51, fmt="7.1f")
 
 
 async def _one(command: str, args: list[str], env: dict[str, str], cwd: str) -> tuple[float, float, float, int]:

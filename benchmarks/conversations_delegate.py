@@ -31,28 +31,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _bench import fake_kiro_environment, row
+
 # The SDK's stdio client kills a server still running 2 s after stdin closed; closing kiro
 # workers may take longer on a loaded machine, and the kill would orphan them.
 CLOSE_GRACE_SECS = 15.0
 
 
 def _row(label: str, samples: list[float]) -> str:
-    ordered = sorted(samples)
-    p90 = ordered[int(0.9 * (len(ordered) - 1))]
-    return (f"{label:<40} median {statistics.median(ordered):7.2f} ms   p90 {p90:7.2f} ms   "
-            f"min {ordered[0]:7.2f} ms")
+    return row(label, samples, width=40, fmt="7.2f")
 
 
 def _environment(root: Path) -> dict[str, str]:
-    fake = Path(sys.executable).with_name("fake-kiro-cli")
-    if not fake.exists() or not Path(sys.executable).with_name("kirocrew").exists():
-        raise SystemExit(f"no kirocrew/fake-kiro-cli next to {sys.executable}; run with the project's .venv python")
-    (root / "home").mkdir()
-    (root / "workspace").mkdir()
-    env = {key: value for key, value in os.environ.items() if not key.startswith("KIRO_CONVERSATIONS_")}
-    env.update(HOME=str(root / "home"), KIRO_HOME=str(root / "home" / ".kiro"), KIROCREW_HOME=str(root / "crew"),
-               KIRO_CLI_PATH=str(fake), KIRO_CONVERSATIONS_STATE_DIR=str(root / "state"))
-    return env
+    return fake_kiro_environment(root, state_dir=True)
 
 
 async def _call(session: Any, tool: str, **arguments: Any) -> dict[str, Any]:

@@ -31,20 +31,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _bench import fake_kiro_environment
+
 CLOSE_GRACE_SECS = 30.0  # see conversations_delegate.py: the SDK client's 2 s kill would orphan workers
 SAMPLE_SECS = 0.1
 
 
 def _environment(root: Path) -> dict[str, str]:
-    fake = Path(sys.executable).with_name("fake-kiro-cli")
-    if not fake.exists() or not Path(sys.executable).with_name("kirocrew").exists():
-        raise SystemExit(f"no kirocrew/fake-kiro-cli next to {sys.executable}; run with the project's .venv python")
-    (root / "home").mkdir()
-    (root / "workspace").mkdir()
-    env = {key: value for key, value in os.environ.items() if not key.startswith("KIRO_CONVERSATIONS_")}
-    env.update(HOME=str(root / "home"), KIRO_HOME=str(root / "home" / ".kiro"), KIROCREW_HOME=str(root / "crew"),
-               KIRO_CLI_PATH=str(fake), KIRO_CONVERSATIONS_STATE_DIR=str(root / "state"))
-    return env
+    return fake_kiro_environment(root, state_dir=True)
 
 
 # -- /proc -----------------------------------------------------------------------------------------

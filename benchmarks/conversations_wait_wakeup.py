@@ -34,6 +34,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from _bench import fake_kiro_environment, row
+
 CLOSE_GRACE_SECS = 15.0  # see conversations_delegate.py: the SDK client's 2 s kill would orphan workers
 MESSAGE = "!sleep 0.3\n!say x"
 
@@ -41,22 +43,11 @@ Call = Callable[..., Awaitable[dict[str, Any]]]
 
 
 def _row(label: str, samples: list[float]) -> str:
-    ordered = sorted(samples)
-    p90 = ordered[int(0.9 * (len(ordered) - 1))]
-    return (f"{label:<34} median {statistics.median(ordered):7.2f} ms   p90 {p90:7.2f} ms   "
-            f"max {ordered[-1]:7.2f} ms")
+    return row(label, samples, width=34, fmt="7.2f", extremes=("max",))
 
 
 def _environment(root: Path) -> dict[str, str]:
-    fake = Path(sys.executable).with_name("fake-kiro-cli")
-    if not fake.exists() or not Path(sys.executable).with_name("kirocrew").exists():
-        raise SystemExit(f"no kirocrew/fake-kiro-cli next to {sys.executable}; run with the project's .venv python")
-    (root / "home").mkdir()
-    (root / "workspace").mkdir()
-    env = {key: value for key, value in os.environ.items() if not key.startswith("KIRO_CONVERSATIONS_")}
-    env.update(HOME=str(root / "home"), KIRO_HOME=str(root / "home" / ".kiro"), KIROCREW_HOME=str(root / "crew"),
-               KIRO_CLI_PATH=str(fake))
-    return env
+    return fake_kiro_environment(root)
 
 
 async def _rounds(call: Call, workspace: str, name: str, runs: int) -> list[float]:

@@ -23,13 +23,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from _bench import row
+
 TARGET_MS = 100.0
 
 
 def _row(label: str, samples: list[float]) -> str:
-    ordered = sorted(samples)
-    p90 = ordered[int(0.9 * (len(ordered) - 1))]
-    return f"{label:<28} median {statistics.median(ordered):7.1f} ms   p90 {p90:7.1f} ms   min {ordered[0]:7.1f} ms"
+    return row(label, samples, width=28, fmt="7.1f")
 
 
 def _spec(i: int) -> dict[str, object]:

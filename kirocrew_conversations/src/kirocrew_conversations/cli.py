@@ -455,17 +455,7 @@ def conversations(ctx: click.Context, state_dir: Path | None, as_json: bool) -> 
 def spawn(options: _Options, **kwargs: Any) -> None:
     args = _spawn_arguments(**kwargs)
 
-    async def work(twin: _Twin) -> int:
-        out = await twin.call("kiro_spawn", args)
-        _emit(options, out, _render_spawned)
-        if not twin.local:
-            return 0
-        _local_note(out["runId"])
-        run = await _supervise(twin, out["conversationId"], out["runId"])
-        _emit(options, run, _render_run)
-        return _exit_code([run])
-
-    _run(options, work)
+    _start_run(options, "kiro_spawn", args)
 
 
 @conversations.command("delegate", help="Start a run and wait for it: the one-task flow.\n\n"
@@ -534,8 +524,13 @@ def send(options: _Options, conversation_id: str, message: str, interrupt: bool,
     args = {"conversationId": conversation_id, "message": _read_message(message),
             "delivery": "interrupt" if interrupt else "queue", **_overrides(**overrides)}
 
+    _start_run(options, "kiro_send", args)
+
+
+def _start_run(options: _Options, tool: str, args: dict[str, Any]) -> None:
+    """``kiro_spawn``/``kiro_send``: print the new run; with no server, supervise it here until it ends."""
     async def work(twin: _Twin) -> int:
-        out = await twin.call("kiro_send", args)
+        out = await twin.call(tool, args)
         _emit(options, out, _render_spawned)
         if not twin.local:
             return 0
