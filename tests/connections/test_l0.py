@@ -11,7 +11,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,14 +20,9 @@ import httpx
 import pytest
 from click.testing import CliRunner, Result
 
-from kirocrew_core.contributions import RegistryLoader
-from kirocrew_core.testing.plugins import register_plugin
-from kirocrew_core.testing.servers import LaunchedServer, launch
 
 from kirocrew_connections.l0 import l0_command
-from kirocrew_connections.registry import clear_registry_cache
 
-HERE = Path(__file__).parent
 MCP_URL = "https://acme.test/mcp"
 ISSUER = "https://auth.acme.test/tenant"
 PRM_PATH = "/.well-known/oauth-protected-resource/mcp"
@@ -67,28 +62,9 @@ def as_metadata(issuer: str = ISSUER, **fields: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def providers(plugin_manager: Any) -> Iterator[list[dict[str, Any]]]:
-    entries: list[dict[str, Any]] = []
-    register_plugin(plugin_manager, "l0-fixture-providers",
-                    registry_loaders=lambda: [RegistryLoader("connections.providers", lambda: entries)])
-    clear_registry_cache()
-    yield entries
-    clear_registry_cache()
-
-
-@pytest.fixture
-def serve() -> Iterator[Any]:
-    started: list[LaunchedServer] = []
-
-    def start(documents: dict[str, Any]) -> str:
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
-        server = launch("probe_fixture_server", "--config", json.dumps({"documents": documents}), env=env)
-        started.append(server)
-        return server.ready
-
-    yield start
-    for server in started:
-        server.stop()
+def serve(probe_server: Callable[[dict[str, Any]], str]) -> Callable[[dict[str, Any]], str]:
+    """``serve(documents)``: a fixture server answering with these metadata documents."""
+    return lambda documents: probe_server({"documents": documents})
 
 
 def probe(tmp_path: Path, base: str, *args: str) -> tuple[Result, dict[str, Any]]:

@@ -13,7 +13,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +22,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from kirocrew_core import grants, home
-from kirocrew_core.contributions import RegistryLoader
-from kirocrew_core.testing.plugins import register_plugin
-from kirocrew_core.testing.servers import LaunchedServer, launch
 
 from kirocrew_connections.l1 import l1_command
-from kirocrew_connections.registry import clear_registry_cache
 
-HERE = Path(__file__).parent
 SMOKE_TOOL = "list_things"
 
 
@@ -47,30 +42,9 @@ def provider_entry(slug: str, mcp_url: str, *, tool: str = SMOKE_TOOL) -> dict[s
 
 
 @pytest.fixture
-def providers(plugin_manager: Any) -> Iterator[list[dict[str, Any]]]:
-    """Entries appended here are the test's registry providers (read when the command runs)."""
-    entries: list[dict[str, Any]] = []
-    register_plugin(plugin_manager, "l1-fixture-providers",
-                    registry_loaders=lambda: [RegistryLoader("connections.providers", lambda: entries)])
-    clear_registry_cache()
-    yield entries
-    clear_registry_cache()
-
-
-@pytest.fixture
-def serve() -> Iterator[Any]:
+def serve(probe_server: Callable[[dict[str, Any]], str]) -> Callable[[dict[str, Any]], str]:
     """``serve(config)`` starts the fixture server; every one is stopped after the test."""
-    started: list[LaunchedServer] = []
-
-    def start(config: dict[str, Any]) -> str:
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
-        server = launch("probe_fixture_server", "--config", json.dumps(config), env=env)
-        started.append(server)
-        return server.ready
-
-    yield start
-    for server in started:
-        server.stop()
+    return probe_server
 
 
 def seen(base: str) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from kirocrew_core import home
 from kirocrew_core.grants import REGISTRATION_SUFFIX, TOKEN_SUFFIX, artifact_presence, grant_key
@@ -77,14 +77,10 @@ def normalized_endpoint(value: Any) -> str | None:
     text = value.strip()
     if not text:
         return None
-    try:
-        parts = urlsplit(text)
-        port = parts.port
-    except ValueError:
+    split = _split(text)
+    if split is None:
         return None
-    hostname = parts.hostname
-    if not parts.scheme or not hostname:
-        return None
+    parts, port, hostname = split
     scheme = parts.scheme.lower()
     userinfo, at, _ = parts.netloc.rpartition("@")
     host = f"[{hostname}]" if ":" in hostname else hostname
@@ -93,6 +89,18 @@ def normalized_endpoint(value: Any) -> str | None:
         netloc += f":{port}"
     endpoint = f"{scheme}://{netloc}{parts.path.rstrip('/')}"
     return f"{endpoint}?{parts.query}" if parts.query else endpoint
+
+
+def _split(url: str) -> tuple[SplitResult, int | None, str] | None:
+    """``urlsplit`` with its port and hostname, or None when there is no scheme, no host or a bad port."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    if not parts.scheme or not parts.hostname:
+        return None
+    return parts, port, parts.hostname
 
 
 def is_provable(url: str) -> bool | None:
@@ -104,14 +112,10 @@ def is_provable(url: str) -> bool | None:
     key keeps it). Outside that, WHATWG percent-decodes, IDNA-maps, folds ``\\``
     and removes dot segments, so the two hashes may differ either way.
     """
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
+    split = _split(url)
+    if split is None:
         return None
-    hostname = parts.hostname
-    if not parts.scheme or not hostname:
-        return None
+    parts, port, hostname = split
     if not _PROVABLE_HOST.fullmatch(hostname):
         return False
     path = parts.path

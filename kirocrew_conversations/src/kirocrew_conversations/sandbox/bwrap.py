@@ -31,6 +31,7 @@ from kirocrew_core import home
 
 from kirocrew_conversations.errors import conversation_error
 from kirocrew_conversations.redact import redact_text
+from kirocrew_conversations.sandbox.common import failure_text, restricted_backends
 from kirocrew_conversations.sandbox.policy import MODES, SandboxPolicy, build_policy, prepare
 
 PRIVATE_TMP = "/tmp"
@@ -106,7 +107,7 @@ class BwrapBackend:
             try:
                 noop = subprocess.run([*prefix, "true"], capture_output=True, timeout=PREFLIGHT_TIMEOUT_SECS)
                 if noop.returncode != 0:
-                    return False, _failure("a sandboxed no-op failed", noop)
+                    return False, failure_text("a sandboxed no-op failed", noop)
                 confined = subprocess.run([*prefix, "/bin/sh", "-c", probe], capture_output=True,
                                           timeout=PREFLIGHT_TIMEOUT_SECS)
             except (OSError, subprocess.TimeoutExpired) as exc:
@@ -117,7 +118,7 @@ class BwrapBackend:
         if confined.returncode != 0:
             what = {11: "the read-only workspace was writable", 12: "a write outside the allowed roots succeeded",
                     13: "the root could be remounted read-write", 14: "the private tmp was not writable"}
-            return False, what.get(confined.returncode, _failure("the confinement self-test failed", confined))
+            return False, what.get(confined.returncode, failure_text("the confinement self-test failed", confined))
         return True, ""
 
     def factory(self, options: Any, *, workspace: str, mode: str) -> Any:
@@ -150,26 +151,15 @@ def installation(binary: Path) -> list[Path]:
     return found
 
 
-def _failure(what: str, done: subprocess.CompletedProcess[bytes]) -> str:
-    detail = (done.stderr or b"").decode("utf-8", "replace").strip().splitlines()
-    return redact_text(f"{what} (exit {done.returncode}): {detail[-1] if detail else 'no message'}")
-
-
 BACKEND = BwrapBackend()
 
 
 def authority_backends() -> list[Any]:
     """``read_only`` and ``workspace_write`` on Linux, both served by one preflighted bwrap backend."""
-    import functools
-
-    from kirocrew_core.contributions import AuthorityBackend
-
     descriptions = {
         "read_only": "bubblewrap sandbox: read-only host and workspace, private /tmp, kiro's own dirs writable, "
                      "network kept; reads pretrusted, other tools ask.",
         "workspace_write": "bubblewrap sandbox: as read_only, plus the workspace writable (its .git hooks and "
                            "config stay read-only).",
     }
-    return [AuthorityBackend(name=mode, description=descriptions[mode], available=BACKEND.available,
-                             factory=functools.partial(BACKEND.factory, mode=mode), platforms=("linux",))
-            for mode in MODES]
+    return restricted_backends(BACKEND, descriptions, ("linux",))

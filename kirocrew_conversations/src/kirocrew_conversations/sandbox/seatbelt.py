@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING
 
 from kirocrew_conversations.errors import conversation_error
 from kirocrew_conversations.redact import redact_text
-from kirocrew_conversations.sandbox.policy import MODES, READ_ONLY, SandboxPolicy, build_policy, prepare
+from kirocrew_conversations.sandbox.common import failure_text, restricted_backends
+from kirocrew_conversations.sandbox.policy import READ_ONLY, SandboxPolicy, build_policy, prepare
 
 if TYPE_CHECKING:
     from kirocrew_core.acp_runtime import AcpOptions
@@ -327,13 +328,13 @@ class SeatbeltBackend:
             try:
                 noop = self._run([*prefix, "/usr/bin/true"], env)
                 if noop.returncode != 0:
-                    return False, _failure("a sandboxed no-op failed", noop)
+                    return False, failure_text("a sandboxed no-op failed", noop)
                 confined = self._run([*prefix, "/bin/sh", "-c", _PROBE, "probe", *args], env)
             except Exception as exc:  # spawn failure, timeout: the sandbox cannot be trusted
                 return False, redact_text(f"sandbox-exec did not run: {type(exc).__name__}: {exc}")
         if confined.returncode != 0:
             return False, _PROBE_FAILURES.get(confined.returncode,
-                                              _failure("the confinement self-test failed", confined))
+                                              failure_text("the confinement self-test failed", confined))
         return True, ""
 
     def factory(self, options: AcpOptions, *, workspace: str, mode: str) -> AcpOptions:
@@ -351,26 +352,15 @@ class SeatbeltBackend:
                 f"authority {mode} is unavailable: the sandbox could not be prepared: {detail}")) from exc
 
 
-def _failure(what: str, done: subprocess.CompletedProcess[bytes]) -> str:
-    detail = (done.stderr or b"").decode("utf-8", "replace").strip().splitlines()
-    return redact_text(f"{what} (exit {done.returncode}): {detail[-1] if detail else 'no message'}")
-
-
 BACKEND = SeatbeltBackend()
 
 
 def authority_backends() -> list[AuthorityBackend]:
     """``read_only`` and ``workspace_write`` on macOS, both served by one preflighted Seatbelt backend."""
-    import functools
-
-    from kirocrew_core.contributions import AuthorityBackend
-
     descriptions = {
         "read_only": "macOS Seatbelt sandbox: read-only host and workspace, a private temporary area, kiro's own "
                      "dirs writable, network kept; reads pretrusted, other tools ask.",
         "workspace_write": "macOS Seatbelt sandbox: as read_only, plus the workspace writable (its .git hooks and "
                            "config stay read-only).",
     }
-    return [AuthorityBackend(name=mode, description=descriptions[mode], available=BACKEND.available,
-                             factory=functools.partial(BACKEND.factory, mode=mode), platforms=("darwin",))
-            for mode in MODES]
+    return restricted_backends(BACKEND, descriptions, ("darwin",))

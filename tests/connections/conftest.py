@@ -1,0 +1,46 @@
+"""Fixtures shared by the connections tests: registry providers from a test plugin, the probe fixture server."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kirocrew_core.contributions import RegistryLoader
+from kirocrew_core.testing.plugins import register_plugin
+from kirocrew_core.testing.servers import LaunchedServer, launch
+
+from kirocrew_connections.registry import clear_registry_cache
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture
+def providers(plugin_manager: Any) -> Iterator[list[dict[str, Any]]]:
+    """Entries appended here are the test's registry providers (read when the command runs)."""
+    entries: list[dict[str, Any]] = []
+    register_plugin(plugin_manager, "fixture-providers",
+                    registry_loaders=lambda: [RegistryLoader("connections.providers", lambda: entries)])
+    clear_registry_cache()
+    yield entries
+    clear_registry_cache()
+
+
+@pytest.fixture
+def probe_server() -> Iterator[Callable[[dict[str, Any]], str]]:
+    """``probe_server(config)`` starts ``probe_fixture_server.py`` and returns its base URL; all stop after the test."""
+    started: list[LaunchedServer] = []
+
+    def start(config: dict[str, Any]) -> str:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+        server = launch("probe_fixture_server", "--config", json.dumps(config), env=env)
+        started.append(server)
+        return server.ready
+
+    yield start
+    for server in started:
+        server.stop()
