@@ -125,6 +125,7 @@ class ConversationsService:
                                          run_deadline_secs=config.run_deadline_secs,
                                          acp_options_factory=self._acp_options)
         self._sweeper: asyncio.Task[None] | None = None
+        self._warmup: asyncio.Future[Any] | None = None
         self._handlers: dict[str, Callable[[dict[str, Any], ProgressSink | None], Awaitable[dict[str, Any]]]] = {
             name.removeprefix("_tool_"): getattr(self, name) for name in dir(self) if name.startswith("_tool_")
         }
@@ -136,7 +137,11 @@ class ConversationsService:
         state = await asyncio.to_thread(open_state, config.state_dir)
         service = cls(state, config, pm)
         await service._db(service.store.auto_archive, _days_ago(limits.AUTO_ARCHIVE_DAYS))
-        service._sweeper = asyncio.get_running_loop().create_task(service._sweep_forever(), name="auto-archive")
+        loop = asyncio.get_running_loop()
+        service._sweeper = loop.create_task(service._sweep_forever(), name="auto-archive")
+        # Sandbox preflights (a few sandboxed runs) happen once, off the event loop and off the startup path,
+        # so the first restricted spawn finds the verdict cached instead of blocking every caller meanwhile.
+        service._warmup = loop.run_in_executor(None, service._authority_report)
         return service
 
     async def aclose(self) -> None:
@@ -146,6 +151,9 @@ class ConversationsService:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sweeper
         await self.orchestrator.aclose()
+        if self._warmup is not None:
+            with contextlib.suppress(Exception):
+                await self._warmup
         await asyncio.to_thread(self.state.close)
 
     async def __aenter__(self) -> ConversationsService:
@@ -166,6 +174,12 @@ class ConversationsService:
         installed.setdefault(authority.UNRESTRICTED, authority.UNRESTRICTED_BACKEND)
         return installed
 
+    def _authority_report(self) -> list[dict[str, Any]]:
+        """Each authority, whether it can run here and why not (a backend's first call preflights it)."""
+        installed = self._authorities()
+        return [{"name": name, "available": ok, "reason": reason}
+                for name in authority.AUTHORITY_NAMES for ok, reason in [authority.availability(name, installed)]]
+
     def _require_authority(self, name: str) -> Any:
         return authority.require(name, self._authorities())
 
@@ -178,7 +192,7 @@ class ConversationsService:
 
     async def _tool_kiro_capabilities(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
         caps, cached = await self.capabilities.get(refresh=bool(args.get("refresh")))
-        installed = self._authorities()
+        authorities = await asyncio.to_thread(self._authority_report)  # a first preflight runs sandboxes
         observed = self.orchestrator.observed
         return {
             "kiroCli": {"version": caps.version},
@@ -192,11 +206,7 @@ class ConversationsService:
                     "sessionFork": caps.session_fork, "embeddedContext": caps.embedded_context},
             "prompt": {"images": caps.images},
             "slashCommands": list(observed.commands),
-            "authorities": [
-                {"name": name, "available": ok, "reason": reason}
-                for name in authority.AUTHORITY_NAMES
-                for ok, reason in [authority.availability(name, installed)]
-            ],
+            "authorities": authorities,
             "defaults": {"authority": authority.UNRESTRICTED, "workspaceMode": "shared",
                          "maxWorkers": self.config.max_workers},
             "limits": {
