@@ -5,13 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
 
 from kirocrew_core import grants, home
+from kirocrew_core.testing.requirements import without_file_privileges
 
 RECORDED_KEYS = {
     "https://mcp.notion.com/mcp": "1cbd18bf1818c780c9568384b0324fff99a5335bd4a17e102be74712b007e62c",
@@ -111,34 +110,24 @@ print(json.dumps([grants.artifact_presence(p) for p in sys.argv[1:]]))
 """
 
 
-def test_an_artifact_behind_an_unsearchable_parent_is_unknowable_not_absent() -> None:
-    # Root is never denied, so the stat runs as nobody (uid 65534) in a subprocess.
-    if os.geteuid() != 0:
-        pytest.skip("needs root to run the probe as another user")
-    outer = Path(tempfile.mkdtemp(prefix="kirocrew-grants-"))
+def test_an_artifact_behind_an_unsearchable_parent_is_unknowable_not_absent(tmp_path: Path) -> None:
+    # The stat runs in a child process for which file permissions apply even under root.
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (locked / "token.json").write_text("{}")
+    # Mode 0: nobody may read it, yet it is present: presence is a stat, never a read.
+    (tmp_path / "sealed.json").write_text("{}")
+    os.chmod(tmp_path / "sealed.json", 0)
+    os.chmod(locked, 0)  # not even its owner may search it
     try:
-        os.chmod(outer, 0o755)
-        locked = outer / "locked"
-        locked.mkdir()
-        (locked / "token.json").write_text("{}")
-        os.chmod(locked, 0o700)  # owned by root: nobody cannot search it
-        # Mode 0: nobody may not read it, yet it is present: presence is a stat, never a read.
-        (outer / "sealed.json").write_text("{}")
-        os.chmod(outer / "sealed.json", 0)
-        # kirocrew_core must be importable by nobody: run from the repo sources on PYTHONPATH.
-        import kirocrew_core
-
-        src = str(Path(kirocrew_core.__file__).resolve().parents[1])
         done = subprocess.run(
-            [sys.executable, "-c", _PROBE, str(locked / "token.json"), str(outer / "sealed.json"),
-             str(outer / "missing.json")],
-            user=65534, capture_output=True, text=True, timeout=60, cwd="/",
-            env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": src, "HOME": str(outer)},
-        )
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.strip() == "[null, true, false]"
+            without_file_privileges([sys.executable, "-c", _PROBE, str(locked / "token.json"),
+                                     str(tmp_path / "sealed.json"), str(tmp_path / "missing.json")]),
+            capture_output=True, text=True, timeout=60)
     finally:
-        shutil.rmtree(outer, ignore_errors=True)
+        os.chmod(locked, 0o700)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[null, true, false]"
 
 
 def test_a_grant_is_present_only_when_both_artifacts_are_regular_files() -> None:

@@ -135,38 +135,27 @@ def test_a_directory_at_the_path_is_unreadable_not_empty(tmp_path: Path) -> None
 
 
 def test_a_file_without_read_permission_is_unreadable(tmp_path: Path) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_text('{"a": 1}')
+    path.chmod(0)
+    read = read_json(path)
     if os.geteuid() != 0:
-        path = tmp_path / "mcp.json"
-        path.write_text('{"a": 1}')
-        path.chmod(0)
-        try:
-            read = read_json(path)
-        finally:
-            path.chmod(0o600)
         assert read.state is ReadState.UNREADABLE
         with pytest.raises(UnreadableFileError):
             read.object_or_empty()
         return
-    # root reads a mode-000 file anyway: ask as an unprivileged user in a child process.
-    import shutil
+    # root reads a mode-000 file anyway: ask in a child process for which file permissions apply.
     import subprocess
     import sys
-    import tempfile
 
-    folder = Path(tempfile.mkdtemp())
-    try:
-        folder.chmod(0o755)
-        path = folder / "mcp.json"
-        path.write_text('{"a": 1}')
-        path.chmod(0)
-        probe = (
-            "import sys; from kirocrew_core.jsonfile import read_json\n"
-            "r = read_json(sys.argv[1]); print(r.state.value, r.error)"
-        )
-        done = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True,
-                              user=65534, timeout=60)
-    finally:
-        shutil.rmtree(folder)
+    from kirocrew_core.testing.requirements import without_file_privileges
+
+    probe = (
+        "import sys; from kirocrew_core.jsonfile import read_json\n"
+        "r = read_json(sys.argv[1]); print(r.state.value, r.error)"
+    )
+    done = subprocess.run(without_file_privileges([sys.executable, "-c", probe, str(path)]),
+                          capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[0] == "unreadable"
     assert "Permission denied" in done.stdout

@@ -20,3 +20,20 @@ def unavailable(reason: str) -> NoReturn:
     if os.environ.get(REQUIRE_ENV) == "1":
         pytest.fail(f"{reason} ({REQUIRE_ENV}=1: this environment must provide it)", pytrace=False)
     pytest.skip(reason)
+
+
+def without_file_privileges(argv: list[str]) -> list[str]:
+    """``argv`` run so that file permissions apply to it, even when the tests run as root.
+
+    As root it runs under ``setpriv`` with ``CAP_DAC_OVERRIDE`` and ``CAP_DAC_READ_SEARCH`` dropped
+    from the bounding set: still uid 0 (so it can reach the checkout wherever it lives), but a
+    mode-000 file or directory is denied as it would be to any user. Otherwise ``argv`` unchanged.
+    """
+    if os.geteuid() != 0:
+        return list(argv)
+    import shutil
+
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        unavailable("running without file privileges needs setpriv (util-linux)")
+    return [setpriv, "--bounding-set", "-dac_override,-dac_read_search", "--", *argv]
