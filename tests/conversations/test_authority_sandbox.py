@@ -9,7 +9,6 @@ checks the verdicts and that nothing leaked onto the host.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import subprocess
 import sys
@@ -18,15 +17,14 @@ from typing import Any
 
 import pytest
 
-from kirocrew_core.testing.requirements import unavailable
+from kirocrew_core.testing.requirements import executable
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the bubblewrap backend is Linux-only")
 
 
 @pytest.fixture(autouse=True)
 def _bubblewrap() -> None:
-    if shutil.which("bwrap") is None:
-        unavailable("needs bubblewrap (.ci/run installs it)")
+    executable("bwrap", apt="bubblewrap")
 
 PROBE = r'''
 r="$KIRO_HOME/probe-results.txt"

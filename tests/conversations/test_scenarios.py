@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from kirocrew_core.testing.distributions import make_plugin_distribution
+from kirocrew_core.testing.requirements import executable
 
 SETTLE_TIMEOUT = 30.0
 
@@ -56,7 +57,8 @@ def git(cwd: Path, *args: str) -> str:
     env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
-    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
+    return subprocess.run([executable("git", apt="git"), *args], cwd=cwd, env=env, check=True, capture_output=True,
+                          text=True).stdout
 
 
 def make_repo(path: Path) -> Path:
@@ -134,7 +136,21 @@ def test_defaults_change_only_while_idle_and_runs_keep_their_resolved_settings(c
             later = await client.call("kiro_delegate", conversation=busy["conversationId"], message="!say ok")
             assert later["run"]["settings"]["model"] == other and later["run"]["settings"]["effort"] == "high"
             assert (await client.call("kiro_result", **ref(busy)))["settings"]["model"] == caps["defaultModel"]
-            restricted = await client.call("kiro_configure", conversationId=busy["conversationId"],
+
+    run_async(main())
+
+
+def test_an_idle_conversation_takes_a_restricted_default_authority_and_keeps_its_other_defaults(
+        conversations_client, run_async, tmp_path):
+    executable("bwrap", apt="bubblewrap")  # read_only is only offered where its sandbox works
+
+    async def main() -> None:
+        async with conversations_client() as client:
+            caps = await client.call("kiro_capabilities")
+            other = next(m["id"] for m in caps["models"] if m["id"] != caps["defaultModel"])
+            made = await client.call("kiro_delegate", conversation="new", name="cfg", workspace=str(tmp_path),
+                                     message="!say ok", model=other)
+            restricted = await client.call("kiro_configure", conversationId=made["run"]["conversationId"],
                                            authority="read_only")
             assert restricted["defaults"]["authority"] == "read_only" and restricted["defaults"]["model"] == other
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kirocrew_core.errors import KirocrewError
+from kirocrew_core.testing.requirements import executable
 from kirocrew_conversations.errors import CATALOGUE
 from kirocrew_conversations.worktrees import (
     WorktreeInfo,
@@ -19,6 +20,12 @@ from kirocrew_conversations.worktrees import (
 )
 
 
+@pytest.fixture(autouse=True)
+def _git_installed() -> None:
+    """Every test here runs git, through the product or directly."""
+    executable("git", apt="git")
+
+
 def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """The test's own git: identity from the environment, never from any config file."""
     env = {
@@ -27,8 +34,8 @@ def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProces
         "GIT_AUTHOR_NAME": "Test Author", "GIT_AUTHOR_EMAIL": "author@example.invalid",
         "GIT_COMMITTER_NAME": "Test Committer", "GIT_COMMITTER_EMAIL": "committer@example.invalid",
     }
-    return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          check=check, timeout=60)
+    return subprocess.run([executable("git", apt="git"), *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, check=check, timeout=60)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,9 +11,7 @@ from pathlib import Path
 import pytest
 
 from kirocrew_core import proc
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)")
+from kirocrew_core.testing.requirements import executable
 
 CHROMIUM_FLAGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -23,7 +20,12 @@ CHROMIUM_FLAGS = (
 
 
 @pytest.fixture
-def sign_in_url(isolated_homes) -> Iterator[str]:
+def chromium() -> str:
+    return executable("chromium", apt="chromium", also=("chromium-browser",))
+
+
+@pytest.fixture
+def sign_in_url(isolated_homes, chromium: str) -> Iterator[str]:
     exe = Path(sys.executable).with_name("kirocrew")
     server = proc.spawn([str(exe), "serve", "--port", "0"], env=dict(os.environ), stdin=proc.DEVNULL,
                         text=True)
@@ -35,23 +37,23 @@ def sign_in_url(isolated_homes) -> Iterator[str]:
         proc.terminate(server)
 
 
-def _dump_dom(url: str, profile: Path) -> str:
+def _dump_dom(chromium: str, url: str, profile: Path) -> str:
     done = subprocess.run(
-        [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", url],
+        [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", url],
         capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
 
 
-def test_opening_the_printed_url_signs_the_owner_in_and_shows_plugins_and_doctor(sign_in_url, tmp_path):
-    dom = _dump_dom(sign_in_url, tmp_path / "profile")
+def test_opening_the_printed_url_signs_the_owner_in_and_shows_plugins_and_doctor(sign_in_url, chromium, tmp_path):
+    dom = _dump_dom(chromium, sign_in_url, tmp_path / "profile")
     assert "<h2" in dom and "Doctor" in dom and "Plugins" in dom
     assert "kirocrew-mcp" in dom and "core.homes" in dom
 
 
-def test_the_bare_address_without_the_token_gets_the_sign_in_page(sign_in_url, tmp_path):
+def test_the_bare_address_without_the_token_gets_the_sign_in_page(sign_in_url, chromium, tmp_path):
     bare = sign_in_url.split("?")[0]
-    dom = _dump_dom(bare, tmp_path / "profile")
+    dom = _dump_dom(chromium, bare, tmp_path / "profile")
     assert "kirocrew serve" in dom  # tells the owner how to sign in
     assert "kirocrew-mcp" not in dom

@@ -22,6 +22,21 @@ def unavailable(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
+def executable(name: str, *, apt: str, also: tuple[str, ...] = ()) -> str:
+    """The path of the system program ``name`` (or of the first of ``also`` found), or :func:`unavailable`.
+
+    Every test that needs a program from a Debian package asks through here, so a missing one is a
+    visible skip on a bare machine and a failure under ``.ci/run`` — never a silent pass or a wrong verdict.
+    """
+    import shutil
+
+    for candidate in (name, *also):
+        found = shutil.which(candidate)
+        if found:
+            return found
+    unavailable(f"needs {name} (apt: {apt}; .ci/run installs it)")
+
+
 def without_file_privileges(argv: list[str]) -> list[str]:
     """``argv`` run so that file permissions apply to it, even when the tests run as root.
 
