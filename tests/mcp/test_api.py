@@ -421,6 +421,7 @@ def test_every_error_code_the_api_and_apply_raise_is_in_the_user_docs():
 
     source = "".join((REPO / "kirocrew_plugins" / "mcp" / "src" / "kirocrew_mcp" / name).read_text()
                      for name in ("apply.py", "api.py"))
+    source += (REPO / "kirocrew_core" / "src" / "kirocrew_core" / "gateway" / "body.py").read_text()  # its body reader
     codes = set(re.findall(r'code="([a-z_]+)"', source)) | set(re.findall(r'fail\("([a-z_]+)"', source))
     codes |= {"scope_file_malformed", "scope_file_unreadable", "missing_spec"}
     assert {"bad_json", "unknown_scope", "invalid_name"} <= codes, "the patterns no longer find the codes"
