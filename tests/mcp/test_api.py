@@ -228,6 +228,16 @@ def test_with_the_companion_its_scope_is_listed_with_its_files_state(gateway_cli
     assert (scopes["cc"]["state"], scopes["cc"]["usable"]) == ("malformed", False)
 
 
+def test_a_crew_store_whose_mcp_servers_is_a_list_is_malformed_in_the_scopes_and_the_listing(gateway_client):
+    home.crew_mcp_file().parent.mkdir(parents=True, exist_ok=True)
+    home.crew_mcp_file().write_text(json.dumps({"mcpServers": [CAT]}))
+    scopes = {s["id"]: s for s in gateway_client.get("/api/mcp/scopes").json()["scopes"]}
+    assert (scopes["kirocrew"]["state"], scopes["kirocrew"]["usable"]) == ("malformed", False)
+    assert "mcpServers is not a JSON object" in scopes["kirocrew"]["error"]
+    problems = gateway_client.get("/api/mcp").json()["problems"]
+    assert any("mcpServers is not a JSON object" in str(problem) for problem in problems)
+
+
 # -- POST /api/mcp/apply ----------------------------------------------------------------------------------
 
 
