@@ -31,8 +31,11 @@ present and the anchor gone, appends go on chaining but leave the anchor
 missing, so deleting the log and the anchor together cannot pass for a fresh
 install. After a truncation, appends continue the *anchored* chain (the next
 ``seq`` after the anchor), so the gap stays visible as a ``seq_gap`` instead of
-being re-anchored away. That is blocking I/O: a coroutine calls :func:`record`
-through ``asyncio.to_thread``.
+being re-anchored away. (A crash between creating the key and writing the
+very first anchor therefore reads as ``anchor_missing`` too: a window of one
+write, on first use only.) An anchor that cannot be replaced raises
+``audit_anchor_failed`` after the record is durable. All of this is blocking
+I/O: a coroutine calls :func:`record` through ``asyncio.to_thread``.
 
 Secrets never reach the log: values under secret-looking keys (token, password,
 cookie, ...) are replaced with ``"[redacted]"``, at any depth, before anything
