@@ -400,6 +400,18 @@ def test_an_anchor_edited_without_the_key_is_reported_as_anchor_invalid() -> Non
     assert audit.verify().reason == "anchor_invalid"
 
 
+def test_a_symlinked_anchor_is_refused_as_invalid_and_never_written_through(tmp_path: Path) -> None:
+    _records(3)
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_bytes(_anchor().read_bytes())
+    _anchor().unlink()
+    _anchor().symlink_to(elsewhere)
+    before = elsewhere.read_bytes()
+    assert audit.verify().reason == "anchor_invalid"
+    audit.record("test.after_symlink")
+    assert elsewhere.read_bytes() == before and _anchor().is_symlink()
+
+
 def test_an_anchor_from_another_log_is_reported_as_anchor_mismatch() -> None:
     _records(3)
     foreign = json.loads(_anchor().read_text())

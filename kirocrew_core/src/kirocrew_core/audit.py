@@ -120,7 +120,7 @@ BREAK_REASONS = {
     "log_emptied": "the log is empty, but its head anchor says records were written",
     "log_missing": "the log is gone, but records were written (its head anchor or key remains)",
     "anchor_missing": "the head anchor is gone although the key exists, so the log's end cannot be vouched for",
-    "anchor_invalid": "the head anchor is not one kirocrew wrote: malformed, or its MAC does not match",
+    "anchor_invalid": "the head anchor is not one kirocrew wrote: malformed, a symlink, or its MAC does not match",
     "anchor_mismatch": "the log's record at the anchored sequence number is not the one the anchor names",
 }
 
@@ -380,6 +380,8 @@ class _AnchorRead:
 def _read_head_anchor(key_for: Callable[[], bytes]) -> _AnchorRead:
     """Read and check the anchor; ``key_for()`` loads the key only when there is an anchor to check."""
     path = home.audit_anchor_file()
+    if os.path.islink(path):  # refused like a symlinked key: the anchor is ours, in an owner-only folder
+        return _AnchorRead(True, problem="it is a symlink")
     read = read_json(path, max_bytes=_MAX_ANCHOR_BYTES)
     if read.state is ReadState.ABSENT and not os.path.lexists(path):
         return _AnchorRead(False)
