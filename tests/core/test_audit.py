@@ -425,13 +425,17 @@ def test_an_anchor_from_another_log_is_reported_as_anchor_mismatch() -> None:
     assert audit.verify().reason == "anchor_mismatch"
 
 
-def test_a_crash_between_the_append_and_the_anchor_update_verifies_and_the_next_append_catches_up() -> None:
+def test_a_crash_between_the_append_and_the_anchor_update_verifies_and_the_next_append_catches_up(
+    kirocrew: Any,
+) -> None:
     _records(3)
     stale = _anchor().read_bytes()
     audit.record("test.interrupted")
     _anchor().write_bytes(stale)  # the anchor as it was before the fourth append
     report = audit.verify()
     assert (report.ok, report.verified, report.anchored) == (True, 4, 3)
+    shown = kirocrew("audit", "verify")
+    assert shown.returncode == 0 and "the newest 1 not yet anchored" in shown.stdout
     audit.record("test.next")
     assert json.loads(_anchor().read_text())["seq"] == 5
     assert audit.verify().anchored == 5
