@@ -137,7 +137,7 @@ def test_a_body_that_is_not_a_slug_object_is_refused(gateway_client: Any, body: 
     response = gateway_client.post("/api/connections/test", content=body,
                                    headers={"Content-Type": "application/json"})
     assert response.status_code == 400
-    assert response.json()["code"] in ("invalid_body", "unknown_provider")
+    assert response.json()["code"] in ("bad_json", "invalid_body", "unknown_provider")
 
 
 @pytest.mark.parametrize("slug", ["", "../../etc/passwd", "x" * 65, "no-such-provider"])
@@ -151,7 +151,7 @@ def test_an_oversized_body_is_refused(gateway_client: Any) -> None:
     body = json.dumps({"slug": "notion", "pad": "x" * (64 * 1024)}).encode()
     response = gateway_client.post("/api/connections/test", content=body,
                                    headers={"Content-Type": "application/json"})
-    assert (response.status_code, response.json()["code"]) == (400, "invalid_body")
+    assert (response.status_code, response.json()["code"]) == (400, "body_too_large")
 
 
 def test_a_second_test_while_one_runs_is_refused_with_the_running_slug(

@@ -215,8 +215,13 @@ def test_concurrent_appends_from_two_processes_form_one_chain_with_every_record(
 
 
 def test_a_record_after_a_torn_line_chains_to_the_last_whole_record() -> None:
-    first, second, _third = _three_records()
-    _log().write_bytes(b"".join(_lines())[:-20])  # a crash cut the third record short
+    first = audit.record("gateway.login", actor="owner")
+    second = audit.record("mcp.apply", actor="owner")
+    anchored = _anchor().read_bytes()
+    audit.record("connections.mint", outcome="denied")
+    # A crash cut the third record short, before its anchor update.
+    _log().write_bytes(b"".join(_lines())[:-20])
+    _anchor().write_bytes(anchored)
     fourth = audit.record("test.after_tear")
     assert fourth["seq"] == 3 and fourth["prev"] == second["mac"]
     assert _log().read_bytes().endswith(b"\n")
@@ -290,3 +295,206 @@ def test_cli_tail_prints_records_as_lines_or_json(kirocrew: Any) -> None:
     as_json = kirocrew("audit", "tail", "-n", "2", "--json")
     assert as_json.returncode == 0, as_json.stderr
     assert [r["seq"] for r in json.loads(as_json.stdout)] == [2, 3]
+
+
+# -- the head anchor: the log's end and its disappearance ---------------------
+
+
+def _anchor() -> Path:
+    return home.audit_anchor_file()
+
+
+def _records(count: int) -> list[dict[str, Any]]:
+    return [audit.record("test.anchor", i=i) for i in range(count)]
+
+
+def _keep_first(count: int) -> None:
+    _log().write_bytes(b"".join(_lines()[:count]))
+
+
+def test_the_head_anchor_is_owner_only_and_names_the_newest_record() -> None:
+    newest = _records(3)[-1]
+    assert stat.S_IMODE(_anchor().stat().st_mode) == 0o600
+    document = json.loads(_anchor().read_text())
+    assert (document["seq"], document["mac"]) == (3, newest["mac"])
+    report = audit.verify()
+    assert (report.ok, report.verified, report.anchored) == (True, 3, 3)
+
+
+def test_a_deleted_last_record_is_reported_as_tail_truncated() -> None:
+    _records(3)
+    _keep_first(2)
+    report = audit.verify()
+    assert (report.ok, report.reason, report.verified, report.anchored) == (False, "tail_truncated", 2, 3)
+    assert "1 newest record" in report.detail
+
+
+def test_keeping_only_the_first_ten_records_is_reported_as_tail_truncated() -> None:
+    _records(20)
+    _keep_first(10)
+    report = audit.verify()
+    assert (report.reason, report.verified, report.anchored) == ("tail_truncated", 10, 20)
+
+
+def test_records_appended_after_a_truncation_continue_the_anchored_chain_so_the_gap_stays_visible() -> None:
+    records = _records(20)
+    _keep_first(10)
+    after = audit.record("test.after_truncation")
+    # Not re-anchored on the truncated log: the new record follows the anchored one.
+    assert (after["seq"], after["prev"]) == (21, records[-1]["mac"])
+    audit.record("test.after_truncation")
+    report = audit.verify()
+    assert (report.reason, report.line, report.seq, report.verified) == ("seq_gap", 11, 21, 10)
+    assert json.loads(_anchor().read_text())["seq"] == 22
+
+
+def test_an_emptied_log_is_reported_as_log_emptied() -> None:
+    _records(3)
+    _log().write_bytes(b"")
+    report = audit.verify()
+    assert (report.ok, report.exists, report.reason, report.verified) == (False, True, "log_emptied", 0)
+
+
+def test_a_deleted_log_is_reported_as_log_missing() -> None:
+    _records(3)
+    _log().unlink()
+    report = audit.verify()
+    assert (report.ok, report.exists, report.reason) == (False, False, "log_missing")
+
+
+def test_a_deleted_log_that_the_gateway_then_recreates_shows_the_records_before_it_are_gone() -> None:
+    records = _records(3)
+    _log().unlink()
+    after = audit.record("test.after_deletion")
+    assert (after["seq"], after["prev"]) == (4, records[-1]["mac"])
+    report = audit.verify()
+    assert (report.reason, report.line, report.seq, report.verified) == ("seq_gap", 1, 4, 0)
+
+
+def test_a_deleted_anchor_is_reported_even_when_the_log_is_intact() -> None:
+    _records(3)
+    _anchor().unlink()
+    report = audit.verify()
+    assert (report.ok, report.reason, report.verified) == (False, "anchor_missing", 3)
+
+
+def test_deleting_the_log_and_its_anchor_does_not_pass_for_a_fresh_install() -> None:
+    _records(3)
+    _log().unlink()
+    _anchor().unlink()
+    report = audit.verify()
+    assert (report.ok, report.reason) == (False, "log_missing")
+    # Appending again must not quietly anchor a new chain over the loss.
+    audit.record("test.after_wipe")
+    assert not _anchor().exists()
+    assert audit.verify().reason == "anchor_missing"
+
+
+def test_an_anchor_edited_without_the_key_is_reported_as_anchor_invalid() -> None:
+    _records(3)
+    document = json.loads(_anchor().read_text())
+    document["seq"] = 2
+    _anchor().write_text(json.dumps(document))
+    assert audit.verify().reason == "anchor_invalid"
+    _anchor().write_text("{not json")
+    assert audit.verify().reason == "anchor_invalid"
+
+
+def test_a_symlinked_anchor_is_refused_as_invalid_and_never_written_through(tmp_path: Path) -> None:
+    _records(3)
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_bytes(_anchor().read_bytes())
+    _anchor().unlink()
+    _anchor().symlink_to(elsewhere)
+    before = elsewhere.read_bytes()
+    assert audit.verify().reason == "anchor_invalid"
+    audit.record("test.after_symlink")
+    assert elsewhere.read_bytes() == before and _anchor().is_symlink()
+
+
+def test_an_anchor_from_another_log_is_reported_as_anchor_mismatch() -> None:
+    _records(3)
+    foreign = json.loads(_anchor().read_text())
+    _log().unlink()
+    _anchor().unlink()
+    home.audit_key_file().unlink()
+    _records(3)  # a new log under a new key; then the old anchor is put back, re-signed
+    key = home.audit_key_file().read_bytes()
+    foreign["anchor_mac"] = audit.anchor_mac(key, foreign["seq"], foreign["mac"])
+    _anchor().write_text(json.dumps(foreign))
+    assert audit.verify().reason == "anchor_mismatch"
+
+
+def test_a_crash_between_the_append_and_the_anchor_update_verifies_and_the_next_append_catches_up(
+    kirocrew: Any,
+) -> None:
+    _records(3)
+    stale = _anchor().read_bytes()
+    audit.record("test.interrupted")
+    _anchor().write_bytes(stale)  # the anchor as it was before the fourth append
+    report = audit.verify()
+    assert (report.ok, report.verified, report.anchored) == (True, 4, 3)
+    shown = kirocrew("audit", "verify")
+    assert shown.returncode == 0 and "the newest 1 not yet anchored" in shown.stdout
+    audit.record("test.next")
+    assert json.loads(_anchor().read_text())["seq"] == 5
+    assert audit.verify().anchored == 5
+
+
+def test_an_anchor_left_several_records_behind_still_vouches_for_them_and_is_caught_up() -> None:
+    _records(3)
+    stale = _anchor().read_bytes()
+    _records(3)
+    _anchor().write_bytes(stale)  # as if three anchor updates in a row had failed
+    report = audit.verify()
+    assert (report.ok, report.verified, report.anchored) == (True, 6, 3)
+    _keep_first(2)
+    assert audit.verify().reason == "tail_truncated"
+
+
+def test_an_append_catches_up_an_anchor_left_behind() -> None:
+    _records(3)
+    stale = _anchor().read_bytes()
+    _records(3)
+    _anchor().write_bytes(stale)
+    audit.record("test.catch_up")
+    assert audit.verify().anchored == 7
+
+
+def test_first_use_with_no_log_no_anchor_and_no_key_is_fine() -> None:
+    report = audit.verify()
+    assert report.ok and report.anchored is None
+    audit.record("test.first")
+    assert audit.verify().anchored == 1
+
+
+@pytest.mark.parametrize(
+    ("tamper", "reason"),
+    [
+        ("delete_last", "tail_truncated"),
+        ("keep_ten_then_append", "seq_gap"),
+        ("empty", "log_emptied"),
+        ("delete_log", "log_missing"),
+        ("delete_anchor", "anchor_missing"),
+    ],
+)
+def test_cli_verify_exits_1_with_the_code_for_each_kind_of_removal(kirocrew: Any, tamper: str, reason: str) -> None:
+    _records(20)
+    if tamper == "delete_last":
+        _keep_first(19)
+    elif tamper == "keep_ten_then_append":
+        _keep_first(10)
+        audit.record("test.after_truncation")
+    elif tamper == "empty":
+        _log().write_bytes(b"")
+    elif tamper == "delete_log":
+        _log().unlink()
+    else:
+        _anchor().unlink()
+    result = kirocrew("audit", "verify")
+    assert result.returncode == 1, result.stdout + result.stderr
+    first_line = result.stdout.splitlines()[0]
+    assert first_line.endswith(f": {reason}") and "None" not in first_line
+    as_json = kirocrew("audit", "verify", "--json")
+    assert as_json.returncode == 1
+    assert json.loads(as_json.stdout)["reason"] == reason

@@ -213,3 +213,44 @@ def test_a_port_already_in_use_is_a_clear_error(kirocrew):
     assert result.returncode == 1
     assert "error[bind_failed]" in result.stderr
     assert result.stdout == ""
+
+
+def _json_routes(pm: object) -> list[tuple[str, str]]:
+    """Every (method, path) of the gateway that takes a request body, read from the app itself."""
+    from starlette.routing import Route
+
+    from kirocrew_core.gateway.app import create_app
+
+    app = create_app(pm, token="t" * 43)
+    found = set()
+    for route in app.routes:
+        if isinstance(route, Route) and route.path.startswith("/api/"):
+            path = re.sub(r"\{[^}]+\}", "x", route.path)
+            found |= {(method, path) for method in (route.methods or ()) if method in {"POST", "PUT", "PATCH"}}
+    return sorted(found)
+
+
+def test_every_json_route_answers_bad_json_to_a_body_nested_too_deeply_or_malformed(
+    start_gateway, installed_plugin_manager
+):
+    routes = _json_routes(installed_plugin_manager)
+    # The installed editions' body-taking routes are all found, so a new one is covered too.
+    assert {("PUT", "/api/computer-use/config"), ("POST", "/api/mcp/apply"),
+            ("POST", "/api/connections/mint")} <= set(routes)
+    env = {k: v for k, v in os.environ.items() if k != "KIROCREW_LOAD_PLUGINS"}
+    gateway = start_gateway("--port", "0", env=env)
+    # One connection per request: a 500 from an unhandled error closes the connection it came on.
+    bearer = {"Authorization": f"Bearer {gateway.token}", "Content-Type": "application/json", "Connection": "close"}
+    deep = b"[" * 20_000 + b"]" * 20_000  # 40 KB, under every route's size limit
+    answers = {}
+    with httpx.Client(base_url=gateway.base, headers=bearer, timeout=60) as client:
+        for method, path in routes:
+            for name, body in (("deep", deep), ("malformed", b'{"changes": [')):
+                response = client.request(method, path, content=body)
+                is_json = response.headers.get("content-type", "").startswith("application/json")
+                code = response.json().get("code") if is_json else response.text[:80]
+                answers[(method, path, name)] = (response.status_code, code)
+    wrong = {key: answer for key, answer in answers.items() if answer != (400, "bad_json")}
+    assert not wrong, wrong
+    assert gateway.stop()[0] == 0, gateway.stderr()
+    assert "RecursionError" not in gateway.stderr()

@@ -228,6 +228,16 @@ def test_with_the_companion_its_scope_is_listed_with_its_files_state(gateway_cli
     assert (scopes["cc"]["state"], scopes["cc"]["usable"]) == ("malformed", False)
 
 
+def test_a_crew_store_whose_mcp_servers_is_a_list_is_malformed_in_the_scopes_and_the_listing(gateway_client):
+    home.crew_mcp_file().parent.mkdir(parents=True, exist_ok=True)
+    home.crew_mcp_file().write_text(json.dumps({"mcpServers": [CAT]}))
+    scopes = {s["id"]: s for s in gateway_client.get("/api/mcp/scopes").json()["scopes"]}
+    assert (scopes["kirocrew"]["state"], scopes["kirocrew"]["usable"]) == ("malformed", False)
+    assert "mcpServers is not a JSON object" in scopes["kirocrew"]["error"]
+    problems = gateway_client.get("/api/mcp").json()["problems"]
+    assert any("mcpServers is not a JSON object" in str(problem) for problem in problems)
+
+
 # -- POST /api/mcp/apply ----------------------------------------------------------------------------------
 
 
@@ -421,6 +431,7 @@ def test_every_error_code_the_api_and_apply_raise_is_in_the_user_docs():
 
     source = "".join((REPO / "kirocrew_plugins" / "mcp" / "src" / "kirocrew_mcp" / name).read_text()
                      for name in ("apply.py", "api.py"))
+    source += (REPO / "kirocrew_core" / "src" / "kirocrew_core" / "gateway" / "body.py").read_text()  # its body reader
     codes = set(re.findall(r'code="([a-z_]+)"', source)) | set(re.findall(r'fail\("([a-z_]+)"', source))
     codes |= {"scope_file_malformed", "scope_file_unreadable", "missing_spec"}
     assert {"bad_json", "unknown_scope", "invalid_name"} <= codes, "the patterns no longer find the codes"

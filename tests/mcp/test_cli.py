@@ -65,15 +65,66 @@ def test_rebuild_writes_the_agent_file_then_finds_nothing_to_change(kirocrew):
     assert rendered()["includeMcpJson"] is False
 
 
-def test_rebuild_prints_its_warnings_and_still_succeeds(kirocrew):
-    home.kiro_global_mcp_file().parent.mkdir(parents=True)
+def _rendered_with(servers: dict[str, Any], kirocrew: Any) -> bytes:
+    kiro_global(servers)
+    assert kirocrew("mcp", "rebuild").returncode == 0
+    return home.rendered_agent_file().read_bytes()
+
+
+def test_rebuild_refuses_a_malformed_scope_file_exits_2_and_writes_nothing(kirocrew):
+    agent = _rendered_with({"srv": CAT}, kirocrew)
     home.kiro_global_mcp_file().write_text("{ nope")
 
     result = kirocrew("mcp", "rebuild")
 
-    assert result.returncode == 0
-    assert "warning: skipped the Kiro MCP scope" in result.stderr
+    assert result.returncode == 2, result.stderr
+    assert "error[scope_file_malformed]" in result.stderr and str(home.kiro_global_mcp_file()) in result.stderr
     assert home.kiro_global_mcp_file().read_text() == "{ nope"
+    assert home.rendered_agent_file().read_bytes() == agent
+
+
+def test_rebuild_refuses_a_crew_store_whose_mcp_servers_is_a_list(kirocrew):
+    agent = _rendered_with({"srv": CAT}, kirocrew)
+    store = write(home.crew_mcp_file(), [CAT])  # type: ignore[arg-type]
+
+    result = kirocrew("mcp", "rebuild", "--clean")
+
+    assert result.returncode == 2
+    assert "error[scope_file_malformed]" in result.stderr and "mcpServers is not a JSON object" in result.stderr
+    assert home.crew_mcp_file().read_bytes() == store
+    assert home.rendered_agent_file().read_bytes() == agent
+
+
+def test_rebuild_refuses_an_unreadable_scope_file_exits_1_and_leaves_it_alone(kirocrew):
+    import subprocess
+    import sys
+
+    from kirocrew_core.testing.requirements import without_file_privileges
+
+    agent = _rendered_with({"srv": CAT}, kirocrew)
+    store = write(home.crew_mcp_file(), {"mine": CAT})
+    home.crew_mcp_file().chmod(0o000)
+    exe = Path(sys.executable).with_name("kirocrew")
+    result = subprocess.run(without_file_privileges([str(exe), "mcp", "rebuild"]), capture_output=True,
+                            text=True, timeout=60, stdin=subprocess.DEVNULL)
+    home.crew_mcp_file().chmod(0o600)
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "error[scope_file_unreadable]" in result.stderr and "Permission denied" in result.stderr
+    assert home.crew_mcp_file().read_bytes() == store
+    assert home.rendered_agent_file().read_bytes() == agent
+
+
+def test_rebuild_refuses_a_scope_file_that_is_a_fifo_without_blocking_on_it(kirocrew):
+    agent = _rendered_with({"srv": CAT}, kirocrew)
+    home.kiro_global_mcp_file().unlink()
+    os.mkfifo(home.kiro_global_mcp_file())
+
+    result = kirocrew("mcp", "rebuild", timeout=30)  # a reader blocked on the FIFO would time out
+
+    assert result.returncode == 1
+    assert "error[scope_file_unreadable]" in result.stderr and "not a regular file" in result.stderr
+    assert home.rendered_agent_file().read_bytes() == agent
 
 
 def test_a_refused_rebuild_exits_non_zero_with_its_code(kirocrew):
@@ -278,6 +329,57 @@ def test_doctor_fails_an_agent_file_that_would_merge_the_kiro_global_twice(kiroc
 
     assert checks["mcp.agent-file"]["status"] == "fail"
     assert "includeMcpJson" in checks["mcp.agent-file"]["detail"]
+
+
+def test_doctor_api_apply_and_rebuild_agree_a_crew_store_with_a_list_of_servers_is_malformed(
+    kirocrew, tmp_path
+):
+    store = write(home.crew_mcp_file(), [CAT])  # type: ignore[arg-type]
+
+    check = doctor_checks(kirocrew)["mcp.scope-files"]
+    assert check["status"] == "fail"
+    assert "mcpServers is not a JSON object" in check["detail"]
+
+    changes = tmp_path / "changes.json"
+    changes.write_text(json.dumps({"changes": [{"name": "srv", "kirocrew": False}]}))
+    applied = kirocrew("mcp", "apply", str(changes), env=without_companion())
+    assert applied.returncode == 1
+    assert json.loads(applied.stdout)["results"][0]["code"] == "scope_file_malformed"
+
+    assert kirocrew("mcp", "rebuild").returncode == 2
+    assert home.crew_mcp_file().read_bytes() == store
+
+
+def test_doctor_fails_every_scope_file_it_cannot_read_without_blocking_on_a_fifo(kirocrew):
+    home.kiro_global_mcp_file().parent.mkdir(parents=True)
+    os.mkfifo(home.kiro_global_mcp_file())
+    home.rendered_agent_file().parent.mkdir(parents=True)
+    home.rendered_agent_file().write_text(json.dumps({"name": "kirocrew", "mcpServers": []}))
+
+    result = kirocrew("doctor", "--json", env=without_companion(), timeout=30)
+    check = {row["check"]: row for row in json.loads(result.stdout)}["mcp.scope-files"]
+
+    assert result.returncode == 1 and check["status"] == "fail"
+    assert "not a regular file" in check["detail"]
+    assert "rendered agent" in check["detail"] and "mcpServers is not a JSON object" in check["detail"]
+
+
+def test_doctor_fails_a_scope_file_it_has_no_permission_to_read(kirocrew):
+    import subprocess
+    import sys
+
+    from kirocrew_core.testing.requirements import without_file_privileges
+
+    store = write(home.crew_mcp_file(), {"mine": CAT})
+    home.crew_mcp_file().chmod(0o000)
+    exe = Path(sys.executable).with_name("kirocrew")
+    result = subprocess.run(without_file_privileges([str(exe), "doctor", "--json"]), capture_output=True,
+                            text=True, timeout=60, stdin=subprocess.DEVNULL, env=without_companion())
+    home.crew_mcp_file().chmod(0o600)
+
+    check = {row["check"]: row for row in json.loads(result.stdout)}["mcp.scope-files"]
+    assert check["status"] == "fail" and "Permission denied" in check["detail"]
+    assert home.crew_mcp_file().read_bytes() == store
 
 
 def test_every_mcp_command_is_in_the_user_docs():

@@ -9,7 +9,6 @@ importing this module costs nothing at gateway boot.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -33,21 +32,10 @@ def _error(exc: KirocrewError, status: int = 400) -> Response:
 
 
 async def _json_object(request: Request) -> dict[str, Any]:
-    """The body as a JSON object; ``body_too_large`` or ``invalid_body`` otherwise (the size checked while reading)."""
-    declared = request.headers.get("content-length")
-    if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY_BYTES):
-        raise BadInputError(f"request body larger than {MAX_BODY_BYTES} bytes", code="body_too_large")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise BadInputError(f"request body larger than {MAX_BODY_BYTES} bytes", code="body_too_large")
-        chunks.append(chunk)
-    try:
-        document = json.loads(b"".join(chunks).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise BadInputError("the request body is not a JSON object", code="invalid_body") from None
+    """The body as a JSON object: ``body_too_large`` / ``bad_json`` from the gateway's reader, else ``invalid_body``."""
+    from kirocrew_core.gateway.body import read_json_body
+
+    document = await read_json_body(request, limit=MAX_BODY_BYTES)
     if not isinstance(document, dict):
         raise BadInputError("the request body is not a JSON object", code="invalid_body")
     return document

@@ -10,7 +10,6 @@ mint engine.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from typing import TYPE_CHECKING, Any
@@ -52,19 +51,14 @@ async def read_provider_request(request: Request) -> tuple[dict[str, Any], Provi
     can only ever point these endpoints at a provider we ship.
     """
     from kirocrew_core.errors import KirocrewError
+    from kirocrew_core.gateway.body import read_json_body
 
     from kirocrew_connections.registry import load_registry
 
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise RequestRefused(400, "invalid_body", f"the body is larger than {MAX_BODY_BYTES} bytes")
-    raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise RequestRefused(400, "invalid_body", f"the body is larger than {MAX_BODY_BYTES} bytes")
     try:
-        body = json.loads(raw)
-    except (ValueError, RecursionError):
-        raise RequestRefused(400, "invalid_body", "the body is not JSON") from None
+        body = await read_json_body(request, limit=MAX_BODY_BYTES)
+    except KirocrewError as exc:  # body_too_large, bad_json
+        raise RequestRefused(400, exc.code, exc.message) from None
     if not isinstance(body, dict):
         raise RequestRefused(400, "invalid_body", "the body must be a JSON object")
     slug = body.get("slug")

@@ -7,15 +7,35 @@ Each line is one record::
      "mac": HMAC-SHA256(key, prev + canonical JSON of the record without "mac")}
 
 Chaining each MAC to the one before makes an edited, inserted or deleted record
-(and a lost head) detectable by :func:`verify`; dropping records from the *end*
-is not, since the chain has no outside anchor. The key is 32 random bytes only
-the owner can read, so someone who can read the log cannot forge a record.
+(and a lost head) detectable by :func:`verify`. The chain alone cannot see its
+*end* cut off, so every append also rewrites the **head anchor**, ``sel.head``
+beside the key (owner-only, replaced atomically): the newest record's ``seq``
+and ``mac``, MAC'd with the same key. :func:`verify` then reports a log that
+stops short of the anchor (``tail_truncated``), is empty (``log_emptied``) or
+gone (``log_missing``), and an anchor that is gone (``anchor_missing``: the
+key shows records were written), forged (``anchor_invalid``) or names another
+record (``anchor_mismatch``). The key is 32 random bytes only the owner can
+read, so someone who can read the log cannot forge a record or an anchor.
 
 Appends take the ``audit`` lock (last in :data:`kirocrew_core.locks.LOCK_ORDER`,
 so any code may log while holding another lock), read the previous record from
-the file's tail without parsing the rest, and write the line with one
-``os.write`` on an ``O_APPEND`` descriptor followed by ``fsync``. That is
-blocking I/O: a coroutine calls :func:`record` through ``asyncio.to_thread``.
+the file's tail without parsing the rest, write the line with one ``os.write``
+on an ``O_APPEND`` descriptor followed by ``fsync``, then replace the anchor,
+all under that lock. The log is written first: a crash between the two leaves
+the log one valid record ahead of its anchor, which only the key holder could
+have produced, so :func:`verify` accepts it and the next append catches the
+anchor up. The other order would make a crash look like a removed record.
+
+An anchor is never created over records that already exist: with the key
+present and the anchor gone, appends go on chaining but leave the anchor
+missing, so deleting the log and the anchor together cannot pass for a fresh
+install. After a truncation, appends continue the *anchored* chain (the next
+``seq`` after the anchor), so the gap stays visible as a ``seq_gap`` instead of
+being re-anchored away. (A crash between creating the key and writing the
+very first anchor therefore reads as ``anchor_missing`` too: a window of one
+write, on first use only.) An anchor that cannot be replaced raises
+``audit_anchor_failed`` after the record is durable. All of this is blocking
+I/O: a coroutine calls :func:`record` through ``asyncio.to_thread``.
 
 Secrets never reach the log: values under secret-looking keys (token, password,
 cookie, ...) are replaced with ``"[redacted]"``, at any depth, before anything
@@ -33,7 +53,7 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -41,6 +61,7 @@ from typing import Any
 
 from kirocrew_core import home
 from kirocrew_core.errors import BadInputError, KirocrewError, MalformedFileError, UnreadableFileError
+from kirocrew_core.jsonfile import ReadState, read_json, write_json_atomic
 from kirocrew_core.locks import named_lock
 
 KEY_BYTES = 32
@@ -58,6 +79,13 @@ _MAX_DEPTH = 16
 _MAX_SCAN_BYTES = 1024 * 1024
 _MAC_HEX = re.compile(r"^[0-9a-f]{64}$")
 _RECORD_KEYS = frozenset({"seq", "ts", "event", "actor", "outcome", "fields", "prev", "mac"})
+_ANCHOR_KEYS = frozenset({"seq", "mac", "anchor_mac"})
+# Domain separation: an anchor's MAC can never be mistaken for a record's.
+_ANCHOR_DOMAIN = b"kirocrew-sel-head\0"
+_MAX_ANCHOR_BYTES = 4096
+# How far back an append looks for the anchored record when the log ran ahead of
+# its anchor (each earlier anchor update failed); beyond it the anchor is left for verify.
+_ANCHOR_CATCH_UP_LINES = 1024
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 # Substrings of a normalised key (lower case, "-" and " " as "_") whose value is a secret.
@@ -88,6 +116,12 @@ BREAK_REASONS = {
     "seq_gap": "the sequence number is not the next one: a record was deleted or inserted",
     "prev_mismatch": "the record does not chain to the one before it",
     "mac_mismatch": "the record's MAC does not match its content: it was edited",
+    "tail_truncated": "the log ends before the record its head anchor names: its newest records were removed",
+    "log_emptied": "the log is empty, but its head anchor says records were written",
+    "log_missing": "the log is gone, but records were written (its head anchor or key remains)",
+    "anchor_missing": "the head anchor is gone although the key exists, so the log's end cannot be vouched for",
+    "anchor_invalid": "the head anchor is not one kirocrew wrote: malformed, a symlink, or its MAC does not match",
+    "anchor_mismatch": "the log's record at the anchored sequence number is not the one the anchor names",
 }
 
 
@@ -268,12 +302,25 @@ def _segments_backwards(fd: int, size: int, chunk: int = 64 * 1024) -> Iterator[
 
 
 @dataclass(frozen=True)
-class _Anchor:
+class _Link:
+    """A record's place in the chain: its ``seq``, its ``mac`` and (for a log record) its ``prev``."""
+
     seq: int
     mac: str
+    prev: str = ""
 
 
-def _read_anchor(fd: int, path: Path) -> tuple[_Anchor | None, bool]:
+def _link_of(document: Any) -> _Link:
+    """The link of a parsed record line; ValueError/TypeError/KeyError when it is not one."""
+    seq, mac, prev = document["seq"], document["mac"], document["prev"]
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1 or not _MAC_HEX.match(mac):
+        raise ValueError
+    if not isinstance(prev, str):
+        raise TypeError
+    return _Link(seq, mac, prev)
+
+
+def _read_last(fd: int, path: Path) -> tuple[_Link | None, bool]:
     """The last complete record (None for an empty log) and whether a torn line follows it."""
     size = os.fstat(fd).st_size
     if size == 0:
@@ -285,23 +332,120 @@ def _read_anchor(fd: int, path: Path) -> tuple[_Anchor | None, bool]:
         torn = fragment != b""
         if last is None:
             return None, torn
-        document = json.loads(last.decode("utf-8"))
-        seq, mac = document["seq"], document["mac"]
-        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1 or not _MAC_HEX.match(mac):
-            raise ValueError
+        link = _link_of(json.loads(last.decode("utf-8")))
     except (_LineTooLong, ValueError, TypeError, KeyError, RecursionError):
         raise KirocrewError(
             f"{path}: the last record is not a valid SEL record, so a new one cannot be chained "
             "to it; run `kirocrew audit verify`",
             code="audit_log_broken",
         ) from None
-    return _Anchor(seq, mac), torn
+    return link, torn
+
+
+def _logged_at(fd: int, size: int, seq: int) -> str | None:
+    """The MAC of the record with ``seq`` among the log's newest lines; None when not found."""
+    try:
+        for count, segment in enumerate(_segments_backwards(fd, size)):
+            if count > _ANCHOR_CATCH_UP_LINES:
+                return None
+            if not segment:
+                continue
+            link = _link_of(json.loads(segment.decode("utf-8")))
+            if link.seq == seq:
+                return link.mac
+            if link.seq < seq:
+                return None
+    except (_LineTooLong, ValueError, TypeError, KeyError, RecursionError):
+        return None
+    return None
+
+
+# -- the head anchor ----------------------------------------------------------
+
+
+def anchor_mac(key: bytes, seq: int, mac: str) -> str:
+    """The MAC an anchor naming record ``seq`` (whose MAC is ``mac``) carries."""
+    return hmac.new(key, _ANCHOR_DOMAIN + _canonical({"mac": mac, "seq": seq}), hashlib.sha256).hexdigest()
+
+
+@dataclass(frozen=True)
+class _AnchorRead:
+    """The head anchor file: absent, a valid ``link``, or ``problem`` saying why it is not usable."""
+
+    present: bool
+    link: _Link | None = None
+    problem: str = ""
+
+
+def _read_head_anchor(key_for: Callable[[], bytes]) -> _AnchorRead:
+    """Read and check the anchor; ``key_for()`` loads the key only when there is an anchor to check."""
+    path = home.audit_anchor_file()
+    if os.path.islink(path):  # refused like a symlinked key: the anchor is ours, in an owner-only folder
+        return _AnchorRead(True, problem="it is a symlink")
+    read = read_json(path, max_bytes=_MAX_ANCHOR_BYTES)
+    if read.state is ReadState.ABSENT and not os.path.lexists(path):
+        return _AnchorRead(False)
+    if read.state is not ReadState.DOCUMENT:
+        return _AnchorRead(True, problem=f"{read.state.value}: {read.error or 'no document'}")
+    document = read.document
+    if not (isinstance(document, dict) and set(document) == _ANCHOR_KEYS
+            and type(document["seq"]) is int and document["seq"] >= 1
+            and all(isinstance(document[k], str) and _MAC_HEX.match(document[k]) for k in ("mac", "anchor_mac"))):
+        return _AnchorRead(True, problem="not a head anchor")
+    expected = anchor_mac(key_for(), document["seq"], document["mac"])
+    if not hmac.compare_digest(expected, document["anchor_mac"]):
+        return _AnchorRead(True, problem="its MAC does not match")
+    return _AnchorRead(True, _Link(document["seq"], document["mac"]))
+
+
+def _write_head_anchor(key: bytes, link: _Link) -> None:
+    document = {"seq": link.seq, "mac": link.mac, "anchor_mac": anchor_mac(key, link.seq, link.mac)}
+    try:
+        write_json_atomic(home.audit_anchor_file(), document, secret=True)
+    except OSError as exc:
+        raise KirocrewError(
+            f"record {link.seq} was written to the SEL, but its head anchor could not be updated "
+            f"({exc.strerror or exc}); the next record catches it up",
+            code="audit_anchor_failed",
+        ) from None
+
+
+def _chain_point(
+    fd: int, last: _Link | None, anchor: _AnchorRead, *, genesis: bool
+) -> tuple[_Link | None, bool]:
+    """Which record the next one chains to, and whether the anchor may then be moved to it.
+
+    The anchor only ever moves forward along the chain it names: it is never
+    created over existing records and never rewritten when it is forged or
+    names another chain, so what :func:`verify` would report stays reported.
+    """
+    if genesis:
+        return None, True
+    if anchor.link is None:
+        return last, False
+    head = anchor.link
+    if last is None or last.seq < head.seq:
+        return head, True  # the tail was removed: go on from the anchored record, leaving the gap
+    if last.seq == head.seq:
+        return last, hmac.compare_digest(last.mac, head.mac)
+    if last.seq == head.seq + 1:
+        return last, hmac.compare_digest(last.prev, head.mac)  # an append whose anchor update was cut short
+    logged = _logged_at(fd, os.fstat(fd).st_size, head.seq)
+    return last, logged is not None and hmac.compare_digest(logged, head.mac)
+
+
+def _snapshot(fh: Any, anchored: bool) -> tuple[int, _AnchorRead | None, bool]:
+    """The log's size, its anchor and whether the key exists, at a moment no append is in flight."""
+    with named_lock("audit"):
+        size = os.fstat(fh.fileno()).st_size if fh is not None else 0
+        if not anchored:
+            return size, None, False
+        return size, _read_head_anchor(lambda: _load_key(create=False)), home.audit_key_file().exists()
 
 
 def _snapshot_size(fh: Any) -> int:
     """The log's size at a moment no append is in flight, so its last line is whole."""
-    with named_lock("audit"):
-        return os.fstat(fh.fileno()).st_size
+    return _snapshot(fh, anchored=False)[0]
 
 
 # -- the API ----------------------------------------------------------------
@@ -354,17 +498,25 @@ def record(event: str, *, actor: str = "system", outcome: str = "ok", **fields: 
     with named_lock("audit"):
         fd = _open_log_for_append(path)
         try:
-            anchor, torn = _read_anchor(fd, path)
-            # Records already chained to an absent key must not silently restart
-            # under a new one: that is what deleting the key to hide an edit looks like.
-            key = _load_key(create=anchor is None)
-            body["seq"] = 1 if anchor is None else anchor.seq + 1
-            body["prev"] = "" if anchor is None else anchor.mac
+            last, torn = _read_last(fd, path)
+            anchor_path = home.audit_anchor_file()
+            # Only a crew home that never logged starts a chain (and its key, and its
+            # anchor). Records or an anchor already chained to an absent key must not
+            # restart under a new one: that is what deleting the key to hide an edit looks like.
+            genesis = last is None and not os.path.lexists(anchor_path) \
+                and not os.path.lexists(home.audit_key_file())
+            key = _load_key(create=genesis)
+            anchor = _read_head_anchor(lambda: key)
+            chain_to, move_anchor = _chain_point(fd, last, anchor, genesis=genesis)
+            body["seq"] = 1 if chain_to is None else chain_to.seq + 1
+            body["prev"] = "" if chain_to is None else chain_to.mac
             written = {**body, "mac": _mac(key, body["prev"], body)}
             # A torn line (a crash mid-write) is sealed with a newline and left in
             # place as evidence; the new record chains to the last whole one.
             _write_all(fd, (b"\n" if torn else b"") + _canonical(written) + b"\n")
             os.fsync(fd)
+            if move_anchor:
+                _write_head_anchor(key, _Link(written["seq"], written["mac"]))
             return written
         finally:
             os.close(fd)
@@ -372,7 +524,11 @@ def record(event: str, *, actor: str = "system", outcome: str = "ok", **fields: 
 
 @dataclass(frozen=True)
 class VerifyReport:
-    """What :func:`verify` found. ``reason`` is empty when every record verified."""
+    """What :func:`verify` found. ``reason`` is empty when every record verified.
+
+    ``anchored`` is the seq the head anchor names (None without one); on an ok
+    report it is ``verified`` or, right after an interrupted append, one less.
+    """
 
     path: Path
     exists: bool
@@ -381,6 +537,7 @@ class VerifyReport:
     line: int | None = None
     seq: int | None = None
     detail: str = ""
+    anchored: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -392,6 +549,7 @@ class VerifyReport:
             "exists": self.exists,
             "ok": self.ok,
             "verified": self.verified,
+            "anchored": self.anchored,
             "reason": self.reason or None,
             "line": self.line,
             "seq": self.seq,
@@ -411,27 +569,37 @@ def _record_shape_ok(document: Any) -> bool:
 
 
 def verify(path: str | os.PathLike[str] | None = None) -> VerifyReport:
-    """Walk every record of the SEL and report the first one that breaks the chain.
+    """Walk every record of the SEL, report the first one that breaks the chain, then check the end.
 
-    The key is always the current crew home's. An absent or empty log verifies
-    with 0 records. Raises ``audit_key_missing``
-    (or another key error) when the log has records but the key cannot be used,
-    and :class:`UnreadableFileError` when the log cannot be read.
+    The key is always the current crew home's. The log's end is checked
+    against the head anchor when ``path`` is the crew home's own log (a copy
+    elsewhere gets the chain check only): see the module docstring for the
+    reasons. First use (no log, no anchor, no key) verifies with 0 records.
+    Raises ``audit_key_missing`` (or another key error) when there are records
+    or an anchor but the key cannot be used, and :class:`UnreadableFileError`
+    when the log cannot be read.
     """
     log = Path(path) if path is not None else home.audit_log_file()
+    anchored_log = path is None or os.path.abspath(log) == os.path.abspath(home.audit_log_file())
     try:
         fh = open(log, "rb")  # noqa: SIM115 - closed by the with below
     except FileNotFoundError:
-        return VerifyReport(log, exists=False, verified=0)
+        if not log.parent.is_dir():  # first use: no anchor or key either, and verify creates nothing
+            return VerifyReport(log, exists=False, verified=0)
+        _, anchor, key_exists = _snapshot(None, anchored_log)
+        return _check_end(log, False, 0, None, anchor, key_exists)
     except OSError as exc:
         raise UnreadableFileError(f"{log}: {exc.strerror or exc}") from None
     with fh:
-        size = _snapshot_size(fh)
+        size, anchor, key_exists = _snapshot(fh, anchored_log)
+        anchored_seq = anchor.link.seq if anchor is not None and anchor.link is not None else None
+        anchored_mac: str | None = None
         key: bytes | None = None
         prev, offset, verified = "", 0, 0
 
         def broken(reason: str, line: int, seq: int | None, detail: str = "") -> VerifyReport:
-            return VerifyReport(log, True, verified, reason, line, seq, detail or BREAK_REASONS[reason])
+            return VerifyReport(log, True, verified, reason, line, seq, detail or BREAK_REASONS[reason],
+                                anchored_seq)
 
         for number, raw in enumerate(fh, start=1):
             if offset >= size:
@@ -459,7 +627,49 @@ def verify(path: str | os.PathLike[str] | None = None) -> VerifyReport:
                 return broken("mac_mismatch", number, seq)
             prev = document["mac"]
             verified += 1
-    return VerifyReport(log, exists=True, verified=verified)
+            if seq == anchored_seq:
+                anchored_mac = prev
+    return _check_end(log, True, verified, anchored_mac, anchor, key_exists)
+
+
+def _check_end(
+    log: Path, exists: bool, verified: int, anchored_mac: str | None, anchor: _AnchorRead | None,
+    key_exists: bool,
+) -> VerifyReport:
+    """Compare an intact chain of ``verified`` records with the head anchor."""
+    if anchor is None:  # not the crew home's log: there is no anchor to hold it to
+        return VerifyReport(log, exists, verified)
+
+    def broken(reason: str, detail: str = "", seq: int | None = None) -> VerifyReport:
+        anchored = anchor.link.seq if anchor.link is not None else None
+        return VerifyReport(log, exists, verified, reason, None, seq, detail or BREAK_REASONS[reason], anchored)
+
+    if not anchor.present:
+        if not key_exists:
+            return VerifyReport(log, exists, verified)  # first use: nothing was ever logged
+        if not exists or verified == 0:
+            return broken("log_missing" if not exists else "log_emptied",
+                          "the log and its head anchor are gone, but the key shows records were written")
+        return broken("anchor_missing")
+    if anchor.link is None:
+        return broken("anchor_invalid", f"{BREAK_REASONS['anchor_invalid']} ({anchor.problem})")
+    head = anchor.link
+    if not exists:
+        return broken("log_missing", f"{BREAK_REASONS['log_missing']}: the anchor names seq {head.seq}")
+    if verified == 0:
+        return broken("log_emptied", f"{BREAK_REASONS['log_emptied']}: the anchor names seq {head.seq}")
+    if verified < head.seq:
+        missing = head.seq - verified
+        return broken(
+            "tail_truncated",
+            f"{BREAK_REASONS['tail_truncated']}: the anchor names seq {head.seq}, the log ends at seq "
+            f"{verified}, so the {missing} newest record{'s' if missing != 1 else ''} "
+            f"{'are' if missing != 1 else 'is'} missing",
+            verified + 1,
+        )
+    if anchored_mac is None or not hmac.compare_digest(anchored_mac, head.mac):
+        return broken("anchor_mismatch", seq=head.seq)
+    return VerifyReport(log, exists, verified, anchored=head.seq)
 
 
 def tail(n: int = 20, path: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:

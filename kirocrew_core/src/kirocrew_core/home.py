@@ -82,6 +82,11 @@ def audit_key_file() -> Path:
     return crew_home() / "audit" / "sel.key"
 
 
+def audit_anchor_file() -> Path:
+    """The SEL's head anchor (the newest record's seq and MAC, itself MAC'd), owner-only (0600)."""
+    return crew_home() / "audit" / "sel.head"
+
+
 def gateway_token_file() -> Path:
     """The gateway owner token, owner-only (0600)."""
     return crew_home() / "gateway.token"

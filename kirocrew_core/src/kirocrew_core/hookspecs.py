@@ -82,7 +82,10 @@ def gateway_routes() -> list[BaseRoute]:
     Called once by :func:`kirocrew_core.gateway.app.create_app` while building
     the Starlette app. Routes under ``/api/`` require the owner token; routes
     with a mutating method also reject a foreign ``Origin``. Use paths under
-    ``/api/<plugin>/``.
+    ``/api/<plugin>/``. A route that takes a JSON body reads it with
+    :func:`kirocrew_core.gateway.body.read_json_body`, so every route answers
+    400 ``bad_json`` and ``body_too_large`` alike (a test sends every
+    body-taking route a malformed and a too-deeply-nested body).
 
     :return: a list of Starlette routes; lists from all plugins are
         concatenated, sorted by plugin name. A path already taken is refused.

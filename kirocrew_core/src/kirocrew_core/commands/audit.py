@@ -49,7 +49,7 @@ def tail_command(count: int, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context
 def verify_command(ctx: click.Context, as_json: bool) -> None:
-    """Check every record's HMAC chain; exit 1 at the first broken record."""
+    """Check every record's HMAC chain and that the log reaches its head anchor; exit 1 if not."""
     from kirocrew_core.audit import verify
 
     report = verify()
@@ -59,6 +59,13 @@ def verify_command(ctx: click.Context, as_json: bool) -> None:
         click.echo(f"ok: 0 records (no log yet at {report.path})")
     elif report.ok:
         click.echo(f"ok: {report.verified} records verified")
+        if report.anchored is not None and report.anchored < report.verified:
+            click.echo(f"  the newest {report.verified - report.anchored} not yet anchored (an append was "
+                       "interrupted before its anchor update); the next record anchors them")
+    elif report.line is None:  # the chain is intact but its end or its anchor is not
+        click.echo(f"broken: {report.reason}")
+        click.echo(f"  {report.detail}")
+        click.echo(f"  {report.verified} records verified; {report.path}")
     else:
         seq = "?" if report.seq is None else report.seq
         click.echo(f"broken at line {report.line} (seq {seq}): {report.reason}")

@@ -10,7 +10,6 @@ Starlette is imported inside functions.
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import TYPE_CHECKING
 
 from kirocrew_core.errors import KirocrewError
@@ -36,14 +35,10 @@ async def put_config(request: Request) -> JSONResponse:
 
     from kirocrew_computer.keystone import write_keystone
 
-    body = await request.body()
-    if len(body) > MAX_BODY_BYTES:
-        return JSONResponse({"error": "the body is too large", "code": "body_too_large"}, status_code=400)
+    from kirocrew_core.gateway.body import read_json_body
+
     try:
-        document = json.loads(body)
-    except ValueError:
-        return JSONResponse({"error": "the body is not JSON", "code": "bad_json"}, status_code=400)
-    try:
+        document = await read_json_body(request, limit=MAX_BODY_BYTES)
         state = await asyncio.to_thread(write_keystone, document, action="put_config", actor="owner")
     except KirocrewError as exc:
         return JSONResponse({"error": exc.message, "code": exc.code}, status_code=400 if exc.exit_code == 2 else 500)

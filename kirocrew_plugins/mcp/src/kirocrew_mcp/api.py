@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import re
 from collections.abc import Sequence
@@ -127,28 +126,10 @@ def _error(exc: KirocrewError, status: int = 400) -> JSONResponse:
 
 
 async def read_json_body(request: Request, *, limit: int = MAX_BODY_BYTES) -> Any:
-    """The request's JSON body (``None`` when empty); ``body_too_large`` / ``bad_json`` otherwise.
+    """The request's JSON body (``None`` when empty) through the gateway's one reader."""
+    from kirocrew_core.gateway.body import read_json_body as read
 
-    The size is checked while reading, so a client lying in (or omitting)
-    ``Content-Length`` cannot make the gateway buffer more than ``limit``.
-    """
-    declared = request.headers.get("content-length")
-    if declared is not None and (not declared.isdigit() or int(declared) > limit):
-        raise BadInputError(f"request body larger than {limit} bytes", code="body_too_large")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BadInputError(f"request body larger than {limit} bytes", code="body_too_large")
-        chunks.append(chunk)
-    body = b"".join(chunks)
-    if not body.strip():
-        return None
-    try:
-        return json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise BadInputError("the request body is not valid JSON", code="bad_json") from None
+    return await read(request, limit=limit)
 
 
 def _row_dicts(rows: Sequence[ServerRow], probing: frozenset[str]) -> list[dict[str, Any]]:

@@ -62,7 +62,7 @@ from kirocrew_core.locks import named_lock
 
 from kirocrew_mcp.aliases import mcp_server_alias
 from kirocrew_mcp.probe import is_muted
-from kirocrew_mcp.scopes import CREW_SCOPE_ID, KIND_CREW, Scope, all_scopes
+from kirocrew_mcp.scopes import CREW_SCOPE_ID, KIND_CREW, Scope, all_scopes, mcp_document_problem
 
 if TYPE_CHECKING:
     from kirocrew_core.plugins import KirocrewPluginManager
@@ -246,12 +246,10 @@ def _load(scope: Scope) -> _ScopeFile:
     if not read.known:
         where = f"line {read.line}: " if read.line else ""
         return _ScopeFile(scope, read.state, None, where + read.error)
-    document = read.document
-    if not isinstance(document, dict):
-        return _ScopeFile(scope, ReadState.MALFORMED, None, "top level is not a JSON object")
-    if document.get("mcpServers") is not None and not isinstance(document["mcpServers"], dict):
-        return _ScopeFile(scope, ReadState.MALFORMED, None, "mcpServers is not a JSON object")
-    return _ScopeFile(scope, read.state, document)
+    problem = mcp_document_problem(read.document)
+    if problem:
+        return _ScopeFile(scope, ReadState.MALFORMED, None, problem)
+    return _ScopeFile(scope, read.state, read.document)
 
 
 def _has_launch(entry: Any) -> bool:

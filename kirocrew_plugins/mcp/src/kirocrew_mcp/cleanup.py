@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from kirocrew_core.jsonfile import ReadState, read_json, write_bytes_atomic
 from kirocrew_core.locks import named_lock
 
-from kirocrew_mcp.scopes import KIND_CREW, all_scopes
+from kirocrew_mcp.scopes import KIND_CREW, all_scopes, mcp_document_problem
 
 if TYPE_CHECKING:
     from kirocrew_core.plugins import KirocrewPluginManager
@@ -143,18 +143,19 @@ def _clean_file(path: Path, names: set[str], dry_run: bool, result: ScopeCleanup
     read = read_json(path)
     if read.state in (ReadState.ABSENT, ReadState.EMPTY):
         return
-    if read.state is not ReadState.DOCUMENT or not isinstance(read.document, dict):
+    if read.state is not ReadState.DOCUMENT:
         result.state = "skipped"
         where = f"line {read.line}: " if read.line else ""
-        result.error = f"{read.state.value}: {where}{read.error or 'top level is not a JSON object'}; left untouched"
+        result.error = f"{read.state.value}: {where}{read.error}; left untouched"
+        return
+    problem = mcp_document_problem(read.document)
+    if problem:
+        result.state = "skipped"
+        result.error = f"malformed: {problem}; left untouched"
         return
     document = read.document
     servers = document.get("mcpServers")
     if servers is None:
-        return
-    if not isinstance(servers, dict):
-        result.state = "skipped"
-        result.error = "malformed: mcpServers is not a JSON object; left untouched"
         return
     stale = [key for key in servers if key in names]
     if not stale:

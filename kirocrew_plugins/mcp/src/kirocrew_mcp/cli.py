@@ -143,12 +143,16 @@ def apply_command(ctx: click.Context, source: Any) -> None:
 def rebuild_command(clean: bool, as_json: bool) -> None:
     """Re-render ~/.kiro/agents/kirocrew.json from every MCP scope.
 
-    Exits 1 (nothing written) when the rebuild refuses, e.g. when the existing
-    agent file cannot be read.
+    Refuses, writing nothing and leaving every file as it is, when a scope
+    file cannot be used: exit 2 (scope_file_malformed) for malformed JSON or
+    an mcpServers that is not an object, exit 1 (scope_file_unreadable) for a
+    file it cannot read (permissions, a FIFO, a directory). A partial render
+    would report success for an agent that does not match your files. Also
+    exits 1 when the existing agent file cannot be read.
     """
     from kirocrew_mcp.render import rebuild_agent_config
 
-    report = rebuild_agent_config(clean=clean)
+    report = rebuild_agent_config(clean=clean, strict=True)
     if as_json:
         _echo_json(report.as_dict())
         return

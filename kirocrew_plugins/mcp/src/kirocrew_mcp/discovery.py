@@ -48,7 +48,15 @@ from kirocrew_mcp.probe import (
     is_muted,
     is_remote,
 )
-from kirocrew_mcp.scopes import CREW_SCOPE_ID, KIND_CREW, Scope, ScopeRead, all_scopes, read_scope_servers
+from kirocrew_mcp.scopes import (
+    CREW_SCOPE_ID,
+    KIND_CREW,
+    Scope,
+    ScopeRead,
+    all_scopes,
+    mcp_document_problem,
+    read_scope_servers,
+)
 
 if TYPE_CHECKING:
     from kirocrew_core.plugins import KirocrewPluginManager
@@ -223,14 +231,11 @@ def _read_agent_servers(problems: list[SourceProblem]) -> dict[str, dict[str, An
     if not read.known:
         problems.append(SourceProblem(SOURCE_AGENT, path, read.state.value, read.error, read.line))
         return None
-    servers = read.document.get("mcpServers", {}) if isinstance(read.document, dict) else None
-    if servers is None and isinstance(read.document, dict):
-        servers = {}
-    if not isinstance(servers, dict):
-        what = "top level is not a JSON object" if not isinstance(read.document, dict) else \
-            "mcpServers is not a JSON object"
+    what = mcp_document_problem(read.document)
+    if what:
         problems.append(SourceProblem(SOURCE_AGENT, path, ReadState.MALFORMED.value, what))
         return None
+    servers = read.document.get("mcpServers") or {}
     out: dict[str, dict[str, Any]] = {}
     skipped = []
     for name, entry in servers.items():

@@ -21,26 +21,31 @@ if TYPE_CHECKING:
 
 
 def check_scope_files() -> DoctorResult:
-    """Every MCP scope file kiro-cli sessions depend on is absent or valid JSON."""
+    """Every MCP scope file and the rendered agent is absent or usable, by the check apply and the API use."""
     from kirocrew_core import home
     from kirocrew_core.jsonfile import ReadState, read_json
 
+    from kirocrew_mcp.scopes import all_scopes, mcp_document_problem, read_scope_servers
+
     lines, worst = [], "ok"
-    for label, path in (
-        ("Kiro global", home.kiro_global_mcp_file()),
-        ("kirocrew", home.crew_mcp_file()),
-        ("rendered agent", home.rendered_agent_file()),
-    ):
-        read = read_json(path)
-        if read.state is ReadState.DOCUMENT and not isinstance(read.document, dict):
-            lines.append(f"{label}: {path}: top level is not a JSON object")
-            worst = "fail"
-        elif read.known:
-            lines.append(f"{label}: {path}: {read.state.value}")
+    for scope in all_scopes():
+        read = read_scope_servers(scope)
+        if read.ok:
+            lines.append(f"{scope.label}: {scope.path}: {read.state.value}")
         else:
-            where = f"{path}:{read.line}" if read.line else str(path)
-            lines.append(f"{label}: {where}: {read.state.value}: {read.error}")
+            lines.append(f"{scope.label}: {read.problem()}")
             worst = "fail"
+    agent = read_json(home.rendered_agent_file())
+    problem = mcp_document_problem(agent.document) if agent.state is ReadState.DOCUMENT else ""
+    where = f"{agent.path}:{agent.line}" if agent.line else str(agent.path)
+    if not agent.known:
+        lines.append(f"rendered agent: {where}: {agent.state.value}: {agent.error}")
+        worst = "fail"
+    elif problem:
+        lines.append(f"rendered agent: {where}: malformed: {problem}")
+        worst = "fail"
+    else:
+        lines.append(f"rendered agent: {where}: {agent.state.value}")
     summary = "MCP scope files are readable" if worst == "ok" else "an MCP scope file cannot be used"
     return DoctorResult(worst, summary, "\n".join(lines))
 
@@ -119,7 +124,8 @@ def gateway_shutdown(app: Starlette) -> Any:
 @hookimpl
 def doctor_checks() -> list[DoctorCheck]:
     return [
-        DoctorCheck("mcp.scope-files", check_scope_files, "MCP scope files are absent or valid JSON"),
+        DoctorCheck("mcp.scope-files", check_scope_files,
+                    "MCP scope files and the rendered agent are absent or valid MCP files"),
         DoctorCheck("mcp.agent-file", check_agent_file,
                     "the rendered agent holds the managed servers and never re-reads the Kiro global"),
         DoctorCheck("mcp.provider-globals", check_provider_globals,

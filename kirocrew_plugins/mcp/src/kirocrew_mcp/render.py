@@ -26,8 +26,11 @@ auto-approving it.
 
 The whole read-merge-write runs under the ``agent-file`` lock, which app
 registration takes too, and the file is replaced atomically. Scope files are
-only read: one that is malformed or unreadable is skipped with a warning (its
-servers already in the base stay), never rewritten.
+only read, never rewritten. When one is malformed or unreadable, ``strict``
+(``kirocrew mcp rebuild``, where the user asked for the agent to match their
+files) refuses and writes nothing; otherwise (the rebuild an apply, an app
+registration or a disconnect runs after its own change) the scope is skipped
+with a warning and its servers already in the base stay as they were.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from kirocrew_core.locks import named_lock
 
 from kirocrew_mcp import aliases, managed
 from kirocrew_mcp.resolve import resolve_command_in, search_dirs
-from kirocrew_mcp.scopes import KIND_CREW, ScopeRead, all_scopes, read_scope_servers
+from kirocrew_mcp.scopes import KIND_CREW, ScopeRead, all_scopes, read_scope_servers, unusable_scopes_error
 
 if TYPE_CHECKING:
     from kirocrew_core.contributions import ManagedMcpServer
@@ -677,14 +680,19 @@ def _dedup_strings(items: list[Any]) -> list[str]:
     return out
 
 
-def rebuild_agent_config(*, clean: bool = False, pm: KirocrewPluginManager | None = None) -> RebuildReport:
+def rebuild_agent_config(
+    *, clean: bool = False, pm: KirocrewPluginManager | None = None, strict: bool = False
+) -> RebuildReport:
     """Re-render ``~/.kiro/agents/kirocrew.json`` from every source; see the module docstring.
 
     ``clean`` ignores the existing file as a merge base (app servers are kept:
     they are re-derived from the app registry). Raises ``agent_file_unreadable``
-    when the existing file cannot be read (and ``clean`` is not set), and
-    ``managed_mcp_conflict`` when two plugins claim one managed server; in both
-    cases nothing is written.
+    when the existing file cannot be read (and ``clean`` is not set),
+    ``managed_mcp_conflict`` when two plugins claim one managed server, and,
+    when ``strict``, ``scope_file_malformed`` (exit 2) or ``scope_file_unreadable``
+    when a scope file cannot be used: a rebuild that went on would drop that
+    scope's servers under ``clean`` and report success for a render that does
+    not match the user's files. In every case nothing is written.
     """
     from kirocrew_core.plugins import get_plugin_manager
 
@@ -697,6 +705,10 @@ def rebuild_agent_config(*, clean: bool = False, pm: KirocrewPluginManager | Non
         state = _read_state()
         previous = _names(state.get("managed")) | _names(state.get("retired"))
         retired = previous - set(managed_servers)
+        if strict:
+            unusable = [read for read in map(read_scope_servers, all_scopes(manager)) if not read.ok]
+            if unusable:
+                raise unusable_scopes_error(unusable)
         base, fresh, current = _read_base(path, clean, report)
         config, withheld = render_agent_config(
             base,

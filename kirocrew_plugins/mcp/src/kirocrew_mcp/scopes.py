@@ -12,6 +12,9 @@ Stable API (imported by the render, discovery, probing and apply):
   seam scopes follow the installed plugins). ``all_scopes`` is in priority
   order, highest first: crew store, Kiro global, then seam scopes sorted by
   plugin name; de-duplicated by id, the first keeps it.
+- ``mcp_document_problem(document) -> str``: why a parsed MCP file (a scope
+  or the rendered agent) cannot be used, ``""`` when it can. The one check
+  behind every reader: the rebuild, discovery and the API, apply, and doctor.
 - ``read_scope_servers(scope) -> ScopeRead``: the scope's ``mcpServers`` with
   an honest state. Absent or empty file, or a document without
   ``mcpServers``: ``servers == {}`` and ``ok``. Malformed JSON, a top level or
@@ -32,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kirocrew_core import home
+from kirocrew_core.errors import KirocrewError
 from kirocrew_core.jsonfile import ReadState, read_json
 
 if TYPE_CHECKING:
@@ -84,6 +88,26 @@ class ScopeRead:
             where = f"{where}:{self.line}"
         return f"{where}: {self.state.value}: {self.error}"
 
+    @property
+    def code(self) -> str:
+        """The stable code for a read that is not ok (apply and the rebuild refuse with it)."""
+        return "scope_file_unreadable" if self.state is ReadState.UNREADABLE else "scope_file_malformed"
+
+
+def unusable_scopes_error(reads: list[ScopeRead]) -> KirocrewError:
+    """One error naming every scope file that could not be used; exit 2 when one is malformed.
+
+    A malformed file is the user's to fix (bad input, exit 2); an unreadable
+    one (permissions, a FIFO, a directory) is a failed operation (exit 1).
+    """
+    malformed = any(read.state is ReadState.MALFORMED for read in reads)
+    problems = "; ".join(read.problem() for read in reads)
+    return KirocrewError(
+        f"{problems} (left untouched; fix or move the file, then rebuild)",
+        code="scope_file_malformed" if malformed else "scope_file_unreadable",
+        exit_code=2 if malformed else 1,
+    )
+
 
 def crew_scope() -> Scope:
     """kirocrew's own store, ``<crew home>/mcp.json``: the highest-priority scope."""
@@ -129,6 +153,21 @@ def all_scopes(pm: KirocrewPluginManager | None = None) -> list[Scope]:
     return [crew_scope(), kiro_scope(), *seam_scopes(pm)]
 
 
+def mcp_document_problem(document: Any) -> str:
+    """Why a parsed MCP file cannot be used (``""`` when it can).
+
+    It must be a JSON object whose ``mcpServers``, when present and not null,
+    is an object too: kiro-cli reads nothing from a list of servers, and a
+    writer that took it for "no servers" would overwrite the user's entries.
+    """
+    if not isinstance(document, dict):
+        return "top level is not a JSON object"
+    servers = document.get("mcpServers")
+    if servers is not None and not isinstance(servers, dict):
+        return "mcpServers is not a JSON object"
+    return ""
+
+
 def read_scope_servers(scope: Scope) -> ScopeRead:
     """Read ``scope``'s ``mcpServers`` without ever mistaking "unknowable" for "empty"."""
     read = read_json(scope.path)
@@ -137,13 +176,10 @@ def read_scope_servers(scope: Scope) -> ScopeRead:
     if read.state is not ReadState.DOCUMENT:
         return ScopeRead(read.state, {}, "", scope)
     document = read.document
-    if not isinstance(document, dict):
-        return ScopeRead(ReadState.MALFORMED, {}, "top level is not a JSON object", scope)
-    raw = document.get("mcpServers", {})
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        return ScopeRead(ReadState.MALFORMED, {}, "mcpServers is not a JSON object", scope)
+    problem = mcp_document_problem(document)
+    if problem:
+        return ScopeRead(ReadState.MALFORMED, {}, problem, scope)
+    raw = document.get("mcpServers") or {}
     servers: dict[str, dict[str, Any]] = {}
     skipped: list[str] = []
     for name, entry in raw.items():
