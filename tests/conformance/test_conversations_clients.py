@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -50,15 +51,22 @@ def test_a_successful_delegation_passes_the_clients_output_schema_validation(
 
 
 def test_error_results_reach_the_client_with_their_code_and_message_as_text(
-        mcp_client: Runner, conversations_server: StdioServer) -> None:
-    report = mcp_client(conversations_server, [
+        mcp_client: Runner, conversations_server: StdioServer, fake_kiro_cli: Any, tmp_path: Path) -> None:
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    # No bubblewrap on this server's PATH, so a read_only run is refused as on a machine without it.
+    no_bwrap = replace(conversations_server, env={**conversations_server.env, "PATH": str(fake_kiro_cli.bin_dir)})
+    report = mcp_client(no_bwrap, [
+        {"name": "kiro_delegate", "arguments": {"conversation": "new", "name": "ro", "workspace": str(workspace),
+                                                "message": "!say hi", "authority": "read_only"}},
         {"name": "kiro_result", "arguments": {"conversationId": UNKNOWN_ID, "runId": "r_0000000000000000000000"}},
         {"name": "kiro_delegate", "arguments": {"conversation": "new", "name": "x", "workspace": "relative/path",
                                                 "message": "hi"}},
         {"name": "kiro_archive", "arguments": {"conversationId": UNKNOWN_ID}},
         {"name": "kiro_teleport", "arguments": {}},
     ])
-    expected = ["run_not_found", "invalid_arguments", "conversation_not_found", "unknown_tool"]
+    expected = ["authority_unavailable", "run_not_found", "invalid_arguments", "conversation_not_found",
+                "unknown_tool"]
     for index, code in enumerate(expected):
         result = call_result(report, index)  # the client did not reject it (-32602 before the fix)
         assert result["isError"] is True
