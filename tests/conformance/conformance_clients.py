@@ -47,6 +47,7 @@ class StdioServer:
 
 
 def run_typescript_client(server: StdioServer, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """The report of ``ts_client.mjs``: the TypeScript SDK's ``Client`` over ``StdioClientTransport``."""
     node = shutil.which("node")
     assert node, "node_sdk checked that node is installed"
     plan = {"command": server.argv[0], "args": server.argv[1:], "env": server.env, "cwd": str(server.cwd),
@@ -58,6 +59,7 @@ def run_typescript_client(server: StdioServer, calls: list[dict[str, Any]]) -> d
 
 
 def run_python_client(server: StdioServer, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """The same report from the ``mcp`` SDK's ``ClientSession`` over ``stdio_client``."""
     import asyncio
 
     import anyio
