@@ -18,14 +18,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fake_desktop import audit_records, runner_argv, write_keystone  # noqa: E402
 
 from kirocrew_core import home  # noqa: E402
+from kirocrew_core.testing.fixtures import kirocrew_argv  # noqa: E402
 
 ON = {"enabled": True, "allowed_apps": [], "extra_denied_apps": []}
 HANDSHAKE_SECS = 60
-
-
-def kirocrew_argv(*args: str) -> list[str]:
-    exe = Path(sys.executable).with_name("kirocrew")
-    return [str(exe), *args] if exe.exists() else [sys.executable, "-m", "kirocrew_core.cli", *args]
 
 
 @contextlib.asynccontextmanager
@@ -53,7 +49,7 @@ def test_with_the_keystone_off_tools_list_is_empty_and_calls_are_refused(tmp_pat
 
     listed, called = asyncio.run(scenario())
     assert listed.tools == []
-    assert called.is_error and text_of(called).startswith("Error: computer use is off")
+    assert called.is_error and text_of(called).startswith("error[keystone_off]: computer use is off")
     assert [(r["fields"]["tool"], r["fields"]["code"]) for r in audit_records()] == [
         ("computer_list_apps", "keystone_off")]
 
@@ -94,8 +90,9 @@ def test_calls_over_stdio_run_through_the_chokepoint_and_are_each_audited(tmp_pa
     state, click, password, ambiguous = asyncio.run(scenario())
     assert not state.is_error and '3 push button "Save"' in text_of(state)
     assert not click.is_error and 'saved 1 times' in text_of(click)
-    assert password.is_error and "password field" in text_of(password)
-    assert ambiguous.is_error
+    assert password.is_error and text_of(password).startswith("error[password_field]: ")
+    assert "password field" in text_of(password)
+    assert ambiguous.is_error and text_of(ambiguous).startswith("error[ambiguous_target]: ")
     records = audit_records()
     assert [(r["fields"]["tool"], r["fields"]["code"]) for r in records] == [
         ("computer_get_state", "ok"), ("computer_click", "ok"), ("computer_type_text", "password_field"),
@@ -114,7 +111,7 @@ def test_the_keystone_is_rechecked_on_every_call_not_only_at_listing(tmp_path: P
 
     first, second = asyncio.run(scenario())
     assert not first.is_error
-    assert second.is_error and text_of(second).startswith("Error: computer use is off")
+    assert second.is_error and text_of(second).startswith("error[keystone_off]: computer use is off")
 
 
 def test_the_managed_registration_is_never_auto_approved(kirocrew) -> None:  # noqa: ANN001
@@ -136,7 +133,7 @@ def test_an_unknown_tool_is_refused_even_with_the_keystone_on(tmp_path: Path, na
             return await session.call_tool(name, {})
 
     result = asyncio.run(scenario())
-    assert result.is_error and text_of(result).startswith("Error: no such computer-use tool")
+    assert result.is_error and text_of(result).startswith("error[unknown_tool]: no such computer-use tool")
 
 
 def test_the_governance_ceiling_withholds_every_computer_tool_from_auto_approve(installed_plugin_manager) -> None:  # noqa: ANN001

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from kirocrew_core.testing.fixtures import kirocrew_argv
 
 T = TypeVar("T")
 
@@ -42,12 +43,6 @@ def run_async(coro: Awaitable[T], timeout: float = TEST_TIMEOUT_SECS) -> T:
         return await asyncio.wait_for(coro, timeout)
 
     return asyncio.run(bounded())
-
-
-def kirocrew_argv(*args: str) -> list[str]:
-    """The installed ``kirocrew`` console script (or ``python -m`` from a bare checkout)."""
-    exe = Path(sys.executable).with_name("kirocrew")
-    return [str(exe), *args] if exe.exists() else [sys.executable, "-m", "kirocrew_core.cli", *args]
 
 
 class ToolCallError(Exception):
@@ -87,10 +82,11 @@ class ConversationsClient:
 
 
 def structured(result: Any) -> dict[str, Any]:
-    """``result.structured_content``, or :class:`ToolCallError` when ``result.is_error``."""
+    """``result.structured_content``, or :class:`ToolCallError` (code read from the text) when ``result.is_error``."""
+    from kirocrew_core.tool_results import read_error
+
     if result.is_error:
-        error = (result.structured_content or {}).get("error") or {}
-        raise ToolCallError(error.get("code", "?"), error.get("message", ""), result)
+        raise ToolCallError(*read_error(result), result)
     return result.structured_content
 
 

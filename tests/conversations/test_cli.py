@@ -6,10 +6,12 @@ command sees what an earlier one left there, as a user's shell session would.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -237,21 +239,30 @@ def _serving(path: Path, server: subprocess.Popen[Any], stderr: Path) -> None:
         time.sleep(0.1)
 
 
-def test_with_a_server_running_spawn_returns_at_once_and_a_later_wait_sees_the_run_complete(
-        kirocrew: Any, fake_kiro_env: dict[str, str], workspace: Path, tmp_path: Path) -> None:
+@contextlib.contextmanager
+def _server_running(fake_kiro_env: dict[str, str], tmp_path: Path) -> Iterator[dict[str, str]]:
+    """A real ``kirocrew mcp-conversations`` owning a state dir; yields the env whose twins reach it."""
     from kirocrew_core import proc
+    from kirocrew_core.testing.fixtures import kirocrew_argv
 
     # A short state directory: a Unix socket path must fit in 108 bytes.
     env = {**fake_kiro_env, "KIRO_CONVERSATIONS_STATE_DIR": str(tmp_path / "s")}
-    exe = Path(sys.executable).with_name("kirocrew")
-    argv = [str(exe)] if exe.exists() else [sys.executable, "-m", "kirocrew_core.cli"]
     stderr = tmp_path / "server.stderr"
     with stderr.open("w") as errlog:
         # stdin stays an open pipe, so the stdio server keeps running until the test closes it.
-        server = proc.spawn([*argv, "mcp-conversations"], env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
+        server = proc.spawn(kirocrew_argv("mcp-conversations"), env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
                             stderr=errlog, text=True)
     try:
         _serving(tmp_path / "s" / "control.sock", server, stderr)
+        yield env
+    finally:
+        ended = proc.terminate(server, reason="test over")
+    assert ended.returncode == 0, stderr.read_text()
+
+
+def test_with_a_server_running_spawn_returns_at_once_and_a_later_wait_sees_the_run_complete(
+        kirocrew: Any, fake_kiro_env: dict[str, str], workspace: Path, tmp_path: Path) -> None:
+    with _server_running(fake_kiro_env, tmp_path) as env:
         started = ok(kirocrew("conversations", "--json", "spawn", "--name", "served", "--workspace",
                               str(workspace), "!sleep 2\n!say served by the server", env=env, timeout=120))
         [out] = documents(started)  # no second document: the command did not supervise the run
@@ -263,9 +274,15 @@ def test_with_a_server_running_spawn_returns_at_once_and_a_later_wait_sees_the_r
         conforms("kiro_wait", waited)
         [run] = waited["runs"]
         assert run["status"] == "completed" and run["reply"]["text"] == "served by the server"
-    finally:
-        ended = proc.terminate(server, reason="test over")
-    assert ended.returncode == 0, stderr.read_text()
+
+
+def test_with_a_server_running_a_refused_command_keeps_its_stable_code_and_exit_status(
+        kirocrew: Any, fake_kiro_env: dict[str, str], tmp_path: Path) -> None:
+    with _server_running(fake_kiro_env, tmp_path) as env:
+        missing = kirocrew("conversations", "archive", "conv_nope", env=env, timeout=120)
+        malformed = kirocrew("conversations", "archive", "not an id!", env=env, timeout=120)
+    assert missing.returncode == 1 and "kirocrew: error[conversation_not_found]:" in missing.stderr
+    assert malformed.returncode == 2 and "kirocrew: error[invalid_arguments]:" in malformed.stderr
 
 
 def test_every_conversations_command_is_in_the_user_guide() -> None:

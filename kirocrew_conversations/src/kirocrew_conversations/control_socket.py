@@ -119,14 +119,23 @@ async def serve(path: Path, handle: Callable[[Any, Any], Awaitable[None]]) -> No
 async def connect(path: Path) -> AsyncIterator[Any]:
     """An initialized MCP ``ClientSession`` to the server owning ``path``'s state directory.
 
-    Raises ``OSError`` when nothing listens there (no server, or a stale socket).
+    Raises ``OSError`` when nothing listens there (no server, or a stale socket). An error raised
+    in the ``with`` body (a tool's :class:`~kirocrew_core.errors.KirocrewError`, say) leaves as
+    itself, not wrapped in the ``ExceptionGroup`` of the SDK's task groups, so the CLI still
+    prints its ``error[code]`` and exits with its status.
     """
     import anyio
     from mcp import ClientSession
 
     with anyio.fail_after(CONNECT_TIMEOUT_SECS):
         stream = await anyio.connect_unix(path)
+    failure: Exception | None = None
     async with stream, line_transport(stream) as (read, write), ClientSession(read, write) as session:
         with anyio.fail_after(CONNECT_TIMEOUT_SECS):
             await session.initialize()
-        yield session
+        try:
+            yield session
+        except Exception as exc:  # noqa: BLE001 - re-raised below, once the session has closed cleanly
+            failure = exc
+    if failure is not None:
+        raise failure

@@ -5,10 +5,12 @@ hand-written JSON Schemas (strict, bounded, documented from one place) rather th
 from Python signatures; this module only translates between MCP and
 :class:`~kirocrew_conversations.service.ConversationsService`:
 
-* every result carries ``structuredContent`` and the same JSON as a text block, for clients
-  without structured output;
-* a :class:`KirocrewError` becomes ``isError`` with ``{"error": {"code", "message"}}`` and the
-  text ``error[code]: message``; anything else is ``internal_error``, its traceback on stderr only;
+* results take the shapes of :mod:`kirocrew_core.tool_results`: a success carries
+  ``structuredContent`` and the same JSON as a text block, for clients without structured output;
+* a :class:`KirocrewError` becomes ``isError`` with the one text block ``error[code]: message`` and
+  no ``structuredContent`` (the output schemas describe successes, and TypeScript-SDK clients reject
+  any structured content that does not match them); anything else is ``internal_error``, its
+  traceback on stderr only;
 * a request with a ``progressToken`` gets a sink sending ``notifications/progress``;
 * a cancelled request (``notifications/cancelled``, or a client gone) cancels only the awaiting
   task, which detaches from the run; it never cancels Kiro.
@@ -29,7 +31,6 @@ import asyncio
 import contextlib
 import fcntl
 import itertools
-import json
 import logging
 import os
 import re
@@ -40,6 +41,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kirocrew_core import tool_results
 from kirocrew_core.errors import KirocrewError
 
 from kirocrew_conversations import __version__
@@ -63,6 +65,7 @@ ONE kiro_wait over all returned conversationId/runId pairs (mode "any" or "all")
 nothing: call kiro_wait again. Aborting a call only detaches; stop a run deliberately with kiro_cancel.
 - IDs are opaque: pass back exactly what a tool returned; never construct, shorten or parse one.
 - Status needs_attention: inspect the permission request, then answer with kiro_permission_decide.
+- A failed call is isError with the text error[<code>]: <message>; branch on the code.
 - New conversations default to unrestricted authority: a technical capability, not permission to do \
 more than the user asked (no commits, pushes or deployments unless asked)."""
 
@@ -74,27 +77,7 @@ _READ_CHUNK = 64 * 1024
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
-# -- results ---------------------------------------------------------------------------------------
-def _compact(payload: dict[str, Any]) -> str:
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-
-
-def tool_result(payload: dict[str, Any]) -> Any:
-    """A successful ``CallToolResult``: the structured output, and the same JSON as text."""
-    from mcp import types
-
-    return types.CallToolResult(content=[types.TextContent(type="text", text=_compact(payload))],
-                                structured_content=payload, is_error=False)
-
-
-def error_result(code: str, message: str) -> Any:
-    """An ``isError`` result that clients can branch on by ``code`` (never a traceback)."""
-    from mcp import types
-
-    return types.CallToolResult(content=[types.TextContent(type="text", text=f"error[{code}]: {message}")],
-                                structured_content={"error": {"code": code, "message": message}}, is_error=True)
-
-
+# -- progress --------------------------------------------------------------------------------------
 def _progress_sink(ctx: Any) -> ProgressSink | None:
     """A sink for this request's ``progressToken``, or ``None`` when the client sent none.
 
@@ -135,15 +118,16 @@ def build_server(service: ConversationsService) -> Server[Any]:
         name = params.name
         if name not in TOOLS_BY_NAME:
             shown = f" {name}" if _SAFE_NAME.match(name) else ""
-            return error_result("unknown_tool", f"no tool is named{shown}; tools/list names the 16 tools")
+            return tool_results.error_result("unknown_tool", f"no tool is named{shown}; tools/list names the 16 tools")
         try:
             payload = await service.call(name, params.arguments, progress=_progress_sink(ctx))
         except KirocrewError as exc:
-            return error_result(exc.code, exc.message)
+            return tool_results.error_result(exc.code, exc.message)
         except Exception:  # noqa: BLE001 - the client gets a code, stderr gets the traceback
             log.exception("tool %s failed unexpectedly", name)
-            return error_result("internal_error", f"{name} failed unexpectedly; the server's log has the details")
-        return tool_result(payload)
+            return tool_results.error_result("internal_error",
+                                             f"{name} failed unexpectedly; the server's log has the details")
+        return tool_results.structured_result(payload)
 
     return Server(SERVER_NAME, version=__version__, instructions=INSTRUCTIONS,
                   on_list_tools=list_tools, on_call_tool=call_tool)

@@ -670,7 +670,9 @@ def render_tools_reference() -> str:
     lines += [
         "## Error codes",
         "",
-        "A failed call returns `isError: true` with `structuredContent` `{\"error\": {\"code\", \"message\"}}`."
+        "A failed call returns `isError: true` and one text block `error[<code>]: <message>`, with no"
+        " `structuredContent`: the output schemas above describe successes, and clients built on the"
+        " TypeScript MCP SDK reject structured content that does not match them."
         " Branch on the code; the message is for people and is redacted (no absolute paths, prompts or secrets)."
         " Codes marked *Run error* appear in a run's `error.code` instead.",
         "",

@@ -15,6 +15,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
+from kirocrew_core import tool_results
 from kirocrew_core.errors import BadInputError, KirocrewError
 
 from kirocrew_conversations import control_socket
@@ -50,22 +51,20 @@ class RemoteBackend:
         self.session = session
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The tool's structured output, or its error raised with the stable code from the error text."""
         result = await self.session.call_tool(tool, arguments)
+        if result.is_error:
+            code, message = tool_results.read_error(result)
+            # The caller's input was wrong: the same exit status as when the tool runs in process.
+            kind = BadInputError if code in BAD_INPUT_CODES else KirocrewError
+            raise kind(message, code=code)
         payload = result.structured_content
         if payload is None:  # a server without structured output still sends the same JSON as text
             text = "".join(getattr(block, "text", "") for block in result.content)
             try:
                 payload = json.loads(text)
             except ValueError:
-                payload = {"error": {"code": "internal_error", "message": text[:300]}}
-        if result.is_error:
-            error = payload.get("error") if isinstance(payload, dict) else None
-            error = error if isinstance(error, dict) else {}
-            code = str(error.get("code", "internal_error"))
-            message = str(error.get("message", "the server reported an error"))
-            # The caller's input was wrong: the same exit status as when the tool runs in process.
-            kind = BadInputError if code in BAD_INPUT_CODES else KirocrewError
-            raise kind(message, code=code)
+                raise KirocrewError(f"the server's reply is not JSON: {text[:300]}", code="internal_error") from None
         return payload
 
 

@@ -88,13 +88,17 @@ def gateway_client(plugin_manager: Any) -> Iterator[Any]:
         yield client
 
 
+def kirocrew_argv(*args: str) -> list[str]:
+    """argv of the installed ``kirocrew`` console script (or ``python -m`` from a bare checkout)."""
+    exe = Path(sys.executable).with_name("kirocrew")
+    return [str(exe), *args] if exe.exists() else [sys.executable, "-m", "kirocrew_core.cli", *args]
+
+
 def run_kirocrew(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
                  input: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run the real ``kirocrew`` console command in a subprocess with the test's environment."""
-    exe = Path(sys.executable).with_name("kirocrew")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "kirocrew_core.cli"]
     return subprocess.run(
-        [*cmd, *args],
+        kirocrew_argv(*args),
         capture_output=True,
         text=True,
         timeout=timeout,

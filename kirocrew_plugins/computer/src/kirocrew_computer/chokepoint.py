@@ -40,9 +40,16 @@ SESSION_ENV = "KIROCREW_SESSION_KEY"
 _SESSION_KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
 
 
+REFUSAL_PREFIX = "Error: "
+
+
 @dataclass(frozen=True)
 class Reply:
-    """One call's answer: ``text`` for the model, ``code`` ("ok" or the refusal code) for the audit."""
+    """One call's answer: ``text`` for the model, ``code`` ("ok" or the refusal code) for the audit.
+
+    A refusal's ``text`` is ``Error: <message>`` (the gateway's and the CLI's form); the MCP server
+    sends ``code`` and :attr:`message` as the kirocrew error result instead.
+    """
 
     tool: str
     text: str
@@ -51,6 +58,11 @@ class Reply:
     @property
     def ok(self) -> bool:
         return self.code == "ok"
+
+    @property
+    def message(self) -> str:
+        """The text without the ``Error: `` that marks a refusal."""
+        return self.text.removeprefix(REFUSAL_PREFIX)
 
 
 def caller_identity(env: dict[str, str] | None = None) -> str:
@@ -127,18 +139,18 @@ class Chokepoint:
                     raise Refusal(keystone.reason, "keystone_off")
                 text, code, outcome = await self._run(name, args, keystone, session, fields), "ok", "ok"
             except Refusal as exc:
-                text, code, outcome = f"Error: {exc.message}", exc.code, "refused"
+                text, code, outcome = f"{REFUSAL_PREFIX}{exc.message}", exc.code, "refused"
             except BackendError as exc:
-                text, code, outcome = f"Error: {redact(str(exc))}", exc.code, "failed"
+                text, code, outcome = f"{REFUSAL_PREFIX}{redact(str(exc))}", exc.code, "failed"
             except Exception:  # noqa: BLE001 - the model gets a code, stderr the traceback
                 log.exception("computer-use tool %s failed unexpectedly", name)
-                text, code, outcome = f"Error: {name} failed unexpectedly", "internal_error", "failed"
+                text, code, outcome = f"{REFUSAL_PREFIX}{name} failed unexpectedly", "internal_error", "failed"
         try:
             await asyncio.to_thread(audit.record, "computer_use.call", actor=session, outcome=outcome,
                                     code=code, **fields)
         except Exception as exc:  # noqa: BLE001 - an unaudited call must not look like a success
             log.error("computer-use audit record failed: %s", exc)
-            return Reply(name, f"Error: the call could not be audited ({exc})", "audit_failed")
+            return Reply(name, f"{REFUSAL_PREFIX}the call could not be audited ({exc})", "audit_failed")
         return Reply(name, text, code)
 
     async def run_calls(self, calls: Iterable[tuple[str, Any]], *, session: str | None = None) -> list[Reply]:

@@ -8,7 +8,8 @@ from kirocrew_core.errors import KirocrewError
 class Refusal(KirocrewError):
     """A call the chokepoint will not run; ``code`` is stable and audited.
 
-    The MCP reply is the text ``Error: <message>``; the CLI exits non-zero.
+    The MCP reply is an error result ``error[<code>]: <message>``; the CLI prints ``Error: <message>``
+    and exits non-zero.
     """
 
     def __init__(self, message: str, code: str) -> None:

@@ -3,8 +3,10 @@
 A thin translation to :class:`~kirocrew_computer.chokepoint.Chokepoint`.
 ``tools/list`` re-reads the keystone on every request and lists nothing while
 it is off, so a session started before the owner enabled computer use sees no
-tools; every call re-checks it too (inside the chokepoint). Replies are text;
-a refusal's text starts ``Error: `` and is flagged ``isError``.
+tools; every call re-checks it too (inside the chokepoint). Results take the shapes of
+:mod:`kirocrew_core.tool_results`: a reply is one text block (no tool declares an
+``outputSchema``), a refusal is ``isError`` with the text ``error[<code>]: <message>``,
+so an MCP client sees the same stable code the audit record keeps.
 
 The mcp SDK is imported inside functions: ``kirocrew --help`` must not pay for it.
 """
@@ -14,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
+
+from kirocrew_core import tool_results
 
 from kirocrew_computer import __version__
 from kirocrew_computer.schemas import TOOLS, annotations
@@ -31,7 +35,8 @@ Operates desktop applications through their accessibility tree.
 - Call computer_get_state for an app before acting on it; element indices come from its latest state and \
 expire after 90 s. Every mutating tool returns the refreshed state.
 - Prefer element_index over x/y coordinates. Password fields cannot be typed into or read.
-- A reply starting "Error: " was refused or failed; nothing was done unless it says so."""
+- A reply flagged isError (text "error[<code>]: <message>") was refused or failed; nothing was done unless it \
+says so."""
 
 
 def _tool_list() -> Any:
@@ -53,8 +58,9 @@ def build_server(chokepoint: Chokepoint) -> Server[Any]:
 
     async def call_tool(ctx: Any, params: Any) -> Any:
         reply = await chokepoint.call(params.name, params.arguments)
-        return types.CallToolResult(content=[types.TextContent(type="text", text=reply.text)],
-                                    is_error=not reply.ok)
+        if reply.ok:
+            return tool_results.text_result(reply.text)
+        return tool_results.error_result(reply.code, reply.message)
 
     return Server(SERVER_NAME, version=__version__, instructions=INSTRUCTIONS,
                   on_list_tools=list_tools, on_call_tool=call_tool)

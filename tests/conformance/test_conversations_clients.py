@@ -1,0 +1,74 @@
+"""``kirocrew mcp-conversations`` as third-party MCP clients see it (with the fake kiro-cli, so calls are real)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kirocrew_core.testing.fixtures import kirocrew_argv
+
+from kirocrew_conversations.tool_schemas import TOOLS
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from conformance_clients import Runner, StdioServer, call_result, text_of  # noqa: E402
+
+UNKNOWN_ID = "c_00000000000000000000000000"
+
+
+@pytest.fixture
+def conversations_server(fake_kiro_cli: Any, tmp_path: Path) -> StdioServer:
+    """A fresh ``kirocrew mcp-conversations`` on the fake kiro-cli and this test's own state dir."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("KIRO_CONVERSATIONS_")}
+    env["KIRO_CLI_PATH"] = str(fake_kiro_cli.path)
+    env["KIRO_CONVERSATIONS_STATE_DIR"] = str(tmp_path / "conversations-state")
+    return StdioServer(kirocrew_argv("mcp-conversations"), env, tmp_path, tmp_path / "server.stderr")
+
+
+def test_every_tool_is_listed_with_an_input_and_output_schema_the_client_compiles(
+        mcp_client: Runner, conversations_server: StdioServer) -> None:
+    report = mcp_client(conversations_server, [])
+    assert [tool["name"] for tool in report["tools"]] == [tool.name for tool in TOOLS]
+    assert all("inputSchema" in tool and "outputSchema" in tool for tool in report["tools"])
+    assert report["schemaProblems"] == []
+
+
+def test_a_successful_delegation_passes_the_clients_output_schema_validation(
+        mcp_client: Runner, conversations_server: StdioServer, tmp_path: Path) -> None:
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    report = mcp_client(conversations_server, [{"name": "kiro_delegate", "arguments": {
+        "conversation": "new", "name": "greet", "workspace": str(workspace), "message": "!say hello"}}])
+    result = call_result(report, 0)
+    assert result.get("isError") is not True
+    assert result["structuredContent"]["run"]["reply"]["text"] == "hello"
+    assert json.loads(text_of(result)) == result["structuredContent"]
+
+
+def test_error_results_reach_the_client_with_their_code_and_message_as_text(
+        mcp_client: Runner, conversations_server: StdioServer, fake_kiro_cli: Any, tmp_path: Path) -> None:
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    # No bubblewrap on this server's PATH, so a read_only run is refused as on a machine without it.
+    no_bwrap = replace(conversations_server, env={**conversations_server.env, "PATH": str(fake_kiro_cli.bin_dir)})
+    report = mcp_client(no_bwrap, [
+        {"name": "kiro_delegate", "arguments": {"conversation": "new", "name": "ro", "workspace": str(workspace),
+                                                "message": "!say hi", "authority": "read_only"}},
+        {"name": "kiro_result", "arguments": {"conversationId": UNKNOWN_ID, "runId": "r_0000000000000000000000"}},
+        {"name": "kiro_delegate", "arguments": {"conversation": "new", "name": "x", "workspace": "relative/path",
+                                                "message": "hi"}},
+        {"name": "kiro_archive", "arguments": {"conversationId": UNKNOWN_ID}},
+        {"name": "kiro_teleport", "arguments": {}},
+    ])
+    expected = ["authority_unavailable", "run_not_found", "invalid_arguments", "conversation_not_found",
+                "unknown_tool"]
+    for index, code in enumerate(expected):
+        result = call_result(report, index)  # the client did not reject it (-32602 before the fix)
+        assert result["isError"] is True
+        text = text_of(result)
+        assert text.startswith(f"error[{code}]: ") and len(text) > len(f"error[{code}]: ")
