@@ -19,17 +19,20 @@ from node_sdk import ensure_installed  # noqa: E402
 
 
 @pytest.fixture(scope="session")
-def node_sdk() -> None:
-    """The pinned TypeScript SDK in ``node_modules/`` (installed once, shared by xdist workers)."""
-    problem = ensure_installed()
-    if problem:
-        unavailable(problem)
+def node_sdk_problem() -> str | None:
+    """Why the pinned TypeScript SDK cannot be had, or None once it is in ``node_modules/``.
+
+    Session-scoped, so pytest sets it up before any test's own fixtures: the one-time ``npm ci``
+    (shared by xdist workers) happens outside the write guard that holds each test to its tmp dirs.
+    """
+    return ensure_installed()
 
 
 @pytest.fixture(params=["typescript", "python"])
-def mcp_client(request: pytest.FixtureRequest) -> Runner:
+def mcp_client(request: pytest.FixtureRequest, node_sdk_problem: str | None) -> Runner:
     """Each third-party client in turn: ``mcp_client(server, calls)`` returns its report."""
     if request.param == "typescript":
-        request.getfixturevalue("node_sdk")
+        if node_sdk_problem:
+            unavailable(node_sdk_problem)
         return run_typescript_client
     return run_python_client
