@@ -627,13 +627,23 @@ def decide(options: _Options, conversation_id: str, run_id: str, permission_id: 
 @click.option("--effort", type=click.Choice(EFFORTS), help="Default reasoning effort.")
 @click.option("--mode", help="Default Kiro agent / ACP session mode.")
 @click.option("--authority", type=click.Choice(AUTHORITIES), help="Default execution authority.")
+@click.option("--allow-slash-command", "slash_commands", multiple=True, metavar="/NAME",
+              help="A slash command its messages may run (repeatable; replaces the list; one `capabilities` "
+                   "lists). Messages starting with / are refused otherwise.")
+@click.option("--no-slash-commands", is_flag=True, help="Allow no slash command again (the default).")
 @_json_option
 @click.pass_obj
-def configure(options: _Options, conversation_id: str, **overrides: Any) -> None:
+def configure(options: _Options, conversation_id: str, slash_commands: tuple[str, ...], no_slash_commands: bool,
+              **overrides: Any) -> None:
     """Change an idle conversation's defaults for its future runs."""
     settings = _overrides(**overrides)
+    if slash_commands and no_slash_commands:
+        raise BadInputError("give --allow-slash-command or --no-slash-commands, not both")
+    if slash_commands or no_slash_commands:
+        settings["allowedSlashCommands"] = list(slash_commands)
     if not settings:
-        raise BadInputError("give at least one of --model, --effort, --mode, --authority")
+        raise BadInputError("give at least one of --model, --effort, --mode, --authority, --allow-slash-command, "
+                            "--no-slash-commands")
     _simple("kiro_configure", {"conversationId": conversation_id, **settings}, options,
             lambda out: f"conversation {out['conversationId']} defaults: {_settings_line(out['defaults'])}")
 
