@@ -169,6 +169,11 @@ def test_a_slash_command_message_is_refused_from_the_shell_too(conversations: An
     assert both.returncode == 2
     [cleared] = documents(ok(conversations("--json", "configure", cid, "--no-slash-commands")))
     assert conforms("kiro_configure", cleared)["defaults"]["allowedSlashCommands"] == []
+    mixed = conversations("spawn", "--conversation", cid, "--allow-slash-command", "/compact", "/compact")
+    assert mixed.returncode == 2 and "--allow-slash-command" in mixed.stderr
+    fresh = conversations("spawn", "--name", "fresh", "--workspace", str(workspace), "--allow-slash-command",
+                          "/compact", "/compact")
+    assert fresh.returncode == 1 and "error[unknown_slash_command]" in fresh.stderr  # none announced yet here
 
 
 @pytest.mark.parametrize("target", ["conv_only", "conv_a:", ":run_b", "conv_a:run_b:extra"])

@@ -339,10 +339,12 @@ def _overrides(model: str | None, effort: str | None, mode: str | None, authorit
 
 
 def _spawn_arguments(name: str | None, workspace: Path | None, worktree: bool, base_ref: str | None,
-                     conversation: str | None, message: str, **overrides: Any) -> dict[str, Any]:
+                     conversation: str | None, message: str, slash_commands: tuple[str, ...] = (),
+                     **overrides: Any) -> dict[str, Any]:
     if conversation is not None:
         given = [flag for flag, value in (("--name", name), ("--workspace", workspace), ("--worktree", worktree),
-                                          ("--base-ref", base_ref)) if value]
+                                          ("--base-ref", base_ref), ("--allow-slash-command", slash_commands))
+                 if value]
         if given:
             raise BadInputError(f"{', '.join(given)} only apply to a new conversation, not with --conversation")
         args: dict[str, Any] = {"conversation": conversation}
@@ -357,6 +359,8 @@ def _spawn_arguments(name: str | None, workspace: Path | None, worktree: bool, b
             args["workspaceMode"] = "worktree"
         if base_ref is not None:
             args["baseRef"] = base_ref
+        if slash_commands:
+            args["allowedSlashCommands"] = list(slash_commands)
     return {**args, "message": _read_message(message), **_overrides(**overrides)}
 
 
@@ -402,6 +406,9 @@ def _spawn_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--worktree", is_flag=True,
                      help="Work in a new git worktree and kiro/… branch (needs a clean repository root)."),
         click.option("--base-ref", help="Git ref the worktree branch starts from (default HEAD)."),
+        click.option("--allow-slash-command", "slash_commands", multiple=True, metavar="/NAME",
+                     help="A slash command the new conversation's messages may run (repeatable; one "
+                          "`capabilities` lists). Messages starting with / are refused otherwise."),
         click.option("--conversation", "conversation", metavar="ID",
                      help="Continue this existing conversation instead of creating one (queued FIFO)."),
     ]):

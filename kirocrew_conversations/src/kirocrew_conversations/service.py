@@ -491,17 +491,22 @@ class ConversationsService:
 
     async def _tool_kiro_delete(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
         cid = args["conversationId"]
-        # An idle worker may still host the conversation's kiro session (and hold its lock): close it first.
-        await self.orchestrator.release(cid)
-        sessions_dir = kiro_sessions_dir()
-
-        def precheck(conversation: Conversation, sessions: list[str]) -> None:
-            ws = conversation.workspace
-            if ws.strategy == "worktree" and ws.worktree_path and ws.worktree_branch and worktrees.worktree_remains(
+        conversation = await self._db(self.store.get_conversation, cid)
+        ws = conversation.workspace
+        if conversation.state == "archived" and args["confirmName"] == conversation.name:
+            # It never touches a workspace or branch, so it must not orphan them (git runs outside the store lock;
+            # an archived conversation gets no new worktree meanwhile).
+            if ws.strategy == "worktree" and ws.worktree_path and ws.worktree_branch and await self._db(
+                    worktrees.worktree_remains,
                     worktrees.WorktreeInfo(repo=Path(ws.path), path=Path(ws.worktree_path),
                                            branch=ws.worktree_branch, base_ref=ws.worktree_base_ref or "HEAD")):
                 raise conversation_error("worktree_not_cleaned_up", "the conversation's worktree or branch still "
                                          "exists; clean it up (kiro_worktree_cleanup) before deleting")
+            # An idle worker may still host the conversation's kiro session (and hold its lock): close it first.
+            await self.orchestrator.release(cid)
+        sessions_dir = kiro_sessions_dir()
+
+        def precheck(conversation: Conversation, sessions: list[str]) -> None:
             for session_id in sessions:
                 if _safe_session(session_id) and kiro_sessions.session_in_use(session_id, sessions_dir):
                     raise conversation_error("kiro_session_in_use", "a live kiro-cli process holds this "

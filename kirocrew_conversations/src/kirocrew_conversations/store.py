@@ -519,7 +519,7 @@ class Store:
         """Permanently remove an archived conversation; its runs, prompts and events go with it (FK cascade).
 
         ``precheck(conversation, session_ids)`` runs once the archive state and name are verified, in the
-        transaction, and may refuse (a worktree still there, a session still in use); it must not use the store.
+        transaction, and may refuse (a Kiro session still in use); it must be quick and must not use the store.
         Returns the kiro session ids the conversation used, for the caller to remove kiro's files.
         """
         with self._write() as db:
