@@ -682,7 +682,9 @@ def test_a_message_starting_with_a_slash_is_refused_unless_the_conversation_allo
     async def main() -> None:
         async with conversations_client() as client:
             new = {"conversation": "new", "workspace": str(tmp_path)}
-            await expect_error(client, "slash_command_refused", "kiro_spawn", name="a", message="/clear", **new)
+            refused = await expect_error(client, "slash_command_refused", "kiro_spawn", name="a", message="/clear",
+                                         **new)
+            assert "'clear'" in refused and "allowed: none" in refused, refused
             await expect_error(client, "slash_command_refused", "kiro_delegate", name="a",
                                message=" \n\t/model other-model", **new)
             assert (await client.call("kiro_status", archive="all"))["conversations"] == [], "nothing was created"
@@ -696,8 +698,9 @@ def test_a_message_starting_with_a_slash_is_refused_unless_the_conversation_allo
                 await expect_error(client, "slash_command_refused", tool, message="/clear", **args)
             caps = await client.call("kiro_capabilities")
             assert "/compact" in caps["slashCommands"]
-            await expect_error(client, "unknown_slash_command", "kiro_configure", conversationId=cid,
-                               allowedSlashCommands=["/no-such-command"])
+            unknown = await expect_error(client, "unknown_slash_command", "kiro_configure", conversationId=cid,
+                                         allowedSlashCommands=["/no-such-command"])
+            assert "no-such-command" in unknown and "compact" in unknown, unknown
             configured = await client.call("kiro_configure", conversationId=cid, allowedSlashCommands=["compact"])
             assert configured["defaults"]["allowedSlashCommands"] == ["/compact"]
 

@@ -9,6 +9,9 @@ its name is what follows up to the first whitespace. A conversation runs one onl
 if its ``allowedSlashCommands`` names it (empty by default), and only if the live
 Kiro session announces that command when the run starts. Anything else is refused
 with ``slash_command_refused`` and nothing is queued or sent.
+
+Error messages name commands without their slash: client-facing text is redacted, and
+``/name`` reads as an absolute path there.
 """
 
 from __future__ import annotations
@@ -37,13 +40,12 @@ def check_allowed(text: str, allowed: Sequence[str]) -> str | None:
     if name is None:
         return None
     if name not in allowed:
-        shown = f"/{name}" if name.isascii() and name.isprintable() and len(name) <= 64 else "this command"
-        allowed_text = ", ".join(f"/{a}" for a in allowed) or "none"
+        shown = f"'{name}'" if name and name.isascii() and name.isprintable() and len(name) <= 64 else "(unnamed)"
+        allowed_text = ", ".join(allowed) or "none"
         raise conversation_error(
             "slash_command_refused",
-            f"the message starts with / so Kiro would run it as the slash command {shown}, which this "
-            f"conversation does not allow (allowedSlashCommands: {allowed_text}); start the message with "
-            "text instead")
+            f"the message starts with a slash, so Kiro would run it as the slash command {shown}, which this "
+            f"conversation does not allow (allowed: {allowed_text}); start the message with text instead")
     return name
 
 
@@ -51,7 +53,8 @@ def check_announced(name: str, announced: Iterable[str]) -> None:
     """Refuse a command the live Kiro session does not announce (``slash_command_refused``)."""
     if name not in {bare(a) for a in announced}:
         raise conversation_error("slash_command_refused",
-                                 f"kiro-cli does not announce /{name} in this session; it was not sent")
+                                 f"kiro-cli does not announce the slash command '{name[:64]}' in this session; "
+                                 "it was not sent")
 
 
 def normalize_allowlist(names: Sequence[str], announced: Iterable[str]) -> tuple[str, ...]:
@@ -60,8 +63,8 @@ def normalize_allowlist(names: Sequence[str], announced: Iterable[str]) -> tuple
     wanted = tuple(dict.fromkeys(bare(n) for n in names))
     unknown = [n for n in wanted if n not in known]
     if unknown:
-        listed = ", ".join(f"/{k}" for k in sorted(known)) or "none yet: kiro announces them once a run has started"
+        listed = ", ".join(sorted(known)) or "none yet: kiro announces them once a run has started"
         raise conversation_error("unknown_slash_command",
-                                 f"not a slash command kiro_capabilities lists: {', '.join('/' + n for n in unknown)}"
+                                 f"not a slash command kiro_capabilities lists: {', '.join(unknown)}"
                                  f" (available: {listed})"[:500])
     return wanted
