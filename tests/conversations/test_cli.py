@@ -161,6 +161,23 @@ def test_delete_needs_an_archived_conversation_and_its_exact_name(conversations:
     assert cid not in ok(conversations("status", "--archive", "all")).stdout
 
 
+def test_a_slash_command_message_is_refused_from_the_shell_too(conversations: Any, workspace: Path) -> None:
+    cid, _ = spawned(conversations, workspace, "slashy", "!say hi")
+    refused = conversations("send", cid, "  /clear")
+    assert refused.returncode == 1 and "kirocrew: error[slash_command_refused]:" in refused.stderr
+    unknown = conversations("configure", cid, "--allow-slash-command", "/no-such-command")
+    assert unknown.returncode == 1 and "kirocrew: error[unknown_slash_command]:" in unknown.stderr
+    both = conversations("configure", cid, "--allow-slash-command", "/compact", "--no-slash-commands")
+    assert both.returncode == 2
+    [cleared] = documents(ok(conversations("--json", "configure", cid, "--no-slash-commands")))
+    assert conforms("kiro_configure", cleared)["defaults"]["allowedSlashCommands"] == []
+    mixed = conversations("spawn", "--conversation", cid, "--allow-slash-command", "/compact", "/compact")
+    assert mixed.returncode == 2 and "--allow-slash-command" in mixed.stderr
+    fresh = conversations("spawn", "--name", "fresh", "--workspace", str(workspace), "--allow-slash-command",
+                          "/compact", "/compact")
+    assert fresh.returncode == 1 and "error[unknown_slash_command]" in fresh.stderr  # none announced yet here
+
+
 @pytest.mark.parametrize("target", ["conv_only", "conv_a:", ":run_b", "conv_a:run_b:extra"])
 def test_a_malformed_wait_target_exits_2_naming_the_expected_form(conversations: Any, target: str) -> None:
     done = conversations("wait", target)

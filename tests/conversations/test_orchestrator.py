@@ -248,3 +248,51 @@ async def wait_for_status(store: Store, run_id: str, status: str) -> None:
             return
         await asyncio.sleep(0.02)
     raise AssertionError(f"run never reached {status}")
+
+
+def test_a_slash_command_kiro_does_not_announce_is_never_sent_and_the_run_fails(store: Store, tmp_path: Path) -> None:
+    a = conversation(store, tmp_path, "a")
+
+    async def main() -> None:
+        async with orchestrator(store) as orch:
+            first = await orch.submit(a, "!say hello")
+            assert (await orch.wait([first.id], timeout=30)).runs[0].status == "completed"
+            assert "/compact" in orch.observed.commands
+            unknown = await orch.submit(a, "  /no-such-command now")
+            announced = await orch.submit(a, "/compact")
+            recall = await orch.submit(a, "!recall")
+            done = await orch.wait([unknown.id, announced.id, recall.id], mode="all", timeout=30)
+            refused, ran, recalled = done.runs
+            assert refused.status == "failed" and refused.error_code == "slash_command_refused"
+            assert "does not announce the slash command 'no-such-command'" in (refused.error_detail or "")
+            assert ran.status == "completed" and ran.reply_text == "/compact done"
+            assert "no-such-command" not in (recalled.reply_text or ""), "the refused command never reached kiro"
+            assert "slash_command" in event_kinds(store, announced.id)
+            assert "slash_command" not in event_kinds(store, unknown.id)
+
+    run(main())
+
+
+def test_an_unanswered_permission_request_ends_the_run_needs_attention_expired(store: Store, tmp_path: Path) -> None:
+    a = conversation(store, tmp_path, "a")
+
+    async def main() -> None:
+        async with orchestrator(store, acp_options_factory=asking_options, attention_deadline_secs=1.0) as orch:
+            asking = await orch.submit(a, "!tool fs_write {}\n!say wrote it")
+            after = await orch.submit(a, "!say after")
+            woke = await orch.wait([asking.id], mode="all", timeout=30)
+            assert woke.runs[0].status == "needs_attention" and not woke.wait_expired
+            while store.get_run(asking.id).status == "needs_attention":  # every wait returns at once meanwhile
+                await asyncio.sleep(0.05)
+            done = await orch.wait([asking.id, after.id], mode="all", timeout=30)
+            expired, next_run = done.runs
+            assert expired.status == "needs_attention_expired" and expired.error_code == "attention_deadline_exceeded"
+            assert next_run.status == "completed" and next_run.reply_text == "after"
+            (request,) = store.permission_requests(asking.id)
+            assert request.state == "cancelled"
+            with pytest.raises(KirocrewError) as late:
+                await orch.decide(asking.id, request.id, "allow_once")
+            assert late.value.code == "permission_not_pending"
+            assert "permission_expired" in event_kinds(store, asking.id)
+
+    run(main())

@@ -688,3 +688,288 @@ def test_capabilities_report_the_live_kiro_cli_and_refresh_bypasses_the_cache(co
             assert after["modes"] and after["slashCommands"]
 
     run_async(main())
+
+
+# -- slash commands -----------------------------------------------------------------------------
+
+
+def test_a_message_starting_with_a_slash_is_refused_unless_the_conversation_allows_that_command(
+        conversations_client, run_async, tmp_path):
+    async def main() -> None:
+        async with conversations_client() as client:
+            new = {"conversation": "new", "workspace": str(tmp_path)}
+            refused = await expect_error(client, "slash_command_refused", "kiro_spawn", name="a", message="/clear",
+                                         **new)
+            assert "'clear'" in refused and "allowed: none" in refused, refused
+            await expect_error(client, "slash_command_refused", "kiro_delegate", name="a",
+                               message=" \n\t/model other-model", **new)
+            assert (await client.call("kiro_status", archive="all"))["conversations"] == [], "nothing was created"
+
+            first = await client.call("kiro_delegate", name="a", message="!say hi", **new)
+            cid = first["run"]["conversationId"]
+            for tool, args in (("kiro_send", {"conversationId": cid}),
+                               ("kiro_send", {"conversationId": cid, "delivery": "interrupt"}),
+                               ("kiro_spawn", {"conversation": cid}),
+                               ("kiro_delegate", {"conversation": cid})):
+                await expect_error(client, "slash_command_refused", tool, message="/clear", **args)
+            caps = await client.call("kiro_capabilities")
+            assert "/compact" in caps["slashCommands"]
+            unknown = await expect_error(client, "unknown_slash_command", "kiro_configure", conversationId=cid,
+                                         allowedSlashCommands=["/no-such-command"])
+            assert "no-such-command" in unknown and "compact" in unknown, unknown
+            configured = await client.call("kiro_configure", conversationId=cid, allowedSlashCommands=["compact"])
+            assert configured["defaults"]["allowedSlashCommands"] == ["/compact"]
+
+            allowed = await client.call("kiro_delegate", conversation=cid, message="/compact")
+            assert allowed["run"]["status"] == "completed", allowed
+            assert allowed["run"]["reply"]["text"] == "/compact done"
+            events = (await client.call("kiro_events", **ref(allowed["run"])))["events"]
+            assert any(e["kind"] == "config" and e["summary"] == "slash command /compact" for e in events)
+            await expect_error(client, "slash_command_refused", "kiro_send", conversationId=cid, message="/clear")
+            recall = await client.call("kiro_delegate", conversation=cid, message="!recall")
+            assert "hi" in recall["run"]["reply"]["text"], "the refused /clear never reached kiro"
+
+            # A new conversation may allow a command kiro has announced, from its first message on.
+            other = await client.call("kiro_delegate", name="b", message="/compact",
+                                      allowedSlashCommands=["/compact"], **new)
+            assert other["run"]["status"] == "completed"
+            listed = await client.call("kiro_status")
+            defaults = {c["name"]: c["defaults"]["allowedSlashCommands"] for c in listed["conversations"]}
+            assert defaults == {"a": ["/compact"], "b": ["/compact"]}
+
+    run_async(main())
+
+
+# -- unanswered permission requests ---------------------------------------------------------------
+
+
+def test_an_unanswered_permission_request_expires_and_the_queue_moves_on(conversations_client, run_async, tmp_path,
+                                                                         asking_env):
+    async def main() -> None:
+        async with conversations_client(env={**asking_env, "KIRO_CONVERSATIONS_ATTENTION_DEADLINE_SECS": "3"}) as client:
+            asking = await client.call("kiro_spawn", conversation="new", name="ask", workspace=str(tmp_path),
+                                       authority="workspace_write", message="!tool fs_write {}\n!say wrote it")
+            follow_up = await client.call("kiro_send", conversationId=asking["conversationId"], message="!say next")
+            other = await client.call("kiro_spawn", conversation="new", name="slow", workspace=str(tmp_path),
+                                      message="!sleep 1\n!say slow done")
+            await until_status(client, ref(asking), "needs_attention")
+
+            # While the request is open, `all` returns at once, on every call (deliberately: decide or cancel).
+            for _ in range(2):
+                woke = await client.call("kiro_wait", targets=[ref(asking), ref(other)], mode="all")
+                assert woke["waitExpired"] is False
+                assert woke["runs"][0]["status"] == "needs_attention" and woke["runs"][0]["attention"]
+            permission = woke["runs"][0]["attention"]["permissionRequestId"]
+
+            expired = await until_status(client, ref(asking), "needs_attention_expired")
+            assert expired["error"]["code"] == "attention_deadline_exceeded" and expired["attention"] is None
+            assert expired["reply"] is None or "wrote it" not in expired["reply"]["text"]
+            await expect_error(client, "permission_not_pending", "kiro_permission_decide", **ref(asking),
+                               permissionRequestId=permission, decision="allow_once")
+            events = (await client.call("kiro_events", **ref(asking)))["events"]
+            assert any(e["kind"] == "permission" and "expired" in e["summary"] for e in events)
+            assert any(e["kind"] == "error" and "needs_attention_expired" in e["summary"] for e in events)
+
+            # The expired run is terminal: `all` now waits for the others, and the queue moved on.
+            done = await client.call("kiro_wait", targets=[ref(asking), ref(follow_up), ref(other)], mode="all")
+            assert done["waitExpired"] is False
+            assert [r["status"] for r in done["runs"]] == ["needs_attention_expired", "completed", "completed"]
+            assert done["runs"][1]["reply"]["text"] == "next"
+            listed = await client.call("kiro_status", runStatus=["needs_attention_expired"])
+            assert [c["name"] for c in listed["conversations"]] == []  # its latest run is the follow-up
+            assert (await client.call("kiro_status", state=["idle"]))["counts"]["idle"] == 2
+            assert (await client.call("kiro_capabilities"))["limits"]["attentionDeadlineSeconds"] == 3
+
+    run_async(main())
+
+
+def test_the_attention_deadline_is_a_server_option(conversations_client, run_async):
+    async def main() -> None:
+        async with conversations_client("--attention-deadline-secs", "42") as client:
+            assert (await client.call("kiro_capabilities"))["limits"]["attentionDeadlineSeconds"] == 42
+
+    run_async(main())
+
+
+# -- worktree cleanup and deletion --------------------------------------------------------------
+
+
+def _ignoring_repo(tmp_path: Path) -> Path:
+    repo = make_repo(tmp_path / "repo")
+    (repo / ".gitignore").write_text("*.log\nbuild/\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-q", "-m", "ignore logs")
+    return repo
+
+
+def test_cleanup_refuses_while_ignored_files_would_be_lost(conversations_client, run_async, tmp_path,
+                                                           conversations_state_dir):
+    repo = _ignoring_repo(tmp_path)
+
+    async def main() -> None:
+        async with conversations_client() as client:
+            out = await client.call("kiro_delegate", conversation="new", name="wt", workspace=str(repo),
+                                    workspaceMode="worktree", message="!write build/out.log result")
+            cid = out["run"]["conversationId"]
+            (tree,) = (conversations_state_dir / "worktrees").iterdir()
+            (tree / "notes.log").write_text("only copy")
+            seen = await client.call("kiro_worktree_inspect", conversationId=cid)
+            assert seen["clean"] is True and seen["mergeState"] == "integrated" and seen["ignoredFiles"] == 2
+            message = await expect_error(client, "worktree_ignored_files", "kiro_worktree_cleanup",
+                                         conversationId=cid)
+            assert "2 ignored file(s)" in message
+            assert (tree / "notes.log").read_text() == "only copy" and (tree / "build" / "out.log").exists()
+
+            (tree / "notes.log").unlink()
+            shutil.rmtree(tree / "build")
+            assert (await client.call("kiro_worktree_inspect", conversationId=cid))["ignoredFiles"] == 0
+            assert (await client.call("kiro_worktree_cleanup", conversationId=cid))["state"] == "retired"
+            assert not tree.exists()
+
+    run_async(main())
+
+
+GIT_WRAPPER = """#!/bin/sh
+# Real git, but `git worktree remove` first says so and pauses: a window to race a send against.
+case " $* " in
+  *" worktree remove "*) touch "{marker}"; sleep 2 ;;
+esac
+exec "{git}" "$@"
+"""
+
+
+def test_a_send_racing_a_worktree_cleanup_is_refused_and_nothing_is_lost(conversations_client, run_async, tmp_path,
+                                                                        fake_kiro_env, conversations_state_dir):
+    repo = make_repo(tmp_path / "repo")
+    bin_dir = tmp_path / "slow-git"
+    bin_dir.mkdir()
+    marker = tmp_path / "removing"
+    wrapper = bin_dir / "git"
+    wrapper.write_text(GIT_WRAPPER.format(marker=marker, git=shutil.which("git")))
+    wrapper.chmod(0o755)
+    env = {**fake_kiro_env, "PATH": f"{bin_dir}{os.pathsep}{fake_kiro_env['PATH']}"}
+
+    async def main() -> None:
+        async with conversations_client(env=env) as client:
+            out = await client.call("kiro_delegate", conversation="new", name="race", workspace=str(repo),
+                                    workspaceMode="worktree", message="!say hi")
+            cid = out["run"]["conversationId"]
+            cleanup = asyncio.ensure_future(client.call("kiro_worktree_cleanup", conversationId=cid))
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 30
+            while not marker.exists():
+                assert loop.time() < deadline and not cleanup.done(), "cleanup never reached git worktree remove"
+                await asyncio.sleep(0.02)
+            await expect_error(client, "conversation_retiring", "kiro_send", conversationId=cid, message="!say late")
+            await expect_error(client, "conversation_retiring", "kiro_spawn", conversation=cid, message="!say late")
+            assert (await cleanup)["state"] == "retired"
+            status = await client.call("kiro_status", archive="all")
+            assert status["conversations"][0]["queuedRuns"] == 0
+            assert status["conversations"][0]["latestRun"]["runId"] == out["run"]["runId"]
+
+    run_async(main())
+
+
+def test_deleting_an_archived_worktree_conversation_refuses_while_its_worktree_or_branch_exists(
+        conversations_client, run_async, tmp_path, conversations_state_dir):
+    repo = make_repo(tmp_path / "repo")
+
+    async def main() -> None:
+        async with conversations_client() as client:
+            out = await client.call("kiro_delegate", conversation="new", name="keep", workspace=str(repo),
+                                    workspaceMode="worktree", message="!write wip.txt unfinished")
+            cid = out["run"]["conversationId"]
+            branch = out["run"]["settings"]["workspace"]["branch"]
+            (tree,) = (conversations_state_dir / "worktrees").iterdir()
+            await client.call("kiro_archive", conversationId=cid)
+            await expect_error(client, "worktree_not_cleaned_up", "kiro_delete", conversationId=cid,
+                               confirmName="keep")
+            assert (tree / "wip.txt").read_text() == "unfinished"
+
+            git(repo, "worktree", "remove", "--force", str(tree))  # the user removes the worktree, not the branch
+            await expect_error(client, "worktree_not_cleaned_up", "kiro_delete", conversationId=cid,
+                               confirmName="keep")
+            git(repo, "branch", "-D", branch)
+            assert (await client.call("kiro_delete", conversationId=cid, confirmName="keep"))["deleted"] is True
+
+    run_async(main())
+
+
+# -- redaction -----------------------------------------------------------------------------------
+
+
+def test_git_failures_reach_the_client_without_absolute_paths(conversations_client, run_async, tmp_path,
+                                                             conversations_state_dir):
+    repo = make_repo(tmp_path / "repo")
+
+    async def main() -> None:
+        async with conversations_client() as client:
+            out = await client.call("kiro_delegate", conversation="new", name="broken", workspace=str(repo),
+                                    workspaceMode="worktree", message="!say hi")
+            (tree,) = (conversations_state_dir / "worktrees").iterdir()
+            (tree / ".git").write_text("not a gitfile\n")  # git now fails naming the absolute path
+            for tool in ("kiro_worktree_inspect", "kiro_worktree_cleanup"):
+                result = await client.call_result(tool, {"conversationId": out["run"]["conversationId"]})
+                assert result.is_error
+                text = result.content[0].text
+                assert "git_failed" in text and "<path>" in text, text
+                assert str(tmp_path) not in json.dumps(result.model_dump(mode="json")), text
+
+    run_async(main())
+
+
+# -- kiro-cli's own session files on delete ------------------------------------------------------
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def _files_of(session_dir: Path) -> set[str]:
+    return {p.name for p in session_dir.iterdir()} if session_dir.exists() else set()
+
+
+def test_delete_removes_the_conversations_kiro_session_files_under_kiros_lock_rules(
+        conversations_client, run_async, tmp_path, conversations_state_dir):
+    from kirocrew_core import home
+
+    sessions = home.kiro_sessions_dir()
+
+    async def main() -> None:
+        async with conversations_client(extra_env={"KIRO_FAKE_ADVERTISE_FORK": "1"}) as client:
+            gone = await client.call("kiro_delegate", conversation="new", name="gone", workspace=str(tmp_path),
+                                     message="!say PROMPT-IN-KIRO-TRANSCRIPT")
+            before = _files_of(sessions)
+            kept = await client.call("kiro_delegate", conversation="new", name="kept", workspace=str(tmp_path),
+                                     message="!say other")
+            kept_files = _files_of(sessions) - before
+            fork = await client.call("kiro_fork", conversationId=gone["run"]["conversationId"], name="copy")
+            fork_files = _files_of(sessions) - before - kept_files
+            assert fork_files, "the fork is its own kiro session"
+            (session_id,) = {name.split(".")[0] for name in before}
+            assert "PROMPT-IN-KIRO-TRANSCRIPT" in (sessions / f"{session_id}.jsonl").read_text()
+
+            cid = gone["run"]["conversationId"]
+            await client.call("kiro_archive", conversationId=cid)
+            (sessions / f"{session_id}.lock").write_text(json.dumps({"pid": os.getpid(), "started_at": "now"}))
+            await expect_error(client, "kiro_session_in_use", "kiro_delete", conversationId=cid, confirmName="gone")
+            assert (sessions / f"{session_id}.jsonl").exists(), "nothing is removed while a live pid holds the lock"
+            assert (await client.call("kiro_status", archive="all"))["counts"]["archived"] == 1
+
+            (sessions / f"{session_id}.lock").write_text(json.dumps({"pid": _dead_pid(), "started_at": "then"}))
+            assert (await client.call("kiro_delete", conversationId=cid, confirmName="gone"))["deleted"] is True
+            left = _files_of(sessions)
+            assert not any(name.startswith(session_id) for name in left), left
+            assert {n for n in kept_files if not n.endswith(".lock")} <= left, "other conversations keep theirs"
+            assert {n for n in fork_files if not n.endswith(".lock")} <= left, "the fork keeps its own session"
+            assert not any("PROMPT-IN-KIRO-TRANSCRIPT" in (sessions / n).read_text(errors="replace")
+                           for n in left - fork_files if (sessions / n).is_file())
+
+            await client.call("kiro_archive", conversationId=fork["conversationId"])
+            await client.call("kiro_delete", conversationId=fork["conversationId"], confirmName="copy")
+            assert not (fork_files & _files_of(sessions)), "deleting the fork removes the fork's session"
+            assert kept["run"]["status"] == "completed"
+
+    run_async(main())

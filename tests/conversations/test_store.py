@@ -357,3 +357,54 @@ def test_a_restart_after_a_hard_kill_marks_unfinished_runs_interrupted(state_dir
         assert again.interrupted == []
     finally:
         again.close()
+
+
+def test_a_version_2_database_migrates_keeping_every_row_and_accepts_needs_attention_expired(
+        state_dir: Path) -> None:
+    state_paths.ensure_state_dir()
+    db = state_paths.database_file()
+    with _raw(db) as raw:  # a database as the previous release left it
+        raw.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
+        for version, statements in enumerate(migrations.MIGRATIONS[:2], start=1):
+            for statement in statements:
+                raw.execute(statement)
+            raw.execute("INSERT INTO schema_version VALUES (?, 'then')", (version,))
+        raw.execute("INSERT INTO conversations (id, name, state, authority, workspace_strategy, workspace_path,"
+                    " workspace_fingerprint, acp_session_id, created_at, updated_at) VALUES ('conv_a', 'a',"
+                    " 'active', 'unrestricted', 'shared', '/w', 'ws_1', 'sess-1', 't', 't')")
+        raw.execute("INSERT INTO runs (id, conversation_id, seq, status, authority, workspace_strategy, created_at,"
+                    " updated_at) VALUES ('run_a', 'conv_a', 1, 'needs_attention', 'unrestricted', 'shared', 't', 't')")
+        raw.execute("INSERT INTO prompts (run_id, text) VALUES ('run_a', 'kept prompt')")
+        raw.execute("INSERT INTO events (conversation_id, run_id, kind, payload_json, created_at)"
+                    " VALUES ('conv_a', 'run_a', 'run_queued', '{}', 't')")
+    store = Store.open(db)
+    try:
+        assert store.read_prompt("run_a").text == "kept prompt", "the rebuilt runs table cascaded nothing"
+        assert len(store.list_events("run_a").events) == 1
+        assert store.session_ids("conv_a") == ["sess-1"]
+        assert store.get_conversation("conv_a").allowed_commands == ()
+        run = store.transition_run("run_a", "needs_attention_expired", error_code="attention_deadline_exceeded")
+        assert run.terminal and run.status == "needs_attention_expired"
+    finally:
+        store.close()
+    with _raw(db) as raw:
+        assert raw.execute("PRAGMA foreign_key_check").fetchall() == []
+        assert raw.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_retiring_a_conversation_is_refused_while_runs_are_unfinished_and_blocks_new_ones(store: Store) -> None:
+    conv = store.create_conversation(name="wt", workspace=SHARED)
+    run = store.enqueue_run(conv.id, "x")
+    with pytest.raises(KirocrewError) as busy:
+        store.begin_retiring(conv.id)
+    assert _code(busy) == "worktree_active"
+    store.transition_run(run.id, "cancelled")
+    store.begin_retiring(conv.id)
+    with pytest.raises(KirocrewError) as blocked:
+        store.enqueue_run(conv.id, "y")
+    assert _code(blocked) == "conversation_retiring"
+    with pytest.raises(KirocrewError) as twice:
+        store.begin_retiring(conv.id)
+    assert _code(twice) == "conversation_retiring"
+    store.end_retiring(conv.id)
+    assert store.enqueue_run(conv.id, "z").status == "queued"

@@ -17,6 +17,7 @@ from kirocrew_conversations.worktrees import (
     create_worktree,
     inspect_worktree,
     slugify,
+    worktree_remains,
 )
 
 
@@ -216,6 +217,42 @@ def test_cleanup_is_refused_for_an_untracked_file_in_the_worktree(repo: Path, st
         cleanup_worktree(info, active_runs=0)
     assert_code(excinfo, "worktree_dirty")
     assert (info.path / "notes.txt").exists()
+
+
+def test_cleanup_is_refused_while_ignored_files_would_be_deleted_and_inspect_counts_them(
+        repo: Path, state_dir: Path) -> None:
+    (repo / ".gitignore").write_text(".env\nbuild/\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "--quiet", "-m", "ignore")
+    info = make(repo, state_dir)
+    (info.path / ".env").write_text("API_KEY=only-copy\n")
+    (info.path / "build").mkdir()
+    (info.path / "build" / "a.o").write_text("obj\n")
+    report = inspect_worktree(info)
+    assert report["dirty"] is False and report["ignoredFiles"] == 2
+    with pytest.raises(KirocrewError) as excinfo:
+        cleanup_worktree(info, active_runs=0)
+    assert_code(excinfo, "worktree_ignored_files")
+    assert "2 ignored file(s)" in excinfo.value.message
+    assert (info.path / ".env").read_text() == "API_KEY=only-copy\n" and (info.path / "build" / "a.o").exists()
+
+
+def test_a_git_failure_names_no_absolute_path(repo: Path, state_dir: Path) -> None:
+    info = make(repo, state_dir)
+    (info.path / ".git").write_text("gitdir: nowhere\n")
+    with pytest.raises(KirocrewError) as excinfo:
+        inspect_worktree(info)
+    assert_code(excinfo, "git_failed")
+    assert str(state_dir) not in excinfo.value.message and "<path>" in excinfo.value.message
+
+
+def test_worktree_remains_while_its_directory_or_its_branch_exists(repo: Path, state_dir: Path) -> None:
+    info = make(repo, state_dir)
+    assert worktree_remains(info)
+    git(repo, "worktree", "remove", str(info.path))
+    assert worktree_remains(info), "the branch is still there"
+    git(repo, "branch", "-D", info.branch)
+    assert not worktree_remains(info)
 
 
 def test_cleanup_is_refused_for_unintegrated_commits_and_never_merges(repo: Path, state_dir: Path) -> None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -216,3 +220,29 @@ def test_list_models_reads_both_shapes_kiro_cli_prints(fake_kiro_cli: object) ->
     older = kiro.list_models()
     assert older.ids() == ["auto", "claude-sonnet-4.5"] and older.default_model is None
 
+
+
+def test_a_sessions_files_are_removed_only_when_its_lock_is_absent_or_stale(tmp_path: Path) -> None:
+    def files(session_id: str, lock: str | None) -> list[Path]:
+        made = [tmp_path / f"{session_id}{suffix}" for suffix in kiro_sessions.SESSION_FILE_SUFFIXES]
+        for path in made:
+            path.write_text("transcript")
+        if lock is not None:
+            (tmp_path / f"{session_id}.lock").write_text(lock)
+        return made
+
+    live = files("live", json.dumps({"pid": os.getpid()}))
+    unreadable = files("garbled", "not json")
+    dead_child = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead_child.wait()
+    stale = files("stale", json.dumps({"pid": dead_child.pid}))
+    unlocked = files("unlocked", None)
+
+    for session_id, kept in (("live", live), ("garbled", unreadable)):
+        assert kiro_sessions.session_in_use(session_id, tmp_path)
+        assert kiro_sessions.remove_session_files(session_id, tmp_path) is False
+        assert all(p.exists() for p in kept) and (tmp_path / f"{session_id}.lock").exists()
+    for session_id in ("stale", "unlocked"):
+        assert not kiro_sessions.session_in_use(session_id, tmp_path)
+        assert kiro_sessions.remove_session_files(session_id, tmp_path) is True
+    assert not any(p.exists() for p in stale + unlocked) and not (tmp_path / "stale.lock").exists()

@@ -339,10 +339,12 @@ def _overrides(model: str | None, effort: str | None, mode: str | None, authorit
 
 
 def _spawn_arguments(name: str | None, workspace: Path | None, worktree: bool, base_ref: str | None,
-                     conversation: str | None, message: str, **overrides: Any) -> dict[str, Any]:
+                     conversation: str | None, message: str, slash_commands: tuple[str, ...] = (),
+                     **overrides: Any) -> dict[str, Any]:
     if conversation is not None:
         given = [flag for flag, value in (("--name", name), ("--workspace", workspace), ("--worktree", worktree),
-                                          ("--base-ref", base_ref)) if value]
+                                          ("--base-ref", base_ref), ("--allow-slash-command", slash_commands))
+                 if value]
         if given:
             raise BadInputError(f"{', '.join(given)} only apply to a new conversation, not with --conversation")
         args: dict[str, Any] = {"conversation": conversation}
@@ -357,6 +359,8 @@ def _spawn_arguments(name: str | None, workspace: Path | None, worktree: bool, b
             args["workspaceMode"] = "worktree"
         if base_ref is not None:
             args["baseRef"] = base_ref
+        if slash_commands:
+            args["allowedSlashCommands"] = list(slash_commands)
     return {**args, "message": _read_message(message), **_overrides(**overrides)}
 
 
@@ -402,6 +406,9 @@ def _spawn_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--worktree", is_flag=True,
                      help="Work in a new git worktree and kiro/… branch (needs a clean repository root)."),
         click.option("--base-ref", help="Git ref the worktree branch starts from (default HEAD)."),
+        click.option("--allow-slash-command", "slash_commands", multiple=True, metavar="/NAME",
+                     help="A slash command the new conversation's messages may run (repeatable; one "
+                          "`capabilities` lists). Messages starting with / are refused otherwise."),
         click.option("--conversation", "conversation", metavar="ID",
                      help="Continue this existing conversation instead of creating one (queued FIFO)."),
     ]):
@@ -627,13 +634,23 @@ def decide(options: _Options, conversation_id: str, run_id: str, permission_id: 
 @click.option("--effort", type=click.Choice(EFFORTS), help="Default reasoning effort.")
 @click.option("--mode", help="Default Kiro agent / ACP session mode.")
 @click.option("--authority", type=click.Choice(AUTHORITIES), help="Default execution authority.")
+@click.option("--allow-slash-command", "slash_commands", multiple=True, metavar="/NAME",
+              help="A slash command its messages may run (repeatable; replaces the list; one `capabilities` "
+                   "lists). Messages starting with / are refused otherwise.")
+@click.option("--no-slash-commands", is_flag=True, help="Allow no slash command again (the default).")
 @_json_option
 @click.pass_obj
-def configure(options: _Options, conversation_id: str, **overrides: Any) -> None:
+def configure(options: _Options, conversation_id: str, slash_commands: tuple[str, ...], no_slash_commands: bool,
+              **overrides: Any) -> None:
     """Change an idle conversation's defaults for its future runs."""
     settings = _overrides(**overrides)
+    if slash_commands and no_slash_commands:
+        raise BadInputError("give --allow-slash-command or --no-slash-commands, not both")
+    if slash_commands or no_slash_commands:
+        settings["allowedSlashCommands"] = list(slash_commands)
     if not settings:
-        raise BadInputError("give at least one of --model, --effort, --mode, --authority")
+        raise BadInputError("give at least one of --model, --effort, --mode, --authority, --allow-slash-command, "
+                            "--no-slash-commands")
     _simple("kiro_configure", {"conversationId": conversation_id, **settings}, options,
             lambda out: f"conversation {out['conversationId']} defaults: {_settings_line(out['defaults'])}")
 

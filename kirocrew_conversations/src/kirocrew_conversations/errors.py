@@ -35,6 +35,8 @@ CATALOGUE: dict[str, str] = {
     "kiro_run_failed": "Run error: kiro-cli refused the prompt, exited, or failed during the run.",
     "run_replaced": "Run error: kiro_send with delivery interrupt cancelled this run and queued a replacement.",
     "run_superseded": "Run error: a kiro_send interrupt discarded this queued follow-up before it started.",
+    "attention_deadline_exceeded": "Run error: a permission request went unanswered past the attention deadline; "
+                                   "it was answered cancelled and the run ended needs_attention_expired.",
     "permission_not_pending": "The permission request was already answered, withdrawn, or its run ended.",
     "unsupported_permission_option": "Only allow_once or reject_once, and only an option Kiro offered.",
     # -- the tools (service.py) --
@@ -46,6 +48,11 @@ CATALOGUE: dict[str, str] = {
     "invalid_image": "An image path is not a readable regular file, is not an image, or differs from its declared size.",
     "not_a_worktree_conversation": "The conversation works in a shared workspace; worktree tools need worktree mode.",
     "conversation_retired": "The conversation's worktree was cleaned up; it cannot run again.",
+    "conversation_retiring": "The conversation's worktree is being cleaned up right now; no run can be queued.",
+    "slash_command_refused": "The message starts with / (a Kiro slash command) and the conversation does not "
+                             "allow that command, or Kiro does not announce it; nothing was queued.",
+    "unknown_slash_command": "allowedSlashCommands names a command kiro_capabilities does not list.",
+    "kiro_session_in_use": "A live process holds the conversation's Kiro session (its lock); nothing was deleted.",
     "kiro_unavailable": "kiro-cli is not installed, not runnable, or did not answer; see the message.",
     "invalid_configuration": "A server setting (flag or KIRO_CONVERSATIONS_* variable) is malformed or out of range.",
     "internal_error": "An unexpected server fault; details went to the server log, not to the client.",
@@ -59,6 +66,10 @@ CATALOGUE: dict[str, str] = {
     "worktree_not_found": "The conversation's worktree directory or branch no longer exists.",
     "worktree_active": "The worktree's conversation has active or queued runs; cleanup needs it idle.",
     "worktree_dirty": "The worktree has uncommitted or untracked changes; cleanup refuses and has no force.",
+    "worktree_ignored_files": "The worktree holds git-ignored files that removing it would delete; move or "
+                              "delete them first (the message gives the count).",
+    "worktree_not_cleaned_up": "The archived conversation's worktree or branch still exists; run "
+                               "kiro_worktree_cleanup (or remove them yourself) before deleting it.",
     "worktree_conflicted": "The worktree has unresolved conflicts or a merge/rebase in progress.",
     "worktree_unintegrated": "The worktree branch has commits not reachable from the base's current tip.",
     "git_failed": "Git is missing, timed out, or failed unexpectedly; nothing was changed on purpose.",

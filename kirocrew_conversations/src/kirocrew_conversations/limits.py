@@ -14,6 +14,8 @@ MAX_IMAGES = 4
 IMAGE_MAX_BYTES = 25 * 1024 * 1024  # declared size per image
 FINAL_REPLY_MAX_BYTES = 256 * 1024  # longer replies are kept truncated, with metadata
 RUN_DEADLINE_SECONDS = 30 * 60  # a run that reaches it becomes timed_out
+# A permission request unanswered this long is answered cancelled; its run ends needs_attention_expired.
+ATTENTION_DEADLINE_SECONDS = 10 * 60
 WAIT_CEILING_SECONDS = 30 * 60  # kiro_wait / kiro_delegate; no caller-selected duration
 WORKERS_DEFAULT = 4
 WORKERS_MIN = 1

@@ -15,9 +15,37 @@ from kirocrew_conversations.errors import conversation_error
 
 RUN_STATUSES = (
     "queued", "running", "needs_attention",
-    "completed", "failed", "cancelled", "timed_out", "interrupted",
+    "completed", "failed", "cancelled", "timed_out", "interrupted", "needs_attention_expired",
 )
-_STATUS_CHECK = ", ".join(f"'{s}'" for s in RUN_STATUSES)
+# Versions 1 and 2 knew these; v3 added needs_attention_expired.
+_V1_STATUSES = RUN_STATUSES[:8]
+
+
+def _runs_table(table: str, statuses: tuple[str, ...]) -> str:
+    """The runs table's DDL; its status CHECK lists ``statuses`` (SQLite cannot alter a CHECK in place)."""
+    check = ", ".join(f"'{s}'" for s in statuses)
+    return f"""CREATE TABLE {table} (
+        id TEXT PRIMARY KEY,
+        conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ({check})),
+        model TEXT,
+        effort TEXT,
+        mode TEXT,
+        authority TEXT NOT NULL,
+        workspace_strategy TEXT NOT NULL,
+        reply_text TEXT,
+        reply_total_bytes INTEGER,
+        reply_truncated INTEGER NOT NULL DEFAULT 0 CHECK (reply_truncated IN (0, 1)),
+        error_code TEXT,
+        error_detail TEXT,
+        created_at TEXT NOT NULL,
+        started_at TEXT,
+        ended_at TEXT,
+        updated_at TEXT NOT NULL,
+        UNIQUE (conversation_id, seq)
+    )"""
+
 
 _V1 = [
     """CREATE TABLE conversations (
@@ -42,27 +70,7 @@ _V1 = [
     )""",
     "CREATE INDEX conversations_by_state ON conversations (state, updated_at)",
     "CREATE INDEX conversations_by_name ON conversations (name)",
-    f"""CREATE TABLE runs (
-        id TEXT PRIMARY KEY,
-        conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
-        seq INTEGER NOT NULL,
-        status TEXT NOT NULL CHECK (status IN ({_STATUS_CHECK})),
-        model TEXT,
-        effort TEXT,
-        mode TEXT,
-        authority TEXT NOT NULL,
-        workspace_strategy TEXT NOT NULL,
-        reply_text TEXT,
-        reply_total_bytes INTEGER,
-        reply_truncated INTEGER NOT NULL DEFAULT 0 CHECK (reply_truncated IN (0, 1)),
-        error_code TEXT,
-        error_detail TEXT,
-        created_at TEXT NOT NULL,
-        started_at TEXT,
-        ended_at TEXT,
-        updated_at TEXT NOT NULL,
-        UNIQUE (conversation_id, seq)
-    )""",
+    _runs_table("runs", _V1_STATUSES),
     "CREATE INDEX runs_by_status ON runs (status)",
     """CREATE TABLE prompts (
         run_id TEXT PRIMARY KEY REFERENCES runs (id) ON DELETE CASCADE,
@@ -108,8 +116,27 @@ _V2 = [
     "CREATE UNIQUE INDEX conversations_name_unique ON conversations (name)",
 ]
 
+# v3: the needs_attention_expired status (the runs table is rebuilt: a CHECK cannot be altered in
+# place); each conversation's slash-command allowlist; every kiro session id a conversation used, so
+# kiro_delete can remove kiro's own session files.
+_V3 = [
+    _runs_table("runs_v3", RUN_STATUSES),
+    "INSERT INTO runs_v3 SELECT * FROM runs",
+    "DROP TABLE runs",
+    "ALTER TABLE runs_v3 RENAME TO runs",
+    "CREATE INDEX runs_by_status ON runs (status)",
+    "ALTER TABLE conversations ADD COLUMN allowed_commands_json TEXT NOT NULL DEFAULT '[]'",
+    """CREATE TABLE conversation_sessions (
+        conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+        session_id TEXT NOT NULL,
+        PRIMARY KEY (conversation_id, session_id)
+    )""",
+    "INSERT INTO conversation_sessions (conversation_id, session_id)"
+    " SELECT id, acp_session_id FROM conversations WHERE acp_session_id IS NOT NULL",
+]
+
 # Index i holds the statements that take the schema from version i to i + 1.
-MIGRATIONS: list[list[str]] = [_V1, _V2]
+MIGRATIONS: list[list[str]] = [_V1, _V2, _V3]
 LATEST_VERSION = len(MIGRATIONS)
 
 
@@ -129,7 +156,8 @@ def schema_version(conn: sqlite3.Connection) -> int:
 def migrate(conn: sqlite3.Connection) -> int:
     """Bring ``conn`` (autocommit mode) to :data:`LATEST_VERSION`; return the version reached.
 
-    Re-running it on an up-to-date database changes nothing.
+    Re-running it on an up-to-date database changes nothing. Foreign keys are off while it runs
+    (a table rebuild drops the old table, which must not cascade) and checked before each commit.
     """
     try:
         current = schema_version(conn)
@@ -141,6 +169,18 @@ def migrate(conn: sqlite3.Connection) -> int:
             f"the database has schema version {current}, newer than this server's {LATEST_VERSION}; "
             "upgrade kirocrew-conversations or point KIRO_CONVERSATIONS_STATE_DIR elsewhere",
         )
+    if current == LATEST_VERSION:
+        return current
+    enforced = conn.execute("PRAGMA foreign_keys").fetchone()[0]
+    conn.execute("PRAGMA foreign_keys = OFF")  # a no-op inside a transaction: set before BEGIN
+    try:
+        _apply(conn, current)
+    finally:
+        conn.execute(f"PRAGMA foreign_keys = {'ON' if enforced else 'OFF'}")
+    return LATEST_VERSION
+
+
+def _apply(conn: sqlite3.Connection, current: int) -> None:
     for version in range(current + 1, LATEST_VERSION + 1):
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -150,9 +190,10 @@ def migrate(conn: sqlite3.Connection) -> int:
                 continue
             for statement in MIGRATIONS[version - 1]:
                 conn.execute(statement)
+            if conn.execute("PRAGMA foreign_key_check").fetchone() is not None:
+                raise conversation_error("database_unusable", f"migration to version {version} broke a reference")
             conn.execute("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)", (version, _now()))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-    return LATEST_VERSION

@@ -39,8 +39,9 @@ from kirocrew_core.acp_runtime import (
 from kirocrew_core.acp_session import PermissionRequest as AcpPermissionRequest
 from kirocrew_core.errors import KirocrewError
 
-from kirocrew_conversations import limits
+from kirocrew_conversations import limits, slash
 from kirocrew_conversations.errors import conversation_error
+from kirocrew_conversations.redact import redact_text
 from kirocrew_conversations.store import Conversation, ImageInput, Run, Settings, Store
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,7 @@ class _RunContext:
     tool_names: dict[str, str | None] = field(default_factory=dict)  # tool call id → redacted name
     cancel_requested: asyncio.Event = field(default_factory=asyncio.Event)
     cancel_code: str = "run_cancelled"  # "run_replaced" when kiro_send interrupted it
+    attention_expired: bool = False  # a permission request outlived the attention deadline
     finished: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
@@ -126,6 +128,7 @@ class Orchestrator:
     def __init__(self, store: Store, *, max_workers: int = limits.WORKERS_DEFAULT,
                  idle_close_secs: float = limits.IDLE_WORKER_SECONDS,
                  run_deadline_secs: float = limits.RUN_DEADLINE_SECONDS,
+                 attention_deadline_secs: float = limits.ATTENTION_DEADLINE_SECONDS,
                  acp_options_factory: OptionsFactory = default_acp_options) -> None:
         if not limits.WORKERS_MIN <= max_workers <= limits.WORKERS_MAX:
             raise conversation_error("invalid_arguments",
@@ -134,6 +137,7 @@ class Orchestrator:
         self.max_workers = max_workers
         self.idle_close_secs = idle_close_secs
         self.run_deadline_secs = run_deadline_secs
+        self.attention_deadline_secs = attention_deadline_secs
         self.acp_options_factory = acp_options_factory
         self._changed = asyncio.Condition()
         self._workers: dict[str, _Worker] = {}
@@ -264,7 +268,7 @@ class Orchestrator:
             raise conversation_error("unsupported_permission_option",
                                      f"kiro did not offer {option} for this request")
         await self._db(self.store.decide_permission, permission_id, option)
-        del self._permissions[permission_id]
+        self._permissions.pop(permission_id, None)  # the attention deadline may have withdrawn it meanwhile
         others = any(p.run_id == run_id for p in self._permissions.values())
         if not others and run.status == "needs_attention":
             # Back to running before kiro hears the answer: the turn may end right after it.
@@ -280,14 +284,7 @@ class Orchestrator:
 
         The conversation's idle worker (if any) is closed first, so no live process holds the source session.
         """
-        worker = self._workers.get(conversation.id)
-        if worker is not None and worker.task is not None:
-            if not worker.idle:
-                raise conversation_error("conversation_busy", "fork needs the conversation idle")
-            worker.evict = True
-            worker.wake.set()
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.shield(worker.task)
+        await self.release(conversation.id, purpose="fork")
         cwd = conversation.workspace.worktree_path or conversation.workspace.path
         async with AcpRuntime(AcpOptions()) as runtime:
             try:
@@ -295,6 +292,17 @@ class Orchestrator:
             except AcpRequestError as exc:
                 raise conversation_error("kiro_run_failed", f"kiro-cli refused the fork: [{exc.rpc_code}]") from exc
             return forked.session_id
+
+    async def release(self, conversation_id: str, *, purpose: str = "this") -> None:
+        """Close the conversation's idle worker, so no kiro-cli of ours holds its session; a busy one refuses."""
+        worker = self._workers.get(conversation_id)
+        if worker is not None and worker.task is not None:
+            if not worker.idle:
+                raise conversation_error("conversation_busy", f"{purpose} needs the conversation idle")
+            worker.evict = True
+            worker.wake.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(worker.task)
 
     async def aclose(self) -> None:
         """Stop every worker; a run still executing ends ``interrupted`` (``server_stopped``)."""
@@ -424,15 +432,15 @@ class Orchestrator:
             raise
         finally:
             cancel.cancel()
-        if work in done:
+        if work in done and not ctx.attention_expired:
             try:
                 stop_reason = work.result()
             except AcpRequestError as exc:
                 return "failed", "kiro_run_failed", _clip(f"kiro-cli refused the prompt: [{exc.rpc_code}]")
             except (AcpError, KirocrewError) as exc:
                 await self._close_runtime(worker)
-                if exc.code == "authority_unavailable":  # the sandbox could not be set up: never run without it
-                    return "failed", "authority_unavailable", _clip(str(exc))
+                if exc.code in ("authority_unavailable", "slash_command_refused"):  # refused before kiro saw it
+                    return "failed", exc.code, _clip(redact_text(str(exc)))
                 return "failed", "kiro_run_failed", _clip(f"kiro-cli failed: {exc.code}")
             except Exception as exc:  # a bug of ours must end the run, not strand it as running
                 log.exception("run %s failed unexpectedly", run.id)
@@ -444,6 +452,8 @@ class Orchestrator:
                 return "failed", "kiro_run_failed", "kiro refused the request"
             return "completed", None, None
         await self._abort(worker, work)
+        if ctx.attention_expired:
+            return "needs_attention_expired", "attention_deadline_exceeded", None
         if ctx.cancel_requested.is_set():
             return "cancelled", ctx.cancel_code, None
         return "timed_out", "run_deadline_exceeded", None
@@ -456,6 +466,10 @@ class Orchestrator:
         session, resumed = await self._open_session(worker, conversation, options)
         ctx.cwd = session.cwd
         prompt = await self._db(self.store.read_prompt, run.id)
+        command = slash.command_name(prompt.text)
+        if command is not None:  # allowed by the conversation when queued; kiro must still announce it
+            slash.check_announced(command, _announced(session) or self.observed.commands)
+            await self._append(conversation.id, run.id, "slash_command", {"command": command[:64]})
         turn = asyncio.ensure_future(session.prompt(_prompt_blocks(prompt.text, prompt.images)))
         try:
             await asyncio.sleep(0)  # let session/prompt leave before the text is erased
@@ -514,11 +528,9 @@ class Orchestrator:
         if session.modes is not None:
             self.observed.modes = tuple(session.modes.ids())[:limits.CATALOG_MAX_ITEMS]
             self.observed.current_mode = session.modes.current_mode_id
-        announced = (session.available_commands or {}).get("commands")
-        if isinstance(announced, list):
-            names = [c.get("name") for c in announced if isinstance(c, dict)]
-            self.observed.commands = tuple(n[:64] for n in names if isinstance(n, str) and n)[
-                :limits.CATALOG_MAX_ITEMS]
+        names = _announced(session)
+        if names:
+            self.observed.commands = tuple(n[:64] for n in names if n)[:limits.CATALOG_MAX_ITEMS]
 
     async def _abort(self, worker: _Worker, work: asyncio.Future[Any]) -> None:
         """Cancel the turn (open permission requests are answered ``cancelled``), then stop kiro-cli."""
@@ -589,7 +601,16 @@ class Orchestrator:
             await self._event(run, "permission_requested",
                               {"permissionId": perm.id, "toolName": tool, "options": list(offered)})
             await self._notify()
-            return offered[await answer]
+            try:
+                return offered[await asyncio.wait_for(asyncio.shield(answer), self.attention_deadline_secs)]
+            except TimeoutError:
+                # Nobody answered: withdraw the request (a late decide gets permission_not_pending), answer
+                # kiro "cancelled" and end the run needs_attention_expired, so the queue moves on.
+                self._permissions.pop(perm.id, None)
+                await self._event(run, "permission_expired", {"permissionId": perm.id})
+                ctx.attention_expired = True
+                ctx.cancel_requested.set()
+                return None
         finally:
             self._permissions.pop(perm.id, None)
 
@@ -607,6 +628,13 @@ class Orchestrator:
 
     async def _append(self, conversation_id: str, run_id: str, kind: str, payload: dict[str, Any]) -> None:
         await self._db(self.store.append_event, conversation_id, run_id, kind, payload)
+
+
+def _announced(session: AcpSession) -> list[str]:
+    """The slash command names this session announced (``_kiro.dev/commands/available``)."""
+    listed = (session.available_commands or {}).get("commands")
+    return [c["name"] for c in listed if isinstance(c, dict) and isinstance(c.get("name"), str)] \
+        if isinstance(listed, list) else []
 
 
 def _tool_name(tool_call: Any) -> str | None:

@@ -27,6 +27,9 @@ _POSITIVE_SECS = click.FloatRange(min=0, min_open=True)
                    "~/.local/state/kiro-conversations-mcp). One server per directory.")
 @click.option("--run-deadline-secs", type=_POSITIVE_SECS, default=None,
               help=f"For tests: a run's execution deadline (default {limits.RUN_DEADLINE_SECONDS} s).")
+@click.option("--attention-deadline-secs", type=_POSITIVE_SECS, default=None,
+              help="How long a permission request may wait for an answer before it is answered cancelled and "
+                   f"its run ends needs_attention_expired (default {limits.ATTENTION_DEADLINE_SECONDS} s).")
 @click.option("--idle-close-secs", type=_POSITIVE_SECS, default=None,
               help=f"For tests: how long an idle worker stays open (default {limits.IDLE_WORKER_SECONDS} s).")
 @click.option("--wait-call-secs", type=_POSITIVE_SECS, default=None,
@@ -35,7 +38,7 @@ _POSITIVE_SECS = click.FloatRange(min=0, min_open=True)
 @click.option("--progress-interval-secs", type=_POSITIVE_SECS, default=None,
               help="For tests: seconds between progress notifications while a wait runs (default 10 s).")
 def mcp_conversations(max_workers: int | None, state_dir: Path | None, run_deadline_secs: float | None,
-                      idle_close_secs: float | None, wait_call_secs: float | None,
+                      attention_deadline_secs: float | None, idle_close_secs: float | None, wait_call_secs: float | None,
                       progress_interval_secs: float | None) -> None:
     """Serve the Kiro Conversations MCP on stdin/stdout.
 
@@ -59,6 +62,7 @@ def mcp_conversations(max_workers: int | None, state_dir: Path | None, run_deadl
             "max_workers": max_workers,
             "state_dir": state_dir.expanduser() if state_dir is not None else None,
             "run_deadline_secs": run_deadline_secs,
+            "attention_deadline_secs": attention_deadline_secs,
             "idle_close_secs": idle_close_secs,
             "wait_call_secs": wait_call_secs,
             "progress_interval_secs": progress_interval_secs,

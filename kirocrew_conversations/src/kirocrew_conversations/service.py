@@ -26,9 +26,11 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from kirocrew_core import kiro_sessions
 from kirocrew_core.errors import KirocrewError
+from kirocrew_core.home import kiro_sessions_dir
 
-from kirocrew_conversations import authority, limits, worktrees
+from kirocrew_conversations import authority, limits, slash, worktrees
 from kirocrew_conversations.capabilities import CapabilityCache
 from kirocrew_conversations.errors import conversation_error
 from kirocrew_conversations.redact import redact_text, workspace_fingerprint
@@ -70,6 +72,7 @@ class ServiceConfig:
     max_workers: int = limits.WORKERS_DEFAULT
     idle_close_secs: float = limits.IDLE_WORKER_SECONDS
     run_deadline_secs: float = limits.RUN_DEADLINE_SECONDS
+    attention_deadline_secs: float = limits.ATTENTION_DEADLINE_SECONDS
     wait_ceiling_secs: float = limits.WAIT_CEILING_SECONDS
     wait_call_secs: float = 50.0
     progress_interval_secs: float = 10.0
@@ -77,6 +80,7 @@ class ServiceConfig:
     ENV = {
         "max_workers": "KIRO_CONVERSATIONS_MAX_WORKERS",
         "run_deadline_secs": "KIRO_CONVERSATIONS_RUN_DEADLINE_SECS",
+        "attention_deadline_secs": "KIRO_CONVERSATIONS_ATTENTION_DEADLINE_SECS",
         "idle_close_secs": "KIRO_CONVERSATIONS_IDLE_CLOSE_SECS",
         "wait_call_secs": "KIRO_CONVERSATIONS_WAIT_CALL_SECS",
     }
@@ -102,8 +106,8 @@ class ServiceConfig:
         if not limits.WORKERS_MIN <= self.max_workers <= limits.WORKERS_MAX:
             raise conversation_error("invalid_configuration",
                                      f"max workers must be {limits.WORKERS_MIN}..{limits.WORKERS_MAX}")
-        for name in ("idle_close_secs", "run_deadline_secs", "wait_ceiling_secs", "wait_call_secs",
-                     "progress_interval_secs"):
+        for name in ("idle_close_secs", "run_deadline_secs", "attention_deadline_secs", "wait_ceiling_secs",
+                     "wait_call_secs", "progress_interval_secs"):
             value = getattr(self, name)
             if not 0 < value <= 7 * 24 * 3600:
                 raise conversation_error("invalid_configuration", f"{name} must be a positive number of seconds")
@@ -123,6 +127,7 @@ class ConversationsService:
         self.orchestrator = Orchestrator(self.store, max_workers=config.max_workers,
                                          idle_close_secs=config.idle_close_secs,
                                          run_deadline_secs=config.run_deadline_secs,
+                                         attention_deadline_secs=config.attention_deadline_secs,
                                          acp_options_factory=self._acp_options)
         self._sweeper: asyncio.Task[None] | None = None
         self._warmup: asyncio.Future[Any] | None = None
@@ -165,7 +170,13 @@ class ConversationsService:
     async def call(self, tool: str, arguments: Any, *, progress: ProgressSink | None = None) -> dict[str, Any]:
         """Run one tool; cancelling the awaiting task only detaches the caller, it never cancels Kiro."""
         args = validate_arguments(tool, arguments)
-        return await self._handlers[tool](args, progress)
+        try:
+            return await self._handlers[tool](args, progress)
+        except KirocrewError as exc:
+            # One exit for every error a client sees: an external tool's text (git's stderr, an OS error)
+            # must not carry absolute paths or secrets out, whichever layer raised it.
+            exc.args = (redact_text(exc.message),)
+            raise
 
     # -- capabilities, authority ---------------------------------------------------------------
 
@@ -213,6 +224,7 @@ class ConversationsService:
                 "waitMaxTargets": limits.WAIT_MAX_TARGETS, "maxImages": limits.MAX_IMAGES,
                 "imageMaxBytes": limits.IMAGE_MAX_BYTES, "finalReplyMaxBytes": limits.FINAL_REPLY_MAX_BYTES,
                 "runDeadlineSeconds": int(self.config.run_deadline_secs),
+                "attentionDeadlineSeconds": int(self.config.attention_deadline_secs),
                 "waitCeilingSeconds": int(self.config.wait_ceiling_secs),
                 "idleWorkerSeconds": int(self.config.idle_close_secs),
                 "autoArchiveDays": limits.AUTO_ARCHIVE_DAYS, "messageMaxChars": limits.MESSAGE_MAX_CHARS,
@@ -236,6 +248,7 @@ class ConversationsService:
 
     async def _tool_kiro_send(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
         conversation = await self._runnable_conversation(args["conversationId"])
+        slash.check_allowed(args["message"], conversation.allowed_commands)
         settings = await self._settings(args, conversation)
         images = await self._images(args.get("images"))
         interrupted, superseded = None, 0
@@ -249,12 +262,16 @@ class ConversationsService:
                 "supersededRunCount": superseded}
 
     async def _spawn(self, args: dict[str, Any]) -> tuple[Conversation, Run, bool]:
-        images = await self._images(args.get("images"))
         if args["conversation"] == "new":
-            conversation = await self._create_conversation(args)
+            allowed = self._allowlist(args)  # checked before anything is created
+            slash.check_allowed(args["message"], allowed or ())
+            images = await self._images(args.get("images"))
+            conversation = await self._create_conversation(args, allowed or ())
             created = True
         else:
             conversation = await self._runnable_conversation(args["conversation"])
+            slash.check_allowed(args["message"], conversation.allowed_commands)
+            images = await self._images(args.get("images"))
             created = False
         settings = await self._settings(args, conversation)
         run = await self.orchestrator.submit(conversation.id, args["message"], settings, images)
@@ -273,7 +290,13 @@ class ConversationsService:
         return Settings(model=model, effort=args.get("effort"), mode=args.get("mode"),
                         authority=args.get("authority"))
 
-    async def _create_conversation(self, args: dict[str, Any]) -> Conversation:
+    def _allowlist(self, args: dict[str, Any]) -> tuple[str, ...] | None:
+        """``allowedSlashCommands`` as bare names, each one kiro announced; None when not given."""
+        if "allowedSlashCommands" not in args:
+            return None
+        return slash.normalize_allowlist(args["allowedSlashCommands"], self.orchestrator.observed.commands)
+
+    async def _create_conversation(self, args: dict[str, Any], allowed: Sequence[str] = ()) -> Conversation:
         name, path = args["name"], args["workspace"]
         self._require_authority(args.get("authority") or authority.UNRESTRICTED)
         if await self._db(self.store.name_in_use, name):
@@ -299,7 +322,8 @@ class ConversationsService:
             # run with another authority than the one the conversation was started under.
             return await self._db(self.store.create_conversation, name=name, workspace=workspace,
                                   conversation_id=cid, authority=args.get("authority") or authority.UNRESTRICTED,
-                                  model=args.get("model"), effort=args.get("effort"), mode=args.get("mode"))
+                                  model=args.get("model"), effort=args.get("effort"), mode=args.get("mode"),
+                                  allowed_commands=allowed)
         except BaseException:
             if info is not None:  # the name was taken meanwhile: leave no orphan worktree behind
                 with contextlib.suppress(KirocrewError):
@@ -421,7 +445,8 @@ class ConversationsService:
             self._require_authority(args["authority"])
         changed = await self._db(self.store.update_defaults, conversation.id,
                                  Settings(model=args.get("model"), effort=args.get("effort"),
-                                          mode=args.get("mode"), authority=args.get("authority")))
+                                          mode=args.get("mode"), authority=args.get("authority")),
+                                 allowed_commands=self._allowlist(args))
         return {"conversationId": changed.id, "defaults": conversation_settings(changed)}
 
     async def _tool_kiro_fork(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
@@ -447,7 +472,8 @@ class ConversationsService:
             forked_session = await self.orchestrator.fork_session(source, session_id)
         fork = await self._db(self.store.create_conversation, name=args["name"], workspace=source.workspace,
                               authority=source.authority, model=source.model, effort=source.effort,
-                              mode=source.mode, acp_session_id=forked_session)
+                              mode=source.mode, acp_session_id=forked_session,
+                              allowed_commands=source.allowed_commands)
         return {"conversationId": fork.id, "forkedFrom": source.id, "name": fork.name,
                 "defaults": conversation_settings(fork)}
 
@@ -464,8 +490,37 @@ class ConversationsService:
         return {"conversationId": conversation.id, "state": _shown_state(conversation)}
 
     async def _tool_kiro_delete(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
-        await self._db(self.store.delete_conversation, args["conversationId"], confirm_name=args["confirmName"])
-        return {"conversationId": args["conversationId"], "deleted": True}
+        cid = args["conversationId"]
+        conversation = await self._db(self.store.get_conversation, cid)
+        ws = conversation.workspace
+        if conversation.state == "archived" and args["confirmName"] == conversation.name:
+            # It never touches a workspace or branch, so it must not orphan them (git runs outside the store lock;
+            # an archived conversation gets no new worktree meanwhile).
+            if ws.strategy == "worktree" and ws.worktree_path and ws.worktree_branch and await self._db(
+                    worktrees.worktree_remains,
+                    worktrees.WorktreeInfo(repo=Path(ws.path), path=Path(ws.worktree_path),
+                                           branch=ws.worktree_branch, base_ref=ws.worktree_base_ref or "HEAD")):
+                raise conversation_error("worktree_not_cleaned_up", "the conversation's worktree or branch still "
+                                         "exists; clean it up (kiro_worktree_cleanup) before deleting")
+            # An idle worker may still host the conversation's kiro session (and hold its lock): close it first.
+            await self.orchestrator.release(cid)
+        sessions_dir = kiro_sessions_dir()
+
+        def precheck(conversation: Conversation, sessions: list[str]) -> None:
+            for session_id in sessions:
+                if _safe_session(session_id) and kiro_sessions.session_in_use(session_id, sessions_dir):
+                    raise conversation_error("kiro_session_in_use", "a live kiro-cli process holds this "
+                                             "conversation's session; stop it, then delete again")
+
+        sessions = await self._db(self.store.delete_conversation, cid, confirm_name=args["confirmName"],
+                                  precheck=precheck)
+        for session_id in filter(_safe_session, sessions):  # kiro's own transcript holds the prompts
+            try:
+                if not await asyncio.to_thread(kiro_sessions.remove_session_files, session_id, sessions_dir):
+                    log.warning("kept the files of a kiro session that became busy during kiro_delete")
+            except OSError as exc:
+                log.warning("could not remove a deleted conversation's kiro session files: %s", exc.strerror)
+        return {"conversationId": cid, "deleted": True}
 
     # -- worktrees -----------------------------------------------------------------------------
 
@@ -479,7 +534,8 @@ class ConversationsService:
                  else "integrated" if merge["integrated"] else "unintegrated")
         return {
             "conversationId": conversation.id, "branch": report["branch"], "baseRef": report["base"]["ref"],
-            "activeRuns": active, "clean": not report["dirty"], "mergeState": state,
+            "activeRuns": active, "clean": not report["dirty"], "ignoredFiles": report["ignoredFiles"],
+            "mergeState": state,
             "changedFiles": [{"path": f["path"], "status": f["status"]} for f in report["changedFiles"]],
             "changedFilesTruncated": report["changedFilesTruncated"], "diffStats": report["diffStats"],
         }
@@ -487,9 +543,14 @@ class ConversationsService:
     async def _tool_kiro_worktree_cleanup(self, args: dict[str, Any],
                                           progress: ProgressSink | None) -> dict[str, Any]:
         conversation, info = await self._worktree_of(args["conversationId"])
-        active = len(await self._db(self.store.unfinished_runs, conversation.id))
-        await self._db(worktrees.cleanup_worktree, info, active_runs=active)
-        retired = await self._db(self.store.archive_conversation, conversation.id, retired=True)
+        # "No active run" is checked and new runs are blocked in one store transaction, so a spawn or send
+        # racing this cleanup either lands first (worktree_active) or is refused (conversation_retiring).
+        await self._db(self.store.begin_retiring, conversation.id)
+        try:
+            await self._db(worktrees.cleanup_worktree, info, active_runs=0)
+            retired = await self._db(self.store.archive_conversation, conversation.id, retired=True)
+        finally:
+            await self._db(self.store.end_retiring, conversation.id)
         return {"conversationId": retired.id, "removedBranch": info.branch, "state": _shown_state(retired)}
 
     async def _worktree_of(self, conversation_id: str) -> tuple[Conversation, worktrees.WorktreeInfo]:
@@ -530,6 +591,15 @@ class ConversationsService:
         from kirocrew_conversations.orchestrator import db_call
 
         return await db_call(fn, *args, **kwargs)
+
+
+def _safe_session(session_id: str) -> bool:
+    """A session id that names files in kiro's sessions directory and nothing else."""
+    try:
+        kiro_sessions.check_session_id(session_id)
+    except KirocrewError:
+        return False
+    return True
 
 
 def _days_ago(days: int) -> str:

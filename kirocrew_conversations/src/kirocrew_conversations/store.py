@@ -37,15 +37,19 @@ BUSY_TIMEOUT_MS = 5000
 MAX_REPLY_BYTES = 256 * 1024
 MAX_EVENT_PAGE = 200
 
-TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "timed_out", "interrupted"})
+TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "timed_out", "interrupted",
+                               "needs_attention_expired"})
 ACTIVE_STATUSES = frozenset({"running", "needs_attention"})
 NONTERMINAL_STATUSES = frozenset({"queued"}) | ACTIVE_STATUSES
 
 ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
     # queued → failed covers a worker that could not start; queued → interrupted is restart recovery.
     "queued": frozenset({"running", "cancelled", "failed", "interrupted"}),
-    "running": frozenset({"needs_attention", "completed", "failed", "cancelled", "timed_out", "interrupted"}),
-    "needs_attention": frozenset({"running", "failed", "cancelled", "timed_out", "interrupted"}),
+    "running": frozenset({"needs_attention", "completed", "failed", "cancelled", "timed_out", "interrupted",
+                          "needs_attention_expired"}),
+    # needs_attention_expired: a permission request went unanswered past the attention deadline.
+    "needs_attention": frozenset({"running", "failed", "cancelled", "timed_out", "interrupted",
+                                  "needs_attention_expired"}),
     **{status: frozenset() for status in TERMINAL_STATUSES},
 }
 
@@ -99,6 +103,7 @@ class Conversation:
     created_at: str
     updated_at: str
     archived_at: str | None
+    allowed_commands: tuple[str, ...] = ()  # slash commands its messages may run (see service.slash_command)
 
 
 @dataclass(frozen=True)
@@ -246,7 +251,7 @@ def _conversation(row: sqlite3.Row) -> Conversation:
             worktree_branch=row["worktree_branch"], worktree_base_ref=row["worktree_base_ref"],
         ),
         retired=bool(row["retired"]), created_at=row["created_at"], updated_at=row["updated_at"],
-        archived_at=row["archived_at"],
+        archived_at=row["archived_at"], allowed_commands=tuple(json.loads(row["allowed_commands_json"])),
     )
 
 
@@ -283,6 +288,9 @@ class Store:
         self.on_erase: Callable[[], None] | None = None
         self._scrub_lock = threading.Lock()
         self._scrub_conn: sqlite3.Connection | None = None
+        # Conversations whose worktree is being removed: no run may be queued meanwhile. In memory, under
+        # the store's lock: one process owns the state directory, and a crash ends every cleanup anyway.
+        self._retiring: set[str] = set()
 
     @classmethod
     def open(cls, path: Path) -> Store:
@@ -344,6 +352,7 @@ class Store:
         self, *, name: str, workspace: Workspace, authority: str = "unrestricted",
         model: str | None = None, effort: str | None = None, mode: str | None = None,
         conversation_id: str | None = None, acp_session_id: str | None = None,
+        allowed_commands: Sequence[str] = (),
     ) -> Conversation:
         """A new idle conversation; ``conversation_name_taken`` when the name is in use (names are unique)."""
         cid, now = conversation_id or new_id("conv"), _now()
@@ -352,15 +361,17 @@ class Store:
                 db.execute(
                     "INSERT INTO conversations (id, name, state, model, effort, mode, authority, workspace_strategy,"
                     " workspace_path, workspace_fingerprint, worktree_path, worktree_branch, worktree_base_ref,"
-                    " acp_session_id, created_at, updated_at)"
-                    " VALUES (?, ?, 'idle', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " acp_session_id, allowed_commands_json, created_at, updated_at)"
+                    " VALUES (?, ?, 'idle', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (cid, name, model, effort, mode, authority, workspace.strategy, workspace.path,
                      workspace.fingerprint, workspace.worktree_path, workspace.worktree_branch,
-                     workspace.worktree_base_ref, acp_session_id, now, now),
+                     workspace.worktree_base_ref, acp_session_id, json.dumps(list(allowed_commands)), now, now),
                 )
             except sqlite3.IntegrityError as exc:
                 raise conversation_error("conversation_name_taken",
                                          f"a conversation named {name!r} already exists") from exc
+            if acp_session_id is not None:
+                self._remember_session(db, cid, acp_session_id)
             self._append_event(db, cid, None, "conversation_created", {"name": name})
         return self.get_conversation(cid)
 
@@ -381,6 +392,21 @@ class Store:
     def set_session_id(self, conversation_id: str, session_id: str) -> None:
         with self._write() as db:
             db.execute("UPDATE conversations SET acp_session_id = ? WHERE id = ?", (session_id, conversation_id))
+            self._remember_session(db, conversation_id, session_id)
+
+    @staticmethod
+    def _remember_session(db: sqlite3.Connection, conversation_id: str, session_id: str) -> None:
+        """Every session a conversation ever used, so deleting it can remove kiro's files of each."""
+        db.execute("INSERT OR IGNORE INTO conversation_sessions (conversation_id, session_id) VALUES (?, ?)",
+                   (conversation_id, session_id))
+
+    @quick_read
+    def session_ids(self, conversation_id: str) -> list[str]:
+        """Every kiro session id the conversation has used (internal: never shown to clients)."""
+        with self._read() as db:
+            rows = db.execute("SELECT session_id FROM conversation_sessions WHERE conversation_id = ?"
+                              " ORDER BY session_id", (conversation_id,)).fetchall()
+        return [r[0] for r in rows]
 
     @quick_read
     def get_conversation(self, conversation_id: str) -> Conversation:
@@ -411,7 +437,8 @@ class Store:
             ).fetchall()
         return [_conversation(r) for r in rows]
 
-    def update_defaults(self, conversation_id: str, settings: Settings) -> Conversation:
+    def update_defaults(self, conversation_id: str, settings: Settings, *,
+                        allowed_commands: Sequence[str] | None = None) -> Conversation:
         """Change a conversation's defaults; only while idle, so no queued run sees a surprise."""
         with self._write() as db:
             conv = self._get_conversation(db, conversation_id)
@@ -420,11 +447,14 @@ class Store:
             if conv.state != "idle":
                 raise conversation_error("conversation_busy", f"conversation {conversation_id} is not idle")
             changes = {k: v for k, v in vars(settings).items() if v is not None}
+            if allowed_commands is not None:
+                changes["allowed_commands_json"] = json.dumps(list(allowed_commands))
             if changes:
                 sets = ", ".join(f"{k} = ?" for k in changes)
                 db.execute(f"UPDATE conversations SET {sets}, updated_at = ? WHERE id = ?",
                            (*changes.values(), _now(), conversation_id))
-                self._append_event(db, conversation_id, None, "defaults_changed", {"fields": sorted(changes)})
+                fields = sorted("allowed_commands" if k == "allowed_commands_json" else k for k in changes)
+                self._append_event(db, conversation_id, None, "defaults_changed", {"fields": fields})
             return self._get_conversation(db, conversation_id)
 
     def archive_conversation(self, conversation_id: str, *, retired: bool = False) -> Conversation:
@@ -484,8 +514,14 @@ class Store:
         return [ConversationSummary(_conversation(r), r["shown_state"], r["latest_run_id"], r["latest_status"],
                                     r["queued_runs"]) for r in rows], counts
 
-    def delete_conversation(self, conversation_id: str, *, confirm_name: str) -> None:
-        """Permanently remove an archived conversation; its runs, prompts and events go with it (FK cascade)."""
+    def delete_conversation(self, conversation_id: str, *, confirm_name: str,
+                            precheck: Callable[[Conversation, list[str]], None] | None = None) -> list[str]:
+        """Permanently remove an archived conversation; its runs, prompts and events go with it (FK cascade).
+
+        ``precheck(conversation, session_ids)`` runs once the archive state and name are verified, in the
+        transaction, and may refuse (a Kiro session still in use); it must be quick and must not use the store.
+        Returns the kiro session ids the conversation used, for the caller to remove kiro's files.
+        """
         with self._write() as db:
             conv = self._get_conversation(db, conversation_id)
             if conv.state != "archived":
@@ -496,7 +532,31 @@ class Store:
                 raise conversation_error(
                     "confirmation_mismatch", "the confirmation is not the conversation's exact name"
                 )
+            sessions = [r[0] for r in db.execute(
+                "SELECT session_id FROM conversation_sessions WHERE conversation_id = ?", (conversation_id,))]
+            if precheck is not None:
+                precheck(conv, sessions)
             db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+            return sessions
+
+    def begin_retiring(self, conversation_id: str) -> Conversation:
+        """Mark an idle conversation as being retired (worktree cleanup): until :meth:`end_retiring`,
+        :meth:`enqueue_run` refuses it with ``conversation_retiring``. Checked and marked atomically."""
+        with self._write() as db:
+            conv = self._get_conversation(db, conversation_id)
+            active = db.execute(
+                "SELECT COUNT(*) FROM runs WHERE conversation_id = ? AND status IN ('queued', 'running',"
+                " 'needs_attention')", (conversation_id,)).fetchone()[0]
+            if active:
+                raise conversation_error("worktree_active", f"{active} run(s) are active or queued")
+            if conversation_id in self._retiring:
+                raise conversation_error("conversation_retiring", "the worktree is already being cleaned up")
+            self._retiring.add(conversation_id)
+            return conv
+
+    def end_retiring(self, conversation_id: str) -> None:
+        with self._lock:
+            self._retiring.discard(conversation_id)
 
     def _refresh_conversation_state(self, db: sqlite3.Connection, conversation_id: str) -> None:
         busy = db.execute(
@@ -524,6 +584,9 @@ class Store:
             conv = self._get_conversation(db, conversation_id)
             if conv.state == "archived":
                 raise conversation_error("conversation_archived", f"conversation {conversation_id} is archived")
+            if conversation_id in self._retiring:
+                raise conversation_error("conversation_retiring",
+                                         f"conversation {conversation_id}'s worktree is being cleaned up")
             seq = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM runs WHERE conversation_id = ?",
                              (conversation_id,)).fetchone()[0]
             db.execute(

@@ -30,8 +30,10 @@ DECISIONS = ("allow_once", "reject_once")
 # The store's vocabulary (store.py); "retired" is an archived conversation whose worktree was cleaned up.
 RUN_STATUSES = (
     "queued", "running", "needs_attention", "completed", "failed", "cancelled", "timed_out", "interrupted",
+    "needs_attention_expired",
 )
-TERMINAL_RUN_STATUSES = ("completed", "failed", "cancelled", "timed_out", "interrupted")
+TERMINAL_RUN_STATUSES = ("completed", "failed", "cancelled", "timed_out", "interrupted", "needs_attention_expired")
+ALLOWED_SLASH_COMMANDS_MAX = 32
 CONVERSATION_STATES = ("idle", "active", "archived", "retired")
 ARCHIVE_FILTERS = ("active", "archived", "all")
 EVENT_KINDS = ("phase", "plan", "tool", "permission", "usage", "config", "message", "error")
@@ -45,6 +47,7 @@ _AGENT_MODE_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{L.AGENT_MODE_MAX_CHARS -
 # git check-ref-format's main rules: no "..", no control/space/~^:?*[\\, no leading "-" or "/".
 _GIT_REF_PATTERN = r"^(?!-)(?!/)(?!.*\.\.)(?!.*@\{)(?!.*//)(?!.*\.lock$)(?!.*/$)[^\x00-\x20~^:?*\[\\\x7f]+$"
 _CURSOR_PATTERN = r"^[A-Za-z0-9_=-]+$"
+_SLASH_COMMAND_PATTERN = r"^/?[a-z][a-z0-9_-]{0,62}$"
 _IMAGE_MIME_PATTERN = r"^image/[a-z0-9][a-z0-9.+-]{0,62}$"
 
 
@@ -146,6 +149,14 @@ _IMAGES = _array(
     min_items=1,
 )
 _RUN_OVERRIDES = {"model": _MODEL, "effort": _EFFORT, "mode": _AGENT_MODE, "authority": _AUTHORITY}
+_ALLOWED_SLASH_COMMANDS = _array(
+    _string(64, "A command as kiro_capabilities slashCommands lists it (e.g. /compact).",
+            pattern=_SLASH_COMMAND_PATTERN),
+    ALLOWED_SLASH_COMMANDS_MAX,
+    "The Kiro slash commands a message of this conversation may run (default none). A message whose first "
+    "non-whitespace character is / is a slash command, refused with slash_command_refused unless listed here. "
+    "Each must be listed by kiro_capabilities slashCommands (unknown_slash_command otherwise). [] allows none.",
+    unique=True)
 _CURSOR = _string(L.CURSOR_MAX_CHARS, "Opaque cursor from a previous page's nextCursor.", pattern=_CURSOR_PATTERN)
 _LIMIT = _integer(1, L.PAGE_SIZE_MAX, "Page size.", default=L.PAGE_SIZE_DEFAULT)
 _TEXT = _string(L.TEXT_MAX_CHARS, min_length=0)
@@ -164,6 +175,10 @@ _SETTINGS = _all_required({
     "authority": _enum(AUTHORITIES),
     "workspace": _WORKSPACE_IDENTITY,
 }, "Settings resolved for the run (or the conversation's defaults), recorded forever.")
+_DEFAULTS = {**_SETTINGS, "properties": {
+    **_SETTINGS["properties"],
+    "allowedSlashCommands": _array(_string(64), ALLOWED_SLASH_COMMANDS_MAX, "Slash commands its messages may run."),
+}, "required": [*_SETTINGS["required"], "allowedSlashCommands"], "description": "The conversation's defaults."}
 _ERROR = _all_required({"code": _string(64), "message": _TEXT}, "Stable error code and redacted message.",
                        nullable=True)
 _ATTENTION = _all_required({
@@ -194,7 +209,7 @@ _RUN_REF = _object({"conversationId": _conversation_id(), "runId": _run_id()}, (
 
 
 def _spawn_input(purpose: str) -> dict[str, Any]:
-    new_only = ("name", "workspace", "workspaceMode", "baseRef")
+    new_only = ("name", "workspace", "workspaceMode", "baseRef", "allowedSlashCommands")
     return _object(
         {
             "conversation": _string(L.ID_MAX_CHARS, f'"new" to start a conversation, or an existing conversationId '
@@ -210,6 +225,7 @@ def _spawn_input(purpose: str) -> dict[str, Any]:
                                "default HEAD).", pattern=_GIT_REF_PATTERN),
             "message": _MESSAGE,
             "images": _IMAGES,
+            "allowedSlashCommands": _ALLOWED_SLASH_COMMANDS,
             **_RUN_OVERRIDES,
         },
         ("conversation", "message"),
@@ -272,7 +288,9 @@ TOOLS: tuple[Tool, ...] = (
                 "embeddedContext": _boolean(),
             }),
             "prompt": _all_required({"images": _boolean("Attach images only when true.")}),
-            "slashCommands": _array(_string(64), L.CATALOG_MAX_ITEMS, "Discoverable only; not executable in 1.0."),
+            "slashCommands": _array(_string(64), L.CATALOG_MAX_ITEMS,
+                                    "Announced by the live Kiro sessions (empty until a run has started). A "
+                                    "message runs one only when its conversation's allowedSlashCommands names it."),
             "authorities": _array(_all_required({
                 "name": _enum(AUTHORITIES), "available": _boolean(), "reason": _string(L.TEXT_MAX_CHARS, nullable=True),
             }), len(AUTHORITIES)),
@@ -282,7 +300,7 @@ TOOLS: tuple[Tool, ...] = (
             }),
             "limits": _all_required({name: _count() for name in (
                 "waitMaxTargets", "maxImages", "imageMaxBytes", "finalReplyMaxBytes", "runDeadlineSeconds",
-                "waitCeilingSeconds", "idleWorkerSeconds", "autoArchiveDays", "messageMaxChars", "pageSizeMax",
+                "attentionDeadlineSeconds", "waitCeilingSeconds", "idleWorkerSeconds", "autoArchiveDays", "messageMaxChars", "pageSizeMax",
             )}),
             "cached": _boolean("True when this answer came from the cache."),
             "fetchedAt": _TIMESTAMP,
@@ -298,7 +316,8 @@ TOOLS: tuple[Tool, ...] = (
         override only this run in an existing one (kiro_configure changes defaults). The response
         discloses the resolved model, effort, mode, authority and a redacted workspace identity. For a single
         task you want finished, use kiro_delegate instead. Runs end at the
-        {L.RUN_DEADLINE_SECONDS // 60}-minute deadline as timed_out.""",
+        {L.RUN_DEADLINE_SECONDS // 60}-minute deadline as timed_out. A message starting with / is a Kiro slash
+        command and is refused (slash_command_refused) unless allowedSlashCommands allows it.""",
         _spawn_input("start a run"),
         _SPAWN_OUTPUT,
     ),
@@ -316,7 +335,9 @@ TOOLS: tuple[Tool, ...] = (
         "kiro_wait",
         f"""Wait event-first (no polling needed) on {L.WAIT_MIN_TARGETS} to {L.WAIT_MAX_TARGETS} explicit runs.
         mode "any" returns when one target finishes or needs attention; "all" returns when every target finished,
-        but still wakes early when any target needs attention. The ceiling is fixed at
+        but still wakes early when any target needs attention — at once, on every call, while that request is
+        open: decide it or cancel the run; unanswered, it expires after the attention deadline (default
+        {L.ATTENTION_DEADLINE_SECONDS // 60} minutes) as needs_attention_expired. The ceiling is fixed at
         {L.WAIT_CEILING_SECONDS // 60} minutes (waitExpired: true) and may be shorter per call so hosts that cut
         long tool calls are not broken; just call it again. Waiting never cancels runs, and an aborted wait only
         detaches. Use it after kiro_spawn or after reconnecting; use kiro_result for an immediate look.""",
@@ -333,7 +354,8 @@ TOOLS: tuple[Tool, ...] = (
         after the active and already-queued work. delivery "interrupt" cancels the active run and the superseded
         queued follow-ups, then starts this message as a new turn. Interrupt is cancellation followed by a new
         turn: it is NOT mid-inference steering, and the running turn never sees this message. Returns the new
-        runId immediately without waiting; model/effort/mode/authority override this run only.""",
+        runId immediately without waiting; model/effort/mode/authority override this run only. A message starting
+        with / is refused (slash_command_refused) unless the conversation's allowedSlashCommands allows it.""",
         _object({
             "conversationId": _conversation_id(),
             "message": _MESSAGE,
@@ -379,7 +401,7 @@ TOOLS: tuple[Tool, ...] = (
                 "conversationId": _conversation_id(),
                 "name": _string(L.NAME_MAX_CHARS),
                 "state": _enum(CONVERSATION_STATES),
-                "defaults": _SETTINGS,
+                "defaults": _DEFAULTS,
                 "latestRun": _all_required({"runId": _run_id(), "status": _enum(RUN_STATUSES)}, nullable=True),
                 "queuedRuns": _count(),
                 "updatedAt": _TIMESTAMP,
@@ -437,8 +459,9 @@ TOOLS: tuple[Tool, ...] = (
         """Change a conversation's defaults (model, effort, mode, default authority) for its future runs. Only
         while the conversation is idle; existing and queued runs keep the settings they were created with. To
         change settings for a single run, pass them to kiro_send or kiro_spawn instead.""",
-        _object({"conversationId": _conversation_id(), **_RUN_OVERRIDES}, ("conversationId",), minProperties=2),
-        _all_required({"conversationId": _conversation_id(), "defaults": _SETTINGS}),
+        _object({"conversationId": _conversation_id(), **_RUN_OVERRIDES,
+                 "allowedSlashCommands": _ALLOWED_SLASH_COMMANDS}, ("conversationId",), minProperties=2),
+        _all_required({"conversationId": _conversation_id(), "defaults": _DEFAULTS}),
     ),
     _tool(
         "kiro_fork",
@@ -449,7 +472,7 @@ TOOLS: tuple[Tool, ...] = (
                  "name": _string(L.NAME_MAX_CHARS, "Unique name for the fork.", pattern=_NAME_PATTERN)},
                 ("conversationId", "name")),
         _all_required({"conversationId": _conversation_id("The new conversation."),
-                       "forkedFrom": _conversation_id(), "name": _string(L.NAME_MAX_CHARS), "defaults": _SETTINGS}),
+                       "forkedFrom": _conversation_id(), "name": _string(L.NAME_MAX_CHARS), "defaults": _DEFAULTS}),
     ),
     _tool(
         "kiro_cancel",
@@ -470,8 +493,11 @@ TOOLS: tuple[Tool, ...] = (
     _tool(
         "kiro_delete",
         """Permanently remove this server's local state for an ARCHIVED conversation (runs, events, retained
-        replies). confirmName must equal the conversation's exact name. It does not touch the workspace or any
-        git branch. Irreversible: archive first and only delete when asked to.""",
+        replies) and kiro-cli's own session files of it (its transcript). confirmName must equal the
+        conversation's exact name. It never touches the workspace or any git branch, so a worktree conversation
+        whose worktree or branch still exists is refused (worktree_not_cleaned_up: run kiro_worktree_cleanup
+        first), as is one whose Kiro session a live process holds (kiro_session_in_use). Irreversible: archive
+        first and only delete when asked to.""",
         _object({"conversationId": _conversation_id(),
                  "confirmName": _string(L.NAME_MAX_CHARS, "The conversation's exact name.", pattern=_NAME_PATTERN)},
                 ("conversationId", "confirmName")),
@@ -489,6 +515,7 @@ TOOLS: tuple[Tool, ...] = (
             "baseRef": _string(L.GIT_REF_MAX_CHARS),
             "activeRuns": _count(),
             "clean": _boolean("No uncommitted changes."),
+            "ignoredFiles": _count("Git-ignored files in the worktree; cleanup refuses while any exist."),
             "mergeState": _enum(MERGE_STATES),
             "changedFiles": _array(_all_required({"path": _string(L.PATH_MAX_CHARS, "Worktree-relative."),
                                                   "status": _string(8)}), L.CATALOG_MAX_ITEMS),
@@ -499,7 +526,9 @@ TOOLS: tuple[Tool, ...] = (
     _tool(
         "kiro_worktree_cleanup",
         """Remove a worktree conversation's worktree and its kiro/ branch once it is clean, inactive and already
-        integrated into its base; refuses otherwise with a stable code (active, dirty, conflicted, unintegrated).
+        integrated into its base and holds no ignored files; refuses otherwise with a stable code (active, dirty,
+        ignored files, conflicted, unintegrated). While it runs, new runs of the conversation are refused
+        (conversation_retiring).
         There is no force option and it never merges. Success archives the conversation as retired for good.""",
         _object({"conversationId": _conversation_id()}, ("conversationId",)),
         _all_required({"conversationId": _conversation_id(), "removedBranch": _string(L.GIT_REF_MAX_CHARS),

@@ -15,10 +15,10 @@ from typing import Any
 
 from kirocrew_conversations import limits
 from kirocrew_conversations.errors import CATALOGUE, conversation_error
-from kirocrew_conversations.redact import workspace_label
+from kirocrew_conversations.redact import redact_text, workspace_label
 from kirocrew_conversations.store import Conversation, Event, PermissionRequest, Run
 
-FAILURE_STATUSES = frozenset({"failed", "timed_out", "interrupted"})
+FAILURE_STATUSES = frozenset({"failed", "timed_out", "interrupted", "needs_attention_expired"})
 
 
 def workspace_identity(conversation: Conversation) -> dict[str, Any]:
@@ -29,7 +29,8 @@ def workspace_identity(conversation: Conversation) -> dict[str, Any]:
 
 def conversation_settings(conversation: Conversation) -> dict[str, Any]:
     return {"model": conversation.model, "effort": conversation.effort, "mode": conversation.mode,
-            "authority": conversation.authority, "workspace": workspace_identity(conversation)}
+            "authority": conversation.authority, "workspace": workspace_identity(conversation),
+            "allowedSlashCommands": [f"/{name}" for name in conversation.allowed_commands]}
 
 
 def run_settings(run: Run, conversation: Conversation) -> dict[str, Any]:
@@ -40,7 +41,7 @@ def run_settings(run: Run, conversation: Conversation) -> dict[str, Any]:
 def error_of(run: Run) -> dict[str, str] | None:
     if run.error_code is None:
         return None
-    message = run.error_detail or CATALOGUE.get(run.error_code, run.error_code)
+    message = redact_text(run.error_detail) if run.error_detail else CATALOGUE.get(run.error_code, run.error_code)
     return {"code": run.error_code, "message": message[: limits.TEXT_MAX_CHARS]}
 
 
@@ -117,6 +118,11 @@ def event_view(event: Event) -> dict[str, Any] | None:
             out["toolName"] = str(p["toolName"])[:128]
     elif kind == "permission_decided":
         out |= {"kind": "permission", "summary": f"decided {p.get('decision')}",
+                "permissionRequestId": p["permissionId"]}
+    elif kind == "slash_command":
+        out |= {"kind": "config", "summary": f"slash command /{p.get('command')}"}
+    elif kind == "permission_expired":
+        out |= {"kind": "permission", "summary": "permission request expired unanswered; answered cancelled",
                 "permissionRequestId": p["permissionId"]}
     elif kind == "mode_changed":
         out |= {"kind": "config", "summary": f"mode -> {p.get('mode')}"}

@@ -26,6 +26,7 @@ from kirocrew_core.home import user_home
 
 from kirocrew_conversations.errors import conversation_error
 from kirocrew_conversations.limits import CATALOG_MAX_ITEMS, COUNT_MAX, GIT_REF_MAX_CHARS, NAME_MAX_CHARS
+from kirocrew_conversations.redact import redact_text
 from kirocrew_conversations.state_paths import ensure_state_dir
 
 GIT_TIMEOUT_SECONDS = 60
@@ -77,8 +78,9 @@ def _git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProce
         raise conversation_error("not_a_git_repository", "the workspace is not a directory") from exc
     if check and done.returncode != 0:
         detail = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        # git's stderr names absolute paths (the repository, the worktree): never pass it through raw.
         raise conversation_error(
-            "git_failed", f"git {args[0]} failed: {(detail[-1] if detail else 'no message')[:200]}"
+            "git_failed", redact_text(f"git {args[0]} failed: {(detail[-1] if detail else 'no message')}", 200)
         )
     return done
 
@@ -184,8 +186,10 @@ def _worktree_state(info: WorktreeInfo) -> dict[str, Any]:
         if exc.code != "base_ref_not_found":
             raise
         base_tip = None  # unknowable: inspect says so, cleanup keeps everything
+    # `git worktree remove` deletes ignored files without asking; status (even --ignored) skips their contents.
+    ignored = _z_fields(_git(path, "ls-files", "--others", "--ignored", "--exclude-standard", "-z"))
     return {
-        "path": path, "dirty": bool(entries), "conflicted": conflicted, "head": head,
+        "path": path, "dirty": bool(entries), "ignored": len(ignored), "conflicted": conflicted, "head": head,
         "head_branch": _out(head_branch) if head_branch.returncode == 0 else None,
         "branch_tip": _out(branch_tip), "base_tip": base_tip,
     }
@@ -233,6 +237,7 @@ def inspect_worktree(info: WorktreeInfo) -> dict[str, Any]:
         "headBranch": state["head_branch"],
         "base": {"ref": info.base_ref, "createdFrom": info.base_sha, "currentTip": base_tip},
         "dirty": state["dirty"],
+        "ignoredFiles": min(state["ignored"], COUNT_MAX),
         "changedFiles": changed[:CATALOG_MAX_ITEMS],
         "changedFilesTotal": min(len(changed), COUNT_MAX),
         "changedFilesTruncated": len(changed) > CATALOG_MAX_ITEMS,
@@ -246,8 +251,10 @@ def inspect_worktree(info: WorktreeInfo) -> dict[str, Any]:
 def cleanup_worktree(info: WorktreeInfo, *, active_runs: int) -> None:
     """Remove an idle, clean, integrated worktree and its branch; otherwise refuse and change nothing.
 
-    There is no force: anything cleanup would lose (uncommitted files, commits
-    the base lacks, a half-done merge) is a refusal, and it never merges.
+    There is no force: anything cleanup would lose (uncommitted files, ignored
+    files, commits the base lacks, a half-done merge) is a refusal, and it never
+    merges. ``active_runs`` is the caller's count, taken atomically with blocking
+    new runs (see ``Store.begin_retiring``).
     """
     if active_runs > 0:
         raise conversation_error("worktree_active", f"{active_runs} run(s) are active or queued")
@@ -256,6 +263,10 @@ def cleanup_worktree(info: WorktreeInfo, *, active_runs: int) -> None:
         raise conversation_error("worktree_conflicted", "resolve or abort the conflicted operation first")
     if state["dirty"]:
         raise conversation_error("worktree_dirty", "commit or discard the worktree's changes first")
+    if state["ignored"]:
+        raise conversation_error("worktree_ignored_files",
+                                 f"{state['ignored']} ignored file(s) in the worktree would be deleted; "
+                                 "move or delete them first")
     if state["base_tip"] is None:
         raise conversation_error("base_ref_not_found", "the base ref no longer resolves; integration is unknown")
     for tip in (state["branch_tip"], state["head"]):
@@ -265,3 +276,13 @@ def cleanup_worktree(info: WorktreeInfo, *, active_runs: int) -> None:
     _git(Path(info.repo), "worktree", "remove", str(state["path"]))
     # Compare-and-delete: the branch goes only if it still points at the commit we verified as integrated.
     _git(Path(info.repo), "update-ref", "-d", f"refs/heads/{info.branch}", state["branch_tip"])
+
+
+def worktree_remains(info: WorktreeInfo) -> bool:
+    """True while the worktree directory or its branch still exists (deleting the conversation would orphan it)."""
+    if os.path.lexists(info.path):
+        return True
+    if not Path(info.repo).is_dir():
+        return False
+    found = _git(Path(info.repo), "show-ref", "--verify", "--quiet", f"refs/heads/{info.branch}", check=False)
+    return found.returncode == 0

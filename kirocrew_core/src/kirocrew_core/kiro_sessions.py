@@ -150,3 +150,36 @@ def remove_stale_lock(session_id: str, sessions_dir: Path | None = None) -> Stal
                                LockInfo(lock.path, True, lock.pid, f"cannot remove: {exc.strerror or exc}"))
     log.info("removed stale kiro session lock %s (PID %d is dead)", lock.path, lock.pid)
     return StaleLockResult(StaleLockOutcome.REMOVED, lock)
+
+
+# The files kiro-cli keeps per session; the lock goes last, so a crash mid-way leaves it (stale, removable).
+SESSION_FILE_SUFFIXES = (".jsonl", ".json", ".history")
+
+
+def session_in_use(session_id: str, sessions_dir: Path | None = None) -> bool:
+    """True while ``<id>.lock`` names a live pid, or a lock exists whose owner cannot be checked (keep it)."""
+    lock = read_lock(session_id, sessions_dir)
+    if lock.exists is False:
+        return False
+    if lock.pid is None:
+        return True
+    return pid_alive(lock.pid) is not False
+
+
+def remove_session_files(session_id: str, sessions_dir: Path | None = None) -> bool:
+    """Remove one session's transcript, state and history, then its (stale) lock, under kiro's lock rules.
+
+    Nothing is removed while the lock names a live process (or an owner that cannot be checked):
+    returns False then. True once none of the session's files is left.
+    """
+    directory = sessions_dir or home.kiro_sessions_dir()
+    check_session_id(session_id)
+    if session_in_use(session_id, directory):
+        return False
+    for suffix in SESSION_FILE_SUFFIXES:
+        try:
+            os.unlink(directory / f"{session_id}{suffix}")
+        except FileNotFoundError:
+            pass
+    outcome = remove_stale_lock(session_id, directory).outcome
+    return outcome in (StaleLockOutcome.REMOVED, StaleLockOutcome.ABSENT)
