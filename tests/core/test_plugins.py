@@ -163,6 +163,56 @@ def test_results_are_merged_sorted_by_plugin_name_not_registration_order(plugin_
     assert [c.plugin for c in collect(plugin_manager, "extra_mcp_scopes")] == ["alpha", "mid", "zeta"]
 
 
+def _tiered(name: str, **opts: bool) -> object:
+    """A plugin whose ``governance_ceiling`` implementation carries ``opts`` (tryfirst/trylast)."""
+    return type(name, (), {"governance_ceiling": staticmethod(hookimpl(**opts)(lambda: [f"@{name}"]))})
+
+
+TIERED = [("a-fallback", {"trylast": True}), ("b-plain", {}), ("y-plain", {}), ("z-first", {"tryfirst": True})]
+
+
+@pytest.mark.parametrize("registration", [TIERED, TIERED[::-1]], ids=["names-ascending", "names-descending"])
+def test_tryfirst_runs_first_and_trylast_last_each_tier_in_plugin_name_order_whatever_the_registration_order(
+    plugin_manager, registration
+):
+    for name, opts in registration:
+        plugin_manager.register(_tiered(name, **opts), name=name)
+    assert [c.plugin for c in collect(plugin_manager, "governance_ceiling")] == [
+        "z-first", "b-plain", "y-plain", "a-fallback"
+    ]
+
+
+OVERRIDING_AUTHORITY_SOURCE = """
+from kirocrew_core import hookimpl
+from kirocrew_core.contributions import AuthorityBackend
+
+
+@hookimpl({options})
+def authority_backends():
+    return [AuthorityBackend("unrestricted", "acme's own unrestricted launcher",
+                             available=lambda: (True, ""), factory=lambda options, *, workspace: options)]
+"""
+
+
+@pytest.mark.parametrize(("options", "winner"), [("tryfirst=True", "acme"), ("", "built-in")], ids=["tryfirst", "plain"])
+def test_an_installed_third_party_plugin_overrides_a_built_in_contribution_with_tryfirst(
+    tmp_path, monkeypatch, options, winner
+):
+    from kirocrew_conversations.authority import UNRESTRICTED_BACKEND, backends
+
+    # Its entry point "zz-acme" sorts after the built-in "conversations": by name alone it would lose.
+    site = make_plugin_distribution(tmp_path / "site", distribution="kirocrew-zz-acme", module=f"kirocrew_zz_acme_{winner.replace('-', '_')}",
+                                    source=OVERRIDING_AUTHORITY_SOURCE.format(options=options))
+    monkeypatch.syspath_prepend(str(site))
+    pm = make_plugin_manager(env={})
+    assert pm.records["zz-acme"].status == "loaded"
+    chosen = backends(pm)["unrestricted"]
+    if winner == "acme":
+        assert chosen.description == "acme's own unrestricted launcher"
+    else:
+        assert chosen is UNRESTRICTED_BACKEND
+
+
 def test_a_raising_third_party_hook_is_skipped_with_a_warning_but_an_open_edition_one_raises(plugin_manager):
     from kirocrew_core.plugins import PluginRecord
 
