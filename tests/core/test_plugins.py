@@ -19,6 +19,7 @@ from kirocrew_core.plugins import (
     make_plugin_manager,
 )
 from kirocrew_core.testing.distributions import make_plugin_distribution
+from kirocrew_core.testing.plugins import register_plugin
 
 BROKEN_SOURCE = """
 raise RuntimeError("this plugin is broken on purpose")
@@ -231,6 +232,89 @@ def test_a_raising_third_party_hook_is_skipped_with_a_warning_but_an_open_editio
     plugin_manager.register(Raising(), name="ours")
     with pytest.raises(PluginLoadError, match="boom"):
         collect(plugin_manager, "governance_ceiling")
+
+
+def _ceiling_plugins(pm, events: list[str]) -> None:
+    """Three plugins in call order: a third party that raises, one of ours that raises, a working one."""
+    from kirocrew_core.plugins import PluginRecord
+
+    def raising(name: str):
+        def governance_ceiling():
+            events.append(name)
+            raise ValueError(f"{name} is down")
+        return governance_ceiling
+
+    pm.records["a-third"] = PluginRecord("a-third", "someone-else", "1", "x", "loaded")
+    pm.records["b-ours"] = PluginRecord("b-ours", "kirocrew-mcp", "1", "x", "loaded")
+    register_plugin(pm, "a-third", governance_ceiling=raising("a-third"))
+    register_plugin(pm, "b-ours", governance_ceiling=raising("b-ours"))
+    register_plugin(pm, "c-fine", governance_ceiling=lambda: events.append("c-fine") or ["@c"])
+
+
+def test_the_skip_policy_reports_every_failure_by_plugin_and_still_calls_the_others(plugin_manager, caplog):
+    from kirocrew_core.plugins import call_hook
+
+    events: list[str] = []
+    _ceiling_plugins(plugin_manager, events)
+    call = call_hook(plugin_manager, "governance_ceiling", on_error="skip")
+    assert events == ["a-third", "b-ours", "c-fine"]
+    assert [(c.plugin, c.value) for c in call.contributions] == [("c-fine", ["@c"])]
+    assert [(f.plugin, f.distribution, f.error) for f in call.failures] == [
+        ("a-third", "someone-else", "ValueError: a-third is down"),
+        ("b-ours", "kirocrew-mcp", "ValueError: b-ours is down"),
+    ]
+    assert "'b-ours' from distribution 'kirocrew-mcp' failed in governance_ceiling()" in caplog.text
+
+
+def test_the_fail_closed_policy_stops_at_the_first_failure_even_from_a_third_party_plugin(plugin_manager):
+    from kirocrew_core.plugins import HookFailedError, call_hook
+
+    events: list[str] = []
+    _ceiling_plugins(plugin_manager, events)
+    with pytest.raises(HookFailedError, match="'a-third' from distribution 'someone-else'.*a-third is down") as excinfo:
+        call_hook(plugin_manager, "governance_ceiling", on_error="fail_closed")
+    assert events == ["a-third"]
+    assert excinfo.value.code == "plugin_hook_failed" and excinfo.value.failure.plugin == "a-third"
+
+
+def test_a_result_the_check_refuses_is_a_failure_of_the_plugin_that_returned_it(plugin_manager):
+    from kirocrew_core.plugins import PluginRecord, call_hook
+
+    plugin_manager.records["sloppy"] = PluginRecord("sloppy", "someone-else", "1", "x", "loaded")
+    register_plugin(plugin_manager, "sloppy", governance_ceiling=lambda: "@not-a-list")
+    register_plugin(plugin_manager, "tidy", governance_ceiling=lambda: ["@tidy"])
+
+    def problem(result):
+        return None if isinstance(result, list) else f"expected a list, got {type(result).__name__}"
+
+    with pytest.warns(PluginWarning, match="sloppy.*returned a bad result.*expected a list, got str"):
+        call = call_hook(plugin_manager, "governance_ceiling", check=problem)
+    assert [c.plugin for c in call.contributions] == ["tidy"]
+    assert [(f.plugin, f.error) for f in call.failures] == [("sloppy", "expected a list, got str")]
+
+
+def test_the_call_credits_side_effects_to_the_plugin_being_called(plugin_manager):
+    from kirocrew_core.plugins import call_hook
+
+    seen: list[tuple[str, str]] = []
+    current: list[str] = []
+    for name in ("b-second", "a-first"):
+        register_plugin(plugin_manager, name, governance_ceiling=lambda name=name: seen.append((current[-1], name)))
+    call_hook(plugin_manager, "governance_ceiling", before_each=current.append)
+    assert seen == [("a-first", "a-first"), ("b-second", "b-second")]
+
+
+def test_a_hook_wrapper_is_refused_as_a_failure_of_its_plugin(plugin_manager):
+    from kirocrew_core.plugins import PluginLoadError, call_hook
+
+    class Wrapper:
+        @hookimpl(wrapper=True)
+        def governance_ceiling(self):
+            return (yield)
+
+    plugin_manager.register(Wrapper(), name="wrapper")
+    with pytest.raises(PluginLoadError, match="hook wrappers are not supported"):
+        call_hook(plugin_manager, "governance_ceiling")
 
 
 def test_trace_switch_writes_hook_calls_to_stderr(kirocrew):
