@@ -10,7 +10,7 @@ from pathlib import Path
 import pluggy
 import pytest
 
-from kirocrew_core import hookimpl, hookspecs
+from kirocrew_core import hookspecs
 from kirocrew_core.contributions import (
     AuthorityBackend,
     CoreMcpTool,

@@ -195,14 +195,16 @@ def authority_backends():
 """
 
 
-@pytest.mark.parametrize(("options", "winner"), [("tryfirst=True", "acme"), ("", "built-in")], ids=["tryfirst", "plain"])
+@pytest.mark.parametrize(("options", "winner"), [("tryfirst=True", "acme"), ("", "built-in")],
+                         ids=["tryfirst", "plain"])
 def test_an_installed_third_party_plugin_overrides_a_built_in_contribution_with_tryfirst(
     tmp_path, monkeypatch, options, winner
 ):
     from kirocrew_conversations.authority import UNRESTRICTED_BACKEND, backends
 
     # Its entry point "zz-acme" sorts after the built-in "conversations": by name alone it would lose.
-    site = make_plugin_distribution(tmp_path / "site", distribution="kirocrew-zz-acme", module=f"kirocrew_zz_acme_{winner.replace('-', '_')}",
+    module = f"kirocrew_zz_acme_{winner.replace('-', '_')}"  # one module per case: imports are cached
+    site = make_plugin_distribution(tmp_path / "site", distribution="kirocrew-zz-acme", module=module,
                                     source=OVERRIDING_AUTHORITY_SOURCE.format(options=options))
     monkeypatch.syspath_prepend(str(site))
     pm = make_plugin_manager(env={})
@@ -315,6 +317,14 @@ def test_a_hook_wrapper_is_refused_as_a_failure_of_its_plugin(plugin_manager):
     plugin_manager.register(Wrapper(), name="wrapper")
     with pytest.raises(PluginLoadError, match="hook wrappers are not supported"):
         call_hook(plugin_manager, "governance_ceiling")
+
+
+def test_a_missing_hook_argument_is_the_callers_bug_and_never_blamed_on_a_plugin(plugin_manager):
+    from kirocrew_core.plugins import call_hook
+
+    register_plugin(plugin_manager, "starter", gateway_startup=lambda app: None)
+    with pytest.raises(KeyError, match="app"):
+        call_hook(plugin_manager, "gateway_startup", on_error="skip")
 
 
 def test_trace_switch_writes_hook_calls_to_stderr(kirocrew):

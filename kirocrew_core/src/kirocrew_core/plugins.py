@@ -25,7 +25,7 @@ import logging
 import os
 import sys
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import import_module
 from typing import Any, Literal
@@ -240,11 +240,11 @@ def _check_pending(pm: KirocrewPluginManager) -> None:
 
 
 def _enable_tracing(pm: KirocrewPluginManager) -> None:
-    def before(hook_name: str, impls: list[pluggy.HookImpl], kwargs: Mapping[str, Any]) -> None:
+    def before(hook_name: str, impls: Sequence[pluggy.HookImpl], kwargs: Mapping[str, Any]) -> None:
         names = ", ".join(impl.plugin_name for impl in impls)
         print(f"kirocrew trace: {hook_name}({', '.join(kwargs)}) -> [{names}]", file=sys.stderr)
 
-    def after(outcome: Any, hook_name: str, impls: list[Any], kwargs: Mapping[str, Any]) -> None:
+    def after(outcome: Any, hook_name: str, impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
         exc = outcome.exception
         shown = f"raised {exc!r}" if exc else f"returned {outcome.get_result()!r}"
         print(f"kirocrew trace: {hook_name} {shown}", file=sys.stderr)
@@ -311,6 +311,7 @@ OnError = Literal["raise", "skip", "fail_closed"]
   contribution must withhold, not approve).
 """
 
+
 class HookFailedError(KirocrewError):
     """A ``fail_closed`` hook call stopped at a failing plugin; ``failure`` says which."""
 
@@ -374,14 +375,19 @@ class _Call:
         self.kwargs = kwargs
         self.outcome = HookCall()
 
-    def start(self, impl: pluggy.HookImpl) -> list[Any]:
-        """Trace and announce ``impl``; return its arguments (a hook wrapper is refused)."""
+    def start(self, impl: pluggy.HookImpl) -> list[Any] | None:
+        """Announce ``impl`` and return its arguments, or ``None`` when it is refused (a hook wrapper).
+
+        A missing argument is the caller's bug, not the plugin's: its ``KeyError`` propagates.
+        """
+        args = [self.kwargs[name] for name in impl.argnames]
         if impl.hookwrapper or impl.wrapper:
-            raise TypeError("hook wrappers are not supported: kirocrew calls each implementation itself")
+            self.fail(impl, TypeError("hook wrappers are not supported: kirocrew calls each implementation itself"))
+            return None
         if self.before_each is not None:
             self.before_each(impl.plugin_name)
         self.pm.trace_line(f"{self.hook} -> {impl.plugin_name}")
-        return [self.kwargs[name] for name in impl.argnames]
+        return args
 
     def finish(self, impl: pluggy.HookImpl, result: Any) -> None:
         problem = self.check(result) if self.check is not None else None
@@ -401,8 +407,8 @@ class _Call:
         if self.on_error == "skip":
             logger.error("%s", failure.describe(), exc_info=None if isinstance(exc, BadHookResult) else exc)
             return
-        what = f"returned a bad result from {self.hook}()" if isinstance(exc, BadHookResult) else f"raised in {self.hook}()"
-        self.pm.plugin_failed(name, what, exc)
+        what = "returned a bad result from" if isinstance(exc, BadHookResult) else "raised in"
+        self.pm.plugin_failed(name, f"{what} {self.hook}()", exc)
 
 
 class BadHookResult(ValueError):
@@ -423,8 +429,10 @@ def call_hook(pm: KirocrewPluginManager, hook_name: str, *, on_error: OnError = 
     """
     call = _Call(pm, hook_name, on_error, check, before_each, kwargs)
     for impl in ordered_hookimpls(pm, hook_name):
+        if (args := call.start(impl)) is None:
+            continue
         try:
-            result = impl.function(*call.start(impl))
+            result = impl.function(*args)
         except Exception as exc:
             call.fail(impl, exc)
             continue
@@ -438,8 +446,10 @@ async def acall_hook(pm: KirocrewPluginManager, hook_name: str, *, on_error: OnE
     """:func:`call_hook` for the event loop: an awaitable (or callable) result is awaited first."""
     call = _Call(pm, hook_name, on_error, check, before_each, kwargs)
     for impl in ordered_hookimpls(pm, hook_name):
+        if (args := call.start(impl)) is None:
+            continue
         try:
-            result = await await_me_maybe(impl.function(*call.start(impl)))
+            result = await await_me_maybe(impl.function(*args))
         except Exception as exc:
             call.fail(impl, exc)
             continue
@@ -459,8 +469,3 @@ async def await_me_maybe(value: Any) -> Any:
     if inspect.isawaitable(value):
         value = await value
     return value
-
-
-async def acollect(pm: KirocrewPluginManager, hook_name: str, **kwargs: Any) -> list[Contribution]:
-    """Like :func:`collect`, awaiting results that are awaitable (ASGI lifecycle hooks)."""
-    return (await acall_hook(pm, hook_name, **kwargs)).contributions
