@@ -56,7 +56,7 @@ OPEN_EDITION = frozenset(
 )
 
 # Core features are plugins too, registered through the same path as third-party
-# ones; their fallback implementations are ``trylast`` so an edition can win.
+# ones and called in the same order (see ordered_hookimpls).
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "kirocrew_core.builtin.doctor",
     "kirocrew_core.builtin.api",
