@@ -530,7 +530,7 @@ def _options(options, *, workspace):
     return dataclasses.replace(options, trust_all_tools=False, trust_tools=())
 
 
-@hookimpl
+@hookimpl(tryfirst=True)  # replaces the built-in workspace_write whatever the plugin names
 def authority_backends():
     return [AuthorityBackend("workspace_write", "test: trusts no tool", lambda: (True, ""), _options)]
 '''

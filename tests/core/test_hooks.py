@@ -1,17 +1,17 @@
-"""Meta-tests (every hook documented and tested) and one test per hook: ``test_hook_<name>``."""
+"""Meta-tests (every hook documented, tested and called from production code) and one test per hook."""
 
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 from pathlib import Path
 
 import pluggy
 import pytest
 
-from kirocrew_core import hookimpl, hookspecs
+from kirocrew_core import hookspecs
 from kirocrew_core.contributions import (
-    AcpBackend,
     AuthorityBackend,
     CoreMcpTool,
     DoctorCheck,
@@ -34,7 +34,7 @@ def test_the_hook_list_is_the_architecture_one():
     assert set(CORE_HOOKS) == {
         "addhooks", "register_commands", "gateway_routes", "dashboard_pages", "gateway_startup",
         "gateway_shutdown", "extra_mcp_scopes", "extra_mcp_servers", "managed_mcp_servers",
-        "core_mcp_tools", "registry_loaders", "authority_backends", "acp_backends",
+        "core_mcp_tools", "registry_loaders", "authority_backends",
         "governance_ceiling", "doctor_checks",
     }
 
@@ -67,6 +67,64 @@ def test_the_hook_reference_page_is_generated_from_the_docstrings():
 @pytest.mark.parametrize("name", CORE_HOOKS)
 def test_every_hook_has_a_test(name):
     assert callable(getattr(sys.modules[__name__], f"test_hook_{name}", None)), f"write test_hook_{name}"
+
+
+# Hooks declared before their caller exists, with the issue that adds it. Keep this list short and true:
+# a hook named here must not be called yet, and its docstring must say so.
+AWAITING_A_CALLER = {"core_mcp_tools": "the kirocrew-core MCP server, a later issue"}
+
+# A call through the public helpers with the hook name as a literal, or pluggy's own relay.
+_HOOK_CALL = re.compile(
+    r"""\b(?:a?collect|a?call_hook)\(\s*[^"'()]*(?:\([^()]*\)[^"'()]*)*,\s*["'](\w+)["']"""
+    r"""|\.hook\.(\w+)(?:\.call_historic)?\("""
+)
+
+
+def _production_sources() -> dict[Path, str]:
+    """Every module of every distribution's package, minus the test support shipped in core."""
+    roots = [path for path in REPO.glob("**/src/kirocrew_*") if ".venv" not in path.parts and path.is_dir()]
+    testing = REPO / "kirocrew_core" / "src" / "kirocrew_core" / "testing"
+    return {path: path.read_text() for root in roots for path in root.rglob("*.py")
+            if testing not in path.parents}
+
+
+def _hooks_called_in_production() -> set[str]:
+    return {next(filter(None, match.groups())) for text in _production_sources().values()
+            for match in _HOOK_CALL.finditer(text)}
+
+
+def _every_declared_hook() -> dict[str, object]:
+    """Core's hooks and those the installed plugins add through ``addhooks`` (restart_sessions, ...)."""
+    pm = make_plugin_manager(env={})
+    return {name: caller.spec.function for name, caller in vars(pm.hook).items()
+            if isinstance(caller, pluggy.HookCaller) and caller.spec is not None}
+
+
+@pytest.mark.parametrize("name", sorted(_every_declared_hook()))
+def test_every_hook_is_called_from_production_code(name):
+    called = name in _hooks_called_in_production()
+    if name in AWAITING_A_CALLER:
+        assert not called, f"{name} has a caller now: drop it from AWAITING_A_CALLER and fix its docstring"
+        assert "Called by nothing yet" in (inspect.getdoc(_every_declared_hook()[name]) or "")
+    else:
+        assert called, f"no production code calls {name}(): add its caller, or remove the hook"
+
+
+def test_the_caller_scan_sees_the_ways_production_code_calls_a_hook():
+    text = """collect(pm or get_plugin_manager(), "authority_backends")
+    await acall_hook(
+        app.state.kirocrew.pm, "gateway_shutdown", on_error="skip", app=app)
+    pm.hook.addhooks.call_historic(kwargs={})"""
+    assert {next(filter(None, m.groups())) for m in _HOOK_CALL.finditer(text)} == {
+        "authority_backends", "gateway_shutdown", "addhooks"}
+
+
+def test_only_the_plugin_manager_walks_hook_implementations():
+    private = re.compile(r"_impls_by_plugin|get_hookimpls\(|\._fail\(|\.argnames\b")
+    owner = REPO / "kirocrew_core" / "src" / "kirocrew_core" / "plugins.py"
+    offenders = sorted(str(path.relative_to(REPO)) for path, text in _production_sources().items()
+                       if path != owner and private.search(text))
+    assert offenders == [], "call hooks through kirocrew_core.plugins.call_hook, not by walking implementations"
 
 
 _register = register_plugin
@@ -212,15 +270,9 @@ def test_hook_authority_backends(plugin_manager):
     assert value.available() == (False, "bwrap missing")
 
 
-def test_hook_acp_backends(plugin_manager):
-    backend = AcpBackend("kiro-cli", "kiro-cli acp", factory=lambda **kw: None)
-    _register(plugin_manager, "kiro", acp_backends=lambda: [backend])
-    assert _collected(plugin_manager, "acp_backends") == [("kiro", backend)]
-
-
 def test_hook_implementations_with_unknown_arguments_are_rejected(plugin_manager):
     with pytest.raises(pluggy.PluginValidationError):
-        _register(plugin_manager, "bad-args", acp_backends=lambda flavour: [])
+        _register(plugin_manager, "bad-args", doctor_checks=lambda flavour: [])
 
 
 def test_hook_governance_ceiling(plugin_manager):

@@ -19,6 +19,7 @@ from kirocrew_core.plugins import (
     make_plugin_manager,
 )
 from kirocrew_core.testing.distributions import make_plugin_distribution
+from kirocrew_core.testing.plugins import register_plugin
 
 BROKEN_SOURCE = """
 raise RuntimeError("this plugin is broken on purpose")
@@ -163,6 +164,58 @@ def test_results_are_merged_sorted_by_plugin_name_not_registration_order(plugin_
     assert [c.plugin for c in collect(plugin_manager, "extra_mcp_scopes")] == ["alpha", "mid", "zeta"]
 
 
+def _tiered(name: str, **opts: bool) -> object:
+    """A plugin whose ``governance_ceiling`` implementation carries ``opts`` (tryfirst/trylast)."""
+    return type(name, (), {"governance_ceiling": staticmethod(hookimpl(**opts)(lambda: [f"@{name}"]))})
+
+
+TIERED = [("a-fallback", {"trylast": True}), ("b-plain", {}), ("y-plain", {}), ("z-first", {"tryfirst": True})]
+
+
+@pytest.mark.parametrize("registration", [TIERED, TIERED[::-1]], ids=["names-ascending", "names-descending"])
+def test_tryfirst_runs_first_and_trylast_last_each_tier_in_plugin_name_order_whatever_the_registration_order(
+    plugin_manager, registration
+):
+    for name, opts in registration:
+        plugin_manager.register(_tiered(name, **opts), name=name)
+    assert [c.plugin for c in collect(plugin_manager, "governance_ceiling")] == [
+        "z-first", "b-plain", "y-plain", "a-fallback"
+    ]
+
+
+OVERRIDING_AUTHORITY_SOURCE = """
+from kirocrew_core import hookimpl
+from kirocrew_core.contributions import AuthorityBackend
+
+
+@hookimpl({options})
+def authority_backends():
+    return [AuthorityBackend("unrestricted", "acme's own unrestricted launcher",
+                             available=lambda: (True, ""), factory=lambda options, *, workspace: options)]
+"""
+
+
+@pytest.mark.parametrize(("options", "winner"), [("tryfirst=True", "acme"), ("", "built-in")],
+                         ids=["tryfirst", "plain"])
+def test_an_installed_third_party_plugin_overrides_a_built_in_contribution_with_tryfirst(
+    tmp_path, monkeypatch, options, winner
+):
+    from kirocrew_conversations.authority import UNRESTRICTED_BACKEND, backends
+
+    # Its entry point "zz-acme" sorts after the built-in "conversations": by name alone it would lose.
+    module = f"kirocrew_zz_acme_{winner.replace('-', '_')}"  # one module per case: imports are cached
+    site = make_plugin_distribution(tmp_path / "site", distribution="kirocrew-zz-acme", module=module,
+                                    source=OVERRIDING_AUTHORITY_SOURCE.format(options=options))
+    monkeypatch.syspath_prepend(str(site))
+    pm = make_plugin_manager(env={})
+    assert pm.records["zz-acme"].status == "loaded"
+    chosen = backends(pm)["unrestricted"]
+    if winner == "acme":
+        assert chosen.description == "acme's own unrestricted launcher"
+    else:
+        assert chosen is UNRESTRICTED_BACKEND
+
+
 def test_a_raising_third_party_hook_is_skipped_with_a_warning_but_an_open_edition_one_raises(plugin_manager):
     from kirocrew_core.plugins import PluginRecord
 
@@ -181,6 +234,97 @@ def test_a_raising_third_party_hook_is_skipped_with_a_warning_but_an_open_editio
     plugin_manager.register(Raising(), name="ours")
     with pytest.raises(PluginLoadError, match="boom"):
         collect(plugin_manager, "governance_ceiling")
+
+
+def _ceiling_plugins(pm, events: list[str]) -> None:
+    """Three plugins in call order: a third party that raises, one of ours that raises, a working one."""
+    from kirocrew_core.plugins import PluginRecord
+
+    def raising(name: str):
+        def governance_ceiling():
+            events.append(name)
+            raise ValueError(f"{name} is down")
+        return governance_ceiling
+
+    pm.records["a-third"] = PluginRecord("a-third", "someone-else", "1", "x", "loaded")
+    pm.records["b-ours"] = PluginRecord("b-ours", "kirocrew-mcp", "1", "x", "loaded")
+    register_plugin(pm, "a-third", governance_ceiling=raising("a-third"))
+    register_plugin(pm, "b-ours", governance_ceiling=raising("b-ours"))
+    register_plugin(pm, "c-fine", governance_ceiling=lambda: events.append("c-fine") or ["@c"])
+
+
+def test_the_skip_policy_reports_every_failure_by_plugin_and_still_calls_the_others(plugin_manager, caplog):
+    from kirocrew_core.plugins import call_hook
+
+    events: list[str] = []
+    _ceiling_plugins(plugin_manager, events)
+    call = call_hook(plugin_manager, "governance_ceiling", on_error="skip")
+    assert events == ["a-third", "b-ours", "c-fine"]
+    assert [(c.plugin, c.value) for c in call.contributions] == [("c-fine", ["@c"])]
+    assert [(f.plugin, f.distribution, f.error) for f in call.failures] == [
+        ("a-third", "someone-else", "ValueError: a-third is down"),
+        ("b-ours", "kirocrew-mcp", "ValueError: b-ours is down"),
+    ]
+    assert "'b-ours' from distribution 'kirocrew-mcp' failed in governance_ceiling()" in caplog.text
+
+
+def test_the_fail_closed_policy_stops_at_the_first_failure_even_from_a_third_party_plugin(plugin_manager):
+    from kirocrew_core.plugins import HookFailedError, call_hook
+
+    events: list[str] = []
+    _ceiling_plugins(plugin_manager, events)
+    with pytest.raises(HookFailedError, match="'a-third' from distribution 'someone-else'.*a-third is down") as excinfo:
+        call_hook(plugin_manager, "governance_ceiling", on_error="fail_closed")
+    assert events == ["a-third"]
+    assert excinfo.value.code == "plugin_hook_failed" and excinfo.value.failure.plugin == "a-third"
+
+
+def test_a_result_the_check_refuses_is_a_failure_of_the_plugin_that_returned_it(plugin_manager):
+    from kirocrew_core.plugins import PluginRecord, call_hook
+
+    plugin_manager.records["sloppy"] = PluginRecord("sloppy", "someone-else", "1", "x", "loaded")
+    register_plugin(plugin_manager, "sloppy", governance_ceiling=lambda: "@not-a-list")
+    register_plugin(plugin_manager, "tidy", governance_ceiling=lambda: ["@tidy"])
+
+    def problem(result):
+        return None if isinstance(result, list) else f"expected a list, got {type(result).__name__}"
+
+    with pytest.warns(PluginWarning, match="sloppy.*returned a bad result.*expected a list, got str"):
+        call = call_hook(plugin_manager, "governance_ceiling", check=problem)
+    assert [c.plugin for c in call.contributions] == ["tidy"]
+    assert [(f.plugin, f.error) for f in call.failures] == [("sloppy", "expected a list, got str")]
+
+
+def test_the_call_credits_side_effects_to_the_plugin_being_called(plugin_manager):
+    from kirocrew_core.plugins import call_hook
+
+    seen: list[tuple[str, str]] = []
+    current: list[str] = []
+    for name in ("b-second", "a-first"):
+        register_plugin(plugin_manager, name, governance_ceiling=lambda name=name: seen.append((current[-1], name)))
+    call_hook(plugin_manager, "governance_ceiling", before_each=current.append)
+    assert seen == [("a-first", "a-first"), ("b-second", "b-second")]
+
+
+def test_a_hook_wrapper_is_refused_as_a_failure_of_its_plugin(plugin_manager):
+    from kirocrew_core.plugins import PluginLoadError, call_hook
+
+    class Wrapper:
+        @hookimpl(wrapper=True)
+        def governance_ceiling(self):
+            return (yield)
+
+    plugin_manager.register(Wrapper(), name="wrapper")
+    with pytest.raises(PluginLoadError, match="hook wrappers are not supported"):
+        call_hook(plugin_manager, "governance_ceiling")
+
+
+def test_a_missing_hook_argument_is_the_callers_bug_and_never_blamed_on_a_plugin(plugin_manager):
+    from kirocrew_core.plugins import call_hook
+
+    register_plugin(plugin_manager, "starter", gateway_startup=lambda app: None)
+    with pytest.raises(KeyError, match="app"):
+        call_hook(plugin_manager, "gateway_startup", on_error="skip")
 
 
 def test_trace_switch_writes_hook_calls_to_stderr(kirocrew):

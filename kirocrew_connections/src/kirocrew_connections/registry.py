@@ -154,7 +154,7 @@ class Provider:
 
 @dataclass(frozen=True)
 class Registry:
-    """Every provider, in order: the shipped file's, then plugins' (sorted by plugin name)."""
+    """Every provider, in order: the shipped file's, then plugins' (in hook call order)."""
 
     providers: tuple[Provider, ...]
     by_slug: Mapping[str, Provider]

@@ -76,19 +76,16 @@ class KirocrewCLI(click.Group):
         if self._plugins_loaded:
             return
         self._plugins_loaded = True
-        from kirocrew_core.plugins import _impls_by_plugin, get_plugin_manager
+        from kirocrew_core.plugins import call_hook, get_plugin_manager
 
-        pm = get_plugin_manager()
-        # Called one plugin at a time (not via collect) so a name clash can be
-        # credited to the plugin that caused it.
-        for impl in _impls_by_plugin(pm, "register_commands"):
-            self._registering = impl.plugin_name
-            pm.trace_line(f"register_commands -> {impl.plugin_name}")
-            try:
-                impl.function(*[self for _ in impl.argnames])
-            except Exception as exc:
-                pm._fail(impl.plugin_name, "raised in register_commands()", exc)
-        self._registering = "kirocrew-core"
+        # before_each credits each command to the plugin adding it, so a name clash names the culprit.
+        try:
+            call_hook(get_plugin_manager(), "register_commands", before_each=self._start_registering, cli=self)
+        finally:
+            self._registering = "kirocrew-core"
+
+    def _start_registering(self, plugin: str) -> None:
+        self._registering = plugin
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         self._load_plugin_commands()

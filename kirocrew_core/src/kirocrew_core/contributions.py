@@ -50,7 +50,7 @@ class ManagedMcpServer:
 
 @dataclass(frozen=True)
 class CoreMcpTool:
-    """A tool a plugin adds to the ``kirocrew-core`` MCP server.
+    """A tool a plugin adds to the ``kirocrew-core`` MCP server (that server arrives with a later issue).
 
     ``handler`` receives the validated arguments and returns JSON-able content;
     it may be a coroutine function. It must hold no per-caller state.
@@ -89,15 +89,6 @@ class AuthorityBackend:
     available: Callable[[], tuple[bool, str]]
     factory: Callable[..., Any]
     platforms: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class AcpBackend:
-    """An agent launcher speaking ACP (``kiro-cli`` by default)."""
-
-    name: str
-    description: str
-    factory: Callable[..., Any]
 
 
 @dataclass(frozen=True)

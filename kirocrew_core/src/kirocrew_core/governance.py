@@ -38,7 +38,6 @@ from kirocrew_core.errors import KirocrewError
 if TYPE_CHECKING:
     from kirocrew_core.plugins import KirocrewPluginManager
 
-HOOK = "governance_ceiling"
 _PATTERN = re.compile(r"^@[^\s/@]+(/[^\s/]+)?$")
 _GLOB_CHARS = frozenset("*?[")
 
@@ -82,35 +81,29 @@ def _names(pattern: tuple[str, str | None], ref: tuple[str, str | None]) -> bool
     return _may_overlap(pattern[0], ref[0])
 
 
-def _plugin_patterns(pm: KirocrewPluginManager) -> list[str]:
-    from kirocrew_core.plugins import PluginWarning
+def _contribution_problem(result: object) -> str | None:
+    """Why a ``governance_ceiling()`` result is unusable, or ``None`` (nothing, or a list of patterns)."""
+    if result is None:
+        return None
+    if not isinstance(result, (list, tuple)):
+        return f"expected a list of patterns, got {type(result).__name__}"
+    return next(filter(None, map(pattern_problem, result)), None)
 
-    # Called directly rather than through plugins.collect(), which skips a failing
-    # third-party plugin: here a missing contribution must withhold, not approve.
-    out: list[str] = []
-    impls = sorted(getattr(pm.hook, HOOK).get_hookimpls(), key=lambda impl: impl.plugin_name)
-    for impl in impls:
-        try:
-            result = impl.function()
-            if result is None:
-                continue
-            if isinstance(result, str) or not isinstance(result, Iterable):
-                raise TypeError(f"expected a list of patterns, got {type(result).__name__}")
-            patterns = list(result)
-            problems = [problem for problem in map(pattern_problem, patterns) if problem]
-            if problems:
-                raise ValueError(problems[0])
-        except Exception as exc:
-            detail = f"plugin {impl.plugin_name!r} from distribution {pm.distribution_of(impl.plugin_name)!r} "
-            detail += f"failed in {HOOK}(): {type(exc).__name__}: {exc}"
-            warnings.warn(f"{detail}; nothing is auto-approved until it is fixed", PluginWarning, stacklevel=3)
-            raise CeilingUnavailableError(detail) from exc
-        out.extend(patterns)
-    return out
+
+def _plugin_patterns(pm: KirocrewPluginManager) -> list[str]:
+    from kirocrew_core.plugins import HookFailedError, PluginWarning, call_hook
+
+    # Fail closed, not the usual skip of a failing third-party plugin: a missing contribution must withhold.
+    try:
+        call = call_hook(pm, "governance_ceiling", on_error="fail_closed", check=_contribution_problem)
+    except HookFailedError as exc:
+        warnings.warn(f"{exc.message}; nothing is auto-approved until it is fixed", PluginWarning, stacklevel=3)
+        raise CeilingUnavailableError(exc.message) from exc
+    return [pattern for contribution in call.contributions for pattern in contribution.value]
 
 
 def ceiling_patterns(pm: KirocrewPluginManager | None = None) -> list[str]:
-    """Every ceiling pattern: ``governance.ceiling`` first, then plugins sorted by name.
+    """Every ceiling pattern: ``governance.ceiling`` first, then plugins in hook call order.
 
     Raises :class:`~kirocrew_core.errors.KirocrewError` (a malformed or
     unreadable config, :class:`CeilingUnavailableError` for a failing plugin)

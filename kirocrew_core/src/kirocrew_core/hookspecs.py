@@ -4,10 +4,16 @@ Each docstring says who calls the hook, at which moment, what the arguments
 mean and how results from several plugins combine. The hook reference in
 ``docs/plugins/hooks.md`` is generated from these docstrings.
 
-Results are never combined in load order (pluggy's order across entry-point
-plugins is undefined): list results are concatenated **sorted by plugin name**,
-the order of items within one plugin's list kept. The host collects them with
-:func:`kirocrew_core.plugins.collect`, which credits each item to its plugin.
+Every hook is called through :func:`kirocrew_core.plugins.call_hook` (or its
+shorthand :func:`kirocrew_core.plugins.collect`), never in load order. **Call
+order:** implementations marked ``tryfirst``, then plain ones, then ``trylast``
+ones; within each tier, sorted by plugin name (an installed plugin's
+entry-point name, a built-in's module name). Registration and entry-point load
+order never matter. Below, "concatenated" means in call order, the order of
+items within one plugin's list kept, and "the first wins" means the first in
+call order, so a plugin overrides another's contribution with
+``@hookimpl(tryfirst=True)``, and a fallback marked ``trylast`` loses to any
+plain one. Each result and each failure is credited to the plugin it came from.
 """
 
 from __future__ import annotations
@@ -22,7 +28,6 @@ if TYPE_CHECKING:
 
     from kirocrew_core.cli import KirocrewCLI
     from kirocrew_core.contributions import (
-        AcpBackend,
         AuthorityBackend,
         CoreMcpTool,
         DashboardPage,
@@ -66,7 +71,7 @@ def register_commands(cli: KirocrewCLI) -> None:
     ``cli.add_command(group)`` works too but imports it up front.
 
     :param cli: the root group; a name already taken is refused with a warning
-        (core commands win, then plugins sorted by name).
+        (core commands win, then plugins in call order).
 
     Every implementation is called; return values are ignored.
     """
@@ -88,7 +93,8 @@ def gateway_routes() -> list[BaseRoute]:
     body-taking route a malformed and a too-deeply-nested body).
 
     :return: a list of Starlette routes; lists from all plugins are
-        concatenated, sorted by plugin name. A path already taken is refused.
+        concatenated, core built-ins first whatever their tier, then the
+        others in call order. A path already taken is refused.
     """
 
 
@@ -96,11 +102,14 @@ def gateway_routes() -> list[BaseRoute]:
 def dashboard_pages() -> list[DashboardPage]:
     """Return the dashboard pages a plugin contributes.
 
-    Called once by the gateway app factory. Each page is mounted at its
-    ``path`` behind owner authentication and linked from the home page.
+    Called once by :func:`kirocrew_core.gateway.app.create_app` while building
+    the app. Each page is mounted at its ``path`` behind owner authentication
+    and linked from the home page. No plugin in the open edition implements it
+    yet; the dashboard's own pages arrive with a later issue.
 
     :return: a list of :class:`~kirocrew_core.contributions.DashboardPage`;
-        concatenated across plugins, sorted by plugin name.
+        concatenated, core built-ins first, then the others in call order. A
+        path already taken is refused.
     """
 
 
@@ -108,10 +117,11 @@ def dashboard_pages() -> list[DashboardPage]:
 def gateway_startup(app: Starlette) -> Any:
     """Run when the gateway starts, before it serves a request (warm tables, start reapers).
 
-    Called by the app's lifespan, for every plugin, sorted by plugin name. The
+    Called by the gateway app's lifespan, for every plugin in call order. The
     implementation may return an awaitable, which is awaited. An exception
-    aborts startup for an open-edition plugin and is logged and skipped for a
-    third-party one.
+    aborts startup for an open-edition plugin and is a warning, that plugin
+    skipped, for a third-party one. No plugin in the open edition implements it
+    yet; the long-lived host a later issue adds is its first user.
 
     :param app: the Starlette app; ``app.state.kirocrew`` holds the plugin
         manager and the homes.
@@ -122,8 +132,8 @@ def gateway_startup(app: Starlette) -> Any:
 def gateway_shutdown(app: Starlette) -> Any:
     """Run when the gateway stops (stop reapers, close child processes).
 
-    Called by the app's lifespan for every plugin, sorted by plugin name; an
-    awaitable result is awaited. Exceptions are logged, never stop the others.
+    Called by the gateway app's lifespan for every plugin in call order; an
+    awaitable result is awaited. Exceptions are logged and never stop the others.
     It also runs after a failed startup, so it must cope with never having
     started.
 
@@ -144,8 +154,7 @@ def extra_mcp_scopes() -> list[McpScope]:
     edition; a companion edition returns its scopes.
 
     :return: a list of :class:`~kirocrew_core.contributions.McpScope`;
-        concatenated across plugins, sorted by plugin name. A duplicate ``id``
-        keeps the first.
+        concatenated; for a duplicate ``id`` the first wins.
     """
 
 
@@ -153,11 +162,13 @@ def extra_mcp_scopes() -> list[McpScope]:
 def extra_mcp_servers() -> dict[str, dict[str, Any]]:
     """Return tooling-provider MCP servers that fill gaps in the rendered agent file.
 
-    Called by the agent-file rebuild. Entries are merged ADD-only: a name the
-    user's scopes or a managed server already define is never overridden.
+    Called by the agent-file rebuild (``kirocrew_mcp.render``). Entries are
+    merged ADD-only: a name the user's scopes or a managed server already
+    define is never overridden. No plugin in the open edition implements it;
+    it is for an edition that ships tooling servers.
 
     :return: a mapping of server name to an ``mcpServers`` entry; plugins are
-        merged sorted by plugin name, the first to name a server wins.
+        merged in call order, the first to name a server wins.
     """
 
 
@@ -171,7 +182,7 @@ def managed_mcp_servers() -> list[ManagedMcpServer]:
     ``may_auto_approve`` is False.
 
     :return: a list of :class:`~kirocrew_core.contributions.ManagedMcpServer`;
-        concatenated, sorted by plugin name; a duplicate name is an error.
+        concatenated; a duplicate name is an error.
     """
 
 
@@ -179,11 +190,13 @@ def managed_mcp_servers() -> list[ManagedMcpServer]:
 def core_mcp_tools() -> list[CoreMcpTool]:
     """Return tools a plugin adds to the ``kirocrew-core`` MCP server.
 
-    Called when the ``kirocrew-core`` server starts and builds its tool list.
-    Tools must be stateless: the caller is resolved per call.
+    Called by nothing yet: the ``kirocrew-core`` MCP server, which will call it
+    when it starts and builds its tool list, arrives with a later issue. Until
+    then a contribution has no effect. Tools must be stateless: the caller is
+    resolved per call.
 
     :return: a list of :class:`~kirocrew_core.contributions.CoreMcpTool`;
-        concatenated, sorted by plugin name; a duplicate tool name is an error.
+        concatenated; a duplicate tool name is an error.
     """
 
 
@@ -192,10 +205,13 @@ def registry_loaders() -> list[RegistryLoader]:
     """Return extra registry sources by name (e.g. ``connections.providers``).
 
     Called by the plugin that owns the registry named, which validates what
-    each loader returns and reports invalid entries with their source.
+    each loader returns and reports invalid entries with their source. Today
+    that is kirocrew-connections loading its provider roster
+    (``connections.providers``); loaders with another name are ignored. No
+    plugin in the open edition implements it.
 
     :return: a list of :class:`~kirocrew_core.contributions.RegistryLoader`;
-        concatenated, sorted by plugin name.
+        concatenated, after the shipped registry's entries.
     """
 
 
@@ -215,19 +231,9 @@ def authority_backends() -> list[AuthorityBackend]:
     (``launcher``, trust flags, environment); raising there fails the run.
 
     :return: a list of :class:`~kirocrew_core.contributions.AuthorityBackend`;
-        concatenated, sorted by plugin name; for one ``name`` the first whose
-        ``platforms`` include this platform wins.
-    """
-
-
-@hookspec
-def acp_backends() -> list[AcpBackend]:
-    """Return agent launchers that speak ACP (``kiro-cli`` by default).
-
-    Called by conversations and connections when they start an agent process.
-
-    :return: a list of :class:`~kirocrew_core.contributions.AcpBackend`;
-        concatenated, sorted by plugin name; for one ``name`` the first wins.
+        concatenated; for one ``name`` the first whose ``platforms`` include
+        this platform wins (mark an implementation ``tryfirst`` to replace a
+        built-in authority).
     """
 
 
@@ -259,5 +265,5 @@ def doctor_checks() -> list[DoctorCheck]:
     independently and a check that raises is reported as ``fail``.
 
     :return: a list of :class:`~kirocrew_core.contributions.DoctorCheck`;
-        concatenated, sorted by plugin name.
+        concatenated.
     """

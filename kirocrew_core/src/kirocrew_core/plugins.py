@@ -11,18 +11,24 @@ Policy (see ``docs/plugins/writing-plugins.md``):
   entry-point names; empty loads none), ``KIROCREW_DISABLE_PLUGINS=a,b`` blocks
   them. Core built-ins are always registered.
 * ``KIROCREW_TRACE_PLUGINS=1`` writes every hook call to stderr.
+
+Hooks are called through :func:`call_hook` (or :func:`collect`), never in load
+order: ``tryfirst`` implementations, then plain ones, then ``trylast`` ones,
+each tier sorted by plugin name, with a named failure policy and every result
+and failure credited to its plugin.
 """
 
 from __future__ import annotations
 
 import inspect
+import logging
 import os
 import sys
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import import_module
-from typing import Any
+from typing import Any, Literal
 
 import pluggy
 
@@ -36,6 +42,8 @@ DISABLE_ENV = "KIROCREW_DISABLE_PLUGINS"
 STRICT_ENV = "KIROCREW_STRICT_PLUGINS"
 TRACE_ENV = "KIROCREW_TRACE_PLUGINS"
 
+logger = logging.getLogger("kirocrew.plugins")
+
 CORE_DISTRIBUTION = "kirocrew-core"
 OPEN_EDITION = frozenset(
     {
@@ -48,7 +56,7 @@ OPEN_EDITION = frozenset(
 )
 
 # Core features are plugins too, registered through the same path as third-party
-# ones; their fallback implementations are ``trylast`` so an edition can win.
+# ones and called in the same order (see ordered_hookimpls).
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "kirocrew_core.builtin.doctor",
     "kirocrew_core.builtin.api",
@@ -152,7 +160,8 @@ class KirocrewPluginManager(pluggy.PluginManager):
 
     # -- failure handling shared by loading and hook calls -----------------
 
-    def _fail(self, name: str, what: str, exc: BaseException) -> None:
+    def plugin_failed(self, name: str, what: str, exc: BaseException) -> None:
+        """The loading rule: raise :class:`PluginLoadError` for a plugin that must load, else warn and go on."""
         detail = f"{type(exc).__name__}: {exc}"
         if self.is_strict(name):
             raise PluginLoadError(
@@ -173,7 +182,7 @@ def _register_checked(pm: KirocrewPluginManager, plugin: object, name: str) -> b
     except pluggy.PluginValidationError as exc:
         pm.records[name].status = "skipped"
         pm.records[name].error = str(exc)
-        pm._fail(name, "failed validation", exc)
+        pm.plugin_failed(name, "failed validation", exc)
         return False
     return True
 
@@ -210,7 +219,7 @@ def _load_entry_points(pm: KirocrewPluginManager, env: Mapping[str, str]) -> Non
                 raise
             record.status = "skipped"
             record.error = f"{type(exc).__name__}: {exc}"
-            pm._fail(ep.name, "failed to import", exc)
+            pm.plugin_failed(ep.name, "failed to import", exc)
             continue
         _register_checked(pm, plugin, ep.name)
 
@@ -227,15 +236,15 @@ def _check_pending(pm: KirocrewPluginManager) -> None:
             if name in pm.records:
                 pm.records[name].status = "skipped"
                 pm.records[name].error = str(exc)
-            pm._fail(name, "failed validation", exc)
+            pm.plugin_failed(name, "failed validation", exc)
 
 
 def _enable_tracing(pm: KirocrewPluginManager) -> None:
-    def before(hook_name: str, impls: list[pluggy.HookImpl], kwargs: Mapping[str, Any]) -> None:
+    def before(hook_name: str, impls: Sequence[pluggy.HookImpl], kwargs: Mapping[str, Any]) -> None:
         names = ", ".join(impl.plugin_name for impl in impls)
         print(f"kirocrew trace: {hook_name}({', '.join(kwargs)}) -> [{names}]", file=sys.stderr)
 
-    def after(outcome: Any, hook_name: str, impls: list[Any], kwargs: Mapping[str, Any]) -> None:
+    def after(outcome: Any, hook_name: str, impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
         exc = outcome.exception
         shown = f"raised {exc!r}" if exc else f"returned {outcome.get_result()!r}"
         print(f"kirocrew trace: {hook_name} {shown}", file=sys.stderr)
@@ -287,31 +296,170 @@ def reset_plugin_manager() -> None:
     _default_manager = None
 
 
-def _impls_by_plugin(pm: KirocrewPluginManager, hook_name: str) -> list[pluggy.HookImpl]:
-    caller = getattr(pm.hook, hook_name)
-    return sorted(caller.get_hookimpls(), key=lambda impl: impl.plugin_name)
+# -- calling hooks -------------------------------------------------------------
+
+OnError = Literal["raise", "skip", "fail_closed"]
+"""What :func:`call_hook` does when an implementation raises or its result fails ``check``.
+
+* ``"raise"``: the loading rule. An open-edition plugin's failure (any plugin's
+  under ``KIROCREW_STRICT_PLUGINS=1``) raises :class:`PluginLoadError`; a
+  third-party plugin's is a :class:`PluginWarning` and its result is skipped.
+* ``"skip"``: every failure is logged and skipped and the other plugins still
+  run (shutdown, restarts: one broken plugin must not leave the rest running).
+* ``"fail_closed"``: the first failure from any plugin raises
+  :class:`HookFailedError` and no partial result is returned (a missing
+  contribution must withhold, not approve).
+"""
 
 
-def collect(pm: KirocrewPluginManager, hook_name: str, **kwargs: Any) -> list[Contribution]:
-    """Call ``hook_name`` on every plugin, sorted by plugin name, crediting each result.
+class HookFailedError(KirocrewError):
+    """A ``fail_closed`` hook call stopped at a failing plugin; ``failure`` says which."""
 
-    A ``None`` result is dropped. An exception from a third-party plugin is a
-    :class:`PluginWarning` and that plugin's result is skipped; from an
-    open-edition plugin (or in strict mode) it raises :class:`PluginLoadError`.
+    code = "plugin_hook_failed"
+    exit_code = 1
+
+    def __init__(self, failure: HookFailure) -> None:
+        super().__init__(failure.describe())
+        self.failure = failure
+
+
+@dataclass(frozen=True)
+class HookFailure:
+    """One plugin that failed a hook call: ``error`` is what it raised, or why its result was refused."""
+
+    plugin: str
+    distribution: str
+    hook: str
+    error: str
+
+    def describe(self) -> str:
+        return f"plugin {self.plugin!r} from distribution {self.distribution!r} failed in {self.hook}(): {self.error}"
+
+
+@dataclass
+class HookCall:
+    """What :func:`call_hook` returns: each plugin's result (``None`` included) and each failure."""
+
+    results: list[Contribution] = field(default_factory=list)
+    failures: list[HookFailure] = field(default_factory=list)
+
+    @property
+    def contributions(self) -> list[Contribution]:
+        """The results that are not ``None``, in call order."""
+        return [result for result in self.results if result.value is not None]
+
+
+def _tier(impl: pluggy.HookImpl) -> int:
+    return 0 if impl.tryfirst else 2 if impl.trylast else 1
+
+
+def ordered_hookimpls(pm: KirocrewPluginManager, hook_name: str) -> list[pluggy.HookImpl]:
+    """The implementations of ``hook_name`` in call order.
+
+    ``tryfirst`` implementations, then plain ones, then ``trylast`` ones; within
+    a tier, sorted by plugin name (the entry-point name for an installed
+    plugin). Load and registration order never matter.
     """
-    out: list[Contribution] = []
-    for impl in _impls_by_plugin(pm, hook_name):
-        args = [kwargs[name] for name in impl.argnames]
-        pm.trace_line(f"{hook_name} -> {impl.plugin_name}")
+    return sorted(getattr(pm.hook, hook_name).get_hookimpls(), key=lambda impl: (_tier(impl), impl.plugin_name))
+
+
+class _Call:
+    """One call of one hook: arguments, the failure policy, and the outcome so far."""
+
+    def __init__(self, pm: KirocrewPluginManager, hook_name: str, on_error: OnError,
+                 check: Callable[[Any], str | None] | None, before_each: Callable[[str], None] | None,
+                 kwargs: Mapping[str, Any]) -> None:
+        if on_error not in ("raise", "skip", "fail_closed"):
+            raise ValueError(f"unknown failure policy {on_error!r}")
+        self.pm, self.hook, self.on_error, self.check, self.before_each = pm, hook_name, on_error, check, before_each
+        self.kwargs = kwargs
+        self.outcome = HookCall()
+
+    def start(self, impl: pluggy.HookImpl) -> list[Any] | None:
+        """Announce ``impl`` and return its arguments, or ``None`` when it is refused (a hook wrapper).
+
+        A missing argument is the caller's bug, not the plugin's: its ``KeyError`` propagates.
+        """
+        args = [self.kwargs[name] for name in impl.argnames]
+        if impl.hookwrapper or impl.wrapper:
+            self.fail(impl, TypeError("hook wrappers are not supported: kirocrew calls each implementation itself"))
+            return None
+        if self.before_each is not None:
+            self.before_each(impl.plugin_name)
+        self.pm.trace_line(f"{self.hook} -> {impl.plugin_name}")
+        return args
+
+    def finish(self, impl: pluggy.HookImpl, result: Any) -> None:
+        problem = self.check(result) if self.check is not None else None
+        if problem:
+            self.fail(impl, BadHookResult(problem))
+            return
+        self.outcome.results.append(Contribution(impl.plugin_name, result))
+
+    def fail(self, impl: pluggy.HookImpl, exc: Exception) -> None:
+        name = impl.plugin_name
+        error = str(exc) if isinstance(exc, BadHookResult) else f"{type(exc).__name__}: {exc}"
+        failure = HookFailure(name, self.pm.distribution_of(name), self.hook, error)
+        self.outcome.failures.append(failure)
+        self.pm.trace_line(f"{self.hook} <- {name} failed: {error}")
+        if self.on_error == "fail_closed":
+            raise HookFailedError(failure) from exc
+        if self.on_error == "skip":
+            logger.error("%s", failure.describe(), exc_info=None if isinstance(exc, BadHookResult) else exc)
+            return
+        what = "returned a bad result from" if isinstance(exc, BadHookResult) else "raised in"
+        self.pm.plugin_failed(name, f"{what} {self.hook}()", exc)
+
+
+class BadHookResult(ValueError):
+    """A result that :func:`call_hook`'s ``check`` refused; a failure reports it by its message alone."""
+
+
+def call_hook(pm: KirocrewPluginManager, hook_name: str, *, on_error: OnError = "raise",
+              check: Callable[[Any], str | None] | None = None,
+              before_each: Callable[[str], None] | None = None, **kwargs: Any) -> HookCall:
+    """Call every implementation of ``hook_name`` in :func:`ordered_hookimpls` order, crediting each result.
+
+    :param on_error: the failure policy (see :data:`OnError`).
+    :param check: called with each result; a message it returns makes that
+        result a failure of its plugin, handled by ``on_error``.
+    :param before_each: called with the plugin name before its implementation
+        runs, to credit side effects (the CLI: which plugin added a command).
+    :param kwargs: the hook's arguments by name; each implementation gets the ones it takes.
+    """
+    call = _Call(pm, hook_name, on_error, check, before_each, kwargs)
+    for impl in ordered_hookimpls(pm, hook_name):
+        if (args := call.start(impl)) is None:
+            continue
         try:
             result = impl.function(*args)
         except Exception as exc:
-            pm.trace_line(f"{hook_name} <- {impl.plugin_name} raised {exc!r}")
-            pm._fail(impl.plugin_name, f"raised in {hook_name}()", exc)
+            call.fail(impl, exc)
             continue
-        if result is not None:
-            out.append(Contribution(impl.plugin_name, result))
-    return out
+        call.finish(impl, result)
+    return call.outcome
+
+
+async def acall_hook(pm: KirocrewPluginManager, hook_name: str, *, on_error: OnError = "raise",
+                     check: Callable[[Any], str | None] | None = None,
+                     before_each: Callable[[str], None] | None = None, **kwargs: Any) -> HookCall:
+    """:func:`call_hook` for the event loop: an awaitable (or callable) result is awaited first."""
+    call = _Call(pm, hook_name, on_error, check, before_each, kwargs)
+    for impl in ordered_hookimpls(pm, hook_name):
+        if (args := call.start(impl)) is None:
+            continue
+        try:
+            result = await await_me_maybe(impl.function(*args))
+        except Exception as exc:
+            call.fail(impl, exc)
+            continue
+        call.finish(impl, result)
+    return call.outcome
+
+
+def collect(pm: KirocrewPluginManager, hook_name: str, **kwargs: Any) -> list[Contribution]:
+    """Every plugin's non-``None`` result of ``hook_name``, in call order, with the ``"raise"`` policy."""
+    return call_hook(pm, hook_name, **kwargs).contributions
 
 
 async def await_me_maybe(value: Any) -> Any:
@@ -321,19 +469,3 @@ async def await_me_maybe(value: Any) -> Any:
     if inspect.isawaitable(value):
         value = await value
     return value
-
-
-async def acollect(pm: KirocrewPluginManager, hook_name: str, **kwargs: Any) -> list[Contribution]:
-    """Like :func:`collect`, awaiting results that are awaitable (ASGI lifecycle hooks)."""
-    out: list[Contribution] = []
-    for impl in _impls_by_plugin(pm, hook_name):
-        args = [kwargs[name] for name in impl.argnames]
-        pm.trace_line(f"{hook_name} -> {impl.plugin_name}")
-        try:
-            result = await await_me_maybe(impl.function(*args))
-        except Exception as exc:
-            pm._fail(impl.plugin_name, f"raised in {hook_name}()", exc)
-            continue
-        if result is not None:
-            out.append(Contribution(impl.plugin_name, result))
-    return out

@@ -74,7 +74,7 @@ def check_plugins() -> DoctorResult:
     return DoctorResult("ok", f"{loaded} plugin(s) loaded")
 
 
-@hookimpl(trylast=True)
+@hookimpl
 def doctor_checks() -> list[DoctorCheck]:
     return [
         DoctorCheck("core.homes", check_homes, "the Kiro and crew homes are writable"),

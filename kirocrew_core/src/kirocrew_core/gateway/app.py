@@ -2,19 +2,19 @@
 
 Core routes come from the built-in plugin ``kirocrew_core.builtin.api`` through
 the same ``gateway_routes()`` hook third parties use; only the home page ``/``
-is the factory's own. Plugins are read sorted by plugin name, core built-ins
-first, so a third-party plugin can never take a core path; a path another
+is the factory's own. Plugins are read in hook call order (``tryfirst``, plain,
+``trylast``, each by plugin name) but core built-ins first whatever their tier,
+so a third-party plugin can never take a core path; a path another
 plugin already holds is refused with a :class:`~kirocrew_core.plugins.PluginWarning`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import warnings
 from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kirocrew_core.contributions import Contribution, DashboardPage, flatten
 from kirocrew_core.errors import KirocrewError
@@ -23,9 +23,7 @@ from kirocrew_core.home import Homes
 from kirocrew_core.plugins import (
     KirocrewPluginManager,
     PluginWarning,
-    _impls_by_plugin,
-    acollect,
-    await_me_maybe,
+    acall_hook,
     collect,
     get_plugin_manager,
 )
@@ -35,8 +33,6 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
     from starlette.routing import BaseRoute
-
-logger = logging.getLogger("kirocrew.gateway")
 
 CORE = "kirocrew-core"
 
@@ -80,7 +76,7 @@ class _RouteTable:
         route = contribution.value
         if not isinstance(route, BaseRoute):
             problem = TypeError(f"expected a starlette route, got {type(route).__name__}")
-            self.pm._fail(contribution.plugin, "returned a bad item from gateway_routes()", problem)
+            self.pm.plugin_failed(contribution.plugin, "returned a bad item from gateway_routes()", problem)
             return
         self.claim(getattr(route, "path", ""), contribution.plugin, route)
 
@@ -95,13 +91,13 @@ class _RouteTable:
             # /api/ answers in JSON; a page there would get JSON refusals, not the sign-in page.
             problem = ValueError(f"page path {page.path!r} must start with '/' and not be under /api/")
         if problem is not None:
-            self.pm._fail(contribution.plugin, "returned a bad item from dashboard_pages()", problem)
+            self.pm.plugin_failed(contribution.plugin, "returned a bad item from dashboard_pages()", problem)
             return False
         return self.claim(page.path, contribution.plugin, Route(page.path, page.endpoint))
 
 
 def _core_first(pm: KirocrewPluginManager, contributions: Sequence[Contribution]) -> list[Contribution]:
-    """Core built-ins first, then the rest in the (plugin-name) order given; the sort is stable."""
+    """Core built-ins first, then the rest in the (hook call) order given; the sort is stable."""
 
     def is_third_party(contribution: Contribution) -> bool:
         record = pm.records.get(contribution.plugin)
@@ -164,7 +160,7 @@ async def _lifespan(app: Starlette) -> AsyncIterator[None]:
     """
     pm: KirocrewPluginManager = app.state.kirocrew.pm
     try:
-        await acollect(pm, "gateway_startup", app=app)
+        await acall_hook(pm, "gateway_startup", app=app)
     except BaseException:
         await _run_shutdown_hooks(app)
         raise
@@ -175,18 +171,8 @@ async def _lifespan(app: Starlette) -> AsyncIterator[None]:
 
 
 async def _run_shutdown_hooks(app: Starlette) -> None:
-    """Every plugin's ``gateway_shutdown``; a failure is logged and never stops the others.
-
-    Not :func:`~kirocrew_core.plugins.acollect`, which raises at the first
-    failure of an open-edition plugin and would leave later plugins running.
-    """
-    pm: KirocrewPluginManager = app.state.kirocrew.pm
-    kwargs: dict[str, Any] = {"app": app}
-    for impl in _impls_by_plugin(pm, "gateway_shutdown"):
-        try:
-            await await_me_maybe(impl.function(*[kwargs[name] for name in impl.argnames]))
-        except Exception:
-            logger.exception("plugin %r failed in gateway_shutdown()", impl.plugin_name)
+    """Every plugin's ``gateway_shutdown``; a failure is logged and never stops the others."""
+    await acall_hook(app.state.kirocrew.pm, "gateway_shutdown", on_error="skip", app=app)
 
 
 # --- errors under /api/ are JSON ---------------------------------------------------

@@ -16,8 +16,8 @@ def computer_backends() -> list[BackendSpec]:
 
     Called once per process by the computer-use chokepoint when the first call
     that needs a driver arrives (never while the keystone is off), and by
-    ``kirocrew computer doctor``. Specs from every plugin are concatenated,
-    sorted by plugin name; the first whose ``platforms`` include
+    ``kirocrew computer doctor``. Specs from every plugin are concatenated in
+    hook call order (``tryfirst``, plain, ``trylast``, each by plugin name); the first whose ``platforms`` include
     ``sys.platform`` and whose backend's ``available()`` is true is used, and
     the others are closed. When none qualifies every call is refused with
     ``unsupported_platform`` and the reasons collected here.

@@ -254,35 +254,29 @@ async def restart_sessions(request: Request) -> JSONResponse:
     """``POST /api/sessions/restart``: every ``restart_sessions()`` implementation, counts summed."""
     from starlette.responses import JSONResponse
 
-    from kirocrew_core.plugins import _impls_by_plugin, await_me_maybe
+    from kirocrew_core.plugins import acall_hook
 
     try:
         body = await read_json_body(request)
         reason = _restart_reason(body)
     except BadInputError as exc:
         return _error(exc)
-    pm = _pm(request)
-    kwargs = {"reason": reason}
-    total, handled, failed = 0, [], []
-    for impl in _impls_by_plugin(pm, "restart_sessions"):
-        try:
-            value = await await_me_maybe(impl.function(*[kwargs[arg] for arg in impl.argnames]))
-        except Exception as exc:
-            log.exception("plugin %r failed in restart_sessions()", impl.plugin_name)
-            failed.append({"plugin": impl.plugin_name, "error": f"{type(exc).__name__}: {exc}"})
-            continue
-        if value is None:
-            value = 0
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            failed.append({"plugin": impl.plugin_name, "error": f"returned {value!r}, not a count"})
-            continue
-        handled.append(impl.plugin_name)
-        total += value
+    call = await acall_hook(_pm(request), "restart_sessions", on_error="skip", check=_count_problem, reason=reason)
+    total = sum(result.value or 0 for result in call.results)
+    handled = [result.plugin for result in call.results]
+    failed = [{"plugin": failure.plugin, "error": failure.error} for failure in call.failures]
     await asyncio.to_thread(_audit_restart, reason, total, handled, failed)
     answer: dict[str, Any] = {"ok": not failed, "restarted": total, "handledBy": handled, "failed": failed}
     if failed:
         answer.update(code="restart_failed", error="a plugin could not restart its sessions")
     return JSONResponse(answer, status_code=500 if failed else 200)
+
+
+def _count_problem(value: Any) -> str | None:
+    """Why a ``restart_sessions()`` result is not a count (``None`` counts as 0)."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        return None
+    return f"returned {value!r}, not a count"
 
 
 def _restart_reason(body: Any) -> str:

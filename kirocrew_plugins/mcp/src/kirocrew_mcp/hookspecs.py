@@ -7,7 +7,8 @@ until someone restarts them, and kirocrew-mcp does not own those processes:
 the plugin that spawns them does. These hooks are how it asks.
 
 Results are combined the way the core hooks are: every implementation is
-called, sorted by plugin name, never in load order.
+called in core's call order (``tryfirst``, plain, ``trylast``, each tier by
+plugin name), never in load order.
 """
 
 from __future__ import annotations
@@ -21,17 +22,22 @@ from kirocrew_core.markers import hookspec
 def restart_sessions(reason: str) -> int | Awaitable[int] | None:
     """Drain pre-spawned kiro-cli processes so the next session loads the current MCP config.
 
-    Called by the gateway's ``POST /api/sessions/restart`` (the dashboard's
-    "Apply & Restart", after ``POST /api/mcp/apply`` has rebuilt the agent
-    file). Not called by the apply itself: a restart ends work in progress, so
-    only the owner asks for one. A process serving a conversation right now
-    should be replaced when its turn ends, not killed mid-turn.
+    Called by the gateway route ``POST /api/sessions/restart`` that
+    kirocrew-mcp adds, when the owner asks for a restart after
+    ``POST /api/mcp/apply`` has rebuilt the agent file (the dashboard's
+    "Apply & Restart" button that will send it arrives with a later issue). Not
+    called by the apply itself: a restart ends work in progress, so only the
+    owner asks for one. A process serving a conversation right now should be
+    replaced when its turn ends, not killed mid-turn. No plugin in the open
+    edition implements it yet: the long-lived host that keeps pre-spawned
+    kiro-cli processes, a later issue, will.
 
-    :param reason: why the restart was asked for (``"mcp_apply"`` from the
-        dashboard), for the implementation's log.
+    :param reason: why the restart was asked for (the request's ``reason``,
+        e.g. ``"mcp_apply"``; ``"owner_request"`` when it gives none), for the
+        implementation's log.
     :return: how many processes were drained or scheduled for replacement; an
-        awaitable is awaited. Every implementation is called, sorted by plugin
-        name, and the counts are summed; ``None`` counts as 0. An
-        implementation that raises is reported by plugin name and never stops
-        the others.
+        awaitable is awaited. Every implementation is called, in call order,
+        and the counts are summed; ``None`` counts as 0. An implementation that
+        raises, or returns something that is not a count, is reported by
+        plugin name and never stops the others.
     """

@@ -52,7 +52,7 @@ class ManagedServerConflictError(KirocrewError):
 
 
 def managed_servers(pm: KirocrewPluginManager | None = None) -> dict[str, ManagedMcpServer]:
-    """Every ``managed_mcp_servers()`` contribution by name (plugins sorted by name).
+    """Every ``managed_mcp_servers()`` contribution by name (plugins in hook call order).
 
     Raises :class:`ManagedServerConflictError` when two plugins return the same name.
     """

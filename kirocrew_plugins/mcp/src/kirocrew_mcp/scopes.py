@@ -120,7 +120,7 @@ def kiro_scope() -> Scope:
 
 
 def seam_scopes(pm: KirocrewPluginManager | None = None) -> list[Scope]:
-    """Provider-global scopes plugins contribute, sorted by plugin name, ids de-duplicated.
+    """Provider-global scopes plugins contribute, in hook call order, ids de-duplicated.
 
     A contribution that is not an ``McpScope`` is skipped with a warning; an id
     already taken (by a core scope or an earlier plugin) keeps the first.
