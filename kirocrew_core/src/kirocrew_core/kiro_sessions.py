@@ -150,3 +150,31 @@ def remove_stale_lock(session_id: str, sessions_dir: Path | None = None) -> Stal
                                LockInfo(lock.path, True, lock.pid, f"cannot remove: {exc.strerror or exc}"))
     log.info("removed stale kiro session lock %s (PID %d is dead)", lock.path, lock.pid)
     return StaleLockResult(StaleLockOutcome.REMOVED, lock)
+
+
+# The files kiro-cli keeps per session besides its lock: transcript, state, input history.
+SESSION_FILE_SUFFIXES = (".jsonl", ".json", ".history")
+
+
+def remove_session_files(session_id: str, sessions_dir: Path | None = None) -> bool:
+    """Remove a session's transcript, state and history unless a live process may still hold it.
+
+    A lock whose pid is dead is removed first (:func:`remove_stale_lock`); a live
+    owner, or a lock that cannot be judged, keeps everything and returns False.
+    True means no file of the session is left (absent ones count as removed).
+    """
+    outcome = remove_stale_lock(session_id, sessions_dir).outcome
+    if outcome not in (StaleLockOutcome.REMOVED, StaleLockOutcome.ABSENT):
+        return False
+    directory = sessions_dir or home.kiro_sessions_dir()
+    gone = True
+    for suffix in SESSION_FILE_SUFFIXES:
+        path = directory / f"{session_id}{suffix}"
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.warning("cannot remove kiro session file %s: %s", path.name, exc.strerror or exc)
+            gone = False
+    return gone
