@@ -1,24 +1,38 @@
 """What the installed kiro-cli can do, asked live and cached for a few minutes.
 
-Three probes: ``kiro-cli --version``, the model catalog, and one ``initialize``
-over ACP (no session is created, so probing leaves nothing behind in kiro's
-session store). Agents (modes) and slash commands are only announced inside a
-session, so they come from the sessions workers have opened.
+Three probes: ``kiro-cli --version``, the model catalog, and one ACP
+``initialize`` followed by one ``session/new``. kiro-cli announces its agents
+(the ACP modes) only in a session result, so the probe opens a throwaway
+session, in an empty temporary directory, in a process started the way
+workers start theirs (no ``--agent``): its ``modes`` are exactly the agents a
+run can ask for — built-ins included, agent files kiro refuses left out — and
+its ``currentModeId`` is the agent a run without a mode gets. Reading the agent
+directories ourselves would guess at kiro's built-ins and its strict parsing;
+this asks kiro. The probe's process is closed gracefully and the session's
+files are removed, so nothing is left in kiro's session store. Slash commands
+still come from the sessions workers opened.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import tempfile
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 from kirocrew_core.errors import KirocrewError
 
 from kirocrew_conversations.errors import conversation_error
 from kirocrew_conversations.redact import redact_text
 
+log = logging.getLogger(__name__)
+
 CACHE_TTL_SECS = 600.0
+# The throwaway session may start the default agent's MCP servers; past this, modes are reported unknown.
+MODES_PROBE_TIMEOUT_SECS = 60.0
 
 
 @dataclass(frozen=True)
@@ -39,6 +53,8 @@ class KiroCapabilities:
     embedded_context: bool
     images: bool
     fetched_at: str
+    modes: tuple[str, ...] | None = None  # the agents kiro announced; None when it could not be asked
+    default_mode: str | None = None  # the agent a session starts on without --agent
 
 
 async def probe() -> KiroCapabilities:
@@ -50,8 +66,9 @@ async def probe() -> KiroCapabilities:
     try:
         version = await asyncio.to_thread(kiro.kiro_cli_version)
         catalog = await asyncio.to_thread(kiro.list_models)
-        async with AcpRuntime(AcpOptions()) as runtime:
+        async with AcpRuntime(AcpOptions(session_timeout=MODES_PROBE_TIMEOUT_SECS)) as runtime:
             init = runtime.initialize_response
+            modes, default_mode = await _announced_modes(runtime)
     except (KirocrewError, OSError) as exc:
         raise conversation_error("kiro_unavailable", redact_text(f"kiro-cli cannot answer: {exc}")) from exc
     caps = init.agent_capabilities
@@ -68,7 +85,32 @@ async def probe() -> KiroCapabilities:
         embedded_context=bool(prompt and prompt.embedded_context),
         images=bool(prompt and prompt.image),
         fetched_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+        modes=modes,
+        default_mode=default_mode,
     )
+
+
+async def _announced_modes(runtime: Any) -> tuple[tuple[str, ...] | None, str | None]:
+    """The agents a throwaway ``session/new`` announces, and the one it started on; its files are removed."""
+    from kirocrew_core import kiro_sessions
+    from kirocrew_core.acp_runtime import AcpError
+
+    with tempfile.TemporaryDirectory(prefix="kirocrew-probe-") as cwd:
+        try:
+            session = await runtime.new_session(cwd)
+        except (AcpError, KirocrewError) as exc:
+            log.warning("kiro-cli announced no agents: session/new failed (%s)", exc.code)
+            return None, None
+        try:
+            # Evicting it here lets kiro drop the session's lock and MCP servers before the process ends.
+            await runtime.terminate_session(session.session_id)
+        except (AcpError, KirocrewError):
+            pass  # older builds lack the extension; the graceful close that follows releases the lock too
+        await runtime.aclose()
+        await asyncio.to_thread(kiro_sessions.remove_session_files, session.session_id)
+    if session.modes is None:
+        return None, None
+    return tuple(session.modes.ids()), session.modes.current_mode_id
 
 
 class CapabilityCache:

@@ -35,6 +35,8 @@ CATALOGUE: dict[str, str] = {
     "kiro_run_failed": "Run error: kiro-cli refused the prompt, exited, or failed during the run.",
     "run_replaced": "Run error: kiro_send with delivery interrupt cancelled this run and queued a replacement.",
     "run_superseded": "Run error: a kiro_send interrupt discarded this queued follow-up before it started.",
+    "settings_not_applied": "Run error: kiro-cli refused or did not confirm the run's model, mode or effort; "
+                            "nothing was prompted.",
     "permission_not_pending": "The permission request was already answered, withdrawn, or its run ended.",
     "unsupported_permission_option": "Only allow_once or reject_once, and only an option Kiro offered.",
     # -- the tools (service.py) --
@@ -43,6 +45,8 @@ CATALOGUE: dict[str, str] = {
     "workspace_not_found": "The workspace path does not exist or is not a directory.",
     "authority_unavailable": "The requested execution authority cannot run on this host; nothing ran unrestricted.",
     "unsupported_capability": "The installed kiro-cli (or this server) does not advertise the feature asked for.",
+    "unknown_model": "The model is not in kiro-cli's live catalog; the message lists the available ids.",
+    "unknown_mode": "The mode is not an agent kiro-cli announces; the message lists the available agents.",
     "invalid_image": "An image path is not a readable regular file, is not an image, or differs from its declared size.",
     "not_a_worktree_conversation": "The conversation works in a shared workspace; worktree tools need worktree mode.",
     "conversation_retired": "The conversation's worktree was cleaned up; it cannot run again.",

@@ -14,6 +14,11 @@ Kiro's session id of each conversation is kept in the store (never shown to
 clients), so a conversation resumes its context even after a server restart.
 If kiro cannot load the saved session, the run starts a fresh one and says so
 in a ``session_reset`` event rather than failing or hiding the lost context.
+
+Before each prompt the session is put on the run's model, mode and effort and
+kiro's report is checked (a loaded session comes back on the agent and model it
+was saved with); a setting kiro refuses fails the run with
+``settings_not_applied`` and nothing is prompted.
 """
 
 from __future__ import annotations
@@ -35,12 +40,16 @@ from kirocrew_core.acp_runtime import (
     AcpRequestError,
     AcpRuntime,
     AcpSession,
+    PromptResult,
+    SettingsNotAppliedError,
 )
 from kirocrew_core.acp_session import PermissionRequest as AcpPermissionRequest
 from kirocrew_core.errors import KirocrewError
+from kirocrew_core.kiro_ext import parse_usage
 
 from kirocrew_conversations import limits
 from kirocrew_conversations.errors import conversation_error
+from kirocrew_conversations.redact import redact_text
 from kirocrew_conversations.store import Conversation, ImageInput, Run, Settings, Store
 
 log = logging.getLogger(__name__)
@@ -61,7 +70,8 @@ OptionsFactory = Callable[[Conversation, Run], AcpOptions]
 
 def default_acp_options(conversation: Conversation, run: Run) -> AcpOptions:
     """``unrestricted`` trusts every tool; the other authorities never reach a worker yet."""
-    return AcpOptions(model=run.model, effort=run.effort, trust_all_tools=run.authority == "unrestricted")
+    return AcpOptions(agent=run.mode, model=run.model, effort=run.effort,
+                      trust_all_tools=run.authority == "unrestricted")
 
 
 @dataclass(frozen=True)
@@ -83,10 +93,8 @@ class InterruptResult:
 
 @dataclass
 class Observed:
-    """What live kiro sessions advertised (agents as modes, slash commands); shown by ``kiro_capabilities``."""
+    """What live kiro sessions advertised (slash commands); shown by ``kiro_capabilities``."""
 
-    modes: tuple[str, ...] = ()
-    current_mode: str | None = None
     commands: tuple[str, ...] = ()
 
 
@@ -433,6 +441,8 @@ class Orchestrator:
                 await self._close_runtime(worker)
                 if exc.code == "authority_unavailable":  # the sandbox could not be set up: never run without it
                     return "failed", "authority_unavailable", _clip(str(exc))
+                if exc.code == "settings_not_applied":  # never prompt on settings the run did not ask for
+                    return "failed", "settings_not_applied", _clip(str(exc))
                 return "failed", "kiro_run_failed", _clip(f"kiro-cli failed: {exc.code}")
             except Exception as exc:  # a bug of ours must end the run, not strand it as running
                 log.exception("run %s failed unexpectedly", run.id)
@@ -455,6 +465,7 @@ class Orchestrator:
             await self._close_runtime(worker)  # new settings (model, effort, authority) need a new process
         session, resumed = await self._open_session(worker, conversation, options)
         ctx.cwd = session.cwd
+        await self._apply_settings(run, session)
         prompt = await self._db(self.store.read_prompt, run.id)
         turn = asyncio.ensure_future(session.prompt(_prompt_blocks(prompt.text, prompt.images)))
         try:
@@ -466,7 +477,40 @@ class Orchestrator:
         except BaseException:
             turn.cancel()
             raise
+        await self._record_usage(run, result)
         return result.stop_reason
+
+    async def _apply_settings(self, run: Run, session: AcpSession) -> None:
+        """Put the session on the run's model, mode and effort, as kiro confirms, and record it.
+
+        A new session was pinned by the spawn flags, but a loaded one is back on what it was
+        saved with, and a live one may have been moved meanwhile; so this runs before every
+        prompt. A null model or mode (kiro-cli could not be asked when the run was created)
+        is left as the session has it, and the event says what that was.
+        """
+        try:
+            applied = await session.apply_settings(model=run.model, mode=run.mode, effort=run.effort)
+        except SettingsNotAppliedError as exc:
+            await self._append(run.conversation_id, run.id, "settings_refused",
+                               {"setting": exc.setting, "value": exc.wanted})
+            raise conversation_error("settings_not_applied", redact_text(str(exc))) from exc
+        await self._append(run.conversation_id, run.id, "settings_applied",
+                           {"model": applied.model, "mode": applied.mode, "effort": applied.effort,
+                            "changed": list(applied.changed)})
+
+    async def _record_usage(self, run: Run, result: PromptResult) -> None:
+        """A ``usage`` event with kiro's numbers for the turn (context percent, credits, duration), if it sent any."""
+        usage = parse_usage(result.metadata)
+        if usage is None:
+            return
+        payload: dict[str, Any] = {}
+        if usage.context_percent is not None:
+            payload["contextPercent"] = round(usage.context_percent)
+        if usage.credits is not None:
+            payload["credits"] = min(usage.credits, 1e9)
+        if usage.turn_duration_ms is not None:
+            payload["turnDurationMs"] = min(usage.turn_duration_ms, limits.COUNT_MAX)
+        await self._append(run.conversation_id, run.id, "usage", payload)
 
     async def _open_session(self, worker: _Worker, conversation: Conversation,
                             options: AcpOptions) -> tuple[AcpSession, bool]:
@@ -510,10 +554,7 @@ class Orchestrator:
         return worker.session, False
 
     def _observe(self, session: AcpSession) -> None:
-        """Remember the agents (modes) and slash commands the session announced, for ``kiro_capabilities``."""
-        if session.modes is not None:
-            self.observed.modes = tuple(session.modes.ids())[:limits.CATALOG_MAX_ITEMS]
-            self.observed.current_mode = session.modes.current_mode_id
+        """Remember the slash commands the session announced, for ``kiro_capabilities``."""
         announced = (session.available_commands or {}).get("commands")
         if isinstance(announced, list):
             names = [c.get("name") for c in announced if isinstance(c, dict)]

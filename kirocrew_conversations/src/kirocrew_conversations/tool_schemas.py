@@ -263,7 +263,10 @@ TOOLS: tuple[Tool, ...] = (
                 "id": _string(L.MODEL_MAX_CHARS), "name": _string(256, min_length=0), "description": _TEXT,
             }), L.CATALOG_MAX_ITEMS),
             "defaultModel": _string(L.MODEL_MAX_CHARS, nullable=True),
-            "modes": _array(_string(L.AGENT_MODE_MAX_CHARS), L.CATALOG_MAX_ITEMS),
+            "modes": _array(_string(L.AGENT_MODE_MAX_CHARS), L.CATALOG_MAX_ITEMS,
+                            "The agents (ACP modes) kiro-cli announces; a run's mode must be one of them."),
+            "defaultMode": _string(L.AGENT_MODE_MAX_CHARS, "The agent a run gets when no mode is set.",
+                                   nullable=True),
             "efforts": _array(_enum(EFFORTS), len(EFFORTS), unique=True),
             "acp": _all_required({
                 "protocolVersion": _integer(0, 1000, nullable=True),
@@ -411,7 +414,12 @@ TOOLS: tuple[Tool, ...] = (
                 "permissionRequestId": _run_id(),
                 "options": _array(_enum(DECISIONS), len(DECISIONS), unique=True),
                 "usage": _object({"contextPercent": _integer(0, 100), "credits": {"type": "number", "minimum": 0,
-                                                                                  "maximum": 1e9}}),
+                                                                                  "maximum": 1e9},
+                                  "turnDurationMs": _count()}, description="Kiro's usage report of a turn."),
+                "settings": _object({"model": _string(L.MODEL_MAX_CHARS, nullable=True),
+                                     "mode": _string(L.AGENT_MODE_MAX_CHARS, nullable=True),
+                                     "effort": _enum(EFFORTS, nullable=True)},
+                                    description="What the run's session was put on before its prompt."),
             }, ("seq", "at", "kind")), L.PAGE_SIZE_MAX),
             "nextCursor": _string(L.CURSOR_MAX_CHARS, nullable=True),
         }),
@@ -436,7 +444,10 @@ TOOLS: tuple[Tool, ...] = (
         "kiro_configure",
         """Change a conversation's defaults (model, effort, mode, default authority) for its future runs. Only
         while the conversation is idle; existing and queued runs keep the settings they were created with. To
-        change settings for a single run, pass them to kiro_send or kiro_spawn instead.""",
+        change settings for a single run, pass them to kiro_send or kiro_spawn instead. A model or mode kiro-cli
+        does not offer fails with unknown_model or unknown_mode, listing what it offers. Every run puts its Kiro
+        session on its model, mode and effort before the prompt, a resumed session included; if kiro-cli refuses,
+        the run fails with settings_not_applied instead of running on other settings.""",
         _object({"conversationId": _conversation_id(), **_RUN_OVERRIDES}, ("conversationId",), minProperties=2),
         _all_required({"conversationId": _conversation_id(), "defaults": _SETTINGS}),
     ),
