@@ -1082,3 +1082,23 @@ def test_remove_stale_lock_removes_only_a_dead_owners_lock() -> None:
     assert kiro_sessions.remove_stale_lock("no-lock").outcome is kiro_sessions.StaleLockOutcome.ABSENT
     with pytest.raises(BadInputError):
         kiro_sessions.remove_stale_lock("../dead-owner")
+
+
+def test_remove_session_files_keeps_a_session_a_live_process_may_hold() -> None:
+    sessions = home.kiro_sessions_dir()
+    sessions.mkdir(parents=True, exist_ok=True)
+
+    def files(session_id: str) -> list[Path]:
+        made = [sessions / f"{session_id}{suffix}" for suffix in kiro_sessions.SESSION_FILE_SUFFIXES]
+        for path in made:
+            path.write_text("{}")
+        return made
+
+    held, dead, free = files("held"), files("dead"), files("free")
+    _write_lock("held", {"pid": os.getpid(), "started_at": "x"})
+    dead_lock = _write_lock("dead", {"pid": _dead_pid(), "started_at": "x"})
+    assert kiro_sessions.remove_session_files("held") is False and all(p.exists() for p in held)
+    assert kiro_sessions.remove_session_files("dead") is True
+    assert not dead_lock.exists() and not any(p.exists() for p in dead)
+    assert kiro_sessions.remove_session_files("free") is True and not any(p.exists() for p in free)
+    assert kiro_sessions.remove_session_files("never-existed") is True
