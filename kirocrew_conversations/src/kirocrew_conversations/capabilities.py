@@ -68,30 +68,45 @@ async def probe() -> KiroCapabilities:
         catalog = await asyncio.to_thread(kiro.list_models)
         async with AcpRuntime(AcpOptions(session_timeout=MODES_PROBE_TIMEOUT_SECS)) as runtime:
             init = runtime.initialize_response
-            modes, default_mode = await _announced_modes(runtime)
+            started = await _throwaway_session(runtime)
     except (KirocrewError, OSError) as exc:
         raise conversation_error("kiro_unavailable", redact_text(f"kiro-cli cannot answer: {exc}")) from exc
     caps = init.agent_capabilities
     prompt = caps.prompt_capabilities if caps is not None else None
     session = caps.session_capabilities if caps is not None else None
     fork_client = hasattr(AcpRuntime, "fork_session")
+    models = tuple(Model(m.model_id, m.name, m.description) for m in catalog.models)
+    # What a session started without --model runs on is the default that matters (kiro's "auto" is not
+    # served everywhere); the catalog's own default only when the session did not say.
+    default_model = catalog.default_model
+    if started.model in {m.id for m in models}:
+        default_model = started.model
     return KiroCapabilities(
         version=version,
-        models=tuple(Model(m.model_id, m.name, m.description) for m in catalog.models),
-        default_model=catalog.default_model,
+        models=models,
+        default_model=default_model,
         protocol_version=int(init.protocol_version) if init.protocol_version is not None else None,
         load_session=bool(caps and caps.load_session),
         session_fork=fork_client and bool(session is not None and session.fork is not None),
         embedded_context=bool(prompt and prompt.embedded_context),
         images=bool(prompt and prompt.image),
         fetched_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
-        modes=modes,
-        default_mode=default_mode,
+        modes=started.modes,
+        default_mode=started.mode,
     )
 
 
-async def _announced_modes(runtime: Any) -> tuple[tuple[str, ...] | None, str | None]:
-    """The agents a throwaway ``session/new`` announces, and the one it started on; its files are removed."""
+@dataclass(frozen=True)
+class _Started:
+    """What a session started without ``--agent``/``--model`` announced; all None if it could not start."""
+
+    modes: tuple[str, ...] | None = None
+    mode: str | None = None
+    model: str | None = None
+
+
+async def _throwaway_session(runtime: Any) -> _Started:
+    """The agents a throwaway ``session/new`` announces and what it started on; its files are removed."""
     from kirocrew_core import kiro_sessions
     from kirocrew_core.acp_runtime import AcpError
 
@@ -100,7 +115,7 @@ async def _announced_modes(runtime: Any) -> tuple[tuple[str, ...] | None, str | 
             session = await runtime.new_session(cwd)
         except (AcpError, KirocrewError) as exc:
             log.warning("kiro-cli announced no agents: session/new failed (%s)", exc.code)
-            return None, None
+            return _Started()
         try:
             # Evicting it here lets kiro drop the session's lock and MCP servers before the process ends.
             await runtime.terminate_session(session.session_id)
@@ -108,9 +123,9 @@ async def _announced_modes(runtime: Any) -> tuple[tuple[str, ...] | None, str | 
             pass  # older builds lack the extension; the graceful close that follows releases the lock too
         await runtime.aclose()
         await asyncio.to_thread(kiro_sessions.remove_session_files, session.session_id)
-    if session.modes is None:
-        return None, None
-    return tuple(session.modes.ids()), session.modes.current_mode_id
+    modes = session.modes
+    return _Started(tuple(modes.ids()) if modes else None, modes.current_mode_id if modes else None,
+                    session.current_model_id)
 
 
 class CapabilityCache:
