@@ -485,8 +485,11 @@ class Orchestrator:
 
         A new session was pinned by the spawn flags, but a loaded one is back on what it was
         saved with, and a live one may have been moved meanwhile; so this runs before every
-        prompt. A null model or mode (kiro-cli could not be asked when the run was created)
-        is left as the session has it, and the event says what that was.
+        prompt. Changed spawn options still mean a new process (:meth:`_turn`): authority needs
+        one, and the flags are what pins a session kiro has to start afresh (the one reliable
+        way to a model of another provider); this then moves the reloaded session. A null
+        model or mode (kiro-cli could not be asked when the run was created) is left as the
+        session has it, and the event says what that was.
         """
         try:
             applied = await session.apply_settings(model=run.model, mode=run.mode, effort=run.effort)
