@@ -152,29 +152,34 @@ def remove_stale_lock(session_id: str, sessions_dir: Path | None = None) -> Stal
     return StaleLockResult(StaleLockOutcome.REMOVED, lock)
 
 
-# The files kiro-cli keeps per session besides its lock: transcript, state, input history.
+# The files kiro-cli keeps per session; the lock goes last, so a crash mid-way leaves it (stale, removable).
 SESSION_FILE_SUFFIXES = (".jsonl", ".json", ".history")
 
 
-def remove_session_files(session_id: str, sessions_dir: Path | None = None) -> bool:
-    """Remove a session's transcript, state and history unless a live process may still hold it.
-
-    A lock whose pid is dead is removed first (:func:`remove_stale_lock`); a live
-    owner, or a lock that cannot be judged, keeps everything and returns False.
-    True means no file of the session is left (absent ones count as removed).
-    """
-    outcome = remove_stale_lock(session_id, sessions_dir).outcome
-    if outcome not in (StaleLockOutcome.REMOVED, StaleLockOutcome.ABSENT):
+def session_in_use(session_id: str, sessions_dir: Path | None = None) -> bool:
+    """True while ``<id>.lock`` names a live pid, or a lock exists whose owner cannot be checked (keep it)."""
+    lock = read_lock(session_id, sessions_dir)
+    if lock.exists is False:
         return False
+    if lock.pid is None:
+        return True
+    return pid_alive(lock.pid) is not False
+
+
+def remove_session_files(session_id: str, sessions_dir: Path | None = None) -> bool:
+    """Remove one session's transcript, state and history, then its (stale) lock, under kiro's lock rules.
+
+    Nothing is removed while the lock names a live process (or an owner that cannot be checked):
+    returns False then. True once none of the session's files is left.
+    """
     directory = sessions_dir or home.kiro_sessions_dir()
-    gone = True
+    check_session_id(session_id)
+    if session_in_use(session_id, directory):
+        return False
     for suffix in SESSION_FILE_SUFFIXES:
-        path = directory / f"{session_id}{suffix}"
         try:
-            os.unlink(path)
+            os.unlink(directory / f"{session_id}{suffix}")
         except FileNotFoundError:
             pass
-        except OSError as exc:
-            log.warning("cannot remove kiro session file %s: %s", path.name, exc.strerror or exc)
-            gone = False
-    return gone
+    outcome = remove_stale_lock(session_id, directory).outcome
+    return outcome in (StaleLockOutcome.REMOVED, StaleLockOutcome.ABSENT)
