@@ -35,10 +35,10 @@ CATALOGUE: dict[str, str] = {
     "kiro_run_failed": "Run error: kiro-cli refused the prompt, exited, or failed during the run.",
     "run_replaced": "Run error: kiro_send with delivery interrupt cancelled this run and queued a replacement.",
     "run_superseded": "Run error: a kiro_send interrupt discarded this queued follow-up before it started.",
-    "settings_not_applied": "Run error: kiro-cli refused or did not confirm the run's model, mode or effort; "
-                            "nothing was prompted.",
     "permission_not_pending": "The permission request was already answered, withdrawn, or its run ended.",
     "unsupported_permission_option": "Only allow_once or reject_once, and only an option Kiro offered.",
+    "settings_not_applied": "Run error: kiro-cli refused or did not confirm the run's model, mode or effort; "
+                            "nothing was prompted.",
     # -- the tools (service.py) --
     "conversation_name_taken": "Another conversation already has this name; names are unique.",
     "conversation_mismatch": "The run does not belong to the given conversation.",

@@ -93,8 +93,10 @@ class InterruptResult:
 
 @dataclass
 class Observed:
-    """What live kiro sessions advertised (slash commands); shown by ``kiro_capabilities``."""
+    """What live kiro sessions advertised (agents as modes, slash commands); shown by ``kiro_capabilities``."""
 
+    modes: tuple[str, ...] = ()
+    current_mode: str | None = None
     commands: tuple[str, ...] = ()
 
 
@@ -437,12 +439,13 @@ class Orchestrator:
                 stop_reason = work.result()
             except AcpRequestError as exc:
                 return "failed", "kiro_run_failed", _clip(f"kiro-cli refused the prompt: [{exc.rpc_code}]")
+            except SettingsNotAppliedError as exc:  # never prompt on settings the run did not ask for
+                await self._close_runtime(worker)
+                return "failed", "settings_not_applied", _clip(redact_text(str(exc)))
             except (AcpError, KirocrewError) as exc:
                 await self._close_runtime(worker)
                 if exc.code == "authority_unavailable":  # the sandbox could not be set up: never run without it
                     return "failed", "authority_unavailable", _clip(str(exc))
-                if exc.code == "settings_not_applied":  # never prompt on settings the run did not ask for
-                    return "failed", "settings_not_applied", _clip(str(exc))
                 return "failed", "kiro_run_failed", _clip(f"kiro-cli failed: {exc.code}")
             except Exception as exc:  # a bug of ours must end the run, not strand it as running
                 log.exception("run %s failed unexpectedly", run.id)
@@ -464,8 +467,8 @@ class Orchestrator:
         if worker.runtime is not None and (worker.runtime.options != options or not worker.runtime.alive):
             await self._close_runtime(worker)  # new settings (model, effort, authority) need a new process
         session, resumed = await self._open_session(worker, conversation, options)
-        ctx.cwd = session.cwd
         await self._apply_settings(run, session)
+        ctx.cwd = session.cwd
         prompt = await self._db(self.store.read_prompt, run.id)
         turn = asyncio.ensure_future(session.prompt(_prompt_blocks(prompt.text, prompt.images)))
         try:
@@ -496,7 +499,7 @@ class Orchestrator:
         except SettingsNotAppliedError as exc:
             await self._append(run.conversation_id, run.id, "settings_refused",
                                {"setting": exc.setting, "value": exc.wanted})
-            raise conversation_error("settings_not_applied", redact_text(str(exc))) from exc
+            raise
         await self._append(run.conversation_id, run.id, "settings_applied",
                            {"model": applied.model, "mode": applied.mode, "effort": applied.effort,
                             "changed": list(applied.changed)})
@@ -557,7 +560,10 @@ class Orchestrator:
         return worker.session, False
 
     def _observe(self, session: AcpSession) -> None:
-        """Remember the slash commands the session announced, for ``kiro_capabilities``."""
+        """Remember the agents (modes) and slash commands the session announced, for ``kiro_capabilities``."""
+        if session.modes is not None:
+            self.observed.modes = tuple(session.modes.ids())[:limits.CATALOG_MAX_ITEMS]
+            self.observed.current_mode = session.modes.current_mode_id
         announced = (session.available_commands or {}).get("commands")
         if isinstance(announced, list):
             names = [c.get("name") for c in announced if isinstance(c, dict)]

@@ -126,10 +126,14 @@ def _run_id(description: str = "Opaque run ID returned by an earlier call. Never
     return _string(L.ID_MAX_CHARS, description, pattern=_ID_PATTERN)
 
 
-_MODEL = _string(L.MODEL_MAX_CHARS, "Model ID from kiro_capabilities' live catalog.", pattern=_MODEL_PATTERN)
+_MODEL = _string(L.MODEL_MAX_CHARS, "Model ID from kiro_capabilities' live catalog (any other fails with "
+                 "unknown_model). Every run's Kiro session is put on its model, mode and effort before the prompt; "
+                 "if kiro-cli refuses, the run fails with settings_not_applied and nothing runs.",
+                 pattern=_MODEL_PATTERN)
 _EFFORT = _enum(EFFORTS, "Reasoning effort.")
-_AGENT_MODE = _string(L.AGENT_MODE_MAX_CHARS, "Kiro agent (ACP session mode) as advertised by kiro_capabilities.",
-                      pattern=_AGENT_MODE_PATTERN)
+_AGENT_MODE = _string(L.AGENT_MODE_MAX_CHARS, "Kiro agent (ACP session mode) as advertised by kiro_capabilities "
+                      "modes (any other fails with unknown_mode); unset, the conversation's default, else "
+                      "defaultMode.", pattern=_AGENT_MODE_PATTERN)
 _AUTHORITY = _enum(AUTHORITIES, "Execution authority. `unrestricted` (the default) runs Kiro directly on the host "
                    "with all tools trusted; `read_only` and `workspace_write` are sandboxed and fail rather than "
                    "fall back.")
@@ -444,10 +448,7 @@ TOOLS: tuple[Tool, ...] = (
         "kiro_configure",
         """Change a conversation's defaults (model, effort, mode, default authority) for its future runs. Only
         while the conversation is idle; existing and queued runs keep the settings they were created with. To
-        change settings for a single run, pass them to kiro_send or kiro_spawn instead. A model or mode kiro-cli
-        does not offer fails with unknown_model or unknown_mode, listing what it offers. Every run puts its Kiro
-        session on its model, mode and effort before the prompt, a resumed session included; if kiro-cli refuses,
-        the run fails with settings_not_applied instead of running on other settings.""",
+        change settings for a single run, pass them to kiro_send or kiro_spawn instead.""",
         _object({"conversationId": _conversation_id(), **_RUN_OVERRIDES}, ("conversationId",), minProperties=2),
         _all_required({"conversationId": _conversation_id(), "defaults": _SETTINGS}),
     ),
