@@ -152,7 +152,8 @@ def test_a_forked_conversation_runs_on_the_settings_it_inherited(conversations_c
     run_async(main())
 
 
-def test_a_mode_kiro_cannot_apply_fails_the_run_with_settings_not_applied(conversations_client, run_async, tmp_path):
+def test_a_mode_kiro_cannot_apply_fails_the_run_with_settings_not_applied(conversations_client, run_async, tmp_path,
+                                                                         conversations_state_dir):
     agent = write_agent("reviewer")
 
     async def main() -> None:
@@ -174,6 +175,11 @@ def test_a_mode_kiro_cannot_apply_fails_the_run_with_settings_not_applied(conver
                                                                               None)
 
     run_async(main())
+    kiro_files = [p for p in home.kiro_sessions_dir().iterdir() if p.is_file()]
+    state_files = list(conversations_state_dir.glob("orchestrator-v1.sqlite*"))
+    assert kiro_files and state_files
+    for path in kiro_files + state_files:  # kiro never saw the prompt, and the server erased it
+        assert b"must not run" not in path.read_bytes(), path.name
 
 
 def test_unknown_models_and_modes_are_refused_listing_what_exists_and_change_nothing(conversations_client,
