@@ -17,6 +17,7 @@ from kirocrew_conversations import limits
 from kirocrew_conversations.errors import CATALOGUE, conversation_error
 from kirocrew_conversations.redact import workspace_label
 from kirocrew_conversations.store import Conversation, Event, PermissionRequest, Run
+from kirocrew_conversations.tool_schemas import EFFORTS
 
 FAILURE_STATUSES = frozenset({"failed", "timed_out", "interrupted"})
 
@@ -121,8 +122,9 @@ def event_view(event: Event) -> dict[str, Any] | None:
     elif kind == "mode_changed":
         out |= {"kind": "config", "summary": f"mode -> {p.get('mode')}"}
     elif kind == "settings_applied":
-        shown = {name: _setting(p.get(name), limit) for name, limit in
-                 (("model", limits.MODEL_MAX_CHARS), ("mode", limits.AGENT_MODE_MAX_CHARS), ("effort", 16))}
+        shown = {"model": _setting(p.get("model"), limits.MODEL_MAX_CHARS),
+                 "mode": _setting(p.get("mode"), limits.AGENT_MODE_MAX_CHARS),
+                 "effort": p.get("effort") if p.get("effort") in EFFORTS else None}
         changed = [name for name in p.get("changed", []) if name in shown]
         out |= {"kind": "config", "settings": shown,
                 "summary": "running on " + " ".join(f"{k}={v or 'default'}" for k, v in shown.items())
