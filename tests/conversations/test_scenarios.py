@@ -681,11 +681,11 @@ def test_capabilities_report_the_live_kiro_cli_and_refresh_bypasses_the_cache(co
                 "unrestricted": True, "read_only": sandbox, "workspace_write": sandbox}
             assert first["defaults"] == {"authority": "unrestricted", "workspaceMode": "shared", "maxWorkers": 4}
             assert first["limits"]["waitMaxTargets"] == 8 and first["limits"]["maxImages"] == 4
-            assert first["modes"] == [], "agents are only known once a session announced them"
+            assert first["modes"] == ["kiro_default"] and first["defaultMode"] == "kiro_default"
             await client.call("kiro_delegate", conversation="new", name="m", workspace=str(tmp_path),
                               message="!say hi")
             after = await client.call("kiro_capabilities")
-            assert after["modes"] and after["slashCommands"]
+            assert after["modes"] == ["kiro_default"] and after["slashCommands"]
 
     run_async(main())
 

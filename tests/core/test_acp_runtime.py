@@ -26,6 +26,7 @@ from kirocrew_core.acp_runtime import (
     AcpTimeoutError,
     PermissionRequest,
     SessionLockedError,
+    SettingsNotAppliedError,
     UnsupportedCapabilityError,
 )
 from kirocrew_core.errors import BadInputError
@@ -274,6 +275,73 @@ def test_set_mode_and_the_legacy_set_model_reach_kiro(tmp_path: Path) -> None:
             assert session.models is not None and session.models.current_model_id == "claude-haiku-4.5"
 
     run(reload())
+
+
+async def settings_reply(session: AcpSession) -> str:
+    sink = Recorder()
+    session.on_update = sink
+    await session.prompt("!settings")
+    return sink.texts()[-1]
+
+
+def test_a_loaded_session_keeps_its_saved_settings_until_apply_settings_moves_it(tmp_path: Path) -> None:
+    write_agent("reviewer", {"description": "Reviews code"})
+
+    async def first() -> str:
+        async with AcpRuntime.start(AcpOptions(agent="reviewer", model="claude-haiku-4.5")) as rt:
+            session = await rt.new_session(tmp_path)
+            applied = await session.apply_settings(model="claude-haiku-4.5", mode="reviewer")
+            assert applied.changed == () and (applied.model, applied.mode) == ("claude-haiku-4.5", "reviewer")
+            return session.session_id
+
+    session_id = run(first())
+
+    async def reload() -> None:
+        async with AcpRuntime.start(AcpOptions(model="claude-opus-4.5", effort="high")) as rt:
+            session = await rt.load_session(session_id, tmp_path)
+            # The defect's trigger: the new process's flags do not reach a loaded session.
+            assert (session.current_model_id, session.current_mode_id) == ("claude-haiku-4.5", "reviewer")
+            assert await settings_reply(session) == "settings: model=claude-haiku-4.5 mode=reviewer effort=high"
+            applied = await session.apply_settings(model="claude-opus-4.5", mode="kiro_default", effort="max")
+            assert applied.changed == ("mode", "model", "effort")
+            assert (applied.model, applied.mode, applied.effort) == ("claude-opus-4.5", "kiro_default", "max")
+            assert await settings_reply(session) == "settings: model=claude-opus-4.5 mode=kiro_default effort=max"
+            again = await session.apply_settings(model="claude-opus-4.5", mode="kiro_default", effort="max")
+            assert again.changed == (), "settings already in place send nothing"
+
+    run(reload())
+
+
+def test_a_setting_kiro_refuses_raises_settings_not_applied_listing_what_it_offers(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with AcpRuntime.start(AcpOptions(agent="ghost")) as rt:  # kiro falls back to its default agent
+            session = await rt.new_session(tmp_path)
+            with pytest.raises(SettingsNotAppliedError) as mode:
+                await session.apply_settings(mode="ghost")
+            assert mode.value.code == "settings_not_applied" and mode.value.setting == "mode"
+            assert "Mode 'ghost' not found" in str(mode.value) and "kiro_default" in mode.value.available
+            with pytest.raises(SettingsNotAppliedError) as model:
+                await session.apply_settings(model="gpt-9")
+            assert model.value.setting == "model" and "claude-sonnet-4.5" in model.value.available
+            with pytest.raises(SettingsNotAppliedError, match="extreme"):
+                await session.apply_settings(effort="extreme")
+            assert await settings_reply(session) == "settings: model=auto mode=kiro_default effort=none"
+
+    run(main())
+
+
+def test_a_turns_usage_metadata_comes_with_its_prompt_result(tmp_path: Path) -> None:
+    from kirocrew_core.kiro_ext import parse_usage
+
+    async def main() -> None:
+        async with AcpRuntime.start() as rt:
+            session = await rt.new_session(tmp_path)
+            result = await session.prompt("!say hello")
+            usage = parse_usage(result.metadata)
+            assert usage is not None and usage.credits == pytest.approx(0.01)
+            assert 0 <= usage.context_percent <= 100 and usage.turn_duration_ms >= 0
+
+    run(main())
 
 
 # -- permissions ------------------------------------------------------------------------------
@@ -1014,3 +1082,23 @@ def test_remove_stale_lock_removes_only_a_dead_owners_lock() -> None:
     assert kiro_sessions.remove_stale_lock("no-lock").outcome is kiro_sessions.StaleLockOutcome.ABSENT
     with pytest.raises(BadInputError):
         kiro_sessions.remove_stale_lock("../dead-owner")
+
+
+def test_remove_session_files_keeps_a_session_a_live_process_may_hold() -> None:
+    sessions = home.kiro_sessions_dir()
+    sessions.mkdir(parents=True, exist_ok=True)
+
+    def files(session_id: str) -> list[Path]:
+        made = [sessions / f"{session_id}{suffix}" for suffix in kiro_sessions.SESSION_FILE_SUFFIXES]
+        for path in made:
+            path.write_text("{}")
+        return made
+
+    held, dead, free = files("held"), files("dead"), files("free")
+    _write_lock("held", {"pid": os.getpid(), "started_at": "x"})
+    dead_lock = _write_lock("dead", {"pid": _dead_pid(), "started_at": "x"})
+    assert kiro_sessions.remove_session_files("held") is False and all(p.exists() for p in held)
+    assert kiro_sessions.remove_session_files("dead") is True
+    assert not dead_lock.exists() and not any(p.exists() for p in dead)
+    assert kiro_sessions.remove_session_files("free") is True and not any(p.exists() for p in free)
+    assert kiro_sessions.remove_session_files("never-existed") is True

@@ -330,6 +330,61 @@ def test_legacy_set_model_accepts_only_an_advertised_model(fake_kiro_cli: Any, t
     assert state["model"] == "claude-opus-4.5"
 
 
+def test_settings_directive_reports_the_flags_the_process_started_with(fake_kiro_cli: Any, tmp_path: Path) -> None:
+    write_agent(home.kiro_agents_dir(), "builder", {"description": "builds"})
+
+    async def scenario() -> list[str]:
+        async with acp(fake_kiro_cli, "--agent", "builder", "--model", "claude-haiku-4.5", "--effort", "high") as k:
+            sid = await started(k, tmp_path)
+            await k.prompt(sid, "!settings")
+        async with acp(fake_kiro_cli) as plain:
+            other = await started(plain, tmp_path)
+            await plain.prompt(other, "!settings")
+        return k.client.texts("agent_message_chunk", sid) + plain.client.texts("agent_message_chunk", other)
+
+    assert run(scenario()) == ["settings: model=claude-haiku-4.5 mode=builder effort=high",
+                               "settings: model=auto mode=kiro_default effort=none"]
+
+
+def test_set_model_set_mode_and_the_effort_command_change_what_the_session_runs_on(
+        fake_kiro_cli: Any, tmp_path: Path) -> None:
+    write_agent(home.kiro_agents_dir(), "builder", {"description": "builds"})
+
+    async def scenario() -> Any:
+        async with acp(fake_kiro_cli) as k:
+            sid = await started(k, tmp_path)
+            await k.request("session/set_mode", {"sessionId": sid, "modeId": "builder"})
+            await k.request("session/set_model", {"sessionId": sid, "modelId": "claude-opus-4.5"})
+            effort = await k.execute(sid, "effort", {"value": "xhigh"})
+            bad = await k.execute(sid, "effort", {"value": "extreme"})
+            await k.prompt(sid, "!settings")
+            return effort, bad, k.client.texts("agent_message_chunk", sid)
+
+    effort, bad, said = run(scenario())
+    assert effort["success"] is True and bad["success"] is False and "extreme" in bad["message"]
+    assert said == ["settings: model=claude-opus-4.5 mode=builder effort=xhigh"]
+
+
+def test_a_loaded_session_comes_back_on_its_saved_model_and_agent_not_on_the_new_flags(
+        fake_kiro_cli: Any, tmp_path: Path) -> None:
+    write_agent(home.kiro_agents_dir(), "builder", {"description": "builds"})
+
+    async def scenario() -> Any:
+        async with acp(fake_kiro_cli, "--agent", "builder", "--model", "claude-haiku-4.5", "--effort", "low") as k:
+            sid = await started(k, tmp_path)
+            await k.execute(sid, "effort", {"value": "max"})
+        async with acp(fake_kiro_cli, "--model", "claude-opus-4.5", "--effort", "medium") as again:
+            await again.initialize()
+            loaded = await again.load_session(sid, str(tmp_path))
+            await again.prompt(sid, "!settings")
+            return loaded, again.client.texts("agent_message_chunk", sid)[-1]
+
+    loaded, said = run(scenario())
+    assert (loaded["models"]["currentModelId"], loaded["modes"]["currentModeId"]) == ("claude-haiku-4.5", "builder")
+    # The effort is the new process's: kiro reports none, so the fake keeps it per process (see its docs page).
+    assert said == "settings: model=claude-haiku-4.5 mode=builder effort=medium"
+
+
 def test_commands_available_follows_the_session_start(fake_kiro_cli: Any, tmp_path: Path) -> None:
     async def scenario() -> Any:
         async with acp(fake_kiro_cli) as k:

@@ -1,24 +1,38 @@
 """What the installed kiro-cli can do, asked live and cached for a few minutes.
 
-Three probes: ``kiro-cli --version``, the model catalog, and one ``initialize``
-over ACP (no session is created, so probing leaves nothing behind in kiro's
-session store). Agents (modes) and slash commands are only announced inside a
-session, so they come from the sessions workers have opened.
+Three probes: ``kiro-cli --version``, the model catalog, and one ACP
+``initialize`` followed by one ``session/new``. kiro-cli announces its agents
+(the ACP modes) only in a session result, so the probe opens a throwaway
+session, in an empty temporary directory, in a process started the way
+workers start theirs (no ``--agent``): its ``modes`` are exactly the agents a
+run can ask for — built-ins included, agent files kiro refuses left out — and
+its ``currentModeId`` is the agent a run without a mode gets. Reading the agent
+directories ourselves would guess at kiro's built-ins and its strict parsing;
+this asks kiro. The probe's process is closed gracefully and the session's
+files are removed, so nothing is left in kiro's session store. Slash commands
+still come from the sessions workers opened.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import tempfile
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 from kirocrew_core.errors import KirocrewError
 
 from kirocrew_conversations.errors import conversation_error
 from kirocrew_conversations.redact import redact_text
 
+log = logging.getLogger(__name__)
+
 CACHE_TTL_SECS = 600.0
+# The throwaway session may start the default agent's MCP servers; past this, modes are reported unknown.
+MODES_PROBE_TIMEOUT_SECS = 60.0
 
 
 @dataclass(frozen=True)
@@ -39,6 +53,8 @@ class KiroCapabilities:
     embedded_context: bool
     images: bool
     fetched_at: str
+    modes: tuple[str, ...] | None = None  # the agents kiro announced; None when it could not be asked
+    default_mode: str | None = None  # the agent a session starts on without --agent
 
 
 async def probe() -> KiroCapabilities:
@@ -50,25 +66,66 @@ async def probe() -> KiroCapabilities:
     try:
         version = await asyncio.to_thread(kiro.kiro_cli_version)
         catalog = await asyncio.to_thread(kiro.list_models)
-        async with AcpRuntime(AcpOptions()) as runtime:
+        async with AcpRuntime(AcpOptions(session_timeout=MODES_PROBE_TIMEOUT_SECS)) as runtime:
             init = runtime.initialize_response
+            started = await _throwaway_session(runtime)
     except (KirocrewError, OSError) as exc:
         raise conversation_error("kiro_unavailable", redact_text(f"kiro-cli cannot answer: {exc}")) from exc
     caps = init.agent_capabilities
     prompt = caps.prompt_capabilities if caps is not None else None
     session = caps.session_capabilities if caps is not None else None
     fork_client = hasattr(AcpRuntime, "fork_session")
+    models = tuple(Model(m.model_id, m.name, m.description) for m in catalog.models)
+    # What a session started without --model runs on is the default that matters (kiro's "auto" is not
+    # served everywhere); the catalog's own default only when the session did not say.
+    default_model = catalog.default_model
+    if started.model in {m.id for m in models}:
+        default_model = started.model
     return KiroCapabilities(
         version=version,
-        models=tuple(Model(m.model_id, m.name, m.description) for m in catalog.models),
-        default_model=catalog.default_model,
+        models=models,
+        default_model=default_model,
         protocol_version=int(init.protocol_version) if init.protocol_version is not None else None,
         load_session=bool(caps and caps.load_session),
         session_fork=fork_client and bool(session is not None and session.fork is not None),
         embedded_context=bool(prompt and prompt.embedded_context),
         images=bool(prompt and prompt.image),
         fetched_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+        modes=started.modes,
+        default_mode=started.mode,
     )
+
+
+@dataclass(frozen=True)
+class _Started:
+    """What a session started without ``--agent``/``--model`` announced; all None if it could not start."""
+
+    modes: tuple[str, ...] | None = None
+    mode: str | None = None
+    model: str | None = None
+
+
+async def _throwaway_session(runtime: Any) -> _Started:
+    """The agents a throwaway ``session/new`` announces and what it started on; its files are removed."""
+    from kirocrew_core import kiro_sessions
+    from kirocrew_core.acp_runtime import AcpError
+
+    with tempfile.TemporaryDirectory(prefix="kirocrew-probe-") as cwd:
+        try:
+            session = await runtime.new_session(cwd)
+        except (AcpError, KirocrewError) as exc:
+            log.warning("kiro-cli announced no agents: session/new failed (%s)", exc.code)
+            return _Started()
+        try:
+            # Evicting it here lets kiro drop the session's lock and MCP servers before the process ends.
+            await runtime.terminate_session(session.session_id)
+        except (AcpError, KirocrewError):
+            pass  # older builds lack the extension; the graceful close that follows releases the lock too
+        await runtime.aclose()
+        await asyncio.to_thread(kiro_sessions.remove_session_files, session.session_id)
+    modes = session.modes
+    return _Started(tuple(modes.ids()) if modes else None, modes.current_mode_id if modes else None,
+                    session.current_model_id)
 
 
 class CapabilityCache:

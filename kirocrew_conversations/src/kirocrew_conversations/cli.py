@@ -271,6 +271,7 @@ def _render_events(out: dict[str, Any]) -> str:
 
 def _render_capabilities(out: dict[str, Any]) -> str:
     models = ", ".join(m["id"] + (" (default)" if m["id"] == out["defaultModel"] else "") for m in out["models"])
+    modes = ", ".join(m + (" (default)" if m == out["defaultMode"] else "") for m in out["modes"])
     authorities = "; ".join(a["name"] + (" available" if a["available"] else f" unavailable ({a['reason']})")
                             for a in out["authorities"])
     lim = out["limits"]
@@ -278,7 +279,7 @@ def _render_capabilities(out: dict[str, Any]) -> str:
     return "\n".join([
         f"kiro-cli {_or_dash(out['kiroCli']['version'])}" + (" (cached)" if out["cached"] else ""),
         f"models: {models or '-'}",
-        f"modes: {', '.join(out['modes']) or '-'}",
+        f"modes: {modes or '-'}",
         f"efforts: {', '.join(out['efforts'])}",
         f"images: {yes[out['prompt']['images']]} · session fork: {yes[out['acp']['sessionFork']]} · "
         f"load session: {yes[out['acp']['loadSession']]}",

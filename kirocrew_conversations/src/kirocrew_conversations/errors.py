@@ -39,12 +39,16 @@ CATALOGUE: dict[str, str] = {
                                    "it was answered cancelled and the run ended needs_attention_expired.",
     "permission_not_pending": "The permission request was already answered, withdrawn, or its run ended.",
     "unsupported_permission_option": "Only allow_once or reject_once, and only an option Kiro offered.",
+    "settings_not_applied": "Run error: kiro-cli refused or did not confirm the run's model, mode or effort; "
+                            "nothing was prompted.",
     # -- the tools (service.py) --
     "conversation_name_taken": "Another conversation already has this name; names are unique.",
     "conversation_mismatch": "The run does not belong to the given conversation.",
     "workspace_not_found": "The workspace path does not exist or is not a directory.",
     "authority_unavailable": "The requested execution authority cannot run on this host; nothing ran unrestricted.",
     "unsupported_capability": "The installed kiro-cli (or this server) does not advertise the feature asked for.",
+    "unknown_model": "The model is not in kiro-cli's live catalog; the message lists the available ids.",
+    "unknown_mode": "The mode is not an agent kiro-cli announces; the message lists the available agents.",
     "invalid_image": "An image path is not a readable regular file, is not an image, or differs from its declared size.",
     "not_a_worktree_conversation": "The conversation works in a shared workspace; worktree tools need worktree mode.",
     "conversation_retired": "The conversation's worktree was cleaned up; it cannot run again.",

@@ -14,6 +14,11 @@ Kiro's session id of each conversation is kept in the store (never shown to
 clients), so a conversation resumes its context even after a server restart.
 If kiro cannot load the saved session, the run starts a fresh one and says so
 in a ``session_reset`` event rather than failing or hiding the lost context.
+
+Before each prompt the session is put on the run's model, mode and effort and
+kiro's report is checked (a loaded session comes back on the agent and model it
+was saved with); a setting kiro refuses fails the run with
+``settings_not_applied`` and nothing is prompted.
 """
 
 from __future__ import annotations
@@ -35,9 +40,12 @@ from kirocrew_core.acp_runtime import (
     AcpRequestError,
     AcpRuntime,
     AcpSession,
+    PromptResult,
+    SettingsNotAppliedError,
 )
 from kirocrew_core.acp_session import PermissionRequest as AcpPermissionRequest
 from kirocrew_core.errors import KirocrewError
+from kirocrew_core.kiro_ext import parse_usage
 
 from kirocrew_conversations import limits, slash
 from kirocrew_conversations.errors import conversation_error
@@ -62,7 +70,8 @@ OptionsFactory = Callable[[Conversation, Run], AcpOptions]
 
 def default_acp_options(conversation: Conversation, run: Run) -> AcpOptions:
     """``unrestricted`` trusts every tool; the other authorities never reach a worker yet."""
-    return AcpOptions(model=run.model, effort=run.effort, trust_all_tools=run.authority == "unrestricted")
+    return AcpOptions(agent=run.mode, model=run.model, effort=run.effort,
+                      trust_all_tools=run.authority == "unrestricted")
 
 
 @dataclass(frozen=True)
@@ -437,6 +446,9 @@ class Orchestrator:
                 stop_reason = work.result()
             except AcpRequestError as exc:
                 return "failed", "kiro_run_failed", _clip(f"kiro-cli refused the prompt: [{exc.rpc_code}]")
+            except SettingsNotAppliedError as exc:  # never prompt on settings the run did not ask for
+                await self._close_runtime(worker)
+                return "failed", "settings_not_applied", _clip(redact_text(str(exc)))
             except (AcpError, KirocrewError) as exc:
                 await self._close_runtime(worker)
                 if exc.code in ("authority_unavailable", "slash_command_refused"):  # refused before kiro saw it
@@ -464,6 +476,7 @@ class Orchestrator:
         if worker.runtime is not None and (worker.runtime.options != options or not worker.runtime.alive):
             await self._close_runtime(worker)  # new settings (model, effort, authority) need a new process
         session, resumed = await self._open_session(worker, conversation, options)
+        await self._apply_settings(run, session)
         ctx.cwd = session.cwd
         prompt = await self._db(self.store.read_prompt, run.id)
         command = slash.command_name(prompt.text)
@@ -480,7 +493,43 @@ class Orchestrator:
         except BaseException:
             turn.cancel()
             raise
+        await self._record_usage(run, result)
         return result.stop_reason
+
+    async def _apply_settings(self, run: Run, session: AcpSession) -> None:
+        """Put the session on the run's model, mode and effort, as kiro confirms, and record it.
+
+        A new session was pinned by the spawn flags, but a loaded one is back on what it was
+        saved with, and a live one may have been moved meanwhile; so this runs before every
+        prompt. Changed spawn options still mean a new process (:meth:`_turn`): authority needs
+        one, and the flags are what pins a session kiro has to start afresh (the one reliable
+        way to a model of another provider); this then moves the reloaded session. A null
+        model or mode (kiro-cli could not be asked when the run was created) is left as the
+        session has it, and the event says what that was.
+        """
+        try:
+            applied = await session.apply_settings(model=run.model, mode=run.mode, effort=run.effort)
+        except SettingsNotAppliedError as exc:
+            await self._append(run.conversation_id, run.id, "settings_refused",
+                               {"setting": exc.setting, "value": exc.wanted})
+            raise
+        await self._append(run.conversation_id, run.id, "settings_applied",
+                           {"model": applied.model, "mode": applied.mode, "effort": applied.effort,
+                            "changed": list(applied.changed)})
+
+    async def _record_usage(self, run: Run, result: PromptResult) -> None:
+        """A ``usage`` event with kiro's numbers for the turn (context percent, credits, duration), if it sent any."""
+        usage = parse_usage(result.metadata)
+        if usage is None:
+            return
+        payload: dict[str, Any] = {}
+        if usage.context_percent is not None:
+            payload["contextPercent"] = round(usage.context_percent)
+        if usage.credits is not None:
+            payload["credits"] = min(usage.credits, 1e9)
+        if usage.turn_duration_ms is not None:
+            payload["turnDurationMs"] = min(usage.turn_duration_ms, limits.COUNT_MAX)
+        await self._append(run.conversation_id, run.id, "usage", payload)
 
     async def _open_session(self, worker: _Worker, conversation: Conversation,
                             options: AcpOptions) -> tuple[AcpSession, bool]:

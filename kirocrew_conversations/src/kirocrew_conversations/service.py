@@ -20,7 +20,7 @@ import contextlib
 import logging
 import os
 import stat
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence, Set
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -211,7 +211,10 @@ class ConversationsService:
                         "description": m.description[: limits.TEXT_MAX_CHARS]}
                        for m in caps.models[: limits.CATALOG_MAX_ITEMS]],
             "defaultModel": caps.default_model,
-            "modes": list(observed.modes),
+            # kiro's agents as its probe session announced them (a worker's session, if the probe could not).
+            "modes": [m[: limits.AGENT_MODE_MAX_CHARS]
+                      for m in (observed.modes if caps.modes is None else caps.modes)[: limits.CATALOG_MAX_ITEMS]],
+            "defaultMode": caps.default_mode[: limits.AGENT_MODE_MAX_CHARS] if caps.default_mode else None,
             "efforts": ["low", "medium", "high", "xhigh", "max"],
             "acp": {"protocolVersion": caps.protocol_version, "loadSession": caps.load_session,
                     "sessionFork": caps.session_fork, "embeddedContext": caps.embedded_context},
@@ -237,10 +240,12 @@ class ConversationsService:
     # -- starting runs -------------------------------------------------------------------------
 
     async def _tool_kiro_spawn(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
+        await self._check_requested(args)  # before a new conversation is created
         conversation, run, created = await self._spawn(args)
         return await self._spawned(conversation, run, created)
 
     async def _tool_kiro_delegate(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
+        await self._check_requested(args)  # before a new conversation is created
         conversation, run, created = await self._spawn(args)
         result = await self._wait([run.id], "any", progress)
         return {"waitExpired": result.wait_expired, "createdConversation": created,
@@ -277,18 +282,37 @@ class ConversationsService:
         run = await self.orchestrator.submit(conversation.id, args["message"], settings, images)
         return conversation, run, created
 
+    async def _check_requested(self, args: dict[str, Any]) -> None:
+        """``unknown_model`` / ``unknown_mode`` for a model or mode the arguments name and kiro-cli does not offer."""
+        _check_choices(await self._kiro_choices(), model=args.get("model"), mode=args.get("mode"))
+
     async def _settings(self, args: dict[str, Any], conversation: Conversation) -> Settings:
-        """The run's overrides, with the authority checked and the model resolved to a concrete id."""
+        """The run's overrides: authority checked, model and mode resolved to what kiro-cli offers.
+
+        A run records the settings it really gets, so an unset model or mode resolves here, as the
+        conversation's default or else kiro-cli's (``defaultModel``, ``defaultMode``), and is then
+        applied to the session like any other choice. Resolved values are checked against the live
+        catalog and agents; when kiro-cli cannot be asked, the run's own check before its prompt
+        (``settings_not_applied``) still stands.
+        """
         self._require_authority(args.get("authority") or conversation.authority)
+        caps = await self._kiro_choices()
         model = args.get("model") or conversation.model
-        if model is None:
-            caps = self.capabilities.cached
-            if caps is None:
-                with contextlib.suppress(KirocrewError):
-                    caps, _ = await self.capabilities.get()
-            model = caps.default_model if caps is not None else None
-        return Settings(model=model, effort=args.get("effort"), mode=args.get("mode"),
-                        authority=args.get("authority"))
+        mode = args.get("mode") or conversation.mode
+        _check_choices(caps, model=model, mode=mode,
+                       inherited={name for name in ("model", "mode") if not args.get(name)})
+        if caps is not None:
+            model = model or caps.default_model
+            mode = mode or caps.default_mode
+        return Settings(model=model, effort=args.get("effort"), mode=mode, authority=args.get("authority"))
+
+    async def _kiro_choices(self) -> Any:
+        """The capability probe (cached), or None when kiro-cli cannot answer now."""
+        caps = self.capabilities.cached
+        if caps is None:
+            with contextlib.suppress(KirocrewError):
+                caps, _ = await self.capabilities.get()
+        return caps
 
     def _allowlist(self, args: dict[str, Any]) -> tuple[str, ...] | None:
         """``allowedSlashCommands`` as bare names, each one kiro announced; None when not given."""
@@ -443,6 +467,7 @@ class ConversationsService:
         conversation = await self._runnable_conversation(args["conversationId"])
         if args.get("authority"):
             self._require_authority(args["authority"])
+        await self._check_requested(args)
         changed = await self._db(self.store.update_defaults, conversation.id,
                                  Settings(model=args.get("model"), effort=args.get("effort"),
                                           mode=args.get("mode"), authority=args.get("authority")),
@@ -640,6 +665,39 @@ def _read_image(index: int, image: dict[str, Any]) -> ImageInput:
     if not (data.startswith(_IMAGE_MAGIC) or data[4:12] in (b"ftypavif", b"ftypheic")):
         raise conversation_error("invalid_image", f"{where}: the content is not a known image format")
     return ImageInput(mime_type=image["mimeType"], declared_size=image["sizeBytes"], data=data)
+
+
+def _check_choices(caps: Any, *, model: str | None, mode: str | None, inherited: Set[str] = frozenset()) -> None:
+    """``unknown_model`` / ``unknown_mode`` (listing what exists) unless kiro-cli offers the choice.
+
+    ``inherited`` names the settings that came from the conversation's defaults, so the message
+    says where to change them. Nothing is checked where kiro-cli could not be asked (``caps``
+    None, or no agents announced).
+    """
+    if caps is None:
+        return
+
+    def whose(name: str) -> str:
+        return " (the conversation's default; change it with kiro_configure)" if name in inherited else ""
+
+    ids = [m.id for m in caps.models]
+    if model is not None and ids and model not in ids:
+        raise conversation_error("unknown_model", _clip_listing(
+            f"kiro-cli's live catalog has no model {model!r}{whose('model')}; available: ", ids))
+    if mode is not None and caps.modes and mode not in caps.modes:
+        raise conversation_error("unknown_mode", _clip_listing(
+            f"kiro-cli announces no agent {mode!r}{whose('mode')}; available: ", list(caps.modes)))
+
+
+def _clip_listing(head: str, names: Sequence[str]) -> str:
+    """``head`` and as many of ``names`` as fit an error message, saying how many did not."""
+    shown: list[str] = []
+    budget = limits.TEXT_MAX_CHARS - len(head) - 64  # room for the "and N more" tail
+    for name in names:
+        if len(", ".join([*shown, name])) > budget:
+            return head + ", ".join(shown) + f" (and {len(names) - len(shown)} more, see kiro_capabilities)"
+        shown.append(name)
+    return head + ", ".join(shown)
 
 
 __all__ = ["ConversationsService", "ProgressSink", "ServiceConfig", "redact_text"]

@@ -129,10 +129,14 @@ def _run_id(description: str = "Opaque run ID returned by an earlier call. Never
     return _string(L.ID_MAX_CHARS, description, pattern=_ID_PATTERN)
 
 
-_MODEL = _string(L.MODEL_MAX_CHARS, "Model ID from kiro_capabilities' live catalog.", pattern=_MODEL_PATTERN)
+_MODEL = _string(L.MODEL_MAX_CHARS, "Model ID from kiro_capabilities' live catalog (any other fails with "
+                 "unknown_model). Every run's Kiro session is put on its model, mode and effort before the prompt; "
+                 "if kiro-cli refuses, the run fails with settings_not_applied and nothing runs.",
+                 pattern=_MODEL_PATTERN)
 _EFFORT = _enum(EFFORTS, "Reasoning effort.")
-_AGENT_MODE = _string(L.AGENT_MODE_MAX_CHARS, "Kiro agent (ACP session mode) as advertised by kiro_capabilities.",
-                      pattern=_AGENT_MODE_PATTERN)
+_AGENT_MODE = _string(L.AGENT_MODE_MAX_CHARS, "Kiro agent (ACP session mode) as advertised by kiro_capabilities "
+                      "modes (any other fails with unknown_mode); unset, the conversation's default, else "
+                      "defaultMode.", pattern=_AGENT_MODE_PATTERN)
 _AUTHORITY = _enum(AUTHORITIES, "Execution authority. `unrestricted` (the default) runs Kiro directly on the host "
                    "with all tools trusted; `read_only` and `workspace_write` are sandboxed and fail rather than "
                    "fall back.")
@@ -279,7 +283,10 @@ TOOLS: tuple[Tool, ...] = (
                 "id": _string(L.MODEL_MAX_CHARS), "name": _string(256, min_length=0), "description": _TEXT,
             }), L.CATALOG_MAX_ITEMS),
             "defaultModel": _string(L.MODEL_MAX_CHARS, nullable=True),
-            "modes": _array(_string(L.AGENT_MODE_MAX_CHARS), L.CATALOG_MAX_ITEMS),
+            "modes": _array(_string(L.AGENT_MODE_MAX_CHARS), L.CATALOG_MAX_ITEMS,
+                            "The agents (ACP modes) kiro-cli announces; a run's mode must be one of them."),
+            "defaultMode": _string(L.AGENT_MODE_MAX_CHARS, "The agent a run gets when no mode is set.",
+                                   nullable=True),
             "efforts": _array(_enum(EFFORTS), len(EFFORTS), unique=True),
             "acp": _all_required({
                 "protocolVersion": _integer(0, 1000, nullable=True),
@@ -433,7 +440,12 @@ TOOLS: tuple[Tool, ...] = (
                 "permissionRequestId": _run_id(),
                 "options": _array(_enum(DECISIONS), len(DECISIONS), unique=True),
                 "usage": _object({"contextPercent": _integer(0, 100), "credits": {"type": "number", "minimum": 0,
-                                                                                  "maximum": 1e9}}),
+                                                                                  "maximum": 1e9},
+                                  "turnDurationMs": _count()}, description="Kiro's usage report of a turn."),
+                "settings": _object({"model": _string(L.MODEL_MAX_CHARS, nullable=True),
+                                     "mode": _string(L.AGENT_MODE_MAX_CHARS, nullable=True),
+                                     "effort": _enum(EFFORTS, nullable=True)},
+                                    description="What the run's session was put on before its prompt."),
             }, ("seq", "at", "kind")), L.PAGE_SIZE_MAX),
             "nextCursor": _string(L.CURSOR_MAX_CHARS, nullable=True),
         }),

@@ -17,6 +17,7 @@ from kirocrew_conversations import limits
 from kirocrew_conversations.errors import CATALOGUE, conversation_error
 from kirocrew_conversations.redact import redact_text, workspace_label
 from kirocrew_conversations.store import Conversation, Event, PermissionRequest, Run
+from kirocrew_conversations.tool_schemas import EFFORTS
 
 FAILURE_STATUSES = frozenset({"failed", "timed_out", "interrupted", "needs_attention_expired"})
 
@@ -126,6 +127,25 @@ def event_view(event: Event) -> dict[str, Any] | None:
                 "permissionRequestId": p["permissionId"]}
     elif kind == "mode_changed":
         out |= {"kind": "config", "summary": f"mode -> {p.get('mode')}"}
+    elif kind == "settings_applied":
+        shown = {"model": _setting(p.get("model"), limits.MODEL_MAX_CHARS),
+                 "mode": _setting(p.get("mode"), limits.AGENT_MODE_MAX_CHARS),
+                 "effort": p.get("effort") if p.get("effort") in EFFORTS else None}
+        changed = [name for name in p.get("changed", []) if name in shown]
+        out |= {"kind": "config", "settings": shown,
+                "summary": "running on " + " ".join(f"{k}={v or 'default'}" for k, v in shown.items())
+                + (f" (set {', '.join(changed)})" if changed else "")}
+    elif kind == "settings_refused":
+        setting = p.get("setting") if p.get("setting") in ("model", "mode", "effort") else "setting"
+        out |= {"kind": "config", "summary": f"kiro-cli did not apply {setting}="
+                                            f"{_setting(p.get('value'), limits.MODEL_MAX_CHARS)}; nothing was prompted"}
+    elif kind == "usage":
+        usage = {key: p[key] for key in ("contextPercent", "credits", "turnDurationMs")
+                 if isinstance(p.get(key), (int, float)) and not isinstance(p.get(key), bool)}
+        parts = [f"context {usage['contextPercent']}% used" if "contextPercent" in usage else "",
+                 f"{usage['credits']:g} credits" if "credits" in usage else "",
+                 f"turn {usage['turnDurationMs']} ms" if "turnDurationMs" in usage else ""]
+        out |= {"kind": "usage", "usage": usage, "summary": ", ".join(part for part in parts if part) or "usage"}
     elif kind == "reply_recorded":
         out |= {"kind": "message", "summary": f"final reply of {int(p.get('bytes', 0))} bytes"
                 + (" (truncated)" if p.get("truncated") else "")}
@@ -133,6 +153,10 @@ def event_view(event: Event) -> dict[str, Any] | None:
         return None
     out["summary"] = out["summary"][: limits.TEXT_MAX_CHARS]
     return out
+
+
+def _setting(value: Any, limit: int) -> str | None:
+    return str(value)[:limit] if isinstance(value, str) and value else None
 
 
 # -- cursors ------------------------------------------------------------------------------------

@@ -5,7 +5,8 @@ Usage (conversations and connections plugins)::
     options = AcpOptions(agent="kirocrew", trust_all_tools=True)
     async with AcpRuntime.start(options) as rt:
         session = await rt.new_session(cwd, mcp_servers=[], on_update=sink)
-        result = await session.prompt("hello")          # PromptResult(stop_reason=...)
+        await session.apply_settings(model="claude-sonnet-4.5", mode="kiro_default", effort="high")
+        result = await session.prompt("hello")          # PromptResult(stop_reason=..., metadata=...)
         if rt.supports_fork:
             branch = await rt.fork_session(session.session_id, cwd)  # same history, new id
         inventory = await session.execute_command("mcp")  # CommandResult(data={"servers": [...]})
@@ -33,6 +34,10 @@ kiro-cli's quirks handled here (see the kiro-cli reference, §1):
 - ``session/load`` survives a stale session lock left by a hard-killed owner
   (the lock is removed only if its pid is dead) with bounded retries;
 - shutdown closes stdin first and waits, so kiro-cli removes its own lock;
+- ``session/load`` restores the model and agent the session was saved with,
+  whatever ``--model``/``--agent`` the process got, so a caller that needs
+  particular settings calls :meth:`AcpRuntime.apply_settings`, which sets what
+  differs and checks kiro's answer before anything is prompted;
 - kiro's notifications may arrive before the ``session/new`` answer (eager MCP
   start): they are held and applied to the session once its id is known; a
   tracked notification without a ``sessionId`` concerns every open session.
@@ -54,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 from kirocrew_core import home, kiro_ext, kiro_sessions
 from kirocrew_core.acp_session import (
     AcpSession,
+    AppliedSettings,
     PermissionHandler,
     PermissionRequest,
     PromptResult,
@@ -69,8 +75,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AcpConnectionLost", "AcpError", "AcpOptions", "AcpRequestError", "AcpRuntime", "AcpSession",
-    "AcpTimeoutError", "PermissionHandler", "PermissionRequest", "PromptResult", "SessionLockedError",
-    "UnsupportedCapabilityError", "UpdateSink", "reject_permission",
+    "AcpTimeoutError", "AppliedSettings", "PermissionHandler", "PermissionRequest", "PromptResult",
+    "SessionLockedError", "SettingsNotAppliedError", "UnsupportedCapabilityError", "UpdateSink",
+    "reject_permission",
 ]
 
 log = logging.getLogger(__name__)
@@ -155,6 +162,28 @@ class UnsupportedCapabilityError(AcpError):
     def __init__(self, capability: str, message: str):
         super().__init__(message)
         self.capability = capability
+
+
+class SettingsNotAppliedError(AcpError):
+    """kiro-cli refused, or did not confirm, a model, mode (agent) or effort for a session.
+
+    ``setting`` is ``model``, ``mode`` or ``effort``; ``wanted`` the value asked
+    for; ``reported`` what the session is on by kiro's account (None if unknown);
+    ``available`` the choices the session advertised (empty if it listed none).
+    """
+
+    code = "settings_not_applied"
+
+    def __init__(self, setting: str, wanted: str, reason: str, *, reported: str | None = None,
+                 available: Sequence[str] = ()) -> None:
+        text = f"kiro-cli did not apply {setting} {wanted!r}: {reason}"
+        if available:
+            text += f"; the session offers: {', '.join(available)}"
+        super().__init__(text)
+        self.setting = setting
+        self.wanted = wanted
+        self.reported = reported
+        self.available = tuple(available)
 
 
 @dataclass(frozen=True)
@@ -530,6 +559,8 @@ class AcpRuntime:
             session = AcpSession(self, session_id, params["cwd"], on_update=on_update or self.options.on_update,
                                  on_permission=on_permission or self.options.on_permission)
             session._apply_result(raw)
+            # A session born in this process starts on its --effort; a loaded one may carry a saved one.
+            session.current_effort = self.options.effort
             self._register(session)
             return session
         finally:
@@ -602,6 +633,7 @@ class AcpRuntime:
         from acp.schema import PromptResponse
 
         session = self.session(session_id)
+        metadata_before = session.metadata_count
         blocks = [text_block(prompt)] if isinstance(prompt, str) else list(prompt)
         payload = [b.model_dump(mode="json", by_alias=True, exclude_none=True) if hasattr(b, "model_dump") else b
                    for b in blocks]
@@ -615,7 +647,8 @@ class AcpRuntime:
             raise
         await self.settle_updates(session)
         response = PromptResponse.model_validate(raw)
-        return PromptResult(str(getattr(response.stop_reason, "value", response.stop_reason)), response)
+        metadata = session.metadata if session.metadata_count > metadata_before else None
+        return PromptResult(str(getattr(response.stop_reason, "value", response.stop_reason)), response, metadata)
 
     async def settle_updates(self, session: AcpSession) -> None:
         """Wait until every update kiro has sent for ``session`` so far has passed its sink.
@@ -662,7 +695,61 @@ class AcpRuntime:
         self.session(session_id)
         raw = await self.request(kiro_ext.LEGACY_SET_MODEL, {"sessionId": session_id, "modelId": model_id},
                                  timeout=self.options.request_timeout)
+        self._sessions[session_id].current_model_id = model_id
         return raw if isinstance(raw, dict) else {}
+
+    async def apply_settings(self, session_id: str, *, model: str | None = None, mode: str | None = None,
+                             effort: str | None = None) -> AppliedSettings:
+        """Put a session on ``mode`` (agent), ``model`` and ``effort``, confirmed by kiro; None leaves one alone.
+
+        Call it after every new, load or fork and before prompting. ``--agent``/
+        ``--model``/``--effort`` at spawn pin a *new* session (the only reliable
+        way across model providers), but ``session/load`` restores the agent and
+        model the session was saved with, and an unknown ``--agent`` silently
+        falls back to the default. So each setting kiro reports differently is
+        set: the agent first (switching agents may switch the model), through
+        ``session/set_mode``; the model through the legacy ``session/set_model``;
+        the effort, which kiro never reports, through the ``effort`` command
+        unless this process started the session with it. A refusal, an effort
+        command not answered ``success: true``, or a report still differing
+        afterwards raises :class:`SettingsNotAppliedError`, so nothing is
+        prompted on settings nobody asked for.
+        """
+        session = self.session(session_id)
+        changed: list[str] = []
+        if mode is not None and session.current_mode_id != mode:
+            try:
+                await self.set_mode(session_id, mode)
+            except AcpRequestError as exc:
+                raise SettingsNotAppliedError("mode", mode, exc.rpc_message, reported=session.current_mode_id,
+                                              available=session.modes.ids() if session.modes else ()) from exc
+            changed.append("mode")
+        if model is not None and session.current_model_id != model:
+            try:
+                await self.set_model(session_id, model)
+            except AcpRequestError as exc:
+                raise SettingsNotAppliedError("model", model, exc.rpc_message, reported=session.current_model_id,
+                                              available=session.models.ids() if session.models else ()) from exc
+            changed.append("model")
+        if effort is not None and session.current_effort != effort:
+            try:
+                result = await self.execute_command(session_id, kiro_ext.EFFORT_COMMAND, {"value": effort})
+            except AcpRequestError as exc:
+                raise SettingsNotAppliedError("effort", effort, exc.rpc_message,
+                                              reported=session.current_effort) from exc
+            if result.success is not True:
+                raise SettingsNotAppliedError("effort", effort, result.message[:200] or "the command did not succeed",
+                                              reported=session.current_effort)
+            session.current_effort = effort
+            changed.append("effort")
+        await self.settle_updates(session)  # a current_mode_update kiro sent meanwhile has been applied
+        for setting, wanted, reported in (("mode", mode, session.current_mode_id),
+                                          ("model", model, session.current_model_id)):
+            if wanted is not None and reported != wanted:
+                raise SettingsNotAppliedError(setting, wanted, f"kiro-cli reports {reported!r} instead",
+                                              reported=reported)
+        return AppliedSettings(session.current_model_id, session.current_mode_id, session.current_effort,
+                               tuple(changed))
 
     async def execute_command(self, session_id: str, command: str,
                               args: Mapping[str, Any] | None = None) -> CommandResult:

@@ -66,10 +66,31 @@ async def reject_permission(request: PermissionRequest) -> str | None:
 
 @dataclass(frozen=True)
 class PromptResult:
-    """How a turn ended: ``stop_reason`` is end_turn|max_tokens|max_turn_requests|refusal|cancelled."""
+    """How a turn ended: ``stop_reason`` is end_turn|max_tokens|max_turn_requests|refusal|cancelled.
+
+    ``metadata`` is the ``_kiro.dev/metadata`` kiro sent during this turn (usage), None if it sent none.
+    """
 
     stop_reason: str
     response: PromptResponse
+    metadata: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class AppliedSettings:
+    """What a session runs on once :meth:`AcpSession.apply_settings` returned, as kiro reported it.
+
+    ``model`` and ``mode`` come from kiro's own reports (the new/load result, a
+    ``current_mode_update``, an accepted set call); ``effort`` is the ``--effort``
+    the process started a new session with, or the value an accepted effort
+    command set, None when neither (kiro reports no effort). ``changed`` names
+    the settings a request had to change, in the order they were sent.
+    """
+
+    model: str | None
+    mode: str | None
+    effort: str | None
+    changed: tuple[str, ...] = ()
 
 
 # -- sessions -------------------------------------------------------------------
@@ -80,8 +101,10 @@ class AcpSession(KiroSessionState):
 
     Attributes: ``session_id``, ``cwd``, ``modes`` and ``models`` (parsed; None if
     kiro sent none), ``raw`` (the raw new/load/fork result, kiro's extra fields
-    included), ``current_mode_id``, plus everything :class:`KiroSessionState`
-    records (``oauth_requests``, ``mcp_status``, ``metadata``, ``available_commands``).
+    included), ``current_mode_id`` and ``current_model_id`` (kiro's last word on
+    them), ``current_effort`` (see :class:`AppliedSettings`), plus everything
+    :class:`KiroSessionState` records (``oauth_requests``, ``mcp_status``,
+    ``metadata``, ``available_commands``).
     """
 
     def __init__(self, runtime: AcpRuntime, session_id: str, cwd: str, *,
@@ -94,6 +117,8 @@ class AcpSession(KiroSessionState):
         self.modes: SessionModes | None = None
         self.models: SessionModels | None = None
         self.current_mode_id: str | None = None
+        self.current_model_id: str | None = None
+        self.current_effort: str | None = None
         self.on_update = on_update
         self.on_permission = on_permission
         self.closed = False
@@ -107,6 +132,8 @@ class AcpSession(KiroSessionState):
         self.models = kiro_ext.parse_session_models(raw.get("models"))
         if self.modes is not None:
             self.current_mode_id = self.modes.current_mode_id
+        if self.models is not None:
+            self.current_model_id = self.models.current_model_id
 
     # The calls, for convenience: each is the runtime's method for this session.
     async def prompt(self, prompt: str | Sequence[Any]) -> PromptResult:
@@ -120,6 +147,10 @@ class AcpSession(KiroSessionState):
 
     async def set_model(self, model_id: str) -> dict[str, Any]:
         return await self.runtime.set_model(self.session_id, model_id)
+
+    async def apply_settings(self, *, model: str | None = None, mode: str | None = None,
+                             effort: str | None = None) -> AppliedSettings:
+        return await self.runtime.apply_settings(self.session_id, model=model, mode=mode, effort=effort)
 
     async def execute_command(self, command: str, args: Mapping[str, Any] | None = None) -> CommandResult:
         return await self.runtime.execute_command(self.session_id, command, args)

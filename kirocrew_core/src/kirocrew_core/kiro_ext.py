@@ -25,6 +25,8 @@ KIRO_EXT_PREFIX = "kiro.dev/"
 COMMANDS_EXECUTE = "kiro.dev/commands/execute"
 COMMANDS_OPTIONS = "kiro.dev/commands/options"
 SESSION_TERMINATE = "kiro.dev/session/terminate"
+# The slash command (through COMMANDS_EXECUTE) that sets a session's reasoning effort: args {"value": E}.
+EFFORT_COMMAND = "effort"
 # Removed from the ACP spec but still served by kiro v2; sent raw (no leading underscore).
 LEGACY_SET_MODEL = "session/set_model"
 
@@ -191,6 +193,40 @@ def parse_session_modes(raw: Any) -> SessionModes | None:
     return SessionModes(current if isinstance(current, str) else None, tuple(available))
 
 
+@dataclass(frozen=True)
+class Usage:
+    """The numbers of one ``_kiro.dev/metadata``: context used (percent), credits spent, turn duration.
+
+    Each is None when kiro did not send it as a number; nothing else of the
+    notification (a refusal's explanation, say) is kept.
+    """
+
+    context_percent: float | None
+    credits: float | None
+    turn_duration_ms: int | None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if value == value and abs(value) != float("inf") and value >= 0 else None
+
+
+def parse_usage(params: Mapping[str, Any] | None) -> Usage | None:
+    """The usage numbers in a metadata notification's params, None when it carries none."""
+    if not isinstance(params, Mapping):
+        return None
+    credits = None
+    for row in params.get("meteringUsage") or ():
+        if isinstance(row, Mapping) and row.get("unit") == "credit" and _number(row.get("value")) is not None:
+            credits = (credits or 0.0) + float(row["value"])
+    context = _number(params.get("contextUsagePercentage"))
+    duration = _number(params.get("turnDurationMs"))
+    usage = Usage(None if context is None else min(context, 100.0), credits,
+                  None if duration is None else int(duration))
+    return None if usage == Usage(None, None, None) else usage
+
+
 def is_lock_refusal(text: str) -> bool:
     """Whether an error text is kiro-cli refusing ``session/load`` because of a session lock."""
     return any(marker in text for marker in LOCK_REFUSAL_MARKERS)
@@ -206,7 +242,8 @@ class KiroSessionState:
     - ``oauth_requests``: a queue of :class:`OAuthRequest`, at most one per MCP
       server for the session's lifetime (kiro may repeat itself).
     - ``mcp_status``: server name → :class:`McpServerStatus`, last report wins.
-    - ``metadata``: the last ``_kiro.dev/metadata`` params (usage, refusals).
+    - ``metadata``: the last ``_kiro.dev/metadata`` params (usage, refusals);
+      ``metadata_count`` how many arrived, so a caller can tell a turn's own from an older one.
     - ``available_commands``: the last ``_kiro.dev/commands/available`` params.
 
     :meth:`wait_until` lets a caller wait for a condition on these without polling.
@@ -216,6 +253,7 @@ class KiroSessionState:
         self.oauth_requests: asyncio.Queue[OAuthRequest] = asyncio.Queue()
         self.mcp_status: dict[str, McpServerStatus] = {}
         self.metadata: dict[str, Any] | None = None
+        self.metadata_count = 0
         self.available_commands: dict[str, Any] | None = None
         self._oauth_servers: set[str] = set()
         self._waiters: set[asyncio.Future[None]] = set()
@@ -229,6 +267,7 @@ class KiroSessionState:
         """Apply one kiro notification; False when ``method`` is not one this state tracks."""
         if method == METADATA:
             self.metadata = dict(params)
+            self.metadata_count += 1
         elif method == COMMANDS_AVAILABLE:
             self.available_commands = dict(params)
             for row in params.get("mcpServers") or ():

@@ -64,6 +64,7 @@ class LiveSession:
     agent: AgentSpec
     model_id: str
     acp_servers: dict[str, McpServerSpec]
+    effort: str | None = None  # the process's --effort, or what the effort command set for this session
     hub: McpHub | None = None
     turn: asyncio.Task[Any] | None = None
     cancel_event: asyncio.Event = field(default_factory=asyncio.Event)
@@ -268,7 +269,7 @@ class FakeKiroAgent:
         files = sessions.files_for(session_id)
         sessions.acquire_lock(files, self.pid)
         session = LiveSession(session_id, files, Path(cwd), agent, model_id,
-                              {s.name: _acp_server_spec(s) for s in mcp_servers or []})
+                              {s.name: _acp_server_spec(s) for s in mcp_servers or []}, effort=self.options.effort)
         self.sessions[session_id] = session
         return session
 
@@ -468,6 +469,15 @@ class FakeKiroAgent:
             except Exception as exc:
                 return commands.CommandResult(False, str(exc))
             return commands.CommandResult(True, f"Model changed to {args}")
+        if name == "effort":
+            if not args:
+                return commands.CommandResult(True, f"Current effort: {session.effort or 'default'}",
+                                              {"effort": session.effort, "efforts": list(catalog.EFFORTS)})
+            if args not in catalog.EFFORTS:
+                return commands.CommandResult(False, f"Invalid effort '{args}', expected one of "
+                                                     f"{', '.join(catalog.EFFORTS)}")
+            session.effort = args
+            return commands.CommandResult(True, f"Effort changed to {args}")
         if name == "agent":
             if not args:
                 return commands.CommandResult(True, f"Current agent: {session.agent.name}", {

@@ -36,6 +36,10 @@ _BUILT_IN_MODELS = (
 )
 
 
+# ``--effort`` and the ``effort`` command accept these (kiro-cli 2.12+).
+EFFORTS = ("low", "medium", "high", "xhigh", "max")
+
+
 def models() -> list[Model]:
     """The served models: the built-in list, or ``KIRO_FAKE_MODELS`` (comma-separated ids)."""
     ids = switches.model_ids()

@@ -110,7 +110,7 @@ def acp_options(argv: list[str]) -> object:
     trust = parser.add_mutually_exclusive_group()
     trust.add_argument("-a", "--trust-all-tools", action="store_true")
     trust.add_argument("--trust-tools", metavar="TOOLS")
-    parser.add_argument("--effort", choices=("low", "medium", "high", "xhigh", "max"))
+    parser.add_argument("--effort", choices=catalog.EFFORTS)
     parser.add_argument("--agent-engine", choices=("v2", "v1"), default="v2")
     args = parser.parse_args(argv)
     tools = tuple(t.strip() for t in (args.trust_tools or "").split(",") if t.strip())

@@ -20,6 +20,8 @@ after the one space that follows the directive, trailing whitespace included)::
     !sleep SECONDS            pause the turn
     !recall                   reply with the session's earlier user prompts, ``recall: A | B``
                               (the context a resumed or continued session really carries)
+    !settings                 reply ``settings: model=<id> mode=<agent> effort=<effort or none>``,
+                              what the session really runs on at this moment
     !hang                     wait until ``session/cancel`` (stopReason ``cancelled``)
     !error CODE [MESSAGE]     fail the prompt with that JSON-RPC error
     !refuse                   content-filtered ``_kiro.dev/metadata``, then a bare -32603
@@ -36,8 +38,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-DIRECTIVES = ("say", "think", "plan", "todo", "tool", "write", "shell", "mcp", "sleep", "recall", "hang",
-              "error", "refuse", "exit", "notify")
+DIRECTIVES = ("say", "think", "plan", "todo", "tool", "write", "shell", "mcp", "sleep", "recall", "settings",
+              "hang", "error", "refuse", "exit", "notify")
 # Directives whose argument is text a test compares byte for byte: never stripped.
 VERBATIM = ("say", "think", "write")
 
@@ -141,7 +143,7 @@ def _directive(word: str, rest: str) -> Step:
         return Step("exit", number=code)
     if rest:
         raise ScriptError(f"!{word} takes no arguments")
-    return Step(word)  # hang, refuse, recall
+    return Step(word)  # hang, refuse, recall, settings
 
 
 def parse(text: str) -> list[Step]:

@@ -218,6 +218,11 @@ class Turn:
                    if entry.get("role") == "user"][:-1]  # the last one is this prompt
         await self._say("recall: " + " | ".join(earlier))
 
+    async def _do_settings(self, step: script.Step) -> None:
+        session = self.session
+        await self._say(f"settings: model={session.model_id} mode={session.agent.name} "
+                        f"effort={session.effort or 'none'}")
+
     async def _do_think(self, step: script.Step) -> None:
         from acp import update_agent_thought_text
 
