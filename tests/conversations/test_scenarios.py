@@ -682,6 +682,7 @@ def test_capabilities_report_the_live_kiro_cli_and_refresh_bypasses_the_cache(co
             assert first["defaults"] == {"authority": "unrestricted", "workspaceMode": "shared", "maxWorkers": 4}
             assert first["limits"]["waitMaxTargets"] == 8 and first["limits"]["maxImages"] == 4
             assert first["modes"] == ["kiro_default"] and first["defaultMode"] == "kiro_default"
+            assert "/compact" in first["slashCommands"], "kiro's commands are known before any run"
             await client.call("kiro_delegate", conversation="new", name="m", workspace=str(tmp_path),
                               message="!say hi")
             after = await client.call("kiro_capabilities")
@@ -703,7 +704,12 @@ def test_a_message_starting_with_a_slash_is_refused_unless_the_conversation_allo
             assert "'clear'" in refused and "allowed: none" in refused, refused
             await expect_error(client, "slash_command_refused", "kiro_delegate", name="a",
                                message=" \n\t/model other-model", **new)
-            assert (await client.call("kiro_status", archive="all"))["conversations"] == [], "nothing was created"
+            before_any_run = await client.call("kiro_spawn", name="early", message="/compact",
+                                               allowedSlashCommands=["/compact"], **new)
+            done = await client.call("kiro_wait", targets=[ref(before_any_run)], mode="all")
+            assert done["runs"][0]["reply"]["text"] == "/compact done", "allowed before any run had started"
+            assert [c["name"] for c in (await client.call("kiro_status", archive="all"))["conversations"]] \
+                == ["early"], "nothing was created by the refused messages"
 
             first = await client.call("kiro_delegate", name="a", message="!say hi", **new)
             cid = first["run"]["conversationId"]
@@ -735,7 +741,7 @@ def test_a_message_starting_with_a_slash_is_refused_unless_the_conversation_allo
             assert other["run"]["status"] == "completed"
             listed = await client.call("kiro_status")
             defaults = {c["name"]: c["defaults"]["allowedSlashCommands"] for c in listed["conversations"]}
-            assert defaults == {"a": ["/compact"], "b": ["/compact"]}
+            assert defaults == {"a": ["/compact"], "b": ["/compact"], "early": ["/compact"]}
 
     run_async(main())
 

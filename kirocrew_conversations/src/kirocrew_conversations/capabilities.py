@@ -9,8 +9,10 @@ run can ask for — built-ins included, agent files kiro refuses left out — an
 its ``currentModeId`` is the agent a run without a mode gets. Reading the agent
 directories ourselves would guess at kiro's built-ins and its strict parsing;
 this asks kiro. The probe's process is closed gracefully and the session's
-files are removed, so nothing is left in kiro's session store. Slash commands
-still come from the sessions workers opened.
+files are removed, so nothing is left in kiro's session store. The same
+session's ``_kiro.dev/commands/available`` gives the slash commands, so a
+conversation can allow one before any run (when kiro is slow to announce them,
+the probe waits a few seconds, then falls back to what workers' sessions announced).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 from kirocrew_core.errors import KirocrewError
 
+from kirocrew_conversations import slash
 from kirocrew_conversations.errors import conversation_error
 from kirocrew_conversations.redact import redact_text
 
@@ -33,6 +36,8 @@ log = logging.getLogger(__name__)
 CACHE_TTL_SECS = 600.0
 # The throwaway session may start the default agent's MCP servers; past this, modes are reported unknown.
 MODES_PROBE_TIMEOUT_SECS = 60.0
+# kiro announces a session's slash commands just after answering session/new; wait this long for them.
+COMMANDS_PROBE_WAIT_SECS = 5.0
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,7 @@ class KiroCapabilities:
     fetched_at: str
     modes: tuple[str, ...] | None = None  # the agents kiro announced; None when it could not be asked
     default_mode: str | None = None  # the agent a session starts on without --agent
+    commands: tuple[str, ...] | None = None  # the slash commands kiro announced; None when it did not say
 
 
 async def probe() -> KiroCapabilities:
@@ -93,6 +99,7 @@ async def probe() -> KiroCapabilities:
         fetched_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
         modes=started.modes,
         default_mode=started.mode,
+        commands=started.commands,
     )
 
 
@@ -103,6 +110,7 @@ class _Started:
     modes: tuple[str, ...] | None = None
     mode: str | None = None
     model: str | None = None
+    commands: tuple[str, ...] | None = None
 
 
 async def _throwaway_session(runtime: Any) -> _Started:
@@ -116,6 +124,8 @@ async def _throwaway_session(runtime: Any) -> _Started:
         except (AcpError, KirocrewError) as exc:
             log.warning("kiro-cli announced no agents: session/new failed (%s)", exc.code)
             return _Started()
+        announced = await session.wait_until(lambda s: s.available_commands is not None, COMMANDS_PROBE_WAIT_SECS)
+        commands = slash.announced(session) if announced else None
         try:
             # Evicting it here lets kiro drop the session's lock and MCP servers before the process ends.
             await runtime.terminate_session(session.session_id)
@@ -125,7 +135,7 @@ async def _throwaway_session(runtime: Any) -> _Started:
         await asyncio.to_thread(kiro_sessions.remove_session_files, session.session_id)
     modes = session.modes
     return _Started(tuple(modes.ids()) if modes else None, modes.current_mode_id if modes else None,
-                    session.current_model_id)
+                    session.current_model_id, commands)
 
 
 class CapabilityCache:

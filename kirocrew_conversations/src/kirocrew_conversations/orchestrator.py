@@ -481,7 +481,7 @@ class Orchestrator:
         prompt = await self._db(self.store.read_prompt, run.id)
         command = slash.command_name(prompt.text)
         if command is not None:  # allowed by the conversation when queued; kiro must still announce it
-            slash.check_announced(command, _announced(session) or self.observed.commands)
+            slash.check_announced(command, slash.announced(session) or self.observed.commands)
             await self._append(conversation.id, run.id, "slash_command", {"command": command[:64]})
         turn = asyncio.ensure_future(session.prompt(_prompt_blocks(prompt.text, prompt.images)))
         try:
@@ -577,9 +577,9 @@ class Orchestrator:
         if session.modes is not None:
             self.observed.modes = tuple(session.modes.ids())[:limits.CATALOG_MAX_ITEMS]
             self.observed.current_mode = session.modes.current_mode_id
-        names = _announced(session)
+        names = slash.announced(session)
         if names:
-            self.observed.commands = tuple(n[:64] for n in names if n)[:limits.CATALOG_MAX_ITEMS]
+            self.observed.commands = names
 
     async def _abort(self, worker: _Worker, work: asyncio.Future[Any]) -> None:
         """Cancel the turn (open permission requests are answered ``cancelled``), then stop kiro-cli."""
@@ -677,13 +677,6 @@ class Orchestrator:
 
     async def _append(self, conversation_id: str, run_id: str, kind: str, payload: dict[str, Any]) -> None:
         await self._db(self.store.append_event, conversation_id, run_id, kind, payload)
-
-
-def _announced(session: AcpSession) -> list[str]:
-    """The slash command names this session announced (``_kiro.dev/commands/available``)."""
-    listed = (session.available_commands or {}).get("commands")
-    return [c["name"] for c in listed if isinstance(c, dict) and isinstance(c.get("name"), str)] \
-        if isinstance(listed, list) else []
 
 
 def _tool_name(tool_call: Any) -> str | None:

@@ -219,7 +219,7 @@ class ConversationsService:
             "acp": {"protocolVersion": caps.protocol_version, "loadSession": caps.load_session,
                     "sessionFork": caps.session_fork, "embeddedContext": caps.embedded_context},
             "prompt": {"images": caps.images},
-            "slashCommands": list(observed.commands),
+            "slashCommands": list(self._slash_commands(caps)),
             "authorities": authorities,
             "defaults": {"authority": authority.UNRESTRICTED, "workspaceMode": "shared",
                          "maxWorkers": self.config.max_workers},
@@ -268,7 +268,7 @@ class ConversationsService:
 
     async def _spawn(self, args: dict[str, Any]) -> tuple[Conversation, Run, bool]:
         if args["conversation"] == "new":
-            allowed = self._allowlist(args)  # checked before anything is created
+            allowed = await self._allowlist(args)  # checked before anything is created
             slash.check_allowed(args["message"], allowed or ())
             images = await self._images(args.get("images"))
             conversation = await self._create_conversation(args, allowed or ())
@@ -314,11 +314,18 @@ class ConversationsService:
                 caps, _ = await self.capabilities.get()
         return caps
 
-    def _allowlist(self, args: dict[str, Any]) -> tuple[str, ...] | None:
+    def _slash_commands(self, caps: Any) -> tuple[str, ...]:
+        """The slash commands kiro announces: its probe session's, else what workers' sessions announced."""
+        if caps is not None and caps.commands:
+            return caps.commands
+        return self.orchestrator.observed.commands
+
+    async def _allowlist(self, args: dict[str, Any]) -> tuple[str, ...] | None:
         """``allowedSlashCommands`` as bare names, each one kiro announced; None when not given."""
         if "allowedSlashCommands" not in args:
             return None
-        return slash.normalize_allowlist(args["allowedSlashCommands"], self.orchestrator.observed.commands)
+        announced = self._slash_commands(await self._kiro_choices()) if args["allowedSlashCommands"] else ()
+        return slash.normalize_allowlist(args["allowedSlashCommands"], announced)
 
     async def _create_conversation(self, args: dict[str, Any], allowed: Sequence[str] = ()) -> Conversation:
         name, path = args["name"], args["workspace"]
@@ -471,7 +478,7 @@ class ConversationsService:
         changed = await self._db(self.store.update_defaults, conversation.id,
                                  Settings(model=args.get("model"), effort=args.get("effort"),
                                           mode=args.get("mode"), authority=args.get("authority")),
-                                 allowed_commands=self._allowlist(args))
+                                 allowed_commands=await self._allowlist(args))
         return {"conversationId": changed.id, "defaults": conversation_settings(changed)}
 
     async def _tool_kiro_fork(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:

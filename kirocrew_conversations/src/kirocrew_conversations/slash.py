@@ -17,7 +17,9 @@ Error messages name commands without their slash: client-facing text is redacted
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
+from kirocrew_conversations import limits
 from kirocrew_conversations.errors import conversation_error
 
 
@@ -27,6 +29,15 @@ def command_name(text: str) -> str | None:
     if not stripped.startswith("/"):
         return None
     return stripped[1:].split(None, 1)[0] if stripped[1:].strip() else ""
+
+
+def announced(session: Any) -> tuple[str, ...]:
+    """The slash command names a kiro session announced (``_kiro.dev/commands/available``), bounded."""
+    listed = (session.available_commands or {}).get("commands")
+    if not isinstance(listed, list):
+        return ()
+    names = (c["name"][:64] for c in listed if isinstance(c, dict) and isinstance(c.get("name"), str) and c["name"])
+    return tuple(names)[:limits.CATALOG_MAX_ITEMS]
 
 
 def bare(name: str) -> str:
@@ -63,7 +74,7 @@ def normalize_allowlist(names: Sequence[str], announced: Iterable[str]) -> tuple
     wanted = tuple(dict.fromkeys(bare(n) for n in names))
     unknown = [n for n in wanted if n not in known]
     if unknown:
-        listed = ", ".join(sorted(known)) or "none yet: kiro announces them once a run has started"
+        listed = ", ".join(sorted(known)) or "none: kiro-cli announced no slash commands"
         raise conversation_error("unknown_slash_command",
                                  f"not a slash command kiro_capabilities lists: {', '.join(unknown)}"
                                  f" (available: {listed})"[:500])

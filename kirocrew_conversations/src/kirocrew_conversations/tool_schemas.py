@@ -296,8 +296,9 @@ TOOLS: tuple[Tool, ...] = (
             }),
             "prompt": _all_required({"images": _boolean("Attach images only when true.")}),
             "slashCommands": _array(_string(64), L.CATALOG_MAX_ITEMS,
-                                    "Announced by the live Kiro sessions (empty until a run has started). A "
-                                    "message runs one only when its conversation's allowedSlashCommands names it."),
+                                    "What kiro-cli announces in a session (the capability probe's own "
+                                    "session, so no run is needed). A message runs one only when its "
+                                    "conversation's allowedSlashCommands names it."),
             "authorities": _array(_all_required({
                 "name": _enum(AUTHORITIES), "available": _boolean(), "reason": _string(L.TEXT_MAX_CHARS, nullable=True),
             }), len(AUTHORITIES)),
