@@ -14,38 +14,15 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from kirocrew_core.testing.distributions import make_plugin_distribution
 from kirocrew_core.testing.requirements import executable
 
-SETTLE_TIMEOUT = 30.0
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
-async def until_status(client: Any, ref: dict[str, str], *statuses: str) -> dict[str, Any]:
-    """Read the run until it reaches one of ``statuses`` (tests may poll; clients should wait)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + SETTLE_TIMEOUT
-    while True:
-        run = await client.call("kiro_result", conversationId=ref["conversationId"], runId=ref["runId"])
-        if run["status"] in statuses:
-            return run
-        assert loop.time() < deadline, f"run stayed {run['status']}, wanted {statuses}"
-        await asyncio.sleep(0.05)
-
-
-def ref(out: dict[str, Any]) -> dict[str, str]:
-    return {"conversationId": out["conversationId"], "runId": out["runId"]}
-
-
-async def expect_error(client: Any, code: str, tool: str, **arguments: Any) -> str:
-    with pytest.raises(client.ToolCallError) as caught:
-        await client.call(tool, **arguments)
-    assert caught.value.code == code, caught.value.message
-    return caught.value.message
-
+from conversation_calls import expect_error, ref, until_status  # noqa: E402
 
 def workspace(tmp_path: Path, name: str = "project") -> Path:
     path = tmp_path / name

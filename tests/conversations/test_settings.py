@@ -9,25 +9,17 @@ saved settings if the server only passed them as spawn flags.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from kirocrew_core import home
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from conversation_calls import expect_error, ref  # noqa: E402
+
 HAIKU, OPUS, SONNET = "claude-haiku-4.5", "claude-opus-4.5", "claude-sonnet-4.5"
-
-
-def ref(out: dict[str, Any]) -> dict[str, str]:
-    return {"conversationId": out["conversationId"], "runId": out["runId"]}
-
-
-async def expect_error(client: Any, code: str, tool: str, **arguments: Any) -> str:
-    with pytest.raises(client.ToolCallError) as caught:
-        await client.call(tool, **arguments)
-    assert caught.value.code == code, caught.value.message
-    return caught.value.message
 
 
 def write_agent(name: str) -> Path:
