@@ -723,6 +723,19 @@ def test_a_message_starting_with_a_slash_is_refused_unless_the_conversation_allo
     run_async(main())
 
 
+def test_an_allowed_slash_command_waits_for_a_fresh_sessions_announcement_before_it_is_checked(
+        conversations_client, run_async, tmp_path):
+    async def main() -> None:
+        # kiro announces a session's commands only after answering session/new: here a second later.
+        async with conversations_client(extra_env={"KIRO_FAKE_COMMANDS_DELAY": "1"}) as client:
+            out = await client.call("kiro_delegate", conversation="new", name="late", workspace=str(tmp_path),
+                                    message="/compact", allowedSlashCommands=["/compact"])
+            assert out["run"]["status"] == "completed", out["run"]["error"]
+            assert out["run"]["reply"]["text"] == "/compact done"
+
+    run_async(main())
+
+
 # -- unanswered permission requests ---------------------------------------------------------------
 
 

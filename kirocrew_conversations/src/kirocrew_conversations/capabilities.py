@@ -36,8 +36,6 @@ log = logging.getLogger(__name__)
 CACHE_TTL_SECS = 600.0
 # The throwaway session may start the default agent's MCP servers; past this, modes are reported unknown.
 MODES_PROBE_TIMEOUT_SECS = 60.0
-# kiro announces a session's slash commands just after answering session/new; wait this long for them.
-COMMANDS_PROBE_WAIT_SECS = 5.0
 
 
 @dataclass(frozen=True)
@@ -124,8 +122,7 @@ async def _throwaway_session(runtime: Any) -> _Started:
         except (AcpError, KirocrewError) as exc:
             log.warning("kiro-cli announced no agents: session/new failed (%s)", exc.code)
             return _Started()
-        announced = await session.wait_until(lambda s: s.available_commands is not None, COMMANDS_PROBE_WAIT_SECS)
-        commands = slash.announced(session) if announced else None
+        commands = await slash.wait_announced(session)
         try:
             # Evicting it here lets kiro drop the session's lock and MCP servers before the process ends.
             await runtime.terminate_session(session.session_id)

@@ -481,7 +481,7 @@ class Orchestrator:
         prompt = await self._db(self.store.read_prompt, run.id)
         command = slash.command_name(prompt.text)
         if command is not None:  # allowed by the conversation when queued; kiro must still announce it
-            slash.check_announced(command, slash.announced(session) or self.observed.commands)
+            slash.check_announced(command, await slash.wait_announced(session) or self.observed.commands)
             await self._append(conversation.id, run.id, "slash_command", {"command": command[:64]})
         turn = asyncio.ensure_future(session.prompt(_prompt_blocks(prompt.text, prompt.images)))
         try:

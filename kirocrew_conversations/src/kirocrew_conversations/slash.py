@@ -22,6 +22,9 @@ from typing import Any
 from kirocrew_conversations import limits
 from kirocrew_conversations.errors import conversation_error
 
+# How long to wait for a fresh session's command announcement before treating it as absent.
+ANNOUNCE_WAIT_SECS = 5.0
+
 
 def command_name(text: str) -> str | None:
     """The slash command ``text`` would run (without the ``/``), or None when it is an ordinary message."""
@@ -38,6 +41,17 @@ def announced(session: Any) -> tuple[str, ...]:
         return ()
     names = (c["name"][:64] for c in listed if isinstance(c, dict) and isinstance(c.get("name"), str) and c["name"])
     return tuple(names)[:limits.CATALOG_MAX_ITEMS]
+
+
+async def wait_announced(session: Any, timeout: float = ANNOUNCE_WAIT_SECS) -> tuple[str, ...] | None:
+    """The commands ``session`` announced, waiting up to ``timeout`` s; None when kiro has not said yet.
+
+    kiro sends ``_kiro.dev/commands/available`` just after it answers ``session/new`` or
+    ``session/load``, so a caller that looks right after opening a session must wait for it.
+    """
+    if not await session.wait_until(lambda s: s.available_commands is not None, timeout):
+        return None
+    return announced(session)
 
 
 def bare(name: str) -> str:

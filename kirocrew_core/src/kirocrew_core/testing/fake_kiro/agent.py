@@ -255,7 +255,7 @@ class FakeKiroAgent:
         })
 
     async def _after_start(self, session: LiveSession) -> None:
-        await asyncio.sleep(0)  # after the response frame
+        await asyncio.sleep(switches.number(switches.COMMANDS_DELAY, 0.0))  # after the response frame
         await self.send_commands_available(session)
 
     @staticmethod
