@@ -369,12 +369,11 @@ def test_post_refuses_anything_that_is_not_a_registered_provider(client: Any, sl
     assert mint.mint_engine().state("notion") is None
 
 
-@pytest.mark.parametrize(("body", "code"), [(b"not json", "bad_json"), (b"[1]", "invalid_body"),
-                                            (b'"notion"', "invalid_body"), (b"", "invalid_body")])
-def test_a_body_that_is_not_a_json_object_is_invalid(client: Any, body: bytes, code: str) -> None:
+@pytest.mark.parametrize("body", [b"not json", b"[1]", b'"notion"', b""])
+def test_a_body_that_is_not_a_json_object_is_bad_json(client: Any, body: bytes) -> None:
     for url in ("/api/connections/mint", "/api/connections/cancel"):
         response = client.post(url, content=body, headers={"Content-Type": "application/json"})
-        assert (response.status_code, response.json()["code"]) == (400, code)
+        assert (response.status_code, response.json()["code"]) == (400, "bad_json")
 
 
 def test_get_says_idle_when_no_mint_was_started(client: Any) -> None:

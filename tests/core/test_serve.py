@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import select
@@ -11,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -230,27 +232,124 @@ def _json_routes(pm: object) -> list[tuple[str, str]]:
     return sorted(found)
 
 
-def test_every_json_route_answers_bad_json_to_a_body_nested_too_deeply_or_malformed(
-    start_gateway, installed_plugin_manager
-):
+JSON_ROUTES_OF_THE_EDITIONS = {
+    ("PUT", "/api/computer-use/config"), ("POST", "/api/mcp/apply"), ("POST", "/api/mcp/probe"),
+    ("POST", "/api/sessions/restart"), ("POST", "/api/connections/mint"), ("POST", "/api/connections/cancel"),
+    ("POST", "/api/connections/test"), ("POST", "/api/connections/disconnect"),
+}
+#: Over every route's body limit (the largest is 1 MiB).
+OVERSIZE_BYTES = 2 * 1024 * 1024
+
+
+def _serve_every_edition(start_gateway: Any, installed_plugin_manager: Any) -> tuple[Gateway, list[tuple[str, str]]]:
     routes = _json_routes(installed_plugin_manager)
     # The installed editions' body-taking routes are all found, so a new one is covered too.
-    assert {("PUT", "/api/computer-use/config"), ("POST", "/api/mcp/apply"),
-            ("POST", "/api/connections/mint")} <= set(routes)
+    assert JSON_ROUTES_OF_THE_EDITIONS <= set(routes)
     env = {k: v for k, v in os.environ.items() if k != "KIROCREW_LOAD_PLUGINS"}
-    gateway = start_gateway("--port", "0", env=env)
+    return start_gateway("--port", "0", env=env), routes
+
+
+def _error_answer(response: httpx.Response) -> tuple[int, object, object]:
+    """(status, code, the JSON keys) of an error answer; the text in place of a code when it is not JSON."""
+    if not response.headers.get("content-type", "").startswith("application/json"):
+        return response.status_code, response.text[:80], None
+    answer = response.json()
+    shape = sorted(answer) if isinstance(answer, dict) and all(isinstance(v, str) for v in answer.values()) else answer
+    return response.status_code, answer.get("code") if isinstance(answer, dict) else None, shape
+
+
+def test_every_json_route_answers_bad_json_to_a_body_that_is_not_a_json_object(
+    start_gateway, installed_plugin_manager
+):
+    gateway, routes = _serve_every_edition(start_gateway, installed_plugin_manager)
     # One connection per request: a 500 from an unhandled error closes the connection it came on.
     bearer = {"Authorization": f"Bearer {gateway.token}", "Content-Type": "application/json", "Connection": "close"}
-    deep = b"[" * 20_000 + b"]" * 20_000  # 40 KB, under every route's size limit
+    bodies = {
+        "deep": b"[" * 20_000 + b"]" * 20_000,  # 40 KB, under every route's size limit
+        "malformed": b'{"changes": [',
+        "bad utf-8": b"\xff\xfe",
+        "a list": b"[1]",
+        "a string": b'"notion"',
+    }
     answers = {}
     with httpx.Client(base_url=gateway.base, headers=bearer, timeout=60) as client:
         for method, path in routes:
-            for name, body in (("deep", deep), ("malformed", b'{"changes": [')):
-                response = client.request(method, path, content=body)
-                is_json = response.headers.get("content-type", "").startswith("application/json")
-                code = response.json().get("code") if is_json else response.text[:80]
-                answers[(method, path, name)] = (response.status_code, code)
-    wrong = {key: answer for key, answer in answers.items() if answer != (400, "bad_json")}
+            for name, body in bodies.items():
+                answers[(method, path, name)] = _error_answer(client.request(method, path, content=body))
+    wrong = {key: answer for key, answer in answers.items() if answer != (400, "bad_json", ["code", "error"])}
     assert not wrong, wrong
     assert gateway.stop()[0] == 0, gateway.stderr()
     assert "RecursionError" not in gateway.stderr()
+
+
+def test_every_json_route_answers_body_too_large_in_the_same_shape_to_a_declared_oversize_body(
+    start_gateway, installed_plugin_manager
+):
+    gateway, routes = _serve_every_edition(start_gateway, installed_plugin_manager)
+    bearer = {"Authorization": f"Bearer {gateway.token}", "Content-Type": "application/json", "Connection": "close"}
+    body = b'{"pad": "' + b"x" * OVERSIZE_BYTES + b'"}'
+    with httpx.Client(base_url=gateway.base, headers=bearer, timeout=60) as client:
+        answers = {(method, path): _error_answer(client.request(method, path, content=body)) for method, path in routes}
+    wrong = {key: answer for key, answer in answers.items() if answer != (400, "body_too_large", ["code", "error"])}
+    assert not wrong, wrong
+    assert gateway.stop()[0] == 0, gateway.stderr()
+
+
+def _chunked_upload(port: int, method: str, path: str, token: str, total: int) -> tuple[int, bytes, int]:
+    """Stream ``total`` bytes as a chunked body while watching for an answer: (status, raw answer, bytes sent).
+
+    The upload stops as soon as the gateway answers, so ``sent < total`` means
+    the gateway answered before the client finished sending.
+    """
+    head = (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n"
+            "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+    chunk = 64 * 1024
+    frame = f"{chunk:x}\r\n".encode() + b'{"pad": "' + b"x" * (chunk - 9) + b"\r\n"
+    sent = 0
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as conn:
+        conn.sendall(head.encode())
+        conn.setblocking(False)
+        pending = b""
+        while True:
+            if not pending and sent < total:
+                pending, sent = frame, sent + chunk
+            readable, writable, _ = select.select([conn], [conn] if pending else [], [], 60)
+            if readable:
+                break
+            assert writable, "the gateway neither read the body nor answered within a minute"
+            pending = pending[conn.send(pending):]
+        # The gateway closes with the rest of the body unread, which resets the connection:
+        # keep what arrived before the reset.
+        conn.setblocking(True)
+        answer = b""
+        with contextlib.suppress(ConnectionResetError):
+            while data := conn.recv(65536):
+                answer += data
+    assert answer.startswith(b"HTTP/1.1 "), f"no answer before the connection ended: {answer[:200]!r}"
+    status = int(answer.split(b" ", 2)[1])
+    return status, answer.partition(b"\r\n\r\n")[2], sent
+
+
+def _memory_kib(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} for pid {pid}")
+
+
+def test_every_json_route_stops_reading_a_chunked_body_at_its_limit(start_gateway, installed_plugin_manager):
+    gateway, routes = _serve_every_edition(start_gateway, installed_plugin_manager)
+    total = 200 * 1024 * 1024
+    resident_before = _memory_kib(gateway.proc.pid, "VmRSS")
+    answers = {}
+    for method, path in routes:
+        status, body, sent = _chunked_upload(gateway.port, method, path, gateway.token, total)
+        answers[(method, path)] = (status, body, sent)
+    # Answered while the client was still sending: the gateway stopped reading at the limit...
+    wrong = {key: (status, body[-200:]) for key, (status, body, sent) in answers.items()
+             if status != 400 or b'"body_too_large"' not in body or sent >= total}
+    assert not wrong, wrong
+    # ...and never held the body: its peak resident set grew by far less than one 200 MiB upload.
+    grown_mib = (_memory_kib(gateway.proc.pid, "VmHWM") - resident_before) / 1024
+    assert grown_mib < 64, f"the gateway's peak resident set grew by {grown_mib:.0f} MiB"
+    assert gateway.stop()[0] == 0, gateway.stderr()

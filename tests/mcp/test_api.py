@@ -199,9 +199,9 @@ def test_probing_all_reports_failures_per_server(gateway_client):
     assert "exiting during the handshake" in probed["crashes"]["error"]
 
 
-def test_probing_an_unknown_server_is_404(gateway_client):
+def test_probing_an_unknown_server_is_400_like_every_unknown_name_in_a_body(gateway_client):
     response = gateway_client.post("/api/mcp/probe", json={"name": "nope"})
-    assert (response.status_code, response.json()["code"]) == (404, "unknown_server")
+    assert (response.status_code, response.json()["code"]) == (400, "unknown_server")
 
 
 @pytest.mark.parametrize("body", ['{"name": 3}', '{"name": "a", "all": true}', '{"every": 1}', "[1]", "{"])
@@ -380,11 +380,12 @@ def test_a_failing_restart_implementation_is_reported_and_never_stops_the_others
     assert survivor.reasons == ["owner_request"]
 
 
-@pytest.mark.parametrize("body", ['{"reason": "Has Spaces"}', '{"why": "x"}', "[]"])
-def test_a_restart_with_a_bad_reason_is_400(gateway_client, body):
+@pytest.mark.parametrize("body, code", [('{"reason": "Has Spaces"}', "bad_request"), ('{"why": "x"}', "bad_request"),
+                                        ("[]", "bad_json")])
+def test_a_restart_with_a_bad_reason_is_400(gateway_client, body, code):
     response = gateway_client.post("/api/sessions/restart", content=body,
                                    headers={"Content-Type": "application/json"})
-    assert (response.status_code, response.json()["code"]) == (400, "bad_request")
+    assert (response.status_code, response.json()["code"]) == (400, code)
 
 
 # -- the plugin's own hooks: documented, typed, tested ----------------------------------------------------------

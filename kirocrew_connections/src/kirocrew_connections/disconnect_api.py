@@ -20,11 +20,8 @@ async def post_disconnect(request: Request) -> Response:
     from starlette.responses import JSONResponse
 
     from kirocrew_connections.disconnect import disconnect_provider
-    from kirocrew_connections.test_api import RequestRefused, read_provider_request
+    from kirocrew_connections.test_api import read_provider_request
 
-    try:
-        _, provider = await read_provider_request(request)
-    except RequestRefused as refused:
-        return refused.response()
+    _, provider = await read_provider_request(request)
     result = await disconnect_provider(provider)
     return JSONResponse({**result.as_dict(), "revokePageUrl": provider.revoke_page_url})

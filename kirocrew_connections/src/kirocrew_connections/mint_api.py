@@ -2,7 +2,8 @@
 
 The gateway has already authenticated the owner. Bodies are JSON objects of at
 most 64 KiB; a malformed body or an unknown provider is a 400 with a stable
-code and changes nothing. The engine is imported inside the handlers, so
+code (the gateway's JSON errors, :mod:`kirocrew_core.gateway.errors`) and
+changes nothing. The engine is imported inside the handlers, so
 importing this module costs nothing at gateway boot.
 """
 
@@ -12,7 +13,8 @@ import asyncio
 import re
 from typing import TYPE_CHECKING, Any
 
-from kirocrew_core.errors import BadInputError, KirocrewError
+from kirocrew_core.errors import BadInputError
+from kirocrew_core.gateway.body import read_json_object
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -25,24 +27,11 @@ MAX_SLUG_CHARS = 64
 _SLUG_RE = re.compile(r"\A[a-z0-9]+(?:-[a-z0-9]+)*\Z")
 
 
-def _error(exc: KirocrewError, status: int = 400) -> Response:
-    from starlette.responses import JSONResponse
+async def read_provider(request: Request, raw: object) -> Provider:
+    """The registry provider named by ``raw`` (trimmed, lowercased); 400 ``unknown_provider`` otherwise.
 
-    return JSONResponse(exc.as_dict(), status_code=status)
-
-
-async def _json_object(request: Request) -> dict[str, Any]:
-    """The body as a JSON object: ``body_too_large`` / ``bad_json`` from the gateway's reader, else ``invalid_body``."""
-    from kirocrew_core.gateway.body import read_json_body
-
-    document = await read_json_body(request, limit=MAX_BODY_BYTES)
-    if not isinstance(document, dict):
-        raise BadInputError("the request body is not a JSON object", code="invalid_body")
-    return document
-
-
-async def _provider(request: Request, raw: object) -> Provider:
-    """The registry provider named by ``raw`` (trimmed, lowercased); 400 ``unknown_provider`` otherwise."""
+    A caller can only ever point the connections endpoints at a provider we ship.
+    """
     from kirocrew_connections.registry import load_registry
 
     slug = raw.strip().lower() if isinstance(raw, str) else ""
@@ -58,11 +47,8 @@ async def post_mint(request: Request) -> Response:
 
     from kirocrew_connections.mint import mint_engine
 
-    try:
-        body = await _json_object(request)
-        provider = await _provider(request, body.get("slug"))
-    except KirocrewError as exc:
-        return _error(exc)
+    body = await read_json_object(request, limit=MAX_BODY_BYTES)
+    provider = await read_provider(request, body.get("slug"))
     row = mint_engine().start(provider)
     return JSONResponse({"ok": True, "slug": row.slug, "state": row.state, "token": row.token})
 
@@ -73,10 +59,7 @@ async def get_mint(request: Request) -> Response:
 
     from kirocrew_connections.mint import mint_engine
 
-    try:
-        provider = await _provider(request, request.query_params.get("slug"))
-    except KirocrewError as exc:
-        return _error(exc)
+    provider = await read_provider(request, request.query_params.get("slug"))
     return JSONResponse(mint_engine().view(provider.slug))
 
 
@@ -90,13 +73,10 @@ async def post_cancel(request: Request) -> Response:
 
     from kirocrew_connections.mint import mint_engine
 
-    try:
-        body = await _json_object(request)
-        provider = await _provider(request, body.get("slug"))
-        token = body.get("token")
-        if token is not None and (not isinstance(token, str) or not token):
-            raise BadInputError("token must be a non-empty string or null", code="invalid_token")
-    except KirocrewError as exc:
-        return _error(exc)
+    body = await read_json_object(request, limit=MAX_BODY_BYTES)
+    provider = await read_provider(request, body.get("slug"))
+    token = body.get("token")
+    if token is not None and (not isinstance(token, str) or not token):
+        raise BadInputError("token must be a non-empty string or null", code="invalid_token")
     dropped = await mint_engine().cancel(provider.slug, token)
     return JSONResponse({"ok": True, "slug": provider.slug, "dropped": dropped})

@@ -35,6 +35,13 @@ class BadInputError(KirocrewError):
     exit_code = 2
 
 
+class ConflictError(KirocrewError):
+    """The request is sound but clashes with what is happening now (one already running, say); retry later."""
+
+    code = "conflict"
+    exit_code = 1
+
+
 class MalformedFileError(KirocrewError):
     """A file we must read is not valid; it was left exactly as it was."""
 

@@ -192,11 +192,12 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 async def _kirocrew_error(request: Request, exc: Exception) -> Response:
-    """A route that raises a :class:`KirocrewError` answers with its stable code (400 for bad input)."""
-    from starlette.responses import JSONResponse, PlainTextResponse
+    """A route that raises a :class:`KirocrewError` answers through :func:`~kirocrew_core.gateway.errors.error_response`."""
+    from starlette.responses import PlainTextResponse
+
+    from kirocrew_core.gateway.errors import error_response, status_for
 
     assert isinstance(exc, KirocrewError)
-    status = 400 if exc.exit_code == 2 else 500
     if not is_api_path(request.url.path):
-        return PlainTextResponse(f"{exc.message} [{exc.code}]", status_code=status)
-    return JSONResponse(exc.as_dict(), status_code=status)
+        return PlainTextResponse(f"{exc.message} [{exc.code}]", status_code=status_for(exc))
+    return error_response(exc)

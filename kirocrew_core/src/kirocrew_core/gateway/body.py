@@ -1,12 +1,15 @@
 """Request bodies: the one reader every JSON route of the gateway uses.
 
-A body the ``json`` module cannot decode is 400 ``bad_json`` whatever the
-reason, a syntax error, bad UTF-8 or nesting deeper than the interpreter's
-recursion limit (``[[[…]]]`` a few kilobytes long raises ``RecursionError``,
-which would otherwise escape as a 500). A body over the route's limit is 400
+Every route's body is a JSON object. A body that is not one is 400 ``bad_json``
+whatever the reason: a syntax error, bad UTF-8, nesting deeper than the
+interpreter's recursion limit (``[[[…]]]`` a few kilobytes long raises
+``RecursionError``, which would otherwise escape as a 500), another JSON type,
+or nothing where the route needs a body. A body over the route's limit is 400
 ``body_too_large``, checked while reading, so a client lying in (or omitting)
-``Content-Length`` cannot make the gateway buffer more than the limit.
-Imports nothing from starlette at module level.
+``Content-Length`` cannot make the gateway buffer more than the limit. Both are
+:class:`~kirocrew_core.errors.BadInputError`, which the gateway answers through
+:func:`kirocrew_core.gateway.errors.error_response`, so a route just lets them
+propagate. Imports nothing from starlette at module level.
 """
 
 from __future__ import annotations
@@ -49,5 +52,21 @@ async def read_body(request: Request, *, limit: int = MAX_JSON_BODY_BYTES) -> by
 
 
 async def read_json_body(request: Request, *, limit: int = MAX_JSON_BODY_BYTES) -> Any:
-    """The request's JSON body (``None`` when empty); ``body_too_large`` / ``bad_json`` otherwise."""
+    """The request's JSON document, any type (``None`` when empty); ``body_too_large`` / ``bad_json`` otherwise."""
     return decode_json(await read_body(request, limit=limit))
+
+
+async def read_json_object(
+    request: Request, *, limit: int = MAX_JSON_BODY_BYTES, default: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The request's body as a JSON object; ``body_too_large`` / ``bad_json`` otherwise.
+
+    An empty body is ``default`` when the route gives one (a body it may omit),
+    else ``bad_json``.
+    """
+    document = await read_json_body(request, limit=limit)
+    if document is None and default is not None:
+        return dict(default)
+    if not isinstance(document, dict):
+        raise BadInputError("the request body is not a JSON object", code="bad_json")
+    return document

@@ -4,6 +4,7 @@ The gateway authenticates every ``/api`` route as the owner, so this is the
 owner-only write path besides ``kirocrew computer keystone``. PUT replaces the
 whole document (validated strictly: unknown keys, non-boolean ``enabled`` or
 bad app lists are 400 and change nothing); the write is atomic and audited.
+Errors are the gateway's JSON (:mod:`kirocrew_core.gateway.errors`).
 Starlette is imported inside functions.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from kirocrew_core.errors import KirocrewError
+from kirocrew_core.gateway.body import read_json_object
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -35,13 +36,8 @@ async def put_config(request: Request) -> JSONResponse:
 
     from kirocrew_computer.keystone import write_keystone
 
-    from kirocrew_core.gateway.body import read_json_body
-
-    try:
-        document = await read_json_body(request, limit=MAX_BODY_BYTES)
-        state = await asyncio.to_thread(write_keystone, document, action="put_config", actor="owner")
-    except KirocrewError as exc:
-        return JSONResponse({"error": exc.message, "code": exc.code}, status_code=400 if exc.exit_code == 2 else 500)
+    document = await read_json_object(request, limit=MAX_BODY_BYTES)
+    state = await asyncio.to_thread(write_keystone, document, action="put_config", actor="owner")
     return JSONResponse(state.as_dict())
 
 

@@ -12,8 +12,9 @@
                            pre-spawned kiro-cli processes
 =========================  ==========================================================
 
-Errors are JSON ``{"error", "code"}``; a body that is not JSON or larger than
-:data:`MAX_BODY_BYTES` is 400 before anything is read or written. File work
+Errors are the gateway's JSON ``{"error", "code"}``
+(:mod:`kirocrew_core.gateway.errors`); a body that is not a JSON object or larger
+than :data:`MAX_BODY_BYTES` is 400 before anything is read or written. File work
 and probes never block the event loop (``asyncio.to_thread``, async probes).
 
 Starlette is imported inside functions: ``kirocrew_mcp.plugin`` imports this
@@ -29,7 +30,8 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from kirocrew_core.errors import BadInputError, KirocrewError
+from kirocrew_core.errors import BadInputError
+from kirocrew_core.gateway.body import read_json_object
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -119,19 +121,6 @@ def _cache() -> ProbeCache:
     return default_cache()
 
 
-def _error(exc: KirocrewError, status: int = 400) -> JSONResponse:
-    from starlette.responses import JSONResponse
-
-    return JSONResponse(exc.as_dict(), status_code=status)
-
-
-async def read_json_body(request: Request, *, limit: int = MAX_BODY_BYTES) -> Any:
-    """The request's JSON body (``None`` when empty) through the gateway's one reader."""
-    from kirocrew_core.gateway.body import read_json_body as read
-
-    return await read(request, limit=limit)
-
-
 def _row_dicts(rows: Sequence[ServerRow], probing: frozenset[str]) -> list[dict[str, Any]]:
     from kirocrew_mcp.probe import STATUS_PROBING, STATUS_UNKNOWN
 
@@ -192,11 +181,7 @@ async def probe_mcp(request: Request) -> JSONResponse:
 
     from kirocrew_mcp.discovery import discover, refresh_probes_async
 
-    try:
-        body = await read_json_body(request)
-        name = _probe_target(body)
-    except BadInputError as exc:
-        return _error(exc)
+    name = _probe_target(await read_json_object(request, limit=MAX_BODY_BYTES, default={}))
     pm, cache = _pm(request), _cache()
     found = await asyncio.to_thread(discover, pm=pm, cache=cache)
     if name is None:
@@ -204,17 +189,15 @@ async def probe_mcp(request: Request) -> JSONResponse:
         return JSONResponse({"servers": _row_dicts(rows, frozenset())})
     row = found.row(name)
     if row is None:
-        return _error(BadInputError(f"no MCP server named {name!r}", code="unknown_server"), 404)
+        raise BadInputError(f"no MCP server named {name!r}", code="unknown_server")
     rows = await refresh_probes_async([row], pm=pm, cache=cache)
     fresh = [r for r in rows if r.name == row.name]
     return JSONResponse({"servers": _row_dicts(fresh, frozenset())})
 
 
-def _probe_target(body: Any) -> str | None:
+def _probe_target(body: dict[str, Any]) -> str | None:
     """The one server a probe request names, or None for all of them."""
-    if body is None:
-        return None
-    if not isinstance(body, dict) or set(body) - {"name", "all"}:
+    if set(body) - {"name", "all"}:
         raise BadInputError('send {"name": "<server>"} or {"all": true}', code="bad_request")
     name, every = body.get("name"), body.get("all", False)
     if not isinstance(every, bool) or (name is not None and not isinstance(name, str)):
@@ -240,13 +223,10 @@ async def apply_mcp(request: Request) -> JSONResponse:
 
     from kirocrew_mcp.apply import apply_changes
 
-    try:
-        body = await read_json_body(request)
-        if body is None:
-            raise BadInputError('send {"changes": [...]}', code="bad_changes")
-        outcome = await asyncio.to_thread(apply_changes, body, pm=_pm(request), actor="owner")
-    except BadInputError as exc:
-        return _error(exc)
+    body = await read_json_object(request, limit=MAX_BODY_BYTES, default={})
+    if not body:
+        raise BadInputError('send {"changes": [...]}', code="bad_changes")
+    outcome = await asyncio.to_thread(apply_changes, body, pm=_pm(request), actor="owner")
     return JSONResponse(outcome.as_dict())
 
 
@@ -256,11 +236,7 @@ async def restart_sessions(request: Request) -> JSONResponse:
 
     from kirocrew_core.plugins import acall_hook
 
-    try:
-        body = await read_json_body(request)
-        reason = _restart_reason(body)
-    except BadInputError as exc:
-        return _error(exc)
+    reason = _restart_reason(await read_json_object(request, limit=MAX_BODY_BYTES, default={}))
     call = await acall_hook(_pm(request), "restart_sessions", on_error="skip", check=_count_problem, reason=reason)
     total = sum(result.value or 0 for result in call.results)
     handled = [result.plugin for result in call.results]
@@ -279,12 +255,9 @@ def _count_problem(value: Any) -> str | None:
     return f"returned {value!r}, not a count"
 
 
-def _restart_reason(body: Any) -> str:
-    if body is None:
-        return DEFAULT_RESTART_REASON
-    reason = body.get("reason", DEFAULT_RESTART_REASON) if isinstance(body, dict) else None
-    if not isinstance(body, dict) or set(body) - {"reason"} or not isinstance(reason, str) \
-            or not _REASON.fullmatch(reason):
+def _restart_reason(body: dict[str, Any]) -> str:
+    reason = body.get("reason", DEFAULT_RESTART_REASON)
+    if set(body) - {"reason"} or not isinstance(reason, str) or not _REASON.fullmatch(reason):
         raise BadInputError('send nothing, or {"reason": "<lower_snake_case>"}', code="bad_request")
     return reason
 
