@@ -20,9 +20,10 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from kirocrew_core import __version__, hookimpl, home
 from kirocrew_core.contributions import DashboardPage, DoctorCheck, DoctorResult
-from kirocrew_core.errors import BadInputError, MalformedFileError
+from kirocrew_core.errors import BadInputError, ConflictError, KirocrewError, MalformedFileError
 from kirocrew_core.gateway.app import create_app
 from kirocrew_core.gateway.auth import SESSION_COOKIE, TokenFileWarning, load_or_create_token
+from kirocrew_core.gateway.errors import error_response, status_for
 from kirocrew_core.plugins import PluginLoadError, PluginRecord, PluginWarning, make_plugin_manager
 from kirocrew_core.testing.plugins import register_plugin
 
@@ -265,6 +266,29 @@ def test_a_route_raising_a_kirocrew_error_answers_with_its_code(plugin_manager):
         response = client.get("/api/widgets/x")
     assert response.status_code == 400
     assert response.json() == {"error": "no such widget", "code": "unknown_widget"}
+
+
+@pytest.mark.parametrize(("error", "status"), [
+    (BadInputError("no such widget", code="unknown_widget"), 400),
+    (MalformedFileError("widgets.json", "not JSON"), 400),
+    (ConflictError("a widget is being built", code="widget_in_flight"), 409),
+    (KirocrewError("the widget store is down", code="widget_store_down"), 500),
+])
+def test_every_kind_of_kirocrew_error_answers_its_one_status_in_the_same_json_shape(plugin_manager, error, status):
+    async def refuse(request: Request) -> JSONResponse:
+        raise error
+
+    _register(plugin_manager, "widgets", gateway_routes=lambda: [Route("/api/widgets/x", refuse, methods=["POST"])])
+    with _client(plugin_manager) as client:
+        response = client.post("/api/widgets/x", headers={"Authorization": f"Bearer {client.owner_token}"})
+    assert (response.status_code, response.json()) == (status, {"error": error.message, "code": error.code})
+    assert status_for(error) == status
+
+
+def test_an_error_answer_may_add_fields_but_never_replace_the_code():
+    answer = error_response(ConflictError("busy", code="test_in_flight"), extra={"slug": "notion", "code": "x"})
+    assert answer.status_code == 409
+    assert json.loads(answer.body) == {"slug": "notion", "error": "busy", "code": "test_in_flight"}
 
 
 def test_responses_forbid_framing(gateway_client):

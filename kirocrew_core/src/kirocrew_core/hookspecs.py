@@ -88,9 +88,14 @@ def gateway_routes() -> list[BaseRoute]:
     the Starlette app. Routes under ``/api/`` require the owner token; routes
     with a mutating method also reject a foreign ``Origin``. Use paths under
     ``/api/<plugin>/``. A route that takes a JSON body reads it with
-    :func:`kirocrew_core.gateway.body.read_json_body`, so every route answers
-    400 ``bad_json`` and ``body_too_large`` alike (a test sends every
-    body-taking route a malformed and a too-deeply-nested body).
+    :func:`kirocrew_core.gateway.body.read_json_object` (bounded while
+    streaming), so every route answers 400 ``bad_json`` to a body that is not
+    a JSON object and 400 ``body_too_large`` to one over its limit; tests
+    send every body-taking route such bodies, chunked ones included. A route
+    refuses by raising a :class:`~kirocrew_core.errors.KirocrewError`: the
+    gateway answers ``{"error", "code"}`` through
+    :func:`kirocrew_core.gateway.errors.error_response`, 400 for bad input,
+    409 for a :class:`~kirocrew_core.errors.ConflictError`, 500 otherwise.
 
     :return: a list of Starlette routes; lists from all plugins are
         concatenated, core built-ins first whatever their tier, then the

@@ -4,21 +4,19 @@ Every error under ``/api/`` is ``{"error": <message>, "code": <stable code>}``
 (a route may add fields, ``test_in_flight`` adds the running ``slug``). The
 status says what kind of fault it is and the code says which one:
 
-======  ==========================================  ===========================================
-Status  Raised as                                   Codes (examples)
-======  ==========================================  ===========================================
-400     :class:`~kirocrew_core.errors.BadInputError`  ``bad_json``, ``body_too_large``,
-        or any error with ``exit_code`` 2 (bad       ``bad_request``, ``unknown_provider``,
-        input; nothing was changed)                  ``unknown_server``, ``keystone_invalid``
-409     :class:`~kirocrew_core.errors.ConflictError`  ``test_in_flight``
-        (sound, but clashes with what runs now)
-500     any other :class:`KirocrewError`             ``keystone_unusable``, ``audit_write_failed``
-======  ==========================================  ===========================================
+* 400: :class:`~kirocrew_core.errors.BadInputError`, or any error with
+  ``exit_code`` 2; bad input, nothing was changed (``bad_json``,
+  ``body_too_large``, ``bad_request``, ``unknown_provider``, ``unknown_server``).
+  A name in a body that matches nothing is bad input too; 404 is only for a
+  path that does not exist.
+* 409: :class:`~kirocrew_core.errors.ConflictError`; sound, but it clashes
+  with what runs now (``test_in_flight``).
+* 500: any other :class:`KirocrewError`; the operation failed.
 
 The gateway's exception handler calls :func:`error_response`, so a route raises
 and never builds an error answer itself; it calls :func:`error_response` only to
 add fields. Routing's own refusals (404 ``not_found``, 405
-``method_not_allowed``) and the owner check's (401, 403) have the same shape.
+``method_not_allowed``) and the owner check's (401, 403, 421) have the same shape.
 Imports nothing from starlette at module level.
 """
 
