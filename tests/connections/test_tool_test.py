@@ -132,12 +132,12 @@ def test_a_wedged_kiro_cli_is_a_timeout_verdict(fake_kiro_cli: Any, monkeypatch:
     assert (verdict.verdict, verdict.code) == ("failed", "connection_test_timeout")
 
 
-@pytest.mark.parametrize("body", [b"not json", b"[]", b'"notion"', b"{}", b'{"slug": 7}'])
-def test_a_body_that_is_not_a_slug_object_is_refused(gateway_client: Any, body: bytes) -> None:
+@pytest.mark.parametrize(("body", "code"), [(b"not json", "bad_json"), (b"[]", "bad_json"), (b'"notion"', "bad_json"),
+                                            (b"{}", "unknown_provider"), (b'{"slug": 7}', "unknown_provider")])
+def test_a_body_that_is_not_a_slug_object_is_refused(gateway_client: Any, body: bytes, code: str) -> None:
     response = gateway_client.post("/api/connections/test", content=body,
                                    headers={"Content-Type": "application/json"})
-    assert response.status_code == 400
-    assert response.json()["code"] in ("bad_json", "invalid_body", "unknown_provider")
+    assert (response.status_code, response.json()["code"]) == (400, code)
 
 
 @pytest.mark.parametrize("slug", ["", "../../etc/passwd", "x" * 65, "no-such-provider"])

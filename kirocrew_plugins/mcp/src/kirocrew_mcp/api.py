@@ -30,8 +30,9 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from kirocrew_core.errors import BadInputError
+from kirocrew_core.errors import BadInputError, KirocrewError
 from kirocrew_core.gateway.body import read_json_object
+from kirocrew_core.gateway.errors import error_response
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -244,8 +245,9 @@ async def restart_sessions(request: Request) -> JSONResponse:
     await asyncio.to_thread(_audit_restart, reason, total, handled, failed)
     answer: dict[str, Any] = {"ok": not failed, "restarted": total, "handledBy": handled, "failed": failed}
     if failed:
-        answer.update(code="restart_failed", error="a plugin could not restart its sessions")
-    return JSONResponse(answer, status_code=500 if failed else 200)
+        return error_response(KirocrewError("a plugin could not restart its sessions", code="restart_failed"),
+                              extra=answer)
+    return JSONResponse(answer)
 
 
 def _count_problem(value: Any) -> str | None:
