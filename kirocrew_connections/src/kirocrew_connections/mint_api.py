@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kirocrew_core.errors import BadInputError
 from kirocrew_core.gateway.body import read_json_object
