@@ -136,6 +136,16 @@ def test_disconnect_revokes_the_grant_and_removes_the_entry(gateway_client: Any)
     assert "other" in rendered_names()
 
 
+def test_disconnect_rewrites_a_scope_file_in_its_own_formatting(gateway_client: Any) -> None:
+    path = home.kiro_global_mcp_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"mcpServers": {"notion": {"url": NOTION}, "other": {"command": "/bin/cat"}}},
+                               indent=4))
+    grant()
+    assert disconnect(gateway_client)["entryRemoved"] is True
+    assert path.read_text() == json.dumps({"mcpServers": {"other": {"command": "/bin/cat"}}}, indent=4)
+
+
 def test_disconnect_with_no_entry_still_revokes_the_registry_grant(gateway_client: Any) -> None:
     pair = grant()
     answer = disconnect(gateway_client)

@@ -604,3 +604,15 @@ def test_with_the_companion_a_malformed_claude_json_blocks_uninstall_rather_than
     assert result(outcome)["code"] == "scope_file_malformed"
     assert servers_in(home.kiro_global_mcp_file()) == {"srv": CAT}
     assert claude.read_text() == "{ not json"
+
+
+@pytest.mark.parametrize("dumps", [{"indent": 4}, {"indent": "\t"}, {}], ids=["four-spaces", "tabs", "one-line"])
+def test_a_shared_file_is_rewritten_in_its_own_formatting(dumps):
+    home.kiro_global_mcp_file().parent.mkdir(parents=True, exist_ok=True)
+    home.kiro_global_mcp_file().write_text(json.dumps({"theme": "dark", "mcpServers": {"srv": CAT, "keep": SH}},
+                                                      **dumps))
+
+    apply({"name": "srv", "kiro": False})
+
+    assert home.kiro_global_mcp_file().read_text() == json.dumps({"theme": "dark", "mcpServers": {"keep": SH}},
+                                                                  **dumps)

@@ -42,7 +42,7 @@ from kirocrew_core.jsonfile import ReadState, read_json
 
 if TYPE_CHECKING:
     from kirocrew_core.plugins import KirocrewPluginManager
-    from kirocrew_mcp.scopes import Scope
+    from kirocrew_mcp.public import Scope
 
     from kirocrew_connections.registry import Provider
 
@@ -368,8 +368,7 @@ def revoke_local_grants(keys: Iterable[str]) -> tuple[bool, list[str]]:
 
 
 def _purge(owned: Sequence[CensusEntry], census: Census, warnings: list[str]) -> bool:
-    from kirocrew_core.jsonfile import dumps, write_bytes_atomic
-    from kirocrew_mcp.scopes import KIND_CREW
+    from kirocrew_mcp.public import write_scope_document
 
     by_scope: dict[str, list[str]] = {}
     for entry in owned:
@@ -382,7 +381,7 @@ def _purge(owned: Sequence[CensusEntry], census: Census, warnings: list[str]) ->
         for name in names:
             servers.pop(name, None)
         try:
-            write_bytes_atomic(scope.path, dumps(document).encode("utf-8"), secret=scope.kind == KIND_CREW)
+            write_scope_document(scope, document)
         except OSError as exc:
             warnings.append(f"could not write {scope.path}: {exc.strerror or exc}")
             continue
@@ -392,15 +391,17 @@ def _purge(owned: Sequence[CensusEntry], census: Census, warnings: list[str]) ->
 
 def _rebuild(slug: str, pm: KirocrewPluginManager, warnings: list[str]) -> None:
     from kirocrew_core.errors import KirocrewError
-    from kirocrew_mcp.render import rebuild_agent_config, remove_server_from_agent_file
+    from kirocrew_mcp.public import remove_then_rebuild
 
     try:
-        # The rebuild merges onto the rendered file, so our entry must leave it first.
-        remove_server_from_agent_file(slug)
-        report = rebuild_agent_config(pm=pm)
-        warnings.extend(report.warnings)
+        refresh = remove_then_rebuild([slug], pm=pm)
     except (KirocrewError, OSError) as exc:
         warnings.append(f"could not rebuild the agent file: {exc}")
+        return
+    if refresh.error is not None:
+        warnings.append(f"could not rebuild the agent file: {refresh.error}")
+    elif refresh.report is not None:
+        warnings.extend(refresh.report.warnings)
 
 
 def remove_provider_entry(provider: Provider, *, pm: KirocrewPluginManager | None = None,
@@ -414,7 +415,7 @@ def remove_provider_entry(provider: Provider, *, pm: KirocrewPluginManager | Non
 
     from kirocrew_core.locks import named_lock
     from kirocrew_core.plugins import get_plugin_manager
-    from kirocrew_mcp.scopes import all_scopes
+    from kirocrew_mcp.public import all_scopes
 
     manager = pm if pm is not None else get_plugin_manager()
     warnings: list[str] = []

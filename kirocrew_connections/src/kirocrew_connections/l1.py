@@ -26,7 +26,9 @@ with an OAuth challenge. Verdicts follow from that:
   the endpoint is what is talked to), a disabled entry, or no grant. L1 never
   initiates consent.
 
-Grant presence is :func:`kirocrew_core.grants.grant_presence` itself (a stat of
+The wire is kirocrew-mcp's one HTTP MCP client
+(:class:`kirocrew_mcp.public.HttpMcpChannel`, which the MCP probe uses too);
+L1 passes its own status judge and keeps its verdicts. Grant presence is :func:`kirocrew_core.grants.grant_presence` itself (a stat of
 the paired artifacts, never opened) on the entry's URL, the one kiro-cli keys
 the grant on. It emits no SEL read audit: this is an operator's own CLI.
 ``--min-exercised N`` turns a run that exercised fewer than N providers into a
@@ -39,7 +41,7 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,6 +49,18 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from kirocrew_core import grants
+from kirocrew_mcp.public import (
+    HttpMcpChannel,
+    ProbeFailure,
+    ServerRow,
+    bearer_challenge,
+    discover,
+    expand_headers,
+    finish_error,
+    has_placeholder,
+    header_source_env,
+    url_secrets,
+)
 
 from kirocrew_connections.disconnect import normalized_endpoint
 from kirocrew_connections.l0 import (
@@ -59,8 +73,6 @@ from kirocrew_connections.l0 import (
 )
 
 if TYPE_CHECKING:
-    from kirocrew_mcp.discovery import ServerRow
-
     from kirocrew_connections.registry import Provider
 
 SCHEMA_VERSION = 1
@@ -149,8 +161,6 @@ def configured_entries(pm: Any = None) -> tuple[dict[str, ServerRow], list[str]]
     Also the sources discovery could not use: a provider declared only there reads
     as not configured, and the report says why rather than hiding it.
     """
-    from kirocrew_mcp.discovery import discover
-
     found = discover(pm=pm)
     out: dict[str, ServerRow] = {}
     for row in found.rows:
@@ -171,111 +181,49 @@ class _Verdict(Exception):
         self.depth = depth
 
 
-def _challenge(headers: Any) -> bool:
-    """A well-formed challenge: a ``WWW-Authenticate`` naming the Bearer scheme."""
-    value = str(headers.get("www-authenticate", "") or "")
-    return re.search(r"(?i)(?:^|,)\s*bearer(?:\s|$)", value) is not None
+def _judge(credential: bool) -> Callable[[str, Any], None]:
+    """L1's reading of a non-2xx answer (the channel's ``judge_status``); see the module docstring."""
 
-
-class _Exchange:
-    """JSON-RPC over POST to one endpoint, echoing ``Mcp-Session-Id``; no redirects followed."""
-
-    def __init__(self, client: Any, url: str, headers: Mapping[str, str], credential: bool) -> None:
-        self.client = client
-        self.url = url
-        self.credential = credential
-        self.headers = {**headers, "Accept": "application/json, text/event-stream",
-                        "Content-Type": "application/json"}
-        self.next_id = 0
-
-    def _judge_status(self, method: str, response: Any) -> None:
+    def judge(method: str, response: Any) -> None:
         status = response.status_code
         if 200 <= status < 300:
             return
         if status in (401, 403):
-            if self.credential:
+            if credential:
                 raise _Verdict(NEEDS_RECONSENT, f"{method}: HTTP {status}: the presented credential was refused")
-            if _challenge(response.headers):
+            if bearer_challenge(response.headers):
                 raise _Verdict(GRANT_HELD, depth=DEPTH_CHALLENGE)
             raise _Verdict(FAIL, f"{method}: HTTP {status} without an authentication challenge")
         if 300 <= status < 400:
             raise _Verdict(FAIL, f"{method}: HTTP {status} redirect (not followed)")
         raise _Verdict(FAIL, f"{method}: HTTP {status}")
 
-    async def request(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
-        self.next_id += 1
-        body = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": dict(params)}
-        async with self.client.stream("POST", self.url, json=body, headers=self.headers) as response:
-            self._judge_status(method, response)
-            if method == "initialize" and response.headers.get("mcp-session-id"):
-                self.headers["Mcp-Session-Id"] = response.headers["mcp-session-id"]
-            reply = await self._reply(method, body["id"], response)
-        error = reply.get("error")
-        if error is not None:
-            text = json.dumps(error) if not isinstance(error, str) else error
-            if _AUTH_ERROR.search(text):
-                raise _Verdict(NEEDS_RECONSENT, f"{method}: authorization error: {text}")
-            raise _Verdict(FAIL, f"{method}: JSON-RPC error: {text}")
-        result = reply.get("result")
-        if not isinstance(result, dict):
-            raise _Verdict(FAIL, f"{method}: the reply has no result")
-        return result
-
-    async def notify(self, method: str) -> None:
-        self.headers["MCP-Protocol-Version"] = PROTOCOL_VERSION
-        async with self.client.stream("POST", self.url, json={"jsonrpc": "2.0", "method": method},
-                                      headers=self.headers) as response:
-            self._judge_status(method, response)
-            await response.aread()
-
-    async def _reply(self, method: str, request_id: int, response: Any) -> dict[str, Any]:
-        body = bytearray()
-        async for chunk in response.aiter_bytes():
-            body += chunk
-            if len(body) > MAX_REPLY_BYTES:
-                raise _Verdict(FAIL, f"{method}: reply larger than {MAX_REPLY_BYTES} bytes")
-        text = bytes(body).decode("utf-8", "replace")
-        kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
-        if kind == "text/event-stream":
-            messages = [_loads(chunk) for chunk in _sse_payloads(text)]
-        else:
-            parsed = _loads(text)
-            messages = parsed if isinstance(parsed, list) else [parsed]
-        for message in messages:
-            if isinstance(message, dict) and "method" not in message and message.get("id") == request_id:
-                return message
-        raise _Verdict(FAIL, f"{method}: no JSON-RPC reply to the request")
+    return judge
 
 
-def _loads(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return None
+async def _call(channel: HttpMcpChannel, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """One request's result; a JSON-RPC error naming an authorization failure means re-consent."""
+    reply = await channel.request(method, params)
+    error = reply.get("error")
+    if error is not None:
+        text = json.dumps(error) if not isinstance(error, str) else error
+        if _AUTH_ERROR.search(text):
+            raise _Verdict(NEEDS_RECONSENT, f"{method}: authorization error: {text}")
+        raise _Verdict(FAIL, f"{method}: JSON-RPC error: {text}")
+    result = reply.get("result")
+    if not isinstance(result, dict):
+        raise _Verdict(FAIL, f"{method}: the reply has no result")
+    return result
 
 
-def _sse_payloads(text: str) -> list[str]:
-    payloads: list[str] = []
-    data: list[str] = []
-    for line in text.splitlines():
-        if line.startswith("data:"):
-            data.append(line[5:].removeprefix(" "))
-        elif not line.strip() and data:
-            payloads.append("\n".join(data))
-            data = []
-    if data:
-        payloads.append("\n".join(data))
-    return payloads
-
-
-async def _run_exchange(exchange: _Exchange, row: L1Row) -> None:
-    await exchange.request("initialize", {"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
-                                          "clientInfo": dict(CLIENT_INFO)})
-    await exchange.notify("notifications/initialized")
+async def _run_exchange(channel: HttpMcpChannel, row: L1Row) -> None:
+    await _call(channel, "initialize", {"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
+                                        "clientInfo": dict(CLIENT_INFO)})
+    await channel.notify("notifications/initialized", PROTOCOL_VERSION, strict=True)
     names: list[str] = []
     cursor: str | None = None
     for _ in range(MAX_TOOL_PAGES):
-        result = await exchange.request("tools/list", {"cursor": cursor} if cursor else {})
+        result = await _call(channel, "tools/list", {"cursor": cursor} if cursor else {})
         tools = result.get("tools")
         if not isinstance(tools, list):
             raise _Verdict(FAIL, "tools/list: malformed reply (no tools list)")
@@ -291,20 +239,10 @@ async def _run_exchange(exchange: _Exchange, row: L1Row) -> None:
     raise _Verdict(PASS, depth=DEPTH_TOOLS_LIST)
 
 
-def _finish_error(message: str, secrets: Sequence[str]) -> str:
-    from kirocrew_mcp.probe import redact
-
-    text = redact(message, secrets)
-    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 3] + "..."
-
-
 async def smoke_provider(provider: Provider, entry: ServerRow | None, *, timeout: float,
                          overrides: OriginOverrides | None = None) -> L1Row:
     """One provider's verdict. Never raises for a provider-side problem; never calls a tool."""
     import httpx
-
-    from kirocrew_mcp.probe import has_placeholder
-    from kirocrew_mcp.probe_http import expand_headers, header_source_env, url_secrets
 
     started = time.monotonic()
     row = L1Row(slug=provider.slug, name=provider.name, fixture_tool=provider.smoke_tool)
@@ -313,7 +251,7 @@ async def smoke_provider(provider: Provider, entry: ServerRow | None, *, timeout
              secrets: Sequence[str] = ()) -> L1Row:
         row.verdict, row.depth = verdict, depth
         if message:
-            row.errors.append(_finish_error(message, secrets))
+            row.errors.append(finish_error(message, secrets, limit=MAX_ERROR_CHARS))
         row.duration_ms = int((time.monotonic() - started) * 1000)
         return row
 
@@ -344,14 +282,17 @@ async def smoke_provider(provider: Provider, entry: ServerRow | None, *, timeout
     try:
         async with httpx.AsyncClient(timeout=httpx.Timeout(timeout), follow_redirects=False,
                                      trust_env=False) as client:
-            exchange = _Exchange(client, target, sent, row.credential_presented)
+            channel = HttpMcpChannel(client, target, sent, judge_status=_judge(row.credential_presented),
+                                     max_reply_bytes=MAX_REPLY_BYTES)
             try:
                 async with asyncio.timeout(budget):
-                    await _run_exchange(exchange, row)
+                    await _run_exchange(channel, row)
             except TimeoutError:
                 return done(FAIL, f"exceeded its total timeout of {budget:g}s", secrets=secrets)
     except _Verdict as verdict:
         return done(verdict.verdict, str(verdict), verdict.depth, secrets)
+    except ProbeFailure as failure:  # a reply the channel could not use
+        return done(FAIL, str(failure), secrets=secrets)
     except httpx.TimeoutException:
         return done(FAIL, f"timed out after {timeout:g}s", secrets=secrets)
     except httpx.HTTPError as exc:

@@ -252,7 +252,7 @@ def mint_entry(provider: Provider, alias: str) -> dict[str, Any]:
 def server_alias(slug: str) -> str:
     """The key the spec mounts the provider under (registry slugs are already kiro-safe)."""
     try:
-        from kirocrew_mcp.aliases import mcp_server_alias
+        from kirocrew_mcp.public import mcp_server_alias
     except ImportError:  # the MCP plugin is optional; slugs hold no "/" anyway
         return slug
     return mcp_server_alias(slug)

@@ -59,7 +59,7 @@ async def post_test(request: Request) -> Response:
     from kirocrew_core.errors import ConflictError
     from kirocrew_core.gateway.errors import error_response
 
-    from kirocrew_mcp.aliases import mcp_server_alias
+    from kirocrew_mcp.public import mcp_server_alias
 
     from kirocrew_connections.tool_test import run_connection_test
 

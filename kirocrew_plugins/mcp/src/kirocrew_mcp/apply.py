@@ -42,8 +42,9 @@ edition), a non-boolean switch or two changes for one server raise
 whose name is hostile, that would put a managed server into a shared file, or
 that needs a scope file which is malformed or unreadable is refused on its
 own, with a stable code in its result, and none of its writes happen. Every
-write is atomic and made under the ``crew-mcp`` lock, which also serializes
-applies from the gateway and the CLI.
+write is atomic (:func:`kirocrew_mcp.scopes.write_scope_document`, which
+keeps a file's own formatting) and made under the ``crew-mcp`` lock, which
+also serializes applies from the gateway and the CLI.
 """
 
 from __future__ import annotations
@@ -57,15 +58,24 @@ from typing import TYPE_CHECKING, Any
 
 from kirocrew_core import home
 from kirocrew_core.errors import BadInputError, KirocrewError
-from kirocrew_core.jsonfile import ReadState, dumps, read_json, write_bytes_atomic
+from kirocrew_core.jsonfile import ReadState, read_json
 from kirocrew_core.locks import named_lock
 
 from kirocrew_mcp.aliases import mcp_server_alias
 from kirocrew_mcp.probe import is_muted
-from kirocrew_mcp.scopes import CREW_SCOPE_ID, KIND_CREW, Scope, all_scopes, mcp_document_problem
+from kirocrew_mcp.scopes import (
+    CREW_SCOPE_ID,
+    KIND_CREW,
+    Scope,
+    all_scopes,
+    mcp_document_problem,
+    write_scope_document,
+)
 
 if TYPE_CHECKING:
     from kirocrew_core.plugins import KirocrewPluginManager
+
+    from kirocrew_mcp.render import AgentRefresh
 
 log = logging.getLogger(__name__)
 
@@ -254,17 +264,6 @@ def _load(scope: Scope) -> _ScopeFile:
 
 def _has_launch(entry: Any) -> bool:
     return isinstance(entry, dict) and any(isinstance(entry.get(k), str) and entry[k].strip() for k in _LAUNCH_KEYS)
-
-
-def _write(file: _ScopeFile) -> None:
-    assert file.document is not None
-    data = dumps(file.document).encode("utf-8")
-    if file.scope.kind == KIND_CREW:
-        home.ensure_crew_home()
-        write_bytes_atomic(file.scope.path, data, secret=True)  # the store may hold credentials in env
-    else:
-        # A new shared file gets 0600 for the same reason; an existing one keeps its mode.
-        write_bytes_atomic(file.scope.path, data, mode=0o600)
 
 
 def _read_agent_servers() -> tuple[dict[str, Any], bool]:
@@ -632,7 +631,7 @@ def apply_changes(
 
     from kirocrew_mcp import managed
     from kirocrew_mcp.cleanup import reserved_managed_names
-    from kirocrew_mcp.render import rebuild_agent_config, remove_server_from_agent_file
+    from kirocrew_mcp.render import remove_then_rebuild
 
     manager = pm if pm is not None else get_plugin_manager()
     scopes = all_scopes(manager)
@@ -671,13 +670,16 @@ def apply_changes(
                 _override_tools(change, batch, specs[change.index], result)
 
         written = _flush(batch, accepted, warnings)
-        if written:
-            for change, result in uninstalls:
-                if not batch.agent_known:
-                    result.actions["agent"] = UNREADABLE
-                    continue
-                removed = remove_server_from_agent_file(change.name)
-                result.actions["agent"] = REMOVED if removed else NOOP
+        if accepted:
+            dropped = [c.name for c, _ in uninstalls] if written and batch.agent_known else []
+            refresh = remove_then_rebuild(dropped, pm=manager)
+            rebuild = _rebuild_result(refresh)
+            if written:
+                for change, result in uninstalls:
+                    if not batch.agent_known:
+                        result.actions["agent"] = UNREADABLE
+                    else:
+                        result.actions["agent"] = REMOVED if refresh.removed[change.name] else NOOP
 
         for change, result in accepted:
             if result.tools_rejected:
@@ -686,9 +688,6 @@ def apply_changes(
             event = AUDIT_UNINSTALL if change.uninstall else AUDIT_SCOPE_APPLY
             _audit(event, actor, warnings, outcome="ok" if result.ok else "error", server=change.name,
                    actions=result.actions, tools=result.tools, code=result.code or None)
-
-        if accepted:
-            rebuild = _rebuild(manager, rebuild_agent_config)
     return ApplyOutcome(results, rebuild, warnings)
 
 
@@ -703,7 +702,8 @@ def _flush(batch: _Batch, accepted: list[tuple[Change, ChangeResult]], warnings:
         if not file.changed:
             continue
         try:
-            _write(file)
+            assert file.document is not None
+            write_scope_document(file.scope, file.document)
         except OSError as exc:
             message = f"could not write {file.scope.path}: {exc.strerror or exc}"
             warnings.append(message)
@@ -717,9 +717,9 @@ def _flush(batch: _Batch, accepted: list[tuple[Change, ChangeResult]], warnings:
     return True
 
 
-def _rebuild(manager: KirocrewPluginManager, rebuild_agent_config: Any) -> dict[str, Any]:
-    try:
-        report = rebuild_agent_config(pm=manager)
-    except KirocrewError as exc:
-        return {"ok": False, "ran": True, "error": exc.message, "code": exc.code}
+def _rebuild_result(refresh: AgentRefresh) -> dict[str, Any]:
+    if refresh.error is not None:
+        return {"ok": False, "ran": True, "error": refresh.error.message, "code": refresh.error.code}
+    assert refresh.report is not None
+    report = refresh.report
     return {"ok": True, "ran": True, "error": None, "written": report.written, "warnings": list(report.warnings)}

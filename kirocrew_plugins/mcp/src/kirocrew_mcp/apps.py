@@ -46,26 +46,33 @@ from kirocrew_core.errors import BadInputError, MalformedFileError, UnreadableFi
 from kirocrew_core.jsonfile import ReadState, dumps, read_json, write_bytes_atomic, write_json_atomic
 from kirocrew_core.locks import named_lock
 
+from kirocrew_mcp import managed as managed_mod
+from kirocrew_mcp.app_registry import (
+    PORT_PLACEHOLDER,
+    REGISTRY_VERSION,
+    AppRenderState,
+    app_entries_for_render,
+    app_key,
+    registry_file,
+)
+from kirocrew_mcp.render import (
+    AGENT_FIELDS,
+    LOCK_NAME,
+    RebuildReport,
+    Withheld,
+    apply_auto_approve_pass,
+    audit_withheld,
+    backups_dir,
+    rebuild_agent_config,
+)
+from kirocrew_mcp.scopes import all_scopes, read_scope_servers
+
 if TYPE_CHECKING:
     from kirocrew_core.contributions import ManagedMcpServer
     from kirocrew_core.plugins import KirocrewPluginManager
 
-    from kirocrew_mcp.render import RebuildReport, Withheld
-
-REGISTRY_VERSION = 1
-PORT_PLACEHOLDER = "{port}"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _FRAMEWORK_KEYS = ("managedToolPolicy", "neutralize")
-
-
-def registry_file() -> Path:
-    """``<crew home>/state/mcp/apps.json``: which apps declare which MCP servers."""
-    return home.state_dir("mcp") / "apps.json"
-
-
-def app_key(app: str, server: str) -> str:
-    """The namespaced ``mcpServers`` key of an app's server."""
-    return f"{app}:{server}"
 
 
 # -- validation ---------------------------------------------------------------
@@ -135,71 +142,6 @@ def _save_registry(document: dict[str, Any]) -> None:
     write_json_atomic(registry_file(), document, secret=True)
 
 
-@dataclass
-class AppRenderState:
-    """What the rebuild takes from the registry: entries to assign and which apps it knows."""
-
-    entries: dict[str, dict[str, Any]] = field(default_factory=dict)
-    known_apps: set[str] = field(default_factory=set)
-
-    def owns(self, key: str) -> bool:
-        """True when ``key`` is an ``{app}:{server}`` key of an app the registry knows."""
-        app, sep, server = key.partition(":")
-        return bool(sep and server) and app in self.known_apps
-
-
-def _derive_entry(spec: dict[str, Any], port: int | None) -> dict[str, Any] | None:
-    """The rendered entry, or None for a backend-bound URL whose live port is unknown."""
-    entry = dict(spec)  # one level: nested values are replaced downstream, never mutated
-    url = entry.get("url")
-    if isinstance(url, str) and PORT_PLACEHOLDER in url:
-        if port is None:
-            return None
-        entry["url"] = url.replace(PORT_PLACEHOLDER, str(port))
-    return entry
-
-
-def app_entries_for_render(warnings: list[str]) -> AppRenderState:
-    """Read the registry for the rebuild (caller holds the ``agent-file`` lock).
-
-    A registry that cannot be read yields an empty state, so the rebuild keeps
-    every ``{app}:{server}`` entry of its base as it is: unknowable means keep.
-    """
-    read = read_json(registry_file())
-    if not read.known:
-        warnings.append(f"app registry {read.path}: {read.state.value}: {read.error}; app servers left as they were")
-        return AppRenderState()
-    document = read.document if read.state is ReadState.DOCUMENT else {}
-    apps = document.get("apps") if isinstance(document, dict) else None
-    if read.state is ReadState.DOCUMENT and not isinstance(apps, dict):
-        warnings.append(f"app registry {read.path}: not a registry; app servers left as they were")
-        return AppRenderState()
-    state = AppRenderState()
-    for app, record in (apps or {}).items():
-        if not isinstance(app, str) or not isinstance(record, dict):
-            continue
-        enabled = record.get("enabled")
-        if enabled is False:
-            state.known_apps.add(app)  # confirmed disabled: its keys are dropped
-        if enabled is not True:
-            continue  # anything but an explicit true/false: unknowable, so its keys are kept
-        state.known_apps.add(app)
-        port = record.get("port") if isinstance(record.get("port"), int) else None
-        servers = record.get("servers") if isinstance(record.get("servers"), dict) else {}
-        for server, spec in servers.items():
-            if not isinstance(spec, dict):
-                continue
-            entry = _derive_entry(spec, port)
-            if entry is None:
-                warnings.append(
-                    f"app server {app_key(app, server)!r} not written: its backend's port is not known "
-                    "(it is added once the app is enabled with its backend running)"
-                )
-                continue
-            state.entries[app_key(app, server)] = entry
-    return state
-
-
 def register_app_mcp_servers(
     app: str,
     servers: Mapping[str, Mapping[str, Any]],
@@ -217,8 +159,6 @@ def register_app_mcp_servers(
     Bad input raises ``app_mcp_invalid`` and changes nothing; a malformed
     registry raises ``app_registry_malformed`` and is left as it is.
     """
-    from kirocrew_mcp.render import LOCK_NAME, rebuild_agent_config
-
     _check_name("app", app)
     if not isinstance(servers, Mapping):
         raise BadInputError("servers must be a mapping of server name to spec", code="app_mcp_invalid")
@@ -240,8 +180,6 @@ def unregister_app_mcp_servers(app: str, *, pm: KirocrewPluginManager | None = N
     The record is kept as a tombstone: it is what lets the rebuild drop the
     app's keys with confidence, including leftovers from an older install.
     """
-    from kirocrew_mcp.render import LOCK_NAME, rebuild_agent_config
-
     _check_name("app", app)
     with named_lock(LOCK_NAME):
         registry = _load_registry()
@@ -344,8 +282,6 @@ def render_app_agent(
     ``{app}:{server}`` entries; ``shadow_specs`` the launch specs a neutralized
     server is re-declared from when the agent does not declare it itself.
     """
-    from kirocrew_mcp import managed as managed_mod
-    from kirocrew_mcp.render import AGENT_FIELDS, apply_auto_approve_pass
 
     _check_name("app", app)
     tpl = copy.deepcopy(dict(template))
@@ -416,7 +352,6 @@ def _existing_app_agent(target: Path, warnings: list[str]) -> dict[str, Any] | N
     """The app agent as it is now (its user edits are kept); a corrupt one is backed up first."""
     from kirocrew_core.errors import KirocrewError
 
-    from kirocrew_mcp.render import backups_dir
 
     current = read_json(target)
     if current.state is ReadState.UNREADABLE:
@@ -449,9 +384,6 @@ def install_app_agent(
     replaced; one that cannot be read at all is refused (``agent_file_unreadable``).
     Withheld auto-approve grants are recorded in the SEL.
     """
-    from kirocrew_mcp import managed as managed_mod
-    from kirocrew_mcp.render import LOCK_NAME, audit_withheld
-    from kirocrew_mcp.scopes import all_scopes, read_scope_servers
 
     _check_name("app", app)
     target = Path(path).expanduser().absolute()
@@ -502,3 +434,19 @@ def install_app_agent(
         _save_registry(registry)
     audit_withheld(result.withheld, "app_agent", warnings)
     return target
+
+
+__all__ = [
+    "PORT_PLACEHOLDER",
+    "REGISTRY_VERSION",
+    "AppRenderState",
+    "app_entries_for_render",
+    "app_key",
+    "app_tool_policy",
+    "install_app_agent",
+    "register_app_mcp_servers",
+    "registered_apps",
+    "registry_file",
+    "render_app_agent",
+    "unregister_app_mcp_servers",
+]

@@ -12,7 +12,8 @@ session then starts them with a stale command. This is the narrow repair:
   own and is left alone (a managed name there holds the owner's preferences).
 - A file with nothing to remove is not written at all. A file that is
   malformed or unreadable is skipped and reported, never rewritten.
-- When something is removed, the file is re-serialized in the indentation,
+- When something is removed, the file is written by
+  :func:`kirocrew_mcp.scopes.write_scope_document`, in the indentation,
   escaping and final newline it was written with, so a file in the usual
   ``json.dumps(indent=N)`` shape changes only by the removed entries
   (``formatting_preserved`` says whether that held).
@@ -23,15 +24,14 @@ the provider globals are the user's files.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kirocrew_core.jsonfile import ReadState, read_json, write_bytes_atomic
+from kirocrew_core.jsonfile import ReadState, read_json
 from kirocrew_core.locks import named_lock
 
-from kirocrew_mcp.scopes import KIND_CREW, all_scopes, mcp_document_problem
+from kirocrew_mcp.scopes import KIND_CREW, Scope, all_scopes, mcp_document_problem, write_scope_document
 
 if TYPE_CHECKING:
     from kirocrew_core.plugins import KirocrewPluginManager
@@ -115,32 +115,8 @@ class CleanupReport:
         return {"ok": self.ok, "dry_run": self.dry_run, "scopes": [s.as_dict() for s in self.scopes]}
 
 
-@dataclass(frozen=True)
-class _Style:
-    indent: int | str | None
-    ensure_ascii: bool
-    newline: bool
-
-    def dumps(self, document: Any) -> str:
-        text = json.dumps(document, indent=self.indent, ensure_ascii=self.ensure_ascii)
-        return text + "\n" if self.newline else text
-
-
-def _style_of(text: str) -> _Style:
-    """The ``json.dumps`` options that most likely wrote ``text``."""
-    indent: int | str | None = None
-    lines = text.splitlines()
-    for line in lines[1:]:
-        body = line.lstrip(" \t")
-        if body and len(body) < len(line):
-            lead = line[: len(line) - len(body)]
-            indent = "\t" if lead.startswith("\t") else len(lead)
-            break
-    return _Style(indent, ensure_ascii=text.isascii(), newline=text.endswith("\n"))
-
-
-def _clean_file(path: Path, names: set[str], dry_run: bool, result: ScopeCleanup) -> None:
-    read = read_json(path)
+def _clean_file(scope: Scope, names: set[str], dry_run: bool, result: ScopeCleanup) -> None:
+    read = read_json(scope.path)
     if read.state in (ReadState.ABSENT, ReadState.EMPTY):
         return
     if read.state is not ReadState.DOCUMENT:
@@ -164,20 +140,13 @@ def _clean_file(path: Path, names: set[str], dry_run: bool, result: ScopeCleanup
     result.state = "cleaned"
     if dry_run:
         return
-    try:
-        original = path.read_bytes().decode("utf-8-sig")
-    except (OSError, UnicodeDecodeError):
-        original = ""
-    style = _style_of(original)
-    result.formatting_preserved = bool(original) and style.dumps(document) == original
     for key in stale:
         del servers[key]
     try:
-        write_bytes_atomic(path, style.dumps(document).encode("utf-8"))
+        result.formatting_preserved = write_scope_document(scope, document)
     except OSError as exc:
         result.state = "failed"
         result.error = f"could not write: {exc.strerror or exc}; left as it was"
-        result.formatting_preserved = None
 
 
 def clean_stale_managed_mcp(*, pm: KirocrewPluginManager | None = None, dry_run: bool = False) -> CleanupReport:
@@ -192,7 +161,7 @@ def clean_stale_managed_mcp(*, pm: KirocrewPluginManager | None = None, dry_run:
             if scope.kind == KIND_CREW:
                 continue
             result = ScopeCleanup(scope.id, scope.label, scope.path, "clean")
-            _clean_file(scope.path, names, dry_run, result)
+            _clean_file(scope, names, dry_run, result)
             outcomes.append(result)
         report = CleanupReport(outcomes, dry_run)
         if report.removed and not dry_run:

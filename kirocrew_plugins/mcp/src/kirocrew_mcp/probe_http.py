@@ -31,12 +31,13 @@ import asyncio
 import json
 import logging
 import os
+import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from kirocrew_mcp.probe import (
+from kirocrew_mcp.handshake import (
     STATUS_NEEDS_AUTH,
     Handshake,
     ProbeFailure,
@@ -95,6 +96,11 @@ def _challenge(headers: Any) -> str:
     return str(headers.get("www-authenticate", "") or "")
 
 
+def bearer_challenge(headers: Any) -> bool:
+    """A well-formed challenge: a ``WWW-Authenticate`` naming the Bearer scheme."""
+    return re.search(r"(?i)(?:^|,)\s*bearer(?:\s|$)", _challenge(headers)) is not None
+
+
 def _credential_presented(sent: Mapping[str, str], *, any_header: bool) -> bool:
     """Whether the probe presented a credential a refusal can be blamed on.
 
@@ -109,24 +115,40 @@ def _credential_presented(sent: Mapping[str, str], *, any_header: bool) -> bool:
     return False
 
 
-class _HttpChannel:
-    """JSON-RPC over POST to one endpoint, carrying the session id and protocol version."""
+class HttpMcpChannel:
+    """JSON-RPC over POST to one streamable-HTTP MCP endpoint: the one HTTP MCP client.
 
-    def __init__(self, client: Any, url: str, headers: Mapping[str, str]) -> None:
+    The probe and ``kirocrew connections l1`` both talk through it. It carries
+    ``Mcp-Session-Id`` from initialize and the protocol version on every later
+    request, reads a reply as JSON or from an event stream (the message that
+    answers our id; server notifications skipped) up to ``max_reply_bytes``,
+    and raises :class:`ProbeFailure` for a reply it cannot use. A non-2xx
+    answer goes to ``judge_status(method, response)``: by default the probe's
+    (401/403 is ``needs_auth``, a redirect is never followed); a caller with
+    verdicts of its own passes its judge. The client must be built with
+    ``follow_redirects=False`` and ``trust_env=False``.
+    """
+
+    def __init__(self, client: Any, url: str, headers: Mapping[str, str], *,
+                 judge_status: Callable[[str, Any], None] | None = None,
+                 max_reply_bytes: int = MAX_REPLY_BYTES) -> None:
         self.client = client
         self.url = url
         self.headers = {**headers, "Accept": _ACCEPT, "Content-Type": "application/json"}
         self.session_id = ""
+        self.max_reply_bytes = max_reply_bytes
+        self._judge_status = judge_status if judge_status is not None else probe_status
         self._next_id = 0
 
     async def request(self, method: str, params: Mapping[str, Any], *,
                       message: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Send one request and return the JSON-RPC message that answers it (result or error)."""
         self._next_id += 1
         body = dict(message) if message is not None else {"jsonrpc": "2.0", "method": method,
                                                             "params": dict(params)}
         body["id"] = self._next_id
         async with self.client.stream("POST", self.url, json=body, headers=self.headers) as response:
-            self._check_status(method, response)
+            self._judge_status(method, response)
             if method == "initialize":
                 session = response.headers.get("mcp-session-id")
                 if session:
@@ -134,27 +156,20 @@ class _HttpChannel:
                     self.headers["Mcp-Session-Id"] = session
             return await self._reply(method, body["id"], response)
 
-    async def notify(self, method: str, version: str) -> None:
+    async def notify(self, method: str, version: str, *, strict: bool = False) -> None:
+        """Send a notification. Not ``strict``: its failure is only logged (the request after it
+        reports a dead endpoint properly); ``strict``: its status is judged and errors raise."""
         self.headers["MCP-Protocol-Version"] = version
         try:
             async with self.client.stream("POST", self.url, json={"jsonrpc": "2.0", "method": method},
                                           headers=self.headers) as response:
+                if strict:
+                    self._judge_status(method, response)
                 await response.aread()
-        except ProbeFailure:
-            raise
-        except Exception as exc:  # the tools/list right after reports a dead endpoint properly
+        except Exception as exc:
+            if strict or isinstance(exc, ProbeFailure):
+                raise
             log.debug("MCP probe: %s failed: %s", method, type(exc).__name__)
-
-    def _check_status(self, method: str, response: Any) -> None:
-        status = response.status_code
-        if 200 <= status < 300:
-            return
-        if status in (401, 403):
-            raise ProbeFailure(f"{method}: HTTP {status}", status=STATUS_NEEDS_AUTH, http_status=status,
-                               auth_challenge=bool(_challenge(response.headers)))
-        if 300 <= status < 400:
-            raise ProbeFailure(f"{method}: HTTP {status} (redirects are not followed)")
-        raise ProbeFailure(f"{method}: HTTP {status}")
 
     async def _reply(self, method: str, request_id: int, response: Any) -> dict[str, Any]:
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -164,8 +179,8 @@ class _HttpChannel:
             body = bytearray()
             async for chunk in response.aiter_bytes():
                 body += chunk
-                if len(body) > MAX_REPLY_BYTES:
-                    raise ProbeFailure(f"{method}: reply larger than {MAX_REPLY_BYTES} bytes")
+                if len(body) > self.max_reply_bytes:
+                    raise ProbeFailure(f"{method}: reply larger than {self.max_reply_bytes} bytes")
             try:
                 reply = json.loads(bytes(body).decode("utf-8", "replace"))
             except json.JSONDecodeError as exc:
@@ -181,8 +196,8 @@ class _HttpChannel:
         size = 0
         async for line in response.aiter_lines():
             size += len(line)
-            if size > MAX_REPLY_BYTES:
-                raise ProbeFailure(f"{method}: event stream larger than {MAX_REPLY_BYTES} bytes")
+            if size > self.max_reply_bytes:
+                raise ProbeFailure(f"{method}: event stream larger than {self.max_reply_bytes} bytes")
             if line.startswith("data:"):
                 data.append(line[5:].removeprefix(" "))
                 continue
@@ -205,6 +220,19 @@ class _HttpChannel:
                 await self.client.delete(self.url, headers=self.headers)
         except Exception as exc:  # best effort: the server expires idle sessions anyway
             log.debug("MCP probe: closing the session failed: %s", type(exc).__name__)
+
+
+def probe_status(method: str, response: Any) -> None:
+    """The probe's reading of a non-2xx answer: 401/403 is ``needs_auth``, anything else an error."""
+    status = response.status_code
+    if 200 <= status < 300:
+        return
+    if status in (401, 403):
+        raise ProbeFailure(f"{method}: HTTP {status}", status=STATUS_NEEDS_AUTH, http_status=status,
+                           auth_challenge=bool(_challenge(response.headers)))
+    if 300 <= status < 400:
+        raise ProbeFailure(f"{method}: HTTP {status} (redirects are not followed)")
+    raise ProbeFailure(f"{method}: HTTP {status}")
 
 
 def _event_message(payload: str) -> Any:
@@ -237,12 +265,12 @@ async def probe_remote(name: str, spec: Mapping[str, Any], *, timeout: float) ->
     sent, resolved = expand_headers(configured, header_source_env())
     secrets += [*sent.values(), *resolved]
 
-    channel: _HttpChannel | None = None
+    channel: HttpMcpChannel | None = None
     stage = {"method": "initialize"}
     try:
         async with httpx.AsyncClient(timeout=httpx.Timeout(timeout), follow_redirects=False,
                                      trust_env=False) as client:
-            channel = _HttpChannel(client, url, sent)
+            channel = HttpMcpChannel(client, url, sent)
 
             async def request(method: str, params: Mapping[str, Any], *,
                               message: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -47,7 +48,7 @@ from kirocrew_core.errors import KirocrewError
 from kirocrew_core.jsonfile import ReadState, read_json, write_bytes_atomic, write_json_atomic
 from kirocrew_core.locks import named_lock
 
-from kirocrew_mcp import aliases, managed
+from kirocrew_mcp import aliases, app_registry, managed
 from kirocrew_mcp.resolve import resolve_command_in, search_dirs
 from kirocrew_mcp.scopes import KIND_CREW, ScopeRead, all_scopes, read_scope_servers, unusable_scopes_error
 
@@ -608,12 +609,10 @@ def render_agent_config(
     kept out of every merge loop, so a stale copy in some scope cannot bring
     back a launch spec its owner withdrew.
     """
-    from kirocrew_mcp import apps
-
     managed_names = set(managed_servers)
     reserved = managed_names | retired_managed
     sources = _read_sources(pm, report)
-    app_state = apps.app_entries_for_render(report.warnings)
+    app_state = app_registry.app_entries_for_render(report.warnings)
     base_servers = base.get("mcpServers") if isinstance(base.get("mcpServers"), dict) else {}
     base_managed = {n: base_servers.get(n) for n in managed_names}
     # Keys of apps the registry knows are re-derived from it (a disabled app's keys vanish);
@@ -767,9 +766,35 @@ def remove_server_from_agent_file(name: str) -> bool:
         return True
 
 
+@dataclass
+class AgentRefresh:
+    """What :func:`remove_then_rebuild` did: which names the agent file held, and the rebuild."""
+
+    removed: dict[str, bool]
+    report: RebuildReport | None = None
+    error: KirocrewError | None = None
+
+
+def remove_then_rebuild(names: Sequence[str], *, pm: KirocrewPluginManager | None = None) -> AgentRefresh:
+    """Delete ``names`` from the rendered agent file, then rebuild it once (uninstall and disconnect).
+
+    The rebuild merges onto the rendered file, so a server removed from every
+    scope must leave that file first or the rebuild would bring it back. A
+    rebuild refused with a :class:`KirocrewError` is reported in ``error``;
+    anything else (an ``OSError`` from a write) raises.
+    """
+    removed = {name: remove_server_from_agent_file(name) for name in names}
+    try:
+        report = rebuild_agent_config(pm=pm)
+    except KirocrewError as exc:
+        return AgentRefresh(removed, error=exc)
+    return AgentRefresh(removed, report)
+
+
 __all__ = [
     "AGENT_FIELDS",
     "AGENT_TEMPLATE",
+    "AgentRefresh",
     "RebuildReport",
     "Withheld",
     "apply_auto_approve_pass",
@@ -777,4 +802,5 @@ __all__ = [
     "last_rebuild_state",
     "rebuild_agent_config",
     "remove_server_from_agent_file",
+    "remove_then_rebuild",
 ]

@@ -21,6 +21,15 @@ Stable API (imported by the render, discovery, probing and apply):
   ``mcpServers`` that is not an object, or an unreadable file: ``ok`` is False,
   ``servers == {}`` and ``error`` says why; a caller must then treat the scope
   as unknowable (skip it, never rewrite it), not as empty.
+- ``write_scope_document(scope, document) -> bool``: the one writer of a
+  scope file (apply, cleanup and disconnect all use it). One formatting
+  policy: an existing file is re-serialized in the indentation, escaping and
+  final newline it was written with (:func:`json_style`), so a file in the
+  usual ``json.dumps(indent=N)`` shape changes only by the edit; a new or
+  empty file gets :func:`kirocrew_core.jsonfile.dumps`. The crew store is
+  written 0600 (it may hold credentials in ``env``); a new shared file gets
+  0600 too, an existing one keeps its mode. Returns whether the old file
+  round-tripped in its detected style (``formatting_preserved``).
 
 Scopes are symmetric on purpose: the rebuild, discovery and apply/uninstall all
 take the list from here, so a server the dashboard shows is always one it can
@@ -29,6 +38,7 @@ remove, and one the rebuild merges is always one discovery shows.
 
 from __future__ import annotations
 
+import json
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from kirocrew_core import home
 from kirocrew_core.errors import KirocrewError
-from kirocrew_core.jsonfile import ReadState, read_json
+from kirocrew_core.jsonfile import ReadState, dumps, read_json, write_bytes_atomic
 
 if TYPE_CHECKING:
     from kirocrew_core.plugins import KirocrewPluginManager
@@ -188,3 +198,65 @@ def read_scope_servers(scope: Scope) -> ScopeRead:
         else:
             skipped.append(str(name))
     return ScopeRead(ReadState.DOCUMENT, servers, "", scope, None, tuple(skipped))
+
+
+@dataclass(frozen=True)
+class JsonStyle:
+    """The ``json.dumps`` options a file was most likely written with."""
+
+    indent: int | str | None
+    ensure_ascii: bool
+    newline: bool
+
+    def dumps(self, document: Any) -> str:
+        text = json.dumps(document, indent=self.indent, ensure_ascii=self.ensure_ascii)
+        return text + "\n" if self.newline else text
+
+
+def json_style(text: str) -> JsonStyle:
+    """The style of ``text``: its first indented line's lead, ``\\u`` escapes, final newline.
+
+    Escaping is assumed only where the text shows it (ASCII with a ``\\u``
+    escape): for ASCII text without one both choices write the same bytes, and
+    a value added later keeps its characters, as :func:`kirocrew_core.jsonfile.dumps` does.
+    """
+    indent: int | str | None = None
+    for line in text.splitlines()[1:]:
+        body = line.lstrip(" \t")
+        if body and len(body) < len(line):
+            lead = line[: len(line) - len(body)]
+            indent = "\t" if lead.startswith("\t") else len(lead)
+            break
+    return JsonStyle(indent, ensure_ascii=text.isascii() and "\\u" in text, newline=text.endswith("\n"))
+
+
+def _original_text(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8-sig")
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def write_scope_document(scope: Scope, document: dict[str, Any]) -> bool:
+    """Replace ``scope``'s file with ``document`` atomically (see the module docstring).
+
+    Returns whether the file it replaces was exactly its own style's output, so
+    the edit is the only change. Raises ``OSError`` when the write fails (the
+    old file stays).
+    """
+    original = _original_text(scope.path)
+    if original.strip():
+        style = json_style(original)
+        try:
+            preserved = style.dumps(json.loads(original)) == original
+        except json.JSONDecodeError:
+            preserved = False
+        data = style.dumps(document)
+    else:
+        preserved, data = False, dumps(document)
+    if scope.kind == KIND_CREW:
+        home.ensure_crew_home()
+        write_bytes_atomic(scope.path, data.encode("utf-8"), secret=True)
+    else:
+        write_bytes_atomic(scope.path, data.encode("utf-8"), mode=0o600)
+    return preserved
