@@ -28,7 +28,7 @@ ROUTES: tuple[tuple[str, str, str], ...] = (
     ("POST", "/api/connections/mint", "kirocrew_connections.mint_api:post_mint"),
     ("GET", "/api/connections/mint", "kirocrew_connections.mint_api:get_mint"),
     ("POST", "/api/connections/cancel", "kirocrew_connections.mint_api:post_cancel"),
-    ("POST", "/api/connections/test", "kirocrew_connections.test_api:post_test"),
+    ("POST", "/api/connections/test", "kirocrew_connections.liveness_api:post_test"),
     ("POST", "/api/connections/disconnect", "kirocrew_connections.disconnect_api:post_disconnect"),
 )
 

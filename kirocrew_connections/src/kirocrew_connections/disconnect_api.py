@@ -20,7 +20,7 @@ async def post_disconnect(request: Request) -> Response:
     from starlette.responses import JSONResponse
 
     from kirocrew_connections.disconnect import disconnect_provider
-    from kirocrew_connections.test_api import read_provider_request
+    from kirocrew_connections.liveness_api import read_provider_request
 
     _, provider = await read_provider_request(request)
     result = await disconnect_provider(provider)

@@ -644,9 +644,9 @@ async def _close_quietly(runtime: AcpRuntime) -> None:
 
 
 def _classifier() -> Any:
-    """The Test action's classifier (``tool_test``), imported lazily; None when it is not installed."""
+    """The Test action's classifier (``liveness``), imported lazily; None when it is not installed."""
     try:
-        from kirocrew_connections.tool_test import classify
+        from kirocrew_connections.liveness import classify
     except ImportError:
         return None
     return classify

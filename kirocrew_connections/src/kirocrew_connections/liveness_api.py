@@ -61,7 +61,7 @@ async def post_test(request: Request) -> Response:
 
     from kirocrew_mcp.public import mcp_server_alias
 
-    from kirocrew_connections.tool_test import run_connection_test
+    from kirocrew_connections.liveness import run_connection_test
 
     _, provider = await read_provider_request(request)
     running = _claim(provider.slug)

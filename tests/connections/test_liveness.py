@@ -15,8 +15,8 @@ import pytest
 
 from kirocrew_core import home
 from kirocrew_core.testing.mcp_fixtures import stdio_server_argv
-from kirocrew_connections import tool_test
-from kirocrew_connections.tool_test import classify
+from kirocrew_connections import liveness
+from kirocrew_connections.liveness import classify
 
 WAIT_SECS = 30.0
 
@@ -128,7 +128,7 @@ def test_a_wedged_kiro_cli_is_a_timeout_verdict(fake_kiro_cli: Any, monkeypatch:
 
     fake_kiro_cli.switch(silent="1")
     render_agent({"notion": stdio_entry("--tools", "2")})
-    verdict = asyncio.run(tool_test.run_connection_test("notion", timeout=2.0))
+    verdict = asyncio.run(liveness.run_connection_test("notion", timeout=2.0))
     assert (verdict.verdict, verdict.code) == ("failed", "connection_test_timeout")
 
 
@@ -214,7 +214,7 @@ def test_the_test_action_never_opens_a_grant_artifact(fake_kiro_cli: Any, gatewa
 
 
 def test_importing_the_test_handlers_does_not_import_the_mint_engine() -> None:
-    code = ("import sys, kirocrew_connections.test_api, kirocrew_connections.tool_test; "
+    code = ("import sys, kirocrew_connections.liveness_api, kirocrew_connections.liveness; "
             "print('kirocrew_connections.mint' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

@@ -1,6 +1,6 @@
 """L1: a tokenless smoke of every configured provider that holds a grant.
 
-``kirocrew connections l1`` (or ``python -m kirocrew_connections.l1``).
+``kirocrew connections l1`` (or ``python -m kirocrew_connections.endpoint_smoke``).
 
 Kirocrew holds no token: kiro-cli keeps the grant and injects the bearer inside
 its own process. So the exchange opened here (``initialize`` →
@@ -63,7 +63,7 @@ from kirocrew_mcp.public import (
 )
 
 from kirocrew_connections.disconnect import normalized_endpoint
-from kirocrew_connections.l0 import (
+from kirocrew_connections.metadata_check import (
     OriginOverrides,
     origin_override_option,
     run_standalone,

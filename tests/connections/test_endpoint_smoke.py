@@ -23,7 +23,7 @@ from click.testing import CliRunner, Result
 
 from kirocrew_core import grants, home
 
-from kirocrew_connections.l1 import l1_command
+from kirocrew_connections.endpoint_smoke import l1_command
 
 SMOKE_TOOL = "list_things"
 
@@ -342,7 +342,7 @@ def test_a_full_pass_run_never_opens_the_grant_artifacts(providers, serve, tmp_p
 
 def test_python_m_l1_runs_the_real_registry_and_skips_what_is_not_configured(tmp_path):
     report_path = tmp_path / "report.json"
-    done = subprocess.run([sys.executable, "-m", "kirocrew_connections.l1", "--report", str(report_path),
+    done = subprocess.run([sys.executable, "-m", "kirocrew_connections.endpoint_smoke", "--report", str(report_path),
                            "--min-exercised", "1"], capture_output=True, text=True, timeout=120,
                           env=dict(os.environ))
 

@@ -1,6 +1,6 @@
 """L0: every provider's PUBLIC OAuth metadata still matches the committed ``l0_expectations``.
 
-``kirocrew connections l0`` (or ``python -m kirocrew_connections.l0``). Unauthenticated
+``kirocrew connections l0`` (or ``python -m kirocrew_connections.metadata_check``). Unauthenticated
 GETs only, no redirect followed, ``Accept-Encoding: identity`` (a compressed body
 is refused), at most 16 KiB read per document:
 

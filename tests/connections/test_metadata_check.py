@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 
-from kirocrew_connections.l0 import l0_command
+from kirocrew_connections.metadata_check import l0_command
 
 MCP_URL = "https://acme.test/mcp"
 ISSUER = "https://auth.acme.test/tenant"
@@ -350,7 +350,7 @@ def test_a_malformed_origin_override_is_a_usage_error(providers, tmp_path):
 
 
 def test_python_m_l0_reports_an_unknown_provider_as_bad_input(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "kirocrew_connections.l0", "--slug", "no-such-provider",
+    done = subprocess.run([sys.executable, "-m", "kirocrew_connections.metadata_check", "--slug", "no-such-provider",
                            "--report", str(tmp_path / "r.json")],
                           capture_output=True, text=True, timeout=60, env=dict(os.environ))
 
