@@ -28,9 +28,11 @@ with an OAuth challenge. Verdicts follow from that:
 
 The wire is kirocrew-mcp's one HTTP MCP client
 (:class:`kirocrew_mcp.public.HttpMcpChannel`, which the MCP probe uses too);
-L1 passes its own status judge and keeps its verdicts. Grant presence is :func:`kirocrew_core.grants.grant_presence` itself (a stat of
-the paired artifacts, never opened) on the entry's URL, the one kiro-cli keys
-the grant on. It emits no SEL read audit: this is an operator's own CLI.
+L1 passes its own status judge and keeps its verdicts.
+
+Grant presence is :func:`kirocrew_core.grants.grant_presence` itself (a stat
+of the paired artifacts, never opened) on the entry's URL, the one kiro-cli
+keys the grant on. It emits no SEL read audit: this is an operator's own CLI.
 ``--min-exercised N`` turns a run that exercised fewer than N providers into a
 vacuous, failing one, since an all-SKIPPED run establishes nothing.
 """

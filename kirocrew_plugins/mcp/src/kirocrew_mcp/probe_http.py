@@ -2,6 +2,10 @@
 
 Entry point: ``probe_remote(name, spec, *, timeout) -> ProbeResult`` (called by
 :func:`kirocrew_mcp.probe.probe_server_async`; see there for why the wire is ours).
+:class:`HttpMcpChannel` is the one HTTP MCP client: ``kirocrew connections l1``
+talks through it too, with its own status judge. What both probe transports
+share comes from :mod:`kirocrew_mcp.handshake`, so this module never imports
+:mod:`kirocrew_mcp.probe`.
 
 - Replies may be ``application/json`` or ``text/event-stream``; from a stream
   the reply carrying our request id is taken, server notifications skipped.
@@ -15,7 +19,7 @@ Entry point: ``probe_remote(name, spec, *, timeout) -> ProbeResult`` (called by
   header; for a plain 401 without a challenge, any configured header that
   resolved), because then the user's credential was refused.
 - Header values expand ``${VAR}`` / ``${env:VAR}`` from our environment minus
-  every credential-named variable (:func:`kirocrew_mcp.probe.is_credential_name`):
+  every credential-named variable (:func:`kirocrew_mcp.handshake.is_credential_name`):
   a header leaves the machine, and an entry someone slipped into a scope file
   must not be able to mail ``${AWS_SECRET_ACCESS_KEY}`` to a host of its choosing
   just because the dashboard probed it. A miss stays literal, as in kiro-cli.
