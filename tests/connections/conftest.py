@@ -20,6 +20,34 @@ HERE = Path(__file__).parent
 
 
 @pytest.fixture
+def imports_mint_engine() -> Callable[..., bool]:
+    """``imports_mint_engine(*modules)``: whether importing ``modules`` in a fresh interpreter imports the mint."""
+    import subprocess
+    import sys
+
+    def check(*modules: str) -> bool:
+        code = f"import sys, {', '.join(modules)}; print('kirocrew_connections.mint' in sys.modules)"
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return {"True": True, "False": False}[done.stdout.strip()]
+
+    return check
+
+
+@pytest.fixture
+def connections_plugins(plugin_manager: Any) -> Iterator[Any]:
+    """The mcp and connections plugins on the test's manager, before the gateway app is built."""
+    import kirocrew_connections.plugin
+    import kirocrew_mcp.plugin
+
+    plugin_manager.register(kirocrew_mcp.plugin, name="mcp")
+    plugin_manager.register(kirocrew_connections.plugin, name="connections")
+    clear_registry_cache()
+    yield plugin_manager
+    clear_registry_cache()
+
+
+@pytest.fixture
 def providers(plugin_manager: Any) -> Iterator[list[dict[str, Any]]]:
     """Entries appended here are the test's registry providers (read when the command runs)."""
     entries: list[dict[str, Any]] = []

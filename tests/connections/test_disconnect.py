@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -42,18 +41,8 @@ def _hypothesis_storage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[No
 
 
 @pytest.fixture(autouse=True)
-def _plugins(plugin_manager: Any) -> Iterator[Any]:
-    """The mcp and connections plugins on the test's manager, before the gateway app is built."""
-    import kirocrew_connections.plugin
-    import kirocrew_mcp.plugin
-
-    from kirocrew_connections.registry import clear_registry_cache
-
-    plugin_manager.register(kirocrew_mcp.plugin, name="mcp")
-    plugin_manager.register(kirocrew_connections.plugin, name="connections")
-    clear_registry_cache()
-    yield plugin_manager
-    clear_registry_cache()
+def _plugins(connections_plugins: Any) -> Any:
+    return connections_plugins
 
 
 def write_servers(path: Path, servers: Any) -> bytes:
@@ -472,12 +461,8 @@ def test_revoke_leaves_the_aws_sso_single_file_form_alone(gateway_client: Any) -
     assert sso.exists()
 
 
-def test_importing_the_disconnect_handlers_does_not_import_the_mint_engine() -> None:
-    code = ("import sys, kirocrew_connections.disconnect_api, kirocrew_connections.disconnect; "
-            "print('kirocrew_connections.mint' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "False"
+def test_importing_the_disconnect_handlers_does_not_import_the_mint_engine(imports_mint_engine: Any) -> None:
+    assert imports_mint_engine("kirocrew_connections.disconnect_api", "kirocrew_connections.disconnect") is False
 
 
 @pytest.mark.parametrize("body", [b"not json", b"[]", b'{"slug": "no-such-provider"}'])

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,18 +20,8 @@ WAIT_SECS = 30.0
 
 
 @pytest.fixture(autouse=True)
-def _plugins(plugin_manager: Any) -> Iterator[Any]:
-    """The mcp and connections plugins on the test's manager, before the gateway app is built."""
-    import kirocrew_connections.plugin
-    import kirocrew_mcp.plugin
-
-    from kirocrew_connections.registry import clear_registry_cache
-
-    plugin_manager.register(kirocrew_mcp.plugin, name="mcp")
-    plugin_manager.register(kirocrew_connections.plugin, name="connections")
-    clear_registry_cache()
-    yield plugin_manager
-    clear_registry_cache()
+def _plugins(connections_plugins: Any) -> Any:
+    return connections_plugins
 
 
 def stdio_entry(*options: str, **extra: Any) -> dict[str, Any]:
@@ -213,12 +201,8 @@ def test_the_test_action_never_opens_a_grant_artifact(fake_kiro_cli: Any, gatewa
     assert answer["verdict"] == "usable"
 
 
-def test_importing_the_test_handlers_does_not_import_the_mint_engine() -> None:
-    code = ("import sys, kirocrew_connections.liveness_api, kirocrew_connections.liveness; "
-            "print('kirocrew_connections.mint' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "False"
+def test_importing_the_test_handlers_does_not_import_the_mint_engine(imports_mint_engine: Any) -> None:
+    assert imports_mint_engine("kirocrew_connections.liveness_api", "kirocrew_connections.liveness") is False
 
 
 # -- the classifier the mint shares ------------------------------------------------------------

@@ -56,7 +56,7 @@ TRANSACTION_LOCKS = ("crew-mcp", "agent-file", "connections")
 UNPROVABLE = "\x00unprovable-url"
 UNLINK_ATTEMPTS = 2
 ARTIFACT_LABELS = (("token", TOKEN_SUFFIX), ("registration", REGISTRATION_SUFFIX))
-_DEFAULT_PORTS = {"http": 80, "https": 443}
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
 _PROVABLE_HOST = re.compile(r"[a-z0-9._-]+")
 _PROVABLE_PATH = re.compile(r"[\x21-\x7e]*")
@@ -77,7 +77,7 @@ def normalized_endpoint(value: Any) -> str | None:
     text = value.strip()
     if not text:
         return None
-    split = _split(text)
+    split = split_url(text)
     if split is None:
         return None
     parts, port, hostname = split
@@ -85,13 +85,13 @@ def normalized_endpoint(value: Any) -> str | None:
     userinfo, at, _ = parts.netloc.rpartition("@")
     host = f"[{hostname}]" if ":" in hostname else hostname
     netloc = f"{userinfo}{at}{host}"
-    if port is not None and port != _DEFAULT_PORTS.get(scheme):
+    if port is not None and port != DEFAULT_PORTS.get(scheme):
         netloc += f":{port}"
     endpoint = f"{scheme}://{netloc}{parts.path.rstrip('/')}"
     return f"{endpoint}?{parts.query}" if parts.query else endpoint
 
 
-def _split(url: str) -> tuple[SplitResult, int | None, str] | None:
+def split_url(url: str) -> tuple[SplitResult, int | None, str] | None:
     """``urlsplit`` with its port and hostname, or None when there is no scheme, no host or a bad port."""
     try:
         parts = urlsplit(url)
@@ -112,7 +112,7 @@ def is_provable(url: str) -> bool | None:
     key keeps it). Outside that, WHATWG percent-decodes, IDNA-maps, folds ``\\``
     and removes dot segments, so the two hashes may differ either way.
     """
-    split = _split(url)
+    split = split_url(url)
     if split is None:
         return None
     parts, port, hostname = split

@@ -68,6 +68,7 @@ from kirocrew_connections.disconnect import normalized_endpoint
 from kirocrew_connections.metadata_check import (
     OriginOverrides,
     origin_override_option,
+    run_options,
     run_standalone,
     select_providers,
     utc_now_iso,
@@ -320,12 +321,8 @@ async def run_l1(providers: Sequence[Provider], entries: Mapping[str, ServerRow]
 
 
 @click.command("l1")
-@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=DEFAULT_REPORT, show_default=True, help="Where to write the JSON report.")
-@click.option("--concurrency", type=click.IntRange(min=1), default=DEFAULT_CONCURRENCY, show_default=True,
-              help="Providers smoked at once.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_TIMEOUT_SECS,
-              show_default=True, help="Seconds per request; a provider's whole budget is 3x this + 1.")
+@run_options(report=DEFAULT_REPORT, concurrency=DEFAULT_CONCURRENCY, timeout=DEFAULT_TIMEOUT_SECS,
+             at_once="Providers smoked at once.")
 @click.option("--min-exercised", type=click.IntRange(min=0), default=0, show_default=True,
               help="Fail (vacuous) unless at least N providers were exercised (not SKIPPED).")
 @click.option("--slug", "slugs", multiple=True, help="Only this provider (repeatable).")

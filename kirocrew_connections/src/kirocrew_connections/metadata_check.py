@@ -49,6 +49,8 @@ from urllib.parse import urlsplit
 
 import click
 
+from kirocrew_connections.disconnect import DEFAULT_PORTS, split_url
+
 if TYPE_CHECKING:
     from kirocrew_connections.registry import Provider
 
@@ -134,6 +136,25 @@ def origin_override_option(function: _F) -> _F:
         metavar="ORIGIN=URL",
         help="Send requests for ORIGIN to URL instead (a mirror or a test fixture); listed in the report.",
     )(function)
+
+
+def run_options(*, report: str, concurrency: int, timeout: float, at_once: str) -> Callable[[_F], _F]:
+    """``--report``, ``--concurrency`` and ``--timeout`` of both L0 and L1 (each with its defaults)."""
+    options = (
+        click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
+                     default=report, show_default=True, help="Where to write the JSON report."),
+        click.option("--concurrency", type=click.IntRange(min=1), default=concurrency, show_default=True,
+                     help=at_once),
+        click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=timeout,
+                     show_default=True, help="Seconds per request; a provider's whole budget is 3x this + 1."),
+    )
+
+    def apply(function: _F) -> _F:
+        for option in reversed(options):
+            function = option(function)
+        return function
+
+    return apply
 
 
 def select_providers(slugs: Iterable[str] = (), pm: Any = None) -> tuple[Provider, ...]:
@@ -236,18 +257,13 @@ def as_metadata_url(issuer: str) -> str:
 
 
 def _origin_of(url: object) -> str | None:
-    if not isinstance(url, str):
+    split = split_url(url) if isinstance(url, str) else None
+    if split is None:
         return None
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return None
-    if not parts.scheme or not parts.hostname:
-        return None
-    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
+    parts, port, host = split
+    default = DEFAULT_PORTS.get(parts.scheme.lower())
     suffix = f":{port}" if port is not None and port != default else ""
-    return f"{parts.scheme.lower()}://{parts.hostname.lower()}{suffix}"
+    return f"{parts.scheme.lower()}://{host.lower()}{suffix}"
 
 
 def _public_https(value: object) -> bool:
@@ -530,12 +546,8 @@ def fatal_report(message: str) -> dict[str, Any]:
 
 
 @click.command("l0")
-@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=DEFAULT_REPORT, show_default=True, help="Where to write the JSON report.")
-@click.option("--concurrency", type=click.IntRange(min=1), default=DEFAULT_CONCURRENCY, show_default=True,
-              help="Providers probed at once.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_TIMEOUT_SECS,
-              show_default=True, help="Seconds per request; a provider's whole budget is 3x this + 1.")
+@run_options(report=DEFAULT_REPORT, concurrency=DEFAULT_CONCURRENCY, timeout=DEFAULT_TIMEOUT_SECS,
+             at_once="Providers probed at once.")
 @click.option("--state", "state_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Consecutive-failure state file: enables the drift gate.")
 @click.option("--drift-threshold", type=click.IntRange(min=1), default=DEFAULT_DRIFT_THRESHOLD,
