@@ -313,6 +313,22 @@ def test_draining_a_child_without_a_stderr_pipe_is_refused(spawned: list) -> Non
         proc.drain_stderr(child, None)
 
 
+# -- a short run to completion ------------------------------------------------
+
+
+def test_a_short_run_returns_its_exit_code_and_output_without_stdin() -> None:
+    code = "import sys; print(sys.stdin.read() == ''); sys.stderr.write('err'); sys.exit(3)"
+    done = proc.run(py(code), env=dict(os.environ), timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (3, b"True\n", b"err")
+
+
+def test_a_short_run_past_its_timeout_takes_its_whole_group_down() -> None:
+    with pytest.raises(subprocess.TimeoutExpired) as expired:
+        proc.run(py(LAUNCHER, READY + SLEEPER, "stay"), env=dict(os.environ), timeout=5)
+    grandchild = int(expired.value.output.split()[0])
+    assert not is_running(grandchild)
+
+
 # -- asyncio flavour -----------------------------------------------------------
 
 

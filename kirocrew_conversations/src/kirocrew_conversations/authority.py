@@ -21,12 +21,11 @@ from typing import TYPE_CHECKING, Any
 from kirocrew_core.contributions import AuthorityBackend
 
 from kirocrew_conversations.errors import conversation_error
+from kirocrew_conversations.vocabulary import UNRESTRICTED
 
 if TYPE_CHECKING:
     from kirocrew_core.acp_runtime import AcpOptions
 
-UNRESTRICTED = "unrestricted"
-AUTHORITY_NAMES = ("unrestricted", "read_only", "workspace_write")
 
 
 def unrestricted_options(options: AcpOptions, *, workspace: str) -> AcpOptions:

@@ -28,7 +28,7 @@ from kirocrew_core.errors import BadInputError, KirocrewError
 
 from kirocrew_conversations import limits
 from kirocrew_conversations.errors import conversation_error
-from kirocrew_conversations.tool_schemas import (
+from kirocrew_conversations.vocabulary import (
     ARCHIVE_FILTERS,
     AUTHORITIES,
     CONVERSATION_STATES,

@@ -12,13 +12,12 @@ import sqlite3
 from datetime import datetime, timezone
 
 from kirocrew_conversations.errors import conversation_error
+from kirocrew_conversations.vocabulary import RUN_STATUSES
 
-RUN_STATUSES = (
-    "queued", "running", "needs_attention",
-    "completed", "failed", "cancelled", "timed_out", "interrupted", "needs_attention_expired",
-)
-# Versions 1 and 2 knew these; v3 added needs_attention_expired.
+# Statuses are only appended, so each version's CHECK is a fixed prefix: versions 1 and 2 knew the
+# first eight; v3 added needs_attention_expired. A later status needs a new migration.
 _V1_STATUSES = RUN_STATUSES[:8]
+_V3_STATUSES = RUN_STATUSES[:9]
 
 
 def _runs_table(table: str, statuses: tuple[str, ...]) -> str:
@@ -120,7 +119,7 @@ _V2 = [
 # place); each conversation's slash-command allowlist; every kiro session id a conversation used, so
 # kiro_delete can remove kiro's own session files.
 _V3 = [
-    _runs_table("runs_v3", RUN_STATUSES),
+    _runs_table("runs_v3", _V3_STATUSES),
     "INSERT INTO runs_v3 SELECT * FROM runs",
     "DROP TABLE runs",
     "ALTER TABLE runs_v3 RENAME TO runs",

@@ -51,13 +51,12 @@ from kirocrew_conversations import limits, slash
 from kirocrew_conversations.errors import conversation_error
 from kirocrew_conversations.redact import redact_text
 from kirocrew_conversations.store import Conversation, ImageInput, Run, Settings, Store
+from kirocrew_conversations.vocabulary import DECISIONS
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# The one-shot decisions the spec allows; "always" options are never chosen on anyone's behalf.
-DECISIONS = ("allow_once", "reject_once")
 # After a cancel or deadline, how long the aborted turn may take to wind down before teardown.
 ABORT_GRACE_SECS = 2.0
 ERROR_DETAIL_MAX_CHARS = limits.ERROR_MESSAGE_MAX_CHARS

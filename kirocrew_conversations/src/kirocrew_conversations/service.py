@@ -35,7 +35,6 @@ from kirocrew_conversations.capabilities import CapabilityCache
 from kirocrew_conversations.errors import conversation_error
 from kirocrew_conversations.redact import redact_text, workspace_fingerprint
 from kirocrew_conversations.store import (
-    NONTERMINAL_STATUSES,
     Conversation,
     ImageInput,
     Run,
@@ -47,6 +46,7 @@ from kirocrew_conversations.store import (
     open_state,
 )
 from kirocrew_conversations.tool_schemas import validate_arguments
+from kirocrew_conversations.vocabulary import AUTHORITIES, EFFORTS, NONTERMINAL_STATUSES, UNRESTRICTED
 from kirocrew_conversations.views import (
     conversation_settings,
     decode_cursor,
@@ -182,14 +182,14 @@ class ConversationsService:
 
     def _authorities(self) -> dict[str, Any]:
         installed = authority.backends(self._pm)
-        installed.setdefault(authority.UNRESTRICTED, authority.UNRESTRICTED_BACKEND)
+        installed.setdefault(UNRESTRICTED, authority.UNRESTRICTED_BACKEND)
         return installed
 
     def _authority_report(self) -> list[dict[str, Any]]:
         """Each authority, whether it can run here and why not (a backend's first call preflights it)."""
         installed = self._authorities()
         return [{"name": name, "available": ok, "reason": reason}
-                for name in authority.AUTHORITY_NAMES for ok, reason in [authority.availability(name, installed)]]
+                for name in AUTHORITIES for ok, reason in [authority.availability(name, installed)]]
 
     def _require_authority(self, name: str) -> Any:
         return authority.require(name, self._authorities())
@@ -215,13 +215,13 @@ class ConversationsService:
             "modes": [m[: limits.AGENT_MODE_MAX_CHARS]
                       for m in (observed.modes if caps.modes is None else caps.modes)[: limits.CATALOG_MAX_ITEMS]],
             "defaultMode": caps.default_mode[: limits.AGENT_MODE_MAX_CHARS] if caps.default_mode else None,
-            "efforts": ["low", "medium", "high", "xhigh", "max"],
+            "efforts": list(EFFORTS),
             "acp": {"protocolVersion": caps.protocol_version, "loadSession": caps.load_session,
                     "sessionFork": caps.session_fork, "embeddedContext": caps.embedded_context},
             "prompt": {"images": caps.images},
             "slashCommands": list(self._slash_commands(caps)),
             "authorities": authorities,
-            "defaults": {"authority": authority.UNRESTRICTED, "workspaceMode": "shared",
+            "defaults": {"authority": UNRESTRICTED, "workspaceMode": "shared",
                          "maxWorkers": self.config.max_workers},
             "limits": {
                 "waitMaxTargets": limits.WAIT_MAX_TARGETS, "maxImages": limits.MAX_IMAGES,
@@ -329,7 +329,7 @@ class ConversationsService:
 
     async def _create_conversation(self, args: dict[str, Any], allowed: Sequence[str] = ()) -> Conversation:
         name, path = args["name"], args["workspace"]
-        self._require_authority(args.get("authority") or authority.UNRESTRICTED)
+        self._require_authority(args.get("authority") or UNRESTRICTED)
         if await self._db(self.store.name_in_use, name):
             raise conversation_error("conversation_name_taken", f"a conversation named {name!r} already exists")
         try:
@@ -352,7 +352,7 @@ class ConversationsService:
             # The settings a conversation is created with are its defaults: a follow-up must not quietly
             # run with another authority than the one the conversation was started under.
             return await self._db(self.store.create_conversation, name=name, workspace=workspace,
-                                  conversation_id=cid, authority=args.get("authority") or authority.UNRESTRICTED,
+                                  conversation_id=cid, authority=args.get("authority") or UNRESTRICTED,
                                   model=args.get("model"), effort=args.get("effort"), mode=args.get("mode"),
                                   allowed_commands=allowed)
         except BaseException:

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from kirocrew_conversations import migrations
 from kirocrew_conversations.errors import conversation_error
+from kirocrew_conversations.vocabulary import ACTIVE_STATUSES, NONTERMINAL_STATUSES, RUN_STATUSES, TERMINAL_STATUSES
 from kirocrew_conversations.state_paths import (
     StateDirOwnership,
     acquire_ownership,
@@ -37,10 +38,14 @@ BUSY_TIMEOUT_MS = 5000
 MAX_REPLY_BYTES = 256 * 1024
 MAX_EVENT_PAGE = 200
 
-TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "timed_out", "interrupted",
-                               "needs_attention_expired"})
-ACTIVE_STATUSES = frozenset({"running", "needs_attention"})
-NONTERMINAL_STATUSES = frozenset({"queued"}) | ACTIVE_STATUSES
+
+def _sql_set(statuses: frozenset[str]) -> str:
+    """A status set as an SQL ``IN`` list in lifecycle order (our own constants, never input)."""
+    return "(" + ", ".join(f"'{status}'" for status in sorted(statuses, key=RUN_STATUSES.index)) + ")"
+
+
+_UNFINISHED = _sql_set(NONTERMINAL_STATUSES)
+_ACTIVE = _sql_set(ACTIVE_STATUSES)
 
 ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
     # queued → failed covers a worker that could not start; queued → interrupted is restart recovery.
@@ -545,8 +550,8 @@ class Store:
         with self._write() as db:
             conv = self._get_conversation(db, conversation_id)
             active = db.execute(
-                "SELECT COUNT(*) FROM runs WHERE conversation_id = ? AND status IN ('queued', 'running',"
-                " 'needs_attention')", (conversation_id,)).fetchone()[0]
+                f"SELECT COUNT(*) FROM runs WHERE conversation_id = ? AND status IN {_UNFINISHED}",
+                (conversation_id,)).fetchone()[0]
             if active:
                 raise conversation_error("worktree_active", f"{active} run(s) are active or queued")
             if conversation_id in self._retiring:
@@ -560,7 +565,7 @@ class Store:
 
     def _refresh_conversation_state(self, db: sqlite3.Connection, conversation_id: str) -> None:
         busy = db.execute(
-            "SELECT 1 FROM runs WHERE conversation_id = ? AND status IN ('queued', 'running', 'needs_attention')"
+            f"SELECT 1 FROM runs WHERE conversation_id = ? AND status IN {_UNFINISHED}"
             " LIMIT 1", (conversation_id,),
         ).fetchone()
         db.execute(
@@ -631,7 +636,7 @@ class Store:
 
     def _next_queued(self, db: sqlite3.Connection, conversation_id: str) -> Run | None:
         active = db.execute(
-            "SELECT 1 FROM runs WHERE conversation_id = ? AND status IN ('running', 'needs_attention') LIMIT 1",
+            f"SELECT 1 FROM runs WHERE conversation_id = ? AND status IN {_ACTIVE} LIMIT 1",
             (conversation_id,),
         ).fetchone()
         if active:
@@ -720,7 +725,7 @@ class Store:
         """Mark every nonterminal run ``interrupted`` (a restarted server supervises none of them)."""
         with self._write() as db:
             rows = db.execute(
-                "SELECT * FROM runs WHERE status IN ('queued', 'running', 'needs_attention')"
+                f"SELECT * FROM runs WHERE status IN {_UNFINISHED}"
                 " ORDER BY conversation_id, seq"
             ).fetchall()
             for row in rows:
@@ -792,7 +797,7 @@ class Store:
         with self._read() as db:
             return int(db.execute(
                 "SELECT COUNT(*) FROM runs WHERE conversation_id = ? AND seq < ?"
-                " AND status IN ('queued', 'running', 'needs_attention')", (run.conversation_id, run.seq),
+                f" AND status IN {_UNFINISHED}", (run.conversation_id, run.seq),
             ).fetchone()[0])
 
     @quick_read
@@ -800,7 +805,7 @@ class Store:
         """The conversation's queued and active runs, FIFO order."""
         with self._read() as db:
             rows = db.execute(
-                "SELECT * FROM runs WHERE conversation_id = ? AND status IN ('queued', 'running', 'needs_attention')"
+                f"SELECT * FROM runs WHERE conversation_id = ? AND status IN {_UNFINISHED}"
                 " ORDER BY seq", (conversation_id,),
             ).fetchall()
         return [_run(r) for r in rows]

@@ -17,27 +17,24 @@ from functools import lru_cache
 from typing import Any
 
 from kirocrew_conversations import limits as L
+from kirocrew_conversations.vocabulary import (
+    ARCHIVE_FILTERS,
+    AUTHORITIES,
+    CONVERSATION_STATES,
+    DECISIONS,
+    DELIVERIES,
+    EFFORTS,
+    EVENT_KINDS,
+    MERGE_STATES,
+    RUN_STATUSES,
+    WAIT_MODES,
+    WORKSPACE_MODES,
+)
 from kirocrew_core.errors import BadInputError, KirocrewError
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
-AUTHORITIES = ("unrestricted", "read_only", "workspace_write")
-EFFORTS = ("low", "medium", "high", "xhigh", "max")  # kiro-cli --effort values
-WORKSPACE_MODES = ("shared", "worktree")
-WAIT_MODES = ("any", "all")
-DELIVERIES = ("queue", "interrupt")
-DECISIONS = ("allow_once", "reject_once")
-# The store's vocabulary (store.py); "retired" is an archived conversation whose worktree was cleaned up.
-RUN_STATUSES = (
-    "queued", "running", "needs_attention", "completed", "failed", "cancelled", "timed_out", "interrupted",
-    "needs_attention_expired",
-)
-TERMINAL_RUN_STATUSES = ("completed", "failed", "cancelled", "timed_out", "interrupted", "needs_attention_expired")
 ALLOWED_SLASH_COMMANDS_MAX = 32
-CONVERSATION_STATES = ("idle", "active", "archived", "retired")
-ARCHIVE_FILTERS = ("active", "archived", "all")
-EVENT_KINDS = ("phase", "plan", "tool", "permission", "usage", "config", "message", "error")
-MERGE_STATES = ("integrated", "unintegrated", "conflicted", "unknown")
 
 _ID_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9_-]{{0,{L.ID_MAX_CHARS - 1}}}$"
 _NAME_PATTERN = rf"^[a-z0-9][a-z0-9._-]{{0,{L.NAME_MAX_CHARS - 1}}}$"

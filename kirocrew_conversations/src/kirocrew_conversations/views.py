@@ -17,9 +17,7 @@ from kirocrew_conversations import limits
 from kirocrew_conversations.errors import CATALOGUE, conversation_error
 from kirocrew_conversations.redact import redact_text, workspace_label
 from kirocrew_conversations.store import Conversation, Event, PermissionRequest, Run
-from kirocrew_conversations.tool_schemas import EFFORTS
-
-FAILURE_STATUSES = frozenset({"failed", "timed_out", "interrupted", "needs_attention_expired"})
+from kirocrew_conversations.vocabulary import DECISIONS, EFFORTS, FAILURE_STATUSES
 
 
 def workspace_identity(conversation: Conversation) -> dict[str, Any]:
@@ -58,7 +56,7 @@ def attention_of(run: Run, permissions: list[PermissionRequest]) -> dict[str, An
         "permissionRequestId": request.id,
         "toolName": tool,
         "title": f"Kiro asks to use {tool}" if tool else "Kiro asks to use a tool",
-        "options": [o for o in request.options if o in ("allow_once", "reject_once")],
+        "options": [o for o in request.options if o in DECISIONS],
         "requestedAt": request.created_at,
     }
 
@@ -114,7 +112,7 @@ def event_view(event: Event) -> dict[str, Any] | None:
         out |= {"kind": "plan", "summary": f"plan with {int(p.get('entries', 0))} entries"}
     elif kind == "permission_requested":
         out |= {"kind": "permission", "summary": "permission requested", "permissionRequestId": p["permissionId"],
-                "options": [o for o in p.get("options", []) if o in ("allow_once", "reject_once")]}
+                "options": [o for o in p.get("options", []) if o in DECISIONS]}
         if p.get("toolName"):
             out["toolName"] = str(p["toolName"])[:128]
     elif kind == "permission_decided":

@@ -99,16 +99,10 @@ def _run_probe(path: Path, args: Sequence[str], timeout: float) -> subprocess.Co
     from kirocrew_core import proc
 
     argv = [str(path), *args]
-    child = proc.spawn(argv, env=dict(os.environ), stdin=proc.DEVNULL)
     try:
-        stdout, stderr = child.communicate(timeout=timeout)
+        return proc.run(argv, env=dict(os.environ), timeout=timeout, reason="probe")
     except subprocess.TimeoutExpired as exc:
-        proc.terminate(child, reason="probe timed out")
         raise KiroCliError(f"{' '.join(argv)} did not answer in {timeout:g}s", code="kiro_cli_timeout") from exc
-    except BaseException:
-        proc.terminate(child, reason="probe interrupted")
-        raise
-    return subprocess.CompletedProcess(argv, child.returncode, stdout, stderr)
 
 
 def _stderr_excerpt(done: subprocess.CompletedProcess[bytes]) -> str:

@@ -134,6 +134,23 @@ def spawn(
     return proc
 
 
+def run(
+    argv: Sequence[str | os.PathLike[str]], *, env: Mapping[str, str], timeout: float, reason: str = "",
+) -> subprocess.CompletedProcess[bytes]:
+    """Run ``argv`` to completion (no stdin, output captured) as :func:`spawn` starts it.
+
+    Past ``timeout`` or interrupted, the whole group is torn down before the error
+    (:class:`subprocess.TimeoutExpired`, say) propagates: a short probe never leaves a child behind.
+    """
+    child = spawn(argv, env=env, stdin=DEVNULL)
+    try:
+        stdout, stderr = child.communicate(timeout=timeout)
+    except BaseException:
+        terminate(child, reason=f"{reason or 'a short run'} did not finish")
+        raise
+    return subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
+
+
 async def spawn_async(
     argv: Sequence[str | os.PathLike[str]],
     *,

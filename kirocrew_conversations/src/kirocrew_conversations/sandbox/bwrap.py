@@ -25,14 +25,21 @@ import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from kirocrew_core import home
+from kirocrew_core import home, proc
+from kirocrew_core.errors import KirocrewError
+from kirocrew_core.kiro import require_kiro_cli
 
 from kirocrew_conversations.errors import conversation_error
 from kirocrew_conversations.redact import redact_text
 from kirocrew_conversations.sandbox.common import failure_text, restricted_backends
-from kirocrew_conversations.sandbox.policy import MODES, SandboxPolicy, build_policy, prepare
+from kirocrew_conversations.sandbox.policy import SandboxPolicy, build_policy, prepare
+from kirocrew_conversations.vocabulary import READ_ONLY
+
+if TYPE_CHECKING:
+    from kirocrew_core.acp_runtime import AcpOptions
+    from kirocrew_core.contributions import AuthorityBackend
 
 PRIVATE_TMP = "/tmp"
 PREFLIGHT_TIMEOUT_SECS = 20.0
@@ -91,13 +98,17 @@ class BwrapBackend:
                 self._verdict = (path, self._preflight(path))
             return self._verdict[1]
 
+    @staticmethod
+    def _run(argv: list[str]) -> subprocess.CompletedProcess[bytes]:
+        return proc.run(argv, env=dict(os.environ), timeout=PREFLIGHT_TIMEOUT_SECS, reason="bwrap preflight")
+
     def _preflight(self, bwrap: str | None) -> tuple[bool, str]:
         if bwrap is None:
             return False, "bubblewrap (bwrap) is not installed or not on PATH"
         with tempfile.TemporaryDirectory(prefix="kirocrew-preflight-") as scratch:
             workspace = Path(scratch) / "workspace"
             workspace.mkdir()
-            policy = build_policy(MODES[0], workspace)
+            policy = build_policy(READ_ONLY, workspace)
             prefix = launcher(bwrap, policy)
             outside = home.user_home() / f".kirocrew-sandbox-probe-{os.getpid()}"
             probe = (f'touch "{workspace}/probe" 2>/dev/null && exit 11; '
@@ -105,12 +116,11 @@ class BwrapBackend:
                      'mount -o remount,rw / 2>/dev/null && exit 13; '
                      f'touch "{PRIVATE_TMP}/probe" || exit 14; exit 0')
             try:
-                noop = subprocess.run([*prefix, "true"], capture_output=True, timeout=PREFLIGHT_TIMEOUT_SECS)
+                noop = self._run([*prefix, "true"])
                 if noop.returncode != 0:
                     return False, failure_text("a sandboxed no-op failed", noop)
-                confined = subprocess.run([*prefix, "/bin/sh", "-c", probe], capture_output=True,
-                                          timeout=PREFLIGHT_TIMEOUT_SECS)
-            except (OSError, subprocess.TimeoutExpired) as exc:
+                confined = self._run([*prefix, "/bin/sh", "-c", probe])
+            except (KirocrewError, subprocess.TimeoutExpired) as exc:  # spawn failure, timeout
                 return False, redact_text(f"bubblewrap did not run: {type(exc).__name__}: {exc}")
             finally:
                 if outside.exists():
@@ -121,7 +131,7 @@ class BwrapBackend:
             return False, what.get(confined.returncode, failure_text("the confinement self-test failed", confined))
         return True, ""
 
-    def factory(self, options: Any, *, workspace: str, mode: str) -> Any:
+    def factory(self, options: AcpOptions, *, workspace: str, mode: str) -> AcpOptions:
         """``options`` wrapped in the sandbox for ``mode``; ``authority_unavailable`` if it cannot be set up."""
         ok, reason = self.available()
         bwrap = shutil.which("bwrap")
@@ -129,8 +139,6 @@ class BwrapBackend:
             raise conversation_error("authority_unavailable", f"authority {mode} is unavailable: {reason}")
         policy = build_policy(mode, workspace)
         prepare(policy)
-        from kirocrew_core.kiro import require_kiro_cli
-
         binary = Path(require_kiro_cli(options.binary))
         return dataclasses.replace(options, launcher=launcher(bwrap, policy, visible=installation(binary)),
                                    trust_all_tools=False, trust_tools=policy.pretrusted_tools)
@@ -154,7 +162,7 @@ def installation(binary: Path) -> list[Path]:
 BACKEND = BwrapBackend()
 
 
-def authority_backends() -> list[Any]:
+def authority_backends() -> list[AuthorityBackend]:
     """``read_only`` and ``workspace_write`` on Linux, both served by one preflighted bwrap backend."""
     descriptions = {
         "read_only": "bubblewrap sandbox: read-only host and workspace, private /tmp, kiro's own dirs writable, "

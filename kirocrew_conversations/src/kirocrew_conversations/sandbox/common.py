@@ -10,7 +10,7 @@ from typing import Any
 from kirocrew_core.contributions import AuthorityBackend
 
 from kirocrew_conversations.redact import redact_text
-from kirocrew_conversations.sandbox.policy import MODES
+from kirocrew_conversations.vocabulary import SANDBOXED_AUTHORITIES
 
 
 def failure_text(what: str, done: subprocess.CompletedProcess[bytes]) -> str:
@@ -24,4 +24,4 @@ def restricted_backends(backend: Any, descriptions: Mapping[str, str],
     """``read_only`` and ``workspace_write``, both served by one preflighted ``backend``."""
     return [AuthorityBackend(name=mode, description=descriptions[mode], available=backend.available,
                              factory=functools.partial(backend.factory, mode=mode), platforms=platforms)
-            for mode in MODES]
+            for mode in SANDBOXED_AUTHORITIES]

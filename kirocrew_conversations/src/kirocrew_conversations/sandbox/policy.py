@@ -20,9 +20,7 @@ from pathlib import Path
 
 from kirocrew_core import home
 
-READ_ONLY = "read_only"
-WORKSPACE_WRITE = "workspace_write"
-MODES = (READ_ONLY, WORKSPACE_WRITE)
+from kirocrew_conversations.vocabulary import READ_ONLY, SANDBOXED_AUTHORITIES, WORKSPACE_WRITE
 
 # Tools kiro may use without asking under a restricted authority: reads only. Everything else
 # (writes, shell, MCP tools) surfaces as needs_attention with one-shot decisions.
@@ -73,7 +71,7 @@ def agent_dirs(platform: str = sys.platform) -> tuple[Path, ...]:
 
 def build_policy(mode: str, workspace: str | os.PathLike[str], platform: str = sys.platform) -> SandboxPolicy:
     """The policy for one run of ``mode`` in ``workspace`` (absolute)."""
-    if mode not in MODES:
+    if mode not in SANDBOXED_AUTHORITIES:
         raise ValueError(f"not a restricted authority: {mode!r}")
     ws = Path(os.path.realpath(workspace))
     kiro = home.kiro_home()

@@ -39,10 +39,13 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kirocrew_core import proc
+
 from kirocrew_conversations.errors import conversation_error
 from kirocrew_conversations.redact import redact_text
 from kirocrew_conversations.sandbox.common import failure_text, restricted_backends
-from kirocrew_conversations.sandbox.policy import READ_ONLY, SandboxPolicy, build_policy, prepare
+from kirocrew_conversations.sandbox.policy import SandboxPolicy, build_policy, prepare
+from kirocrew_conversations.vocabulary import READ_ONLY
 
 if TYPE_CHECKING:
     from kirocrew_core.acp_runtime import AcpOptions
@@ -300,15 +303,7 @@ class SeatbeltBackend:
             return self._verdict
 
     def _run(self, argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
-        from kirocrew_core import proc
-
-        child = proc.spawn(argv, env=env, stdin=proc.DEVNULL)
-        try:
-            stdout, stderr = child.communicate(timeout=PREFLIGHT_TIMEOUT_SECS)
-        except BaseException:
-            proc.terminate(child, reason="seatbelt preflight did not finish")
-            raise
-        return subprocess.CompletedProcess(argv, child.returncode, stdout, stderr)
+        return proc.run(argv, env=env, timeout=PREFLIGHT_TIMEOUT_SECS, reason="seatbelt preflight")
 
     def _preflight(self) -> tuple[bool, str]:
         with tempfile.TemporaryDirectory(prefix="kirocrew-seatbelt-preflight-") as scratch:

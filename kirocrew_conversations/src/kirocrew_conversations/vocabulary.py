@@ -1,0 +1,46 @@
+"""The Conversations MCP's words, in one place: run statuses, decisions, authorities, efforts, states.
+
+The store's state machine, the database's CHECK constraint, the tool schemas, the CLI's choices and
+the event views all read these names, so a status or an option is added in one place. Run statuses
+are only ever appended (a migration's CHECK lists a prefix of them).
+"""
+
+from __future__ import annotations
+
+# -- runs -----------------------------------------------------------------------------------------
+# queued → running ⇄ needs_attention → one terminal status (store.py keeps the transitions).
+RUN_STATUSES = (
+    "queued", "running", "needs_attention", "completed", "failed", "cancelled", "timed_out", "interrupted",
+    # A permission request went unanswered past the attention deadline (schema v3).
+    "needs_attention_expired",
+)
+TERMINAL_RUN_STATUSES = ("completed", "failed", "cancelled", "timed_out", "interrupted", "needs_attention_expired")
+TERMINAL_STATUSES = frozenset(TERMINAL_RUN_STATUSES)
+ACTIVE_STATUSES = frozenset({"running", "needs_attention"})
+NONTERMINAL_STATUSES = frozenset({"queued"}) | ACTIVE_STATUSES
+# Terminal statuses an event view reports as an error (a cancel is the caller's own doing).
+FAILURE_STATUSES = frozenset({"failed", "timed_out", "interrupted", "needs_attention_expired"})
+
+# -- permissions ------------------------------------------------------------------------------------
+# The one-shot decisions the spec allows; "always" options are never chosen on anyone's behalf.
+DECISIONS = ("allow_once", "reject_once")
+
+# -- run settings -----------------------------------------------------------------------------------
+UNRESTRICTED = "unrestricted"
+READ_ONLY = "read_only"
+WORKSPACE_WRITE = "workspace_write"
+AUTHORITIES = (UNRESTRICTED, READ_ONLY, WORKSPACE_WRITE)
+SANDBOXED_AUTHORITIES = (READ_ONLY, WORKSPACE_WRITE)
+EFFORTS = ("low", "medium", "high", "xhigh", "max")  # kiro-cli --effort values
+WORKSPACE_MODES = ("shared", "worktree")
+DELIVERIES = ("queue", "interrupt")
+WAIT_MODES = ("any", "all")
+
+# -- conversations ----------------------------------------------------------------------------------
+# "retired" is an archived conversation whose worktree was cleaned up.
+CONVERSATION_STATES = ("idle", "active", "archived", "retired")
+ARCHIVE_FILTERS = ("active", "archived", "all")
+MERGE_STATES = ("integrated", "unintegrated", "conflicted", "unknown")
+# The kinds a client sees in kiro_events (views.event_view maps stored events onto them; slash
+# commands, mode and settings changes are "config").
+EVENT_KINDS = ("phase", "plan", "tool", "permission", "usage", "config", "message", "error")
