@@ -3,7 +3,8 @@
 Status, events and error messages never carry absolute paths (they reveal user
 names and project layout) — only a workspace's last path component and a hash —
 nor secrets an external tool may echo (URL credentials, ``token=...``, bearer
-tokens, AWS access key ids).
+tokens, and the credential shapes of :mod:`kirocrew_core.redaction`: AWS access key ids,
+GitHub and Slack tokens, JWTs, private keys).
 """
 
 from __future__ import annotations
@@ -12,16 +13,16 @@ import hashlib
 import os
 import re
 
+from kirocrew_core.redaction import SECRET_NAME_PATTERN, SECRET_VALUE_PATTERNS
+
 from kirocrew_conversations import limits
 
 # An absolute path: a "/" not preceded by a word character, dot or another path character.
 _ABSOLUTE_PATH = re.compile(r"(?<![\w./~-])(?:~|/)[^\s'\"`,;:()<>\[\]{}]*")
 _URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s@]+@")
 _SECRET_ASSIGNMENT = re.compile(
-    r"(?i)\b([\w.-]*(?:token|secret|password|passwd|api[_-]?key|credential|authorization)[\w.-]*)"
-    r"(\s*[=:]\s*)(?:bearer\s+)?[^\s'\",;]+")
+    rf"(?i)\b([\w.-]*(?:{SECRET_NAME_PATTERN})[\w.-]*)(\s*[=:]\s*)(?:bearer\s+)?[^\s'\",;]+")
 _BEARER = re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]+")
-_AWS_KEY_ID = re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")
 
 
 def redact_text(text: str, limit: int = limits.ERROR_MESSAGE_MAX_CHARS) -> str:
@@ -29,7 +30,8 @@ def redact_text(text: str, limit: int = limits.ERROR_MESSAGE_MAX_CHARS) -> str:
     text = _URL_CREDENTIALS.sub("<redacted>@", text)
     text = _SECRET_ASSIGNMENT.sub(r"\1\2<redacted>", text)
     text = _BEARER.sub("Bearer <redacted>", text)
-    text = _AWS_KEY_ID.sub("<redacted>", text)
+    for pattern in SECRET_VALUE_PATTERNS:
+        text = pattern.sub("<redacted>", text)
     return _ABSOLUTE_PATH.sub("<path>", text)[:limit]
 
 

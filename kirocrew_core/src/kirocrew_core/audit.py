@@ -38,7 +38,7 @@ write, on first use only.) An anchor that cannot be replaced raises
 I/O: a coroutine calls :func:`record` through ``asyncio.to_thread``.
 
 Secrets never reach the log: values under secret-looking keys (token, password,
-cookie, ...) are replaced with ``"[redacted]"``, at any depth, before anything
+cookie, ...: :func:`kirocrew_core.redaction.is_secret_name`) are replaced with ``"[redacted]"``, at any depth, before anything
 is written.
 """
 
@@ -63,6 +63,7 @@ from kirocrew_core import home
 from kirocrew_core.errors import BadInputError, KirocrewError, MalformedFileError, UnreadableFileError
 from kirocrew_core.jsonfile import ReadState, read_json, write_json_atomic
 from kirocrew_core.locks import named_lock
+from kirocrew_core.redaction import is_secret_name
 
 KEY_BYTES = 32
 KEY_FILE_MODE = 0o600
@@ -88,24 +89,6 @@ _MAX_ANCHOR_BYTES = 4096
 _ANCHOR_CATCH_UP_LINES = 1024
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
-# Substrings of a normalised key (lower case, "-" and " " as "_") whose value is a secret.
-_SECRET_KEY_PARTS = (
-    "token",
-    "secret",
-    "password",
-    "passwd",
-    "passphrase",
-    "authorization",
-    "cookie",
-    "api_key",
-    "apikey",
-    "code_verifier",
-    "refresh",
-    "credential",
-    "private_key",
-    "access_key",
-    "bearer",
-)
 _SECRET_VALUE = re.compile(r"^\s*(bearer|basic)\s+\S", re.IGNORECASE)
 
 #: Why :func:`verify` stopped, by reason code.
@@ -126,11 +109,6 @@ BREAK_REASONS = {
 
 
 # -- fields -----------------------------------------------------------------
-
-
-def _is_secret_key(key: str) -> bool:
-    normal = key.lower().replace("-", "_").replace(" ", "_")
-    return any(part in normal for part in _SECRET_KEY_PARTS)
 
 
 def _clean(value: Any, where: str, depth: int = 0) -> Any:
@@ -165,7 +143,7 @@ def _clean(value: Any, where: str, depth: int = 0) -> Any:
 def _clean_item(key: str, value: Any, where: str, depth: int) -> Any:
     # A bool or null cannot carry a secret, and "token_present": true is the kind
     # of fact the SEL exists to record.
-    if _is_secret_key(key) and not (value is None or isinstance(value, bool)):
+    if is_secret_name(key) and not (value is None or isinstance(value, bool)):
         return REDACTED
     return _clean(value, where, depth)
 

@@ -10,8 +10,9 @@ import cycle. :mod:`kirocrew_mcp.probe` re-exports every public name here, so
 - ``Handshake`` and ``run_handshake(request, notify)``: initialize (with one
   protocol fallback), ``notifications/initialized``, ``tools/list`` (all pages).
 - Redaction: ``redact``, ``finish_error``; placeholders: ``expand_placeholders``,
-  ``has_placeholder``; ``is_credential_name`` marks a variable whose value never
-  feeds a header that leaves the machine.
+  ``has_placeholder``; ``is_credential_name`` (core's secret vocabulary,
+  :mod:`kirocrew_core.redaction`) marks a variable whose value never feeds a
+  header that leaves the machine.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
+
+from kirocrew_core.redaction import is_credential_name as is_credential_name  # re-exported for both transports
 
 STATUS_UNKNOWN = "unknown"
 STATUS_OK = "ok"
@@ -49,11 +52,6 @@ MIN_REDACTED_CHARS = 4
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _PLACEHOLDER = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}")
 _BEARER_VALUE = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{4,}")
-# Names whose value is a credential: these never feed a header that leaves the machine.
-_CREDENTIAL_NAME = re.compile(
-    r"TOKEN|SECRET|PASSW(?:OR)?D|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|SESSION|APIKEY|API_KEY|PRIVATE"
-    r"|ACCESS_KEY|(?:^|_)KEY(?:$|_)|(?:^|_)PAT(?:$|_)|^KIROCREW_"
-)
 
 
 @dataclass(frozen=True)
@@ -112,11 +110,6 @@ def is_remote(spec: Mapping[str, Any]) -> bool:
     command = spec.get("command")
     has_command = isinstance(command, str) and bool(command.strip())
     return not has_command and isinstance(spec.get("url"), str) and bool(spec["url"].strip())
-
-
-def is_credential_name(name: str) -> bool:
-    """Whether an environment variable's name marks its value as a credential."""
-    return bool(_CREDENTIAL_NAME.search(name.upper().replace("-", "_")))
 
 
 def expand_placeholders(value: str, source: Mapping[str, str]) -> tuple[str, list[str]]:
