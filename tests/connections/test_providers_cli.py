@@ -34,3 +34,21 @@ def test_providers_all_includes_the_hidden_vendor_pending_providers(kirocrew):
     assert len(rows) == 29
     assert sorted(r["slug"] for r in rows if r["visibility"] == "hidden") == ["canva", "dropbox", "figma", "square"]
     assert all(r["tier"] == 3 for r in rows if r["visibility"] == "hidden")
+
+
+def test_connections_help_lists_its_subcommands_without_importing_them():
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from kirocrew_core.cli import main\n"
+        "from kirocrew_connections.cli import SUBCOMMANDS\n"
+        "try:\n    main(['connections', '--help'])\nexcept SystemExit:\n    pass\n"
+        "modules = {target.partition(':')[0] for target, _help in SUBCOMMANDS.values()}\n"
+        "print('LOADED=' + ','.join(sorted(m for m in modules if m in sys.modules)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "providers  List the connection providers and their state." in done.stdout
+    assert done.stdout.strip().endswith("LOADED="), done.stdout[-300:]

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
-
 import click
+
+from kirocrew_core.cli import LazyGroup
 
 # name -> ("module:attribute", short help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -15,22 +14,6 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-class _LazyGroup(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(SUBCOMMANDS)
-
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name not in SUBCOMMANDS:
-            return None
-        module, _, attribute = SUBCOMMANDS[name][0].partition(":")
-        command: Any = getattr(import_module(module), attribute)
-        return command
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        with formatter.section("Commands"):
-            formatter.write_dl([(name, SUBCOMMANDS[name][1]) for name in sorted(SUBCOMMANDS)])
-
-
-@click.group("connections", cls=_LazyGroup)
+@click.group("connections", cls=LazyGroup, lazy_commands=SUBCOMMANDS)
 def connections() -> None:
     """Third-party accounts through OAuth MCP servers; kirocrew never holds a credential."""

@@ -3,12 +3,14 @@
 ``kirocrew --help`` must stay cheap (no SDK imports), so core commands and plugin
 command groups are named here with their import path and short help, and the
 module is imported only when the command actually runs (kedro's ``LazyGroup``).
+:class:`LazyGroup` is public: a plugin's own command group loads its subcommands the same way.
 """
 
 from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import Mapping
 from importlib import import_module
 from typing import Any
 
@@ -27,7 +29,8 @@ CORE_COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _import_target(target: str) -> click.Command:
+def import_command(target: str) -> click.Command:
+    """The click command at ``target`` (``"module:attribute"``), importing its module now."""
     module_name, _, attribute = target.partition(":")
     command = getattr(import_module(module_name), attribute)
     if not isinstance(command, click.Command):
@@ -35,12 +38,52 @@ def _import_target(target: str) -> click.Command:
     return command
 
 
-class KirocrewCLI(click.Group):
+class LazyGroup(click.Group):
+    """A click group whose subcommands are named by import path and short help, imported only when run.
+
+    ``lazy_commands`` maps a name to ``("module:attribute", short help)``; ``--help`` lists them from
+    that map alone, so listing a group never imports what its commands need.
+    """
+
+    def __init__(self, *args: Any, lazy_commands: Mapping[str, tuple[str, str]] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lazy: dict[str, tuple[str, str]] = dict(lazy_commands or {})
+
+    def add_lazy_command(self, name: str, target: str, short_help: str = "") -> None:
+        """Add ``name`` whose command is ``target`` (``"module:attr"``), imported only when run."""
+        self._lazy[name] = (target, short_help)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | set(self._lazy))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        if cmd_name in self._lazy:
+            return import_command(self._lazy[cmd_name][0])
+        return None
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in self.commands:
+                cmd = self.commands[name]
+                if cmd.hidden:
+                    continue
+                rows.append((name, cmd.get_short_help_str(formatter.width)))
+            else:
+                rows.append((name, self._lazy[name][1]))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+class KirocrewCLI(LazyGroup):
     """The root group plugins receive in ``register_commands(cli)``."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._lazy: dict[str, tuple[str, str]] = dict(CORE_COMMANDS)
+        super().__init__(*args, lazy_commands=CORE_COMMANDS, **kwargs)
         self._owners: dict[str, str] = {name: "kirocrew-core" for name in CORE_COMMANDS}
         self._plugins_loaded = False
         self._registering = "kirocrew-core"
@@ -50,7 +93,7 @@ class KirocrewCLI(click.Group):
     def add_lazy_command(self, name: str, target: str, short_help: str = "") -> None:
         """Add ``name`` whose command is ``target`` (``"module:attr"``), imported only when run."""
         if self._claim(name):
-            self._lazy[name] = (target, short_help)
+            super().add_lazy_command(name, target, short_help)
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         """Add an already-imported command (imports its module up front; prefer lazy)."""
@@ -89,30 +132,12 @@ class KirocrewCLI(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         self._load_plugin_commands()
-        return sorted(set(self.commands) | set(self._lazy))
+        return super().list_commands(ctx)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name not in self._lazy:
             self._load_plugin_commands()
-        if cmd_name in self.commands:
-            return self.commands[cmd_name]
-        if cmd_name in self._lazy:
-            return _import_target(self._lazy[cmd_name][0])
-        return None
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = []
-        for name in self.list_commands(ctx):
-            if name in self.commands:
-                cmd = self.commands[name]
-                if cmd.hidden:
-                    continue
-                rows.append((name, cmd.get_short_help_str(formatter.width)))
-            else:
-                rows.append((name, self._lazy[name][1]))
-        if rows:
-            with formatter.section("Commands"):
-                formatter.write_dl(rows)
+        return super().get_command(ctx, cmd_name)
 
 
 @click.group(
