@@ -278,3 +278,14 @@ def test_config_changes_are_recorded_in_the_security_event_log():
         ("config.unset", {"key": "governance.ceiling", "value": None}),
     ]
     assert audit.verify().ok
+
+
+def test_config_validates_ceiling_patterns_without_importing_governance_which_reads_it() -> None:
+    import ast
+    import inspect
+
+    from kirocrew_core import config as config_module
+
+    imported = {node.module for node in ast.walk(ast.parse(inspect.getsource(config_module)))
+                if isinstance(node, ast.ImportFrom)}
+    assert "kirocrew_core.governance" not in imported, "config <-> governance would be an import cycle"

@@ -37,9 +37,11 @@ import tomlkit
 from tomlkit.exceptions import ParseError, TOMLKitError
 from tomlkit.items import Comment, Table
 
-from kirocrew_core import home
-from kirocrew_core.errors import BadInputError, MalformedFileError, UnreadableFileError
+from kirocrew_core import audit, home
+from kirocrew_core.errors import BadInputError, KirocrewError, MalformedFileError, UnreadableFileError
 from kirocrew_core.jsonfile import write_bytes_atomic
+from kirocrew_core.locks import named_lock
+from kirocrew_core.tool_patterns import pattern_problem
 
 CONFIG_LOCK = "config"
 # config.toml is a few hundred bytes; anything this big is not one we wrote.
@@ -132,8 +134,6 @@ def int_range(low: int, high: int) -> Check:
 
 
 def _check_ceiling(value: Any) -> str | None:
-    from kirocrew_core.governance import pattern_problem
-
     for entry in value:
         problem = pattern_problem(entry)
         if problem:
@@ -427,9 +427,6 @@ def _write(path: Path, document: tomlkit.TOMLDocument, *, default_path: bool) ->
 
 def _audit_change(event: str, name: str, value: Any) -> None:
     """Config changes (the governance ceiling above all) are security events; log, never block."""
-    from kirocrew_core import audit
-    from kirocrew_core.errors import KirocrewError
-
     try:
         audit.record(event, actor="owner", key=name, value=value)
     except (KirocrewError, OSError) as exc:
@@ -442,8 +439,6 @@ def set_value(name: str, raw: str, path: str | Path | None = None) -> Any:
     Comments and formatting elsewhere in the file are kept. A malformed or
     invalid file is reported and left byte-identical.
     """
-    from kirocrew_core.locks import named_lock
-
     key = lookup_key(name)
     value = parse_raw(key, raw)
     target = _config_path(path)
@@ -475,8 +470,6 @@ def unset_value(name: str, path: str | Path | None = None) -> bool:
     When nothing is set the file is not rewritten. A table left with neither
     keys nor comments is removed with it.
     """
-    from kirocrew_core.locks import named_lock
-
     lookup_key(name)
     target = _config_path(path)
     with named_lock(CONFIG_LOCK):

@@ -27,18 +27,15 @@ nothing is auto-approved.
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections.abc import Iterable
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING
 
+from kirocrew_core.config import load_config
 from kirocrew_core.errors import KirocrewError
+from kirocrew_core.plugins import HookFailedError, KirocrewPluginManager, PluginWarning, call_hook, get_plugin_manager
+from kirocrew_core.tool_patterns import pattern_problem
 
-if TYPE_CHECKING:
-    from kirocrew_core.plugins import KirocrewPluginManager
-
-_PATTERN = re.compile(r"^@[^\s/@]+(/[^\s/]+)?$")
 _GLOB_CHARS = frozenset("*?[")
 
 
@@ -47,13 +44,6 @@ class CeilingUnavailableError(KirocrewError):
 
     code = "governance_ceiling_unavailable"
     exit_code = 1
-
-
-def pattern_problem(pattern: object) -> str | None:
-    """Why ``pattern`` is not a ceiling pattern, or ``None`` when it is one."""
-    if isinstance(pattern, str) and _PATTERN.match(pattern):
-        return None
-    return f"ceiling pattern must look like @server or @server/tool, got {pattern!r}"
 
 
 def _split(ref: str) -> tuple[str, str | None]:
@@ -91,8 +81,6 @@ def _contribution_problem(result: object) -> str | None:
 
 
 def _plugin_patterns(pm: KirocrewPluginManager) -> list[str]:
-    from kirocrew_core.plugins import HookFailedError, PluginWarning, call_hook
-
     # Fail closed, not the usual skip of a failing third-party plugin: a missing contribution must withhold.
     try:
         call = call_hook(pm, "governance_ceiling", on_error="fail_closed", check=_contribution_problem)
@@ -109,9 +97,6 @@ def ceiling_patterns(pm: KirocrewPluginManager | None = None) -> list[str]:
     unreadable config, :class:`CeilingUnavailableError` for a failing plugin)
     instead of returning a partial ceiling.
     """
-    from kirocrew_core.config import load_config
-    from kirocrew_core.plugins import get_plugin_manager
-
     patterns: list[str] = load_config().get("governance.ceiling")
     return patterns + _plugin_patterns(pm if pm is not None else get_plugin_manager())
 
