@@ -20,13 +20,7 @@ import pytest
 from kirocrew_core.acp_runtime import AcpOptions
 from kirocrew_core.errors import KirocrewError
 
-from kirocrew_conversations.sandbox.policy import (
-    READ_ONLY,
-    WORKSPACE_WRITE,
-    SandboxPolicy,
-    build_policy,
-    prepare,
-)
+from kirocrew_conversations.sandbox.policy import SandboxPolicy, build_policy, prepare
 from kirocrew_conversations.sandbox.seatbelt import (
     SANDBOX_EXEC,
     SeatbeltBackend,
@@ -37,6 +31,7 @@ from kirocrew_conversations.sandbox.seatbelt import (
     sbpl_string,
     seatbelt_argv,
 )
+from kirocrew_conversations.vocabulary import READ_ONLY, WORKSPACE_WRITE
 
 GOLDEN = Path(__file__).parent / "golden"
 FAKE_HOME = "/Users/u"

@@ -38,8 +38,8 @@ write, on first use only.) An anchor that cannot be replaced raises
 I/O: a coroutine calls :func:`record` through ``asyncio.to_thread``.
 
 Secrets never reach the log: values under secret-looking keys (token, password,
-cookie, ...: :func:`kirocrew_core.redaction.is_secret_name`) are replaced with ``"[redacted]"``, at any depth, before anything
-is written.
+cookie, ...: :func:`kirocrew_core.redaction.is_secret_name`) are replaced with
+``"[redacted]"``, at any depth, before anything is written.
 """
 
 from __future__ import annotations

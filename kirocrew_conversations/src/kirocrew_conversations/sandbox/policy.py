@@ -20,7 +20,7 @@ from pathlib import Path
 
 from kirocrew_core import home
 
-from kirocrew_conversations.vocabulary import READ_ONLY, SANDBOXED_AUTHORITIES, WORKSPACE_WRITE
+from kirocrew_conversations.vocabulary import SANDBOXED_AUTHORITIES, WORKSPACE_WRITE
 
 # Tools kiro may use without asking under a restricted authority: reads only. Everything else
 # (writes, shell, MCP tools) surfaces as needs_attention with one-shot decisions.
