@@ -408,3 +408,17 @@ def test_retiring_a_conversation_is_refused_while_runs_are_unfinished_and_blocks
     assert _code(twice) == "conversation_retiring"
     store.end_retiring(conv.id)
     assert store.enqueue_run(conv.id, "z").status == "queued"
+
+
+def test_every_run_status_of_the_vocabulary_is_in_the_state_machine_and_the_database_check() -> None:
+    from kirocrew_conversations import store as store_module
+    from kirocrew_conversations.vocabulary import RUN_STATUSES, TERMINAL_RUN_STATUSES
+
+    assert set(store_module.ALLOWED_TRANSITIONS) == set(RUN_STATUSES)
+    assert {s for s, nexts in store_module.ALLOWED_TRANSITIONS.items() if not nexts} == set(TERMINAL_RUN_STATUSES)
+    conn = sqlite3.connect(":memory:")
+    conn.execute("PRAGMA foreign_keys = ON")
+    migrations.migrate(conn)
+    check = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'runs'").fetchone()[0]
+    allowed = re.search(r"CHECK \(status IN \(([^)]*)\)\)", check).group(1)
+    assert tuple(re.findall(r"'([a-z_]+)'", allowed)) == RUN_STATUSES, "a new status needs a migration"
