@@ -50,11 +50,9 @@ _ACTIVE = _sql_set(ACTIVE_STATUSES)
 ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
     # queued → failed covers a worker that could not start; queued → interrupted is restart recovery.
     "queued": frozenset({"running", "cancelled", "failed", "interrupted"}),
-    "running": frozenset({"needs_attention", "completed", "failed", "cancelled", "timed_out", "interrupted",
-                          "needs_attention_expired"}),
-    # needs_attention_expired: a permission request went unanswered past the attention deadline.
-    "needs_attention": frozenset({"running", "failed", "cancelled", "timed_out", "interrupted",
-                                  "needs_attention_expired"}),
+    "running": frozenset({"needs_attention"}) | TERMINAL_STATUSES,
+    # A run waiting on a permission answer cannot complete; needs_attention_expired: the answer never came.
+    "needs_attention": frozenset({"running"}) | (TERMINAL_STATUSES - {"completed"}),
     **{status: frozenset() for status in TERMINAL_STATUSES},
 }
 
