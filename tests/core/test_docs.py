@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -57,3 +58,48 @@ def test_every_relative_link_in_the_docs_resolves(page):
         if "://" in target:
             continue
         assert (page.parent / target).exists(), f"{page.name} links to missing {target}"
+
+
+ARCHITECTURE = DOCS / "architecture.md"
+
+
+def _hook_table() -> dict[str, list[str]]:
+    """The architecture page's hook table: hook name → its cells (called from, policy, implementers)."""
+    section = ARCHITECTURE.read_text().split("\n## Hooks\n", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith("| `") and (name := re.match(r"`(\w+)`", cells[0])):
+            rows[name.group(1)] = cells[1:]
+    return rows
+
+
+def _declared_hooks() -> set[str]:
+    """Core's hooks and those the installed plugins add through ``addhooks``."""
+    import pluggy
+
+    pm = plugins.make_plugin_manager(env={})
+    return {name for name, caller in vars(pm.hook).items()
+            if isinstance(caller, pluggy.HookCaller) and caller.spec is not None}
+
+
+def test_every_hook_is_a_row_of_the_architecture_hook_table_and_every_row_a_hook():
+    assert set(_hook_table()) == _declared_hooks()
+
+
+def test_each_call_site_the_architecture_hook_table_names_calls_that_hook():
+    roots = [*REPO.glob("kirocrew_*/src"), *REPO.glob("kirocrew_plugins/*/src")]
+    sources = {path.relative_to(root): path for root in roots for path in root.rglob("*.py")}
+    for hook, (called_from, *_rest) in _hook_table().items():
+        if "no caller yet" in called_from:
+            continue
+        site = re.match(r"`([\w/]+\.py)`: `(?:\w+\.)?(\w+)`", called_from)
+        assert site, f"{hook}: name the call site as `package/module.py`: `function`"
+        path = sources.get(Path(site.group(1)))
+        assert path is not None, f"{hook}: {site.group(1)} is no module of the tree"
+        text = path.read_text()
+        bodies = [ast.get_source_segment(text, node) or "" for node in ast.walk(ast.parse(text))
+                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == site.group(2)]
+        assert bodies, f"{hook}: {site.group(1)} has no {site.group(2)}()"
+        assert any(f'"{hook}"' in body or f".hook.{hook}." in body for body in bodies), (
+            f"{hook}: {site.group(1)}: {site.group(2)}() does not call it")
