@@ -32,7 +32,7 @@ OPEN_EDITION = [
     "kirocrew_conversations",
     "kirocrew_plugins/computer",
 ]
-EXTRA_FOR_TESTS = ["kirocrew_plugins/companion"]
+EXTRA_FOR_TESTS = ["kirocrew_testing", "kirocrew_plugins/companion"]
 BUILD_TOOLS = ["hatchling>=1.25", "editables>=0.5"]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest_plugins = ["kirocrew_core.testing.fixtures", "kirocrew_core.testing.process_guard"]
+pytest_plugins = ["kirocrew_testing.fixtures", "kirocrew_testing.process_guard"]
 
 
 @pytest.fixture(autouse=True)

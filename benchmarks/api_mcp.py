@@ -41,7 +41,7 @@ def _write(path: Path, servers: dict[str, object]) -> None:
 
 
 def _setup(root: Path, total: int) -> dict[str, str]:
-    from kirocrew_core.testing.mcp_fixtures import stdio_server_argv
+    from kirocrew_testing.mcp_fixtures import stdio_server_argv
 
     user = root / "home"
     env = {**os.environ, "HOME": str(user), "KIRO_HOME": str(user / ".kiro"), "KIROCREW_HOME": str(root / "crew")}

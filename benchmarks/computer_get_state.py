@@ -68,7 +68,7 @@ def main() -> int:
     if reason:
         print(f"skipped: {reason}", file=sys.stderr)
         return 2
-    from kirocrew_core.testing.process_guard import become_subreaper
+    from kirocrew_testing.process_guard import become_subreaper
     from kirocrew_computer.x11.backend import X11Backend
 
     become_subreaper()

@@ -48,7 +48,7 @@ def _isolate(root: Path, init_delay: float) -> None:
     bin_dir = root / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "kiro-cli"
-    fake.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m kirocrew_core.testing.fake_kiro "$@"\n')
+    fake.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m kirocrew_testing.fake_kiro "$@"\n')
     fake.chmod(0o755)
     os.environ["KIRO_CLI_PATH"] = str(fake)
     os.environ["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
@@ -94,7 +94,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="kc-mint-bench-") as tmp:
         _isolate(Path(tmp), args.init_delay)
-        from kirocrew_core.testing.servers import OAUTH_MODULE, launch
+        from kirocrew_testing.servers import OAUTH_MODULE, launch
 
         from kirocrew_connections.registry import load_registry
 

@@ -32,7 +32,7 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as root:
         os.environ.update(HOME=root, KIRO_HOME=f"{root}/.kiro", KIROCREW_HOME=f"{root}/.kiro/crew")
-        from kirocrew_core.testing.mcp_fixtures import stdio_server_argv
+        from kirocrew_testing.mcp_fixtures import stdio_server_argv
         from kirocrew_mcp.probe import probe_server
         from kirocrew_mcp.probe_cache import ProbeCache, probe_all
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from kirocrew_core import proc
-from kirocrew_core.testing.requirements import unavailable
+from kirocrew_testing.requirements import unavailable
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 FIXTURE_APP = Path(__file__).with_name("fixture_app.py")
@@ -203,7 +203,7 @@ def desktop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Desktop]:
     reason = missing()
     if reason:
         unavailable(reason)
-    from kirocrew_core.testing.process_guard import become_subreaper
+    from kirocrew_testing.process_guard import become_subreaper
 
     become_subreaper()  # so D-Bus-activated orphans stay ours to reap
     with running_desktop(tmp_path_factory.mktemp("desktop")) as running:

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fake_desktop import audit_records, runner_argv, write_keystone  # noqa: E402
 
 from kirocrew_core import home  # noqa: E402
-from kirocrew_core.testing.fixtures import kirocrew_argv  # noqa: E402
+from kirocrew_testing.fixtures import kirocrew_argv  # noqa: E402
 
 ON = {"enabled": True, "allowed_apps": [], "extra_denied_apps": []}
 HANDSHAKE_SECS = 60

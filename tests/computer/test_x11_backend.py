@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from kirocrew_core.testing.requirements import unavailable
+from kirocrew_testing.requirements import unavailable
 
 from kirocrew_computer.backend import BackendError, Node, WindowState
 from kirocrew_computer.x11.backend import BACKEND_SPEC, SYSTEM_PYTHON, X11Backend

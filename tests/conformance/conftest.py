@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from kirocrew_core.testing.requirements import unavailable
+from kirocrew_testing.requirements import unavailable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kirocrew_core.testing.fixtures import kirocrew_argv
+from kirocrew_testing.fixtures import kirocrew_argv
 
 from kirocrew_conversations.tool_schemas import TOOLS
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from kirocrew_core.contributions import RegistryLoader
-from kirocrew_core.testing.plugins import register_plugin
-from kirocrew_core.testing.servers import LaunchedServer, launch
+from kirocrew_testing.plugins import register_plugin
+from kirocrew_testing.servers import LaunchedServer, launch
 
 from kirocrew_connections.registry import clear_registry_cache
 

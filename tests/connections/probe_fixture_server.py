@@ -27,7 +27,7 @@ import asyncio
 import json
 from typing import Any
 
-from kirocrew_core.testing.servers._common import LOOPBACK, bind_loopback, serve_app
+from kirocrew_testing.servers._common import LOOPBACK, bind_loopback, serve_app
 
 
 def _substitute(value: Any, base: str) -> Any:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from kirocrew_core import home
-from kirocrew_core.testing.mcp_fixtures import stdio_server_argv
+from kirocrew_testing.mcp_fixtures import stdio_server_argv
 from kirocrew_connections import liveness
 from kirocrew_connections.liveness import classify
 

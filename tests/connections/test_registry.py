@@ -29,7 +29,7 @@ from kirocrew_connections.registry import (
 from kirocrew_core.contributions import RegistryLoader
 from kirocrew_core.errors import KirocrewError
 from kirocrew_core.plugins import PluginWarning
-from kirocrew_core.testing.plugins import register_plugin
+from kirocrew_testing.plugins import register_plugin
 
 VISIBLE = ["notion", "linear", "atlassian", "stripe", "vercel", "gitlab"]
 HIDDEN = ["figma", "canva", "dropbox", "square"]

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from kirocrew_core.testing.fixtures import kirocrew_argv
+from kirocrew_testing.fixtures import kirocrew_argv
 
 T = TypeVar("T")
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from kirocrew_core.testing.requirements import executable
+from kirocrew_testing.requirements import executable
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the bubblewrap backend is Linux-only")
 

@@ -262,7 +262,7 @@ def _serving(path: Path, server: subprocess.Popen[Any], stderr: Path) -> None:
 def _server_running(fake_kiro_env: dict[str, str], tmp_path: Path) -> Iterator[dict[str, str]]:
     """A real ``kirocrew mcp-conversations`` owning a state dir; yields the env whose twins reach it."""
     from kirocrew_core import proc
-    from kirocrew_core.testing.fixtures import kirocrew_argv
+    from kirocrew_testing.fixtures import kirocrew_argv
 
     # A short state directory: a Unix socket path must fit in 108 bytes.
     env = {**fake_kiro_env, "KIRO_CONVERSATIONS_STATE_DIR": str(tmp_path / "s")}

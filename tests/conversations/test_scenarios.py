@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from kirocrew_core.testing.distributions import make_plugin_distribution
-from kirocrew_core.testing.requirements import executable
+from kirocrew_testing.distributions import make_plugin_distribution
+from kirocrew_testing.requirements import executable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 

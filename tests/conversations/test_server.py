@@ -163,7 +163,7 @@ def test_a_wait_the_client_cancels_only_detaches_and_the_run_completes(
 
 def test_a_second_server_on_the_same_state_dir_exits_1_and_the_first_keeps_answering(
         conversations_client: Any, run_async: Any, fake_kiro_env: dict[str, str]) -> None:
-    from kirocrew_core.testing.fixtures import run_kirocrew
+    from kirocrew_testing.fixtures import run_kirocrew
 
     async def main() -> tuple[subprocess.CompletedProcess[str], Any]:
         async with conversations_client() as client:
@@ -267,7 +267,7 @@ def test_stdin_eof_or_sigterm_closes_the_service_exits_0_and_leaves_the_running_
 
 def test_a_server_whose_stdin_is_dev_null_exits_0_at_once_and_releases_the_state_dir(
         fake_kiro_env: dict[str, str], conversations_state_dir: Path) -> None:
-    from kirocrew_core.testing.fixtures import run_kirocrew
+    from kirocrew_testing.fixtures import run_kirocrew
 
     # /dev/null cannot be polled (epoll refuses it); the server must still see EOF, not hang.
     first = run_kirocrew("mcp-conversations", env=fake_kiro_env, timeout=60)
@@ -280,7 +280,7 @@ def test_a_server_whose_stdin_is_dev_null_exits_0_at_once_and_releases_the_state
 def test_the_cli_twins_reach_the_running_server_over_its_owner_only_control_socket(
         conversations_client: Any, run_async: Any, fake_kiro_env: dict[str, str],
         conversations_state_dir: Path, workspace: Path) -> None:
-    from kirocrew_core.testing.fixtures import run_kirocrew
+    from kirocrew_testing.fixtures import run_kirocrew
 
     socket_path = conversations_state_dir / "control.sock"
 

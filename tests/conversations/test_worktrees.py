@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kirocrew_core.errors import KirocrewError
-from kirocrew_core.testing.requirements import executable
+from kirocrew_testing.requirements import executable
 from kirocrew_conversations.errors import CATALOGUE
 from kirocrew_conversations.worktrees import (
     WorktreeInfo,

@@ -31,7 +31,7 @@ from kirocrew_core.acp_runtime import (
 )
 from kirocrew_core.errors import BadInputError
 from kirocrew_core.kiro_ext import MCP_FAILED, MCP_INITIALIZED, OAuthRequest
-from kirocrew_core.testing.mcp_fixtures import stdio_server_argv
+from kirocrew_testing.mcp_fixtures import stdio_server_argv
 
 T = TypeVar("T")
 TEST_TIMEOUT_SECS = 90.0

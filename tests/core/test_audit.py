@@ -14,7 +14,7 @@ import pytest
 
 from kirocrew_core import audit, home
 from kirocrew_core.errors import BadInputError, KirocrewError
-from kirocrew_core.testing.processes import release_together
+from kirocrew_testing.processes import release_together
 
 CONCURRENT_CHILD = """
 import sys

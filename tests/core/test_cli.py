@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from kirocrew_core.testing.distributions import make_plugin_distribution
+from kirocrew_testing.distributions import make_plugin_distribution
 
 HEAVY_MODULES = ("mcp", "acp", "uvicorn", "starlette", "httpx", "anyio", "pydantic")
 

@@ -46,7 +46,7 @@ def _imported_members(path: Path) -> set[str]:
 
 def test_every_member_distribution_is_seen():
     assert IMPORT_NAMES >= {"kirocrew_core", "kirocrew_mcp", "kirocrew_connections", "kirocrew_conversations",
-                            "kirocrew_computer", "kirocrew_companion"}
+                            "kirocrew_computer", "kirocrew_companion", "kirocrew_testing"}
 
 
 @pytest.mark.parametrize("member", MEMBERS, ids=lambda member: _import_name(member))

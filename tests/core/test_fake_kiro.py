@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from kirocrew_core import home, kiro, proc
-from kirocrew_core.testing.fake_kiro import script, switches
-from kirocrew_core.testing.fake_kiro.harness import FakeKiroProcess, RecordingClient, start_fake_kiro
+from kirocrew_testing.fake_kiro import script, switches
+from kirocrew_testing.fake_kiro.harness import FakeKiroProcess, RecordingClient, start_fake_kiro
 
 DOCS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "testing" / "fake-kiro-cli.md"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from kirocrew_core import grants, home
-from kirocrew_core.testing.fake_kiro.harness import FakeKiroProcess, RecordingClient, start_fake_kiro
-from kirocrew_core.testing.mcp_fixtures import stdio_server_argv
+from kirocrew_testing.fake_kiro.harness import FakeKiroProcess, RecordingClient, start_fake_kiro
+from kirocrew_testing.mcp_fixtures import stdio_server_argv
 
 INITIALIZED = "kiro.dev/mcp/server_initialized"
 FAILED = "kiro.dev/mcp/server_init_failure"

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from kirocrew_core import home
-from kirocrew_core.testing.fake_kiro import script
-from kirocrew_core.testing.fake_kiro.harness import FakeKiroProcess, RecordingClient, start_fake_kiro
+from kirocrew_testing.fake_kiro import script
+from kirocrew_testing.fake_kiro.harness import FakeKiroProcess, RecordingClient, start_fake_kiro
 
 
 def run(coro: Any) -> Any:
@@ -318,7 +318,7 @@ def test_a_slash_command_in_prompt_text_runs_the_command(fake_kiro_cli: Any, tmp
 
 def test_with_eager_mcp_session_new_answers_only_after_every_server_has_reported(
         fake_kiro_cli: Any, tmp_path: Path) -> None:
-    from kirocrew_core.testing.mcp_fixtures import stdio_server_argv
+    from kirocrew_testing.mcp_fixtures import stdio_server_argv
 
     def entry(*options: str) -> dict[str, Any]:
         command, *args = stdio_server_argv(*options)

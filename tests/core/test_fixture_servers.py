@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from kirocrew_core import proc
-from kirocrew_core.testing.servers import HTTP_MODULE, launch
+from kirocrew_testing.servers import HTTP_MODULE, launch
 
 HANDSHAKE_TIMEOUT = 20.0
 
@@ -125,7 +125,7 @@ def test_banner_lines_before_json_are_logged_as_parse_errors_and_the_handshake_s
 def test_a_bad_tool_option_is_a_usage_error_before_anything_is_served() -> None:
     import subprocess
 
-    done = subprocess.run([sys.executable, "-m", "kirocrew_core.testing.servers.stdio_server",
+    done = subprocess.run([sys.executable, "-m", "kirocrew_testing.servers.stdio_server",
                            "--names", "a,a"], capture_output=True, text=True, timeout=60,
                           stdin=subprocess.DEVNULL)
     assert done.returncode != 0 and done.stdout == ""

@@ -25,7 +25,7 @@ from kirocrew_core.gateway.app import create_app
 from kirocrew_core.gateway.auth import SESSION_COOKIE, TokenFileWarning, load_or_create_token
 from kirocrew_core.gateway.errors import error_response, status_for
 from kirocrew_core.plugins import PluginLoadError, PluginRecord, PluginWarning, make_plugin_manager
-from kirocrew_core.testing.plugins import register_plugin
+from kirocrew_testing.plugins import register_plugin
 
 BASE = "http://127.0.0.1"
 WS_URL = "ws://127.0.0.1/api/live/ws"

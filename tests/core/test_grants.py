@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kirocrew_core import grants, home
-from kirocrew_core.testing.requirements import without_file_privileges
+from kirocrew_testing.requirements import without_file_privileges
 
 RECORDED_KEYS = {
     "https://mcp.notion.com/mcp": "1cbd18bf1818c780c9568384b0324fff99a5335bd4a17e102be74712b007e62c",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kirocrew_core import home
-from kirocrew_core.testing.homes import IsolatedHomes
+from kirocrew_testing.homes import IsolatedHomes
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from kirocrew_core.contributions import (
 )
 from kirocrew_core.hookdocs import hook_functions, render_hook_reference
 from kirocrew_core.plugins import collect, make_plugin_manager
-from kirocrew_core.testing.plugins import register_plugin
+from kirocrew_testing.plugins import register_plugin
 
 REPO = Path(__file__).resolve().parents[2]
 HOOK_DOCS = REPO / "docs" / "plugins" / "hooks.md"

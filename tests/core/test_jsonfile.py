@@ -148,7 +148,7 @@ def test_a_file_without_read_permission_is_unreadable(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from kirocrew_core.testing.requirements import without_file_privileges
+    from kirocrew_testing.requirements import without_file_privileges
 
     probe = (
         "import sys; from kirocrew_core.jsonfile import read_json\n"

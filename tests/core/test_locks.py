@@ -14,7 +14,7 @@ from kirocrew_core import home
 from kirocrew_core.errors import BadInputError, KirocrewError
 from kirocrew_core.jsonfile import read_json, write_json_atomic
 from kirocrew_core.locks import LOCK_ORDER, held_locks, named_lock
-from kirocrew_core.testing.processes import release_together
+from kirocrew_testing.processes import release_together
 
 # Reads the counter, sleeps, writes it back: without the lock, two of these
 # interleaving lose increments.

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from kirocrew_core import grants
-from kirocrew_core.testing import fake_kiro_oauth as fko
+from kirocrew_testing import fake_kiro_oauth as fko
 
 
 def run(coro: Coroutine[Any, Any, Any]) -> Any:

@@ -18,8 +18,8 @@ from kirocrew_core.plugins import (
     collect,
     make_plugin_manager,
 )
-from kirocrew_core.testing.distributions import make_plugin_distribution
-from kirocrew_core.testing.plugins import register_plugin
+from kirocrew_testing.distributions import make_plugin_distribution
+from kirocrew_testing.plugins import register_plugin
 
 BROKEN_SOURCE = """
 raise RuntimeError("this plugin is broken on purpose")

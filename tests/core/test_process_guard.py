@@ -8,7 +8,7 @@ import sys
 import time
 
 from kirocrew_core import proc
-from kirocrew_core.testing.process_guard import become_subreaper, leaked_since
+from kirocrew_testing.process_guard import become_subreaper, leaked_since
 
 
 def test_a_child_left_running_is_reported_then_killed():

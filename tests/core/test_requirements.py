@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kirocrew_core.testing.requirements import REQUIRE_ENV, unavailable
+from kirocrew_testing.requirements import REQUIRE_ENV, unavailable
 
 
 def test_a_missing_prerequisite_is_a_visible_skip_by_default(monkeypatch):
@@ -27,7 +27,7 @@ def test_ci_promises_every_system_prerequisite():
 
 
 def test_a_present_program_is_found_and_an_absent_one_names_its_package(monkeypatch, tmp_path):
-    from kirocrew_core.testing.requirements import executable
+    from kirocrew_testing.requirements import executable
 
     program = tmp_path / "toolx"
     program.write_text("#!/bin/sh\n")

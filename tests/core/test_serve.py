@@ -19,7 +19,7 @@ import pytest
 
 from kirocrew_core import home
 from kirocrew_core.gateway.auth import SESSION_COOKIE, load_or_create_token
-from kirocrew_core.testing.distributions import make_plugin_distribution
+from kirocrew_testing.distributions import make_plugin_distribution
 
 READY_LINE = re.compile(r"kirocrew gateway: (http://127\.0\.0\.1:(\d+))/\?token=([A-Za-z0-9_-]+)\n")
 READY_TIMEOUT_SECS = 60

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kirocrew_core import proc
-from kirocrew_core.testing.requirements import executable
+from kirocrew_testing.requirements import executable
 
 CHROMIUM_FLAGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -14,7 +14,7 @@ import pytest
 
 from kirocrew_core import hookimpl, home
 from kirocrew_core.hookdocs import hook_functions, render_hook_reference
-from kirocrew_core.testing.mcp_fixtures import stdio_server_argv
+from kirocrew_testing.mcp_fixtures import stdio_server_argv
 from kirocrew_mcp import hookspecs as mcp_hookspecs
 from kirocrew_mcp.apply import MAX_CHANGES
 from kirocrew_mcp.probe_cache import default_cache

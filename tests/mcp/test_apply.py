@@ -16,8 +16,8 @@ from kirocrew_core.contributions import ManagedMcpServer
 from kirocrew_core.errors import BadInputError
 from kirocrew_mcp.apply import MAX_CHANGES, apply_changes
 from kirocrew_mcp.render import rebuild_agent_config
-from kirocrew_core.testing.plugins import ManagedServers
-from kirocrew_core.testing.scope_files import write_kiro_global, write_mcp_file
+from kirocrew_testing.plugins import ManagedServers
+from kirocrew_testing.scope_files import write_kiro_global, write_mcp_file
 
 CAT = {"command": "/bin/cat", "args": ["-u"]}
 SH = {"command": "/bin/sh", "args": ["-c", "exit 0"]}

@@ -12,7 +12,7 @@ import pytest
 from kirocrew_core import audit, hookimpl, home
 from kirocrew_core.contributions import ManagedMcpServer
 from kirocrew_core.errors import KirocrewError
-from kirocrew_core.testing.fake_kiro.agents_dirs import parse_spec
+from kirocrew_testing.fake_kiro.agents_dirs import parse_spec
 from kirocrew_mcp.apps import (
     app_tool_policy,
     install_app_agent,
@@ -22,7 +22,7 @@ from kirocrew_mcp.apps import (
     unregister_app_mcp_servers,
 )
 from kirocrew_mcp.render import rebuild_agent_config
-from kirocrew_core.testing.plugins import ManagedServers
+from kirocrew_testing.plugins import ManagedServers
 
 CORE = ManagedMcpServer("kirocrew-core", ("mcp-core",), may_auto_approve=True)
 COMPUTER = ManagedMcpServer("kirocrew-computer", ("mcp-computer",), may_auto_approve=False)

@@ -13,7 +13,7 @@ from kirocrew_core.contributions import ManagedMcpServer
 from kirocrew_mcp.cleanup import clean_stale_managed_mcp
 from kirocrew_mcp.health import check_provider_globals
 from kirocrew_mcp.render import rebuild_agent_config
-from kirocrew_core.testing.plugins import ManagedServers
+from kirocrew_testing.plugins import ManagedServers
 
 STALE = {"command": "/opt/old/kirocrew", "args": ["mcp-core"]}
 USER = {"command": "/bin/cat", "args": ["-u"], "env": {"TOKEN": "x"}}

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from kirocrew_core import home
-from kirocrew_core.testing.mcp_fixtures import stdio_server_argv
-from kirocrew_core.testing.plugins import installed_managed_server_names
-from kirocrew_core.testing.scope_files import write_kiro_global, write_mcp_file
+from kirocrew_testing.mcp_fixtures import stdio_server_argv
+from kirocrew_testing.plugins import installed_managed_server_names
+from kirocrew_testing.scope_files import write_kiro_global, write_mcp_file
 
 CAT = {"command": "/bin/cat", "args": ["-u"]}
 STALE = {"command": "/opt/old/kirocrew", "args": ["mcp-core"]}
@@ -99,7 +99,7 @@ def test_rebuild_refuses_an_unreadable_scope_file_exits_1_and_leaves_it_alone(ki
     import subprocess
     import sys
 
-    from kirocrew_core.testing.requirements import without_file_privileges
+    from kirocrew_testing.requirements import without_file_privileges
 
     agent = _rendered_with({"srv": CAT}, kirocrew)
     store = write(home.crew_mcp_file(), {"mine": CAT})
@@ -368,7 +368,7 @@ def test_doctor_fails_a_scope_file_it_has_no_permission_to_read(kirocrew):
     import subprocess
     import sys
 
-    from kirocrew_core.testing.requirements import without_file_privileges
+    from kirocrew_testing.requirements import without_file_privileges
 
     store = write(home.crew_mcp_file(), {"mine": CAT})
     home.crew_mcp_file().chmod(0o000)

@@ -14,12 +14,12 @@ import pytest
 
 from kirocrew_core import grants, hookimpl, home
 from kirocrew_core.contributions import ManagedMcpServer
-from kirocrew_core.testing.mcp_fixtures import stdio_server_argv
+from kirocrew_testing.mcp_fixtures import stdio_server_argv
 from kirocrew_mcp.discovery import discover, list_servers, refresh_probes
 from kirocrew_mcp.probe_cache import ProbeCache, default_cache
 
 TIMEOUT = 20.0
-STDIO_MODULE = "kirocrew_core.testing.servers.stdio_server"
+STDIO_MODULE = "kirocrew_testing.servers.stdio_server"
 
 
 @pytest.fixture(autouse=True)

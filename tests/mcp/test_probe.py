@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 
 from kirocrew_core import proc
-from kirocrew_core.testing.mcp_fixtures import stdio_server_argv
+from kirocrew_testing.mcp_fixtures import stdio_server_argv
 from kirocrew_mcp import probe
 from kirocrew_mcp.probe import probe_server
 
 TIMEOUT = 20.0
-STDIO_MODULE = "kirocrew_core.testing.servers.stdio_server"
+STDIO_MODULE = "kirocrew_testing.servers.stdio_server"
 
 
 @pytest.fixture(autouse=True)

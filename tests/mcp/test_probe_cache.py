@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from kirocrew_core.testing.mcp_fixtures import stdio_server_argv
+from kirocrew_testing.mcp_fixtures import stdio_server_argv
 from kirocrew_mcp import probe
 from kirocrew_mcp.probe import ProbeResult
 from kirocrew_mcp.probe_cache import PROBE_TTL_SECS, ProbeCache, probe_all, probe_identity
 
 TIMEOUT = 20.0
-STDIO_MODULE = "kirocrew_core.testing.servers.stdio_server"
+STDIO_MODULE = "kirocrew_testing.servers.stdio_server"
 
 
 class Clock:

@@ -14,9 +14,9 @@ import pytest
 from kirocrew_core import audit, hookimpl, home
 from kirocrew_core.contributions import ManagedMcpServer, McpScope
 from kirocrew_core.errors import KirocrewError
-from kirocrew_core.testing.fake_kiro.agents_dirs import parse_spec
+from kirocrew_testing.fake_kiro.agents_dirs import parse_spec
 from kirocrew_mcp.render import AGENT_TEMPLATE, rebuild_agent_config, remove_server_from_agent_file
-from kirocrew_core.testing.plugins import ManagedServers
+from kirocrew_testing.plugins import ManagedServers
 
 CORE = ManagedMcpServer("kirocrew-core", ("mcp-core",), may_auto_approve=True)
 COMPUTER = ManagedMcpServer("kirocrew-computer", ("mcp-computer",), may_auto_approve=False)

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from kirocrew_core import home, proc
-from kirocrew_core.testing.fake_kiro.agents_dirs import parse_spec
-from kirocrew_core.testing.plugins import installed_managed_server_names
+from kirocrew_testing.fake_kiro.agents_dirs import parse_spec
+from kirocrew_testing.plugins import installed_managed_server_names
 from kirocrew_mcp.apps import registry_file
 
 REBUILDERS = 4

@@ -19,7 +19,7 @@ import os
 import subprocess
 import sys
 
-from kirocrew_core.testing.fake_kiro import catalog, switches
+from kirocrew_testing.fake_kiro import catalog, switches
 
 PROG = "kiro-cli"
 NOT_LOGGED_IN = "You are not logged in, please log in with kiro-cli login"
@@ -102,7 +102,7 @@ def chat(argv: list[str]) -> int:
 
 
 def acp_options(argv: list[str]) -> object:
-    from kirocrew_core.testing.fake_kiro.agent import Options
+    from kirocrew_testing.fake_kiro.agent import Options
 
     parser = _parser("acp")
     parser.add_argument("--agent")
@@ -121,7 +121,7 @@ def acp_options(argv: list[str]) -> object:
 def acp(argv: list[str]) -> int:
     import asyncio
 
-    from kirocrew_core.testing.fake_kiro.agent import serve
+    from kirocrew_testing.fake_kiro.agent import serve
 
     options = acp_options(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
@@ -147,7 +147,7 @@ def launch_chat_child(argv: list[str]) -> int:
         return 1
     env = {**os.environ, switches.ROLE: switches.CHAT_ROLE}
     # Same process group and inherited stdio on purpose: this is the real launcher's shape.
-    child = subprocess.Popen([sys.executable, "-m", "kirocrew_core.testing.fake_kiro", *argv], env=env)
+    child = subprocess.Popen([sys.executable, "-m", "kirocrew_testing.fake_kiro", *argv], env=env)
     while True:
         try:
             return child.wait()

@@ -7,7 +7,7 @@
 
 Every tool answers with JSON naming the server ``--label``, the tool and its
 arguments. :func:`launch` starts an HTTP one and waits for its ``READY`` line;
-the pytest fixtures in :mod:`kirocrew_core.testing.mcp_fixtures` wrap it.
+the pytest fixtures in :mod:`kirocrew_testing.mcp_fixtures` wrap it.
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kirocrew_core import proc
-from kirocrew_core.testing.servers._common import READY_PREFIX
+from kirocrew_testing.servers._common import READY_PREFIX
 
 READY_TIMEOUT_SECS = 30.0
-STDIO_MODULE = "kirocrew_core.testing.servers.stdio_server"
-HTTP_MODULE = "kirocrew_core.testing.servers.http_server"
-OAUTH_MODULE = "kirocrew_core.testing.servers.oauth_server"
+STDIO_MODULE = "kirocrew_testing.servers.stdio_server"
+HTTP_MODULE = "kirocrew_testing.servers.http_server"
+OAUTH_MODULE = "kirocrew_testing.servers.oauth_server"
 
 
 def module_argv(module: str, *options: str) -> list[str]:

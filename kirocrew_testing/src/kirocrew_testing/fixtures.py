@@ -1,4 +1,4 @@
-"""pytest fixtures for kirocrew plugin authors (``pytest_plugins = ["kirocrew_core.testing.fixtures"]``)."""
+"""pytest fixtures for kirocrew plugin authors (``pytest_plugins = ["kirocrew_testing.fixtures"]``)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from kirocrew_core.testing.homes import IsolatedHomes, isolate_homes
-from kirocrew_core.testing.write_guard import install as install_write_guard
+from kirocrew_testing.homes import IsolatedHomes, isolate_homes
+from kirocrew_testing.write_guard import install as install_write_guard
 
 
 @pytest.fixture
@@ -113,10 +113,10 @@ def kirocrew(isolated_homes: IsolatedHomes) -> Any:
     """Call ``kirocrew(*args, env=None)`` to run the real CLI in a subprocess under the isolated homes."""
     return run_kirocrew
 
-from kirocrew_core.testing.mcp_fixtures import *  # noqa: E402,F401,F403
+from kirocrew_testing.mcp_fixtures import *  # noqa: E402,F401,F403
 
 
-# -- fake kiro-cli (kirocrew_core.testing.fake_kiro) -----------------------------------
+# -- fake kiro-cli (kirocrew_testing.fake_kiro) -----------------------------------
 
 
 class FakeKiroCli:
@@ -164,11 +164,11 @@ def fake_kiro_cli(isolated_homes: IsolatedHomes, tmp_path: Path, monkeypatch: py
     bin_dir.mkdir(exist_ok=True)
     path = bin_dir / "kiro-cli"
     # A wrapper rather than a symlink to the console script: it works from a source checkout too.
-    path.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m kirocrew_core.testing.fake_kiro "$@"\n')
+    path.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m kirocrew_testing.fake_kiro "$@"\n')
     path.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
     monkeypatch.setenv("KIRO_CLI_PATH", str(path))
-    from kirocrew_core.testing.fake_kiro import switches as fake_switches
+    from kirocrew_testing.fake_kiro import switches as fake_switches
 
     for name in (*fake_switches.ALL, fake_switches.ROLE):
         monkeypatch.delenv(name, raising=False)

@@ -1,6 +1,6 @@
 """A streamable-HTTP MCP fixture server on the mcp SDK, on 127.0.0.1.
 
-``python -m kirocrew_core.testing.servers.http_server --port 0 [--tools N | --names a,b]
+``python -m kirocrew_testing.servers.http_server --port 0 [--tools N | --names a,b]
 [--path /mcp] [--require-header NAME=VALUE ...] [--json-response] [--stateless]``
 
 Prints exactly one line, ``READY http://127.0.0.1:PORT/mcp``, once it accepts
@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kirocrew_core.testing.servers._common import (
+from kirocrew_testing.servers._common import (
     LOOPBACK,
     add_tool_options,
     bind_loopback,

@@ -1,6 +1,6 @@
 """A stdio MCP fixture server on the mcp SDK, with the misbehaviours real servers show.
 
-``python -m kirocrew_core.testing.servers.stdio_server [--tools N | --names a,b] [variant]``
+``python -m kirocrew_testing.servers.stdio_server [--tools N | --names a,b] [variant]``
 
 Variants (at most one):
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kirocrew_core.testing.servers._common import add_tool_options, build_mcp_server
+from kirocrew_testing.servers._common import add_tool_options, build_mcp_server
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kirocrew_core.testing.fake_kiro import catalog
-from kirocrew_core.testing.fake_kiro.mcp_hub import McpHub
+from kirocrew_testing.fake_kiro import catalog
+from kirocrew_testing.fake_kiro.mcp_hub import McpHub
 
 
 def matches(patterns: Iterable[str], server: str | None, name: str, *, star_means_all: bool) -> bool:

@@ -7,6 +7,6 @@ real MCP connections. Tests drive it with the scripted prompt language of
 ``docs/testing/fake-kiro-cli.md``.
 """
 
-from kirocrew_core.testing.fake_kiro.switches import IMITATED_VERSION
+from kirocrew_testing.fake_kiro.switches import IMITATED_VERSION
 
 __all__ = ["IMITATED_VERSION"]

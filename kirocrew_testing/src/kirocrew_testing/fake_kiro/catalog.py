@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kirocrew_core.testing.fake_kiro import switches
+from kirocrew_testing.fake_kiro import switches
 
 DEFAULT_MODEL = "auto"
 

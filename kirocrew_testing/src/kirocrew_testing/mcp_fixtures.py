@@ -1,4 +1,4 @@
-"""pytest fixtures for the MCP fixture servers (:mod:`kirocrew_core.testing.servers`).
+"""pytest fixtures for the MCP fixture servers (:mod:`kirocrew_testing.servers`).
 
 * ``mcp_stdio_server_params(*options, env=None)`` → ``StdioServerParameters``
   (``.command`` + ``.args`` is also the argv for an agent spec's ``mcpServers``).
@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from kirocrew_core.testing.servers import (
+from kirocrew_testing.servers import (
     HTTP_MODULE,
     OAUTH_MODULE,
     STDIO_MODULE,

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kirocrew_core.testing.fake_kiro.agents_dirs import McpServerSpec, expand_env
+from kirocrew_testing.fake_kiro.agents_dirs import McpServerSpec, expand_env
 
 log = logging.getLogger(__name__)
 
@@ -253,12 +253,12 @@ class McpHub:
     async def _http_auth(self, conn: ServerConn, url: str, headers: dict[str, str]) -> Any:
         """kiro-cli's OAuth step before connecting: an ``httpx2.Auth`` holding a token, or None.
 
-        :mod:`kirocrew_core.testing.fake_kiro_oauth` probes the server; on a
+        :mod:`kirocrew_testing.fake_kiro_oauth` probes the server; on a
         challenge it uses the stored grant pair (refreshing it), or runs
         discovery, registration and PKCE consent with a loopback listener,
         handing us the URL to surface. Its errors become ``server_init_failure``.
         """
-        from kirocrew_core.testing import fake_kiro_oauth
+        from kirocrew_testing import fake_kiro_oauth
 
         return await fake_kiro_oauth.prepare_auth(
             url, headers=headers, consent_timeout=OAUTH_CONSENT_SECS,

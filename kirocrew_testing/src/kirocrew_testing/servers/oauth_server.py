@@ -1,6 +1,6 @@
 """An OAuth-protected streamable-HTTP MCP fixture server, built on the mcp SDK's auth support.
 
-``python -m kirocrew_core.testing.servers.oauth_server --port 0 [--issuer-path /tenant/a/]
+``python -m kirocrew_testing.servers.oauth_server --port 0 [--issuer-path /tenant/a/]
 [--mcp-path /mcp] [--access-token-ttl SECS] [--tools N | --names a,b] [discovery switches]``
 
 Prints one line ``READY {json}`` with ``base_url``, ``mcp_url``, ``issuer``,
@@ -49,7 +49,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from kirocrew_core.testing.servers._common import (
+from kirocrew_testing.servers._common import (
     LOOPBACK,
     add_tool_options,
     bind_loopback,

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kirocrew_core.testing.fake_kiro import catalog, commands, sessions, switches
-from kirocrew_core.testing.fake_kiro.agents_dirs import (
+from kirocrew_testing.fake_kiro import catalog, commands, sessions, switches
+from kirocrew_testing.fake_kiro.agents_dirs import (
     DEFAULT_AGENT,
     AgentSpec,
     Discovery,
@@ -28,7 +28,7 @@ from kirocrew_core.testing.fake_kiro.agents_dirs import (
     discover,
     mcp_json_servers,
 )
-from kirocrew_core.testing.fake_kiro.mcp_hub import McpHub
+from kirocrew_testing.fake_kiro.mcp_hub import McpHub
 
 log = logging.getLogger(__name__)
 
@@ -388,7 +388,7 @@ class FakeKiroAgent:
     # -- ACP: prompt and cancel ------------------------------------------------------
 
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> Any:
-        from kirocrew_core.testing.fake_kiro.turn import Turn
+        from kirocrew_testing.fake_kiro.turn import Turn
 
         session = self.live(session_id)
         if not self.accepts_images() and any(getattr(block, "type", None) == "image" for block in prompt):
@@ -412,7 +412,7 @@ class FakeKiroAgent:
     # -- kiro extensions -------------------------------------------------------------
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        from kirocrew_core.testing.fake_kiro.wire import LEGACY_SET_MODEL
+        from kirocrew_testing.fake_kiro.wire import LEGACY_SET_MODEL
 
         if method == COMMANDS_EXECUTE:
             session = self.live(str(params.get("sessionId", "")))
@@ -514,7 +514,7 @@ async def serve(options: Options) -> int:
     from acp import run_agent
     from acp.stdio import stdio_streams
 
-    from kirocrew_core.testing.fake_kiro.wire import KiroWire
+    from kirocrew_testing.fake_kiro.wire import KiroWire
 
     discovery = discover()
     for error in discovery.errors:

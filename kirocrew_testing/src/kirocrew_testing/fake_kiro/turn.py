@@ -15,10 +15,10 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kirocrew_core.testing.fake_kiro import commands, script, sessions
+from kirocrew_testing.fake_kiro import commands, script, sessions
 
 if TYPE_CHECKING:
-    from kirocrew_core.testing.fake_kiro.agent import FakeKiroAgent, LiveSession
+    from kirocrew_testing.fake_kiro.agent import FakeKiroAgent, LiveSession
 
 METADATA = "kiro.dev/metadata"
 SHELL_TIMEOUT_SECS = 60.0

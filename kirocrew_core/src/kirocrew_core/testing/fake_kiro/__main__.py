@@ -1,5 +1,0 @@
-"""``python -m kirocrew_core.testing.fake_kiro`` runs the fake kiro-cli (the launcher's child uses this)."""
-
-from kirocrew_core.testing.fake_kiro.cli import main
-
-raise SystemExit(main())
