@@ -10,5 +10,5 @@ pytest_plugins = ["kirocrew_core.testing.fixtures", "kirocrew_core.testing.proce
 
 
 @pytest.fixture(autouse=True)
-def _isolation(isolated_homes, write_guard, process_guard):  # noqa: ANN001, ANN202 - fixtures by name
+def _isolation(isolated_homes, write_guard, process_guard):
     yield

@@ -262,7 +262,8 @@ def test_managed_servers_are_refreshed_from_the_live_executable(plugin_manager):
 def test_a_timeout_kiro_cli_cannot_take_is_dropped(plugin_manager, bin_dir, timeout):
     plugin_manager.register(Managed(CORE), name="managed")
     base('{"name": "kirocrew", "tools": ["*"], "mcpServers": {'
-         f'"kirocrew-core": {{"command": "x", "timeout": {timeout}}}, "a": {{"command": "tool-a", "timeout": {timeout}}}'
+         f'"kirocrew-core": {{"command": "x", "timeout": {timeout}}}, '
+         f'"a": {{"command": "tool-a", "timeout": {timeout}}}'
          "}}")
     rebuild_agent_config()
     assert "timeout" not in servers()["kirocrew-core"] and "timeout" not in servers()["a"]

@@ -259,7 +259,7 @@ def _conversation(row: sqlite3.Row) -> Conversation:
 
 
 def _run(row: sqlite3.Row) -> Run:
-    fields = {k: row[k] for k in row.keys()}
+    fields = {k: row[k] for k in row}
     fields["reply_truncated"] = bool(fields["reply_truncated"])
     return Run(**fields)
 

@@ -118,7 +118,9 @@ def _all_required(properties: dict[str, Any], description: str = "", *, nullable
 
 
 # -- shared pieces --------------------------------------------------------------------------------
-def _conversation_id(description: str = "Opaque conversation ID returned by an earlier call. Never construct one.") -> dict[str, Any]:
+def _conversation_id(
+    description: str = "Opaque conversation ID returned by an earlier call. Never construct one.",
+) -> dict[str, Any]:
     return _string(L.ID_MAX_CHARS, description, pattern=_ID_PATTERN)
 
 
@@ -305,7 +307,8 @@ TOOLS: tuple[Tool, ...] = (
             }),
             "limits": _all_required({name: _count() for name in (
                 "waitMaxTargets", "maxImages", "imageMaxBytes", "finalReplyMaxBytes", "runDeadlineSeconds",
-                "attentionDeadlineSeconds", "waitCeilingSeconds", "idleWorkerSeconds", "autoArchiveDays", "messageMaxChars", "pageSizeMax",
+                "attentionDeadlineSeconds", "waitCeilingSeconds", "idleWorkerSeconds", "autoArchiveDays",
+                "messageMaxChars", "pageSizeMax",
             )}),
             "cached": _boolean("True when this answer came from the cache."),
             "fetchedAt": _TIMESTAMP,
@@ -630,7 +633,8 @@ def validate_arguments(tool: str, args: Any) -> dict[str, Any]:
         while first.context:
             first = sorted(first.context, key=relevance)[0]
         # "required" reports each missing key separately; _explain already lists them all.
-        others = {(e.validator, tuple(e.absolute_path)) for e in errors} - {(errors[0].validator, tuple(errors[0].absolute_path))}
+        first = (errors[0].validator, tuple(errors[0].absolute_path))
+        others = {(e.validator, tuple(e.absolute_path)) for e in errors} - {first}
         more = f" (+{len(others)} more)" if others else ""
         raise invalid_arguments(f"{tool}: {_where(first.absolute_path)} {_explain(first)}{more}")
     filled = dict(args)

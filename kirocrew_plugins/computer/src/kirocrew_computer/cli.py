@@ -145,7 +145,8 @@ def doctor(as_json: bool) -> None:
     if keystone["extra_denied_apps"]:
         click.echo(f"  extra_denied_apps: {', '.join(keystone['extra_denied_apps'])}")
     display = report["display"]
-    click.echo(f"display: DISPLAY={display['DISPLAY'] or '(unset)'} WAYLAND_DISPLAY={display['WAYLAND_DISPLAY'] or '(unset)'}")
+    x11, wayland = display["DISPLAY"] or "(unset)", display["WAYLAND_DISPLAY"] or "(unset)"
+    click.echo(f"display: DISPLAY={x11} WAYLAND_DISPLAY={wayland}")
     bus = report["accessibility_bus"]
     click.echo(f"accessibility bus: AT_SPI_BUS_ADDRESS={bus['AT_SPI_BUS_ADDRESS'] or '(unset)'}, "
                f"session bus {'set' if bus['DBUS_SESSION_BUS_ADDRESS'] else 'unset'}")

@@ -407,9 +407,9 @@ def install_app_agent(
         entries = {k: v for k, v in state.entries.items() if k.startswith(f"{app}:")}
         shadow: dict[str, dict[str, Any]] = {}
         rendered = read_json(home.rendered_agent_file())
-        if rendered.state is ReadState.DOCUMENT and isinstance(rendered.document, dict):
-            if isinstance(rendered.document.get("mcpServers"), dict):
-                shadow.update(rendered.document["mcpServers"])
+        document = rendered.document if rendered.state is ReadState.DOCUMENT else None
+        if isinstance(document, dict) and isinstance(document.get("mcpServers"), dict):
+            shadow.update(document["mcpServers"])
         for scope in all_scopes(manager):
             for name, spec in read_scope_servers(scope).servers.items():
                 shadow.setdefault(name, spec)

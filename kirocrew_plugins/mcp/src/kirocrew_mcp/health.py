@@ -52,7 +52,7 @@ def check_agent_file(pm: KirocrewPluginManager | None = None) -> DoctorResult:
     servers = doc.get("mcpServers") if isinstance(doc.get("mcpServers"), dict) else {}
     try:
         owned = managed.managed_servers(pm)
-    except Exception as exc:  # a conflict is itself the finding
+    except Exception as exc:  # noqa: BLE001 - a conflict is itself the finding
         owned = {}
         status = "fail"
         lines.append(str(exc))

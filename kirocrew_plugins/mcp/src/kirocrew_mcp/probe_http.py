@@ -222,7 +222,7 @@ class HttpMcpChannel:
         try:
             async with asyncio.timeout(SESSION_CLOSE_TIMEOUT_SECS):
                 await self.client.delete(self.url, headers=self.headers)
-        except Exception as exc:  # best effort: the server expires idle sessions anyway
+        except Exception as exc:  # noqa: BLE001 - best effort: the server expires idle sessions anyway
             log.debug("MCP probe: closing the session failed: %s", type(exc).__name__)
 
 

@@ -179,14 +179,14 @@ class McpHub:
                         session = await stack.enter_async_context(ClientSession(read, write))
                         await session.initialize()
                         listed = await session.list_tools()
-                    except Exception as exc:
+                    except Exception as exc:  # noqa: BLE001 - any start failure marks the server failed
                         await self._failed(conn, _describe(exc))
                         return
                     conn.deadline_handle.cancel()
                     conn.session, conn.tools = session, list(listed.tools)
                     await self._settle(conn, RUNNING)
                     await self._closing.wait()
-        except Exception as exc:  # a transport's task group failing under us
+        except Exception as exc:  # noqa: BLE001 - a transport's task group failing under us
             await self._failed(conn, _describe(exc))
         finally:
             conn.session = None
@@ -312,7 +312,7 @@ class McpHub:
             return
         try:
             await self._notify(method, params)
-        except Exception as exc:  # the client went away; nothing to tell
+        except Exception as exc:  # noqa: BLE001 - the client went away; nothing to tell
             log.debug("could not send %s: %s", method, exc)
 
 

@@ -338,7 +338,7 @@ class Turn:
             result = await self._until_cancelled(hub.call_tool(server, tool, step.data))  # type: ignore[union-attr]
         except TurnCancelled:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the tool call is reported failed
             await self._tool_progress(call_id, "failed", raw_output={"error": str(exc) or type(exc).__name__})
             return
         texts = [c.text for c in result.content if getattr(c, "type", "") == "text"]
