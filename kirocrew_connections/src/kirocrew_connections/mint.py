@@ -219,8 +219,9 @@ def sweep_orphan_specs(live: set[str], older_than: float = 2 * MINT_TTL_SECS) ->
     removed = []
     for row in _read_manifest():
         path, created = row.get("path"), row.get("created_at")
-        stale = isinstance(path, str) and path not in live and isinstance(created, (int, float)) and created < cutoff
-        if stale and remove_mint_spec(Path(path)):
+        if not (isinstance(path, str) and path not in live and isinstance(created, (int, float))):
+            continue
+        if created < cutoff and remove_mint_spec(Path(path)):
             removed.append(path)
     return removed
 

@@ -213,6 +213,11 @@ _RUN_REF = _object({"conversationId": _conversation_id(), "runId": _run_id()}, (
 
 def _spawn_input(purpose: str) -> dict[str, Any]:
     new_only = ("name", "workspace", "workspaceMode", "baseRef", "allowedSlashCommands")
+    conditional: dict[str, Any] = {
+        "if": {"properties": {"conversation": {"const": "new"}}},
+        "then": {"required": ["name", "workspace"]},
+        "else": {"not": {"anyOf": [{"required": [key]} for key in new_only]}},
+    }
     return _object(
         {
             "conversation": _string(L.ID_MAX_CHARS, f'"new" to start a conversation, or an existing conversationId '
@@ -232,11 +237,7 @@ def _spawn_input(purpose: str) -> dict[str, Any]:
             **_RUN_OVERRIDES,
         },
         ("conversation", "message"),
-        **{
-            "if": {"properties": {"conversation": {"const": "new"}}},
-            "then": {"required": ["name", "workspace"]},
-            "else": {"not": {"anyOf": [{"required": [key]} for key in new_only]}},
-        },
+        **conditional,
     )
 
 
@@ -633,8 +634,8 @@ def validate_arguments(tool: str, args: Any) -> dict[str, Any]:
         while first.context:
             first = sorted(first.context, key=relevance)[0]
         # "required" reports each missing key separately; _explain already lists them all.
-        first = (errors[0].validator, tuple(errors[0].absolute_path))
-        others = {(e.validator, tuple(e.absolute_path)) for e in errors} - {first}
+        top = (errors[0].validator, tuple(errors[0].absolute_path))
+        others = {(e.validator, tuple(e.absolute_path)) for e in errors} - {top}
         more = f" (+{len(others)} more)" if others else ""
         raise invalid_arguments(f"{tool}: {_where(first.absolute_path)} {_explain(first)}{more}")
     filled = dict(args)

@@ -62,7 +62,7 @@ def _options(fn: object) -> str:
 
 def render_hook_reference(module: ModuleType | None = None, *, title: str = "Hook reference") -> str:
     if module is None:
-        from kirocrew_core import hookspecs as module  # type: ignore[no-redef]
+        from kirocrew_core import hookspecs as module
     assert module is not None
     lines = [
         f"# {title}",
@@ -81,7 +81,7 @@ def render_hook_reference(module: ModuleType | None = None, *, title: str = "Hoo
             full_signature(name, fn),
             "```",
             "",
-            _options(fn) + rst_to_markdown(inspect.cleandoc(fn.__doc__ or "(undocumented)")),  # type: ignore[attr-defined]
+            _options(fn) + rst_to_markdown(inspect.cleandoc(fn.__doc__ or "(undocumented)")),
             "",
         ]
     return "\n".join(lines).rstrip() + "\n"

@@ -93,9 +93,12 @@ def call(tool: str | None, pairs: tuple[str, ...], calls_json: str | None, as_js
       kirocrew computer call --calls '[{"tool":"computer_get_state","args":{"app":"gedit"}},
                                        {"tool":"computer_click","args":{"app":"gedit","element_index":3}}]'
     """
-    if (tool is None) == (calls_json is None):
+    if tool is not None and calls_json is None:
+        calls = [(tool, _parse_pairs(tool, pairs))]
+    elif calls_json is not None and tool is None:
+        calls = _parse_calls(calls_json)
+    else:
         raise BadInputError("give a tool with key=value arguments, or --calls", code="invalid_arguments")
-    calls = _parse_calls(calls_json) if calls_json is not None else [(tool, _parse_pairs(tool, pairs))]
     replies = _run(calls)
     if as_json:
         click.echo(json.dumps([{"tool": r.tool, "text": r.text, "code": r.code} for r in replies], indent=2))

@@ -148,8 +148,8 @@ class HttpMcpChannel:
                       message: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Send one request and return the JSON-RPC message that answers it (result or error)."""
         self._next_id += 1
-        body = dict(message) if message is not None else {"jsonrpc": "2.0", "method": method,
-                                                            "params": dict(params)}
+        body: dict[str, Any] = dict(message) if message is not None else {"jsonrpc": "2.0", "method": method,
+                                                                          "params": dict(params)}
         body["id"] = self._next_id
         async with self.client.stream("POST", self.url, json=body, headers=self.headers) as response:
             self._judge_status(method, response)

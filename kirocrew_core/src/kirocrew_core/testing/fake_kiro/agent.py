@@ -529,7 +529,9 @@ async def serve(options: Options) -> int:
         # A signal ends the session like stdin EOF does, so the graceful path removes our locks.
         loop.add_signal_handler(sig, wire.stop)
     try:
-        await run_agent(agent, wire, use_unstable_protocol=switches.flag(switches.ADVERTISE_FORK))
+        # The fake implements the methods kiro-cli does; the SDK answers the rest with method-not-found.
+        await run_agent(agent, wire,  # type: ignore[arg-type]
+                        use_unstable_protocol=switches.flag(switches.ADVERTISE_FORK))
     finally:
         await agent.shutdown()
     return 0

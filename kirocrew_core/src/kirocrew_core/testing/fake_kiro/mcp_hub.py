@@ -22,9 +22,13 @@ import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kirocrew_core.testing.fake_kiro.agents_dirs import McpServerSpec, expand_env
+
+if TYPE_CHECKING:
+    import httpx2
+    from mcp.shared._httpx_utils import McpHttpClientFactory
 
 log = logging.getLogger(__name__)
 
@@ -241,11 +245,11 @@ class McpHub:
 
             streams = await stack.enter_async_context(
                 sse_client(url, headers=headers, auth=auth,
-                           httpx_client_factory=lambda **kw: _with_hook(kw, watch)))
+                           httpx_client_factory=_hooked(watch)))
         else:
             from mcp.client.streamable_http import streamable_http_client
 
-            client = _with_hook({"headers": headers, "auth": auth}, watch)
+            client = _hooked(watch)(headers=headers, auth=auth)
             await stack.enter_async_context(client)
             streams = await stack.enter_async_context(streamable_http_client(url, http_client=client))
         return streams[0], streams[1]
@@ -316,12 +320,17 @@ class McpHub:
             log.debug("could not send %s: %s", method, exc)
 
 
-def _with_hook(kwargs: dict[str, Any], hook: Callable[[Any], Awaitable[None]]) -> Any:
+def _hooked(hook: Callable[[Any], Awaitable[None]]) -> McpHttpClientFactory:
+    """The SDK's HTTP client factory, with ``hook`` watching every response."""
     from mcp.shared._httpx_utils import create_mcp_http_client
 
-    client = create_mcp_http_client(**kwargs)
-    client.event_hooks = {"request": [], "response": [hook]}
-    return client
+    def factory(headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None,
+                auth: httpx2.Auth | None = None) -> httpx2.AsyncClient:
+        client = create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
+        client.event_hooks = {"request": [], "response": [hook]}
+        return client
+
+    return factory
 
 
 def _describe(exc: BaseException) -> str:

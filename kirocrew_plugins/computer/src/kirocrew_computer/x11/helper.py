@@ -513,8 +513,11 @@ def main() -> int:
         driver = Driver()
     except Exception as exc:  # noqa: BLE001 - no display, no bus: say so on the first reply and every one after
         driver, startup_error = None, f"{type(exc).__name__}: {exc}"
-    ops = {"ping": lambda a: "pong", "list_apps": lambda a: driver.list_apps(),
-           "snapshot": lambda a: driver.snapshot(a["app"], a["max_nodes"], a["max_depth"], a["text_limit"])}
+    ops: dict[str, Callable[[dict], Any]] = {"ping": lambda a: "pong"}
+    if driver is not None:
+        live = driver
+        ops["list_apps"] = lambda a: live.list_apps()
+        ops["snapshot"] = lambda a: live.snapshot(a["app"], a["max_nodes"], a["max_depth"], a["text_limit"])
     while line := sys.stdin.readline():
         if not line.strip():
             continue
