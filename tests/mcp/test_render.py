@@ -510,7 +510,7 @@ def test_an_unreadable_scope_keeps_its_disabled_mirror(plugin_manager, bin_dir):
 
 
 def test_a_corrupt_agent_file_is_kept_as_a_backup_before_a_fresh_render(plugin_manager, bin_dir):
-    corrupt = base('{"name": "kirocrew", "mcpServers": {')  # type: ignore[arg-type]
+    corrupt = base('{"name": "kirocrew", "mcpServers": {')
     kiro_global({"mcpServers": {"a": {"command": "tool-a"}}})
     report = rebuild_agent_config()
     assert report.backup is not None and report.backup.read_bytes() == corrupt
@@ -520,7 +520,7 @@ def test_a_corrupt_agent_file_is_kept_as_a_backup_before_a_fresh_render(plugin_m
 
 
 def test_a_non_object_agent_file_is_backed_up_too(plugin_manager):
-    base([1, 2])  # type: ignore[arg-type]
+    base([1, 2])
     report = rebuild_agent_config()
     assert report.backup is not None and json.loads(report.backup.read_text()) == [1, 2]
     assert agent()["name"] == "kirocrew"
