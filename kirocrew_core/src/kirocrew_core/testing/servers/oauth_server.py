@@ -281,7 +281,6 @@ def _relocate(routes: list[Any], old_path: str, new_paths: list[str]) -> None:
 def build_app(args: argparse.Namespace, base_url: str) -> tuple[Any, dict[str, str]]:
     """The Starlette app and the URLs the READY line reports."""
     from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, RevocationOptions
-    from pydantic import AnyHttpUrl
     from starlette.requests import Request
     from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
@@ -293,7 +292,8 @@ def build_app(args: argparse.Namespace, base_url: str) -> tuple[Any, dict[str, s
                                    access_ttl=args.access_token_ttl,
                                    refresh_ttl=args.refresh_token_ttl, include_iss=not args.no_iss)
     settings = AuthSettings(
-        issuer_url=AnyHttpUrl(issuer),
+        # A str on purpose: the SDK's field keeps a bare origin as given, AnyHttpUrl(...) would add a "/".
+        issuer_url=issuer,  # type: ignore[arg-type]
         resource_server_url=mcp_url,
         validate_token_resource=True,
         client_registration_options=ClientRegistrationOptions(
