@@ -2,10 +2,12 @@
 """Set up a local virtual environment and run kirocrew: the README's two commands.
 
     python3 bootstrap.py serve [kirocrew serve options]   # install the open edition, start the gateway
-    python3 bootstrap.py test  [pytest options]           # install everything + test extras, run the suite
+    python3 bootstrap.py test  [pytest options]           # install everything + test extras, lint, run the suite
 
 Both are idempotent: the venv (.venv) is created once, and the editable install
 is redone only when a pyproject.toml changed or the other mode asked for more.
+Test mode runs `ruff check` and `mypy` (configured in pyproject.toml) before pytest
+and stops if either finds a problem; KIROCREW_SKIP_LINT=1 skips them for a quick local run.
 Needs only Python 3.11+ with venv and pip.
 """
 
@@ -93,6 +95,22 @@ def ensure_installed(mode: str) -> None:
     STAMP.write_text(json.dumps(modes))
 
 
+# The linters test mode runs before pytest, in this order; both read their configuration from pyproject.toml.
+LINTERS = [("ruff", ["-m", "ruff", "check", "--quiet"]), ("mypy", ["-m", "mypy", "--no-error-summary"])]
+
+
+def lint() -> None:
+    """Run each linter; on a finding, say which one failed and exit with its code (pytest does not run)."""
+    if os.environ.get("KIROCREW_SKIP_LINT") == "1":
+        _say("KIROCREW_SKIP_LINT=1: ruff and mypy skipped")
+        return
+    for name, args in LINTERS:
+        done = subprocess.run([str(PYTHON), *args], cwd=ROOT)
+        if done.returncode != 0:
+            _say(f"lint failed: {name} found problems (listed above); fix them before the tests run")
+            sys.exit(done.returncode)
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in {"serve", "test"}:
         print(__doc__, file=sys.stderr)
@@ -102,6 +120,7 @@ def main(argv: list[str]) -> int:
     if mode == "serve":
         cmd = [str(BIN / "kirocrew"), "serve", *rest]
     else:
+        lint()
         cmd = [str(PYTHON), "-m", "pytest", "-n", os.environ.get("KIROCREW_TEST_WORKERS", "auto"), *rest]
     os.chdir(ROOT)
     if os.name == "nt":  # pragma: no cover

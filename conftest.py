@@ -10,5 +10,5 @@ pytest_plugins = ["kirocrew_testing.fixtures", "kirocrew_testing.process_guard"]
 
 
 @pytest.fixture(autouse=True)
-def _isolation(isolated_homes, write_guard, process_guard):  # noqa: ANN001, ANN202 - fixtures by name
+def _isolation(isolated_homes, write_guard, process_guard):
     yield

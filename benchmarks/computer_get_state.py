@@ -21,12 +21,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPS = {"max_nodes": 1200, "max_depth": 64, "text_limit": 500}
 
 
-def _desktop_module():  # type: ignore[no-untyped-def]
+def _desktop_module() -> ModuleType:
     spec = importlib.util.spec_from_file_location("kirocrew_test_desktop", ROOT / "tests/computer/desktop.py")
     assert spec is not None and spec.loader is not None
     module = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))
@@ -38,7 +40,7 @@ def _p90(values: list[float]) -> float:
     return sorted(values)[max(0, round(0.9 * len(values)) - 1)]
 
 
-def _measure(backend, app: str, runs: int) -> None:  # type: ignore[no-untyped-def]
+def _measure(backend: Any, app: str, runs: int) -> None:
     from kirocrew_computer.render import assign_indices, render_state
 
     walk_ms, render_ms = [], []
@@ -51,7 +53,7 @@ def _measure(backend, app: str, runs: int) -> None:  # type: ignore[no-untyped-d
         if i >= 2:  # the first walks warm libatspi's cache
             walk_ms.append((walked - started) * 1000)
             render_ms.append((done - walked) * 1000)
-    total = [w + r for w, r in zip(walk_ms, render_ms)]
+    total = [w + r for w, r in zip(walk_ms, render_ms, strict=True)]
     print(f"  nodes {len(state.nodes)}, truncated {state.truncated}, reply {len(text):,} chars "
           f"({len(text.encode()):,} bytes), {text.count(chr(10)) + 1} lines")
     print(f"  snapshot   median {statistics.median(walk_ms):7.1f} ms   p90 {_p90(walk_ms):7.1f} ms")

@@ -31,7 +31,8 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 FIXTURE_APP = Path(__file__).with_name("fixture_app.py")
 AT_SPI_BUS_LAUNCHER = "/usr/libexec/at-spi-bus-launcher"
 AT_SPI_REGISTRYD = "/usr/libexec/at-spi2-registryd"
-_NEEDED = ("Xvfb", "dbus-daemon", "dbus-send", "openbox", "xdotool", "xprop", AT_SPI_BUS_LAUNCHER, AT_SPI_REGISTRYD, SYSTEM_PYTHON)
+_NEEDED = ("Xvfb", "dbus-daemon", "dbus-send", "openbox", "xdotool", "xprop",
+           AT_SPI_BUS_LAUNCHER, AT_SPI_REGISTRYD, SYSTEM_PYTHON)
 _START_TIMEOUT = 15.0
 _LOGS: dict[int, Path] = {}  # each child's output, for a start failure's message
 

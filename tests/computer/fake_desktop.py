@@ -140,7 +140,7 @@ class FakeDesktop:
         elif widget.role == "check box":
             widget.states ^= {"checked"}
 
-    def click(self, state, node, point, *, count, button, method):  # type: ignore[no-untyped-def]
+    def click(self, state, node, point, *, count, button, method):
         self.log.append(("click", node.name if node else f"{point}", str(count), button, method))
         if method == "app_post":
             raise BackendError("app_post has no faithful form here", code="unsupported_action")
@@ -150,29 +150,29 @@ class FakeDesktop:
             return f"clicked {node.role} \"{node.name}\""
         return f"clicked at {point[0]:g},{point[1]:g}"
 
-    def drag(self, state, start, end, *, button, steps, path):  # type: ignore[no-untyped-def]
+    def drag(self, state, start, end, *, button, steps, path):
         self.log.append(("drag", f"{start}", f"{end}"))
         return f"dragged from {start} to {end}"
 
-    def type_text(self, state, node, text):  # type: ignore[no-untyped-def]
+    def type_text(self, state, node, text):
         self.log.append(("type_text", node.name, text))
         self.widget(state, node).value = text
         return f"typed {len(text)} characters"
 
-    def press_key(self, state, node, key):  # type: ignore[no-untyped-def]
+    def press_key(self, state, node, key):
         self.log.append(("press_key", node.name, key))
         return f"pressed {key}"
 
-    def set_value(self, state, node, value):  # type: ignore[no-untyped-def]
+    def set_value(self, state, node, value):
         self.log.append(("set_value", node.name, value))
         self.widget(state, node).value = value
         return "value set"
 
-    def scroll(self, state, node, direction, pages):  # type: ignore[no-untyped-def]
+    def scroll(self, state, node, direction, pages):
         self.log.append(("scroll", node.name, direction, f"{pages:g}"))
         return f"scrolled {direction} {pages:g} pages"
 
-    def perform_action(self, state, node, action):  # type: ignore[no-untyped-def]
+    def perform_action(self, state, node, action):
         self.log.append(("perform_action", node.name, action))
         self._activate(state, node)
         return f"performed {action}"

@@ -12,10 +12,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fake_desktop import FakeDesktopPlugin  # noqa: E402
+from fake_desktop import FakeDesktopPlugin
 
-from kirocrew_core.cli import main  # noqa: E402
-from kirocrew_core.plugins import get_plugin_manager  # noqa: E402
+from kirocrew_core.cli import main
+from kirocrew_core.plugins import get_plugin_manager
 
 if __name__ == "__main__":
     get_plugin_manager().register(FakeDesktopPlugin(), name="fake_desktop")

@@ -13,10 +13,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fake_desktop import FakeDesktop, FakeDesktopPlugin, audit_records, write_keystone  # noqa: E402
+from fake_desktop import FakeDesktop, FakeDesktopPlugin, audit_records, write_keystone
 
-from kirocrew_computer.chokepoint import Chokepoint, Reply  # noqa: E402
-from kirocrew_computer.index import SnapshotIndex  # noqa: E402
+from kirocrew_computer.chokepoint import Chokepoint, Reply
+from kirocrew_computer.index import SnapshotIndex
 
 ON = {"enabled": True, "allowed_apps": [], "extra_denied_apps": []}
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fake_desktop import audit_records, runner_argv, write_keystone  # noqa: E402
+from fake_desktop import audit_records, runner_argv, write_keystone
 
 ON = {"enabled": True, "allowed_apps": [], "extra_denied_apps": []}
 
@@ -22,7 +22,8 @@ def fake(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_kirocrew_help_lists_the_commands_without_importing_the_mcp_sdk_or_the_chokepoint() -> None:
-    probe = ("import sys\nfrom kirocrew_core.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+    probe = ("import sys\nfrom kirocrew_core.cli import main\n"
+             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
              "heavy = sorted(m for m in sys.modules if m == 'mcp' or m.startswith(('mcp.', 'starlette', "
              "'kirocrew_computer.chokepoint', 'kirocrew_computer.server')))\nprint('HEAVY', heavy)\n")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
@@ -30,7 +31,7 @@ def test_kirocrew_help_lists_the_commands_without_importing_the_mcp_sdk_or_the_c
     assert "HEAVY []" in result.stdout
 
 
-def test_apps_is_gated_by_the_keystone(kirocrew) -> None:  # noqa: ANN001
+def test_apps_is_gated_by_the_keystone(kirocrew) -> None:
     result = kirocrew("computer", "apps")
     assert result.returncode == 1
     assert result.stdout.startswith("Error: computer use is off")
@@ -44,7 +45,7 @@ def test_apps_lists_what_policy_allows_once_the_keystone_is_on(tmp_path: Path) -
     assert "Notes (app id org.example.Notes" in result.stdout and "Calculator" not in result.stdout
 
 
-def test_doctor_is_not_gated_and_reports_keystone_and_backend(kirocrew, tmp_path: Path) -> None:  # noqa: ANN001
+def test_doctor_is_not_gated_and_reports_keystone_and_backend(kirocrew, tmp_path: Path) -> None:
     plain = kirocrew("computer", "doctor", "--json")
     assert plain.returncode == 0, plain.stderr
     report = json.loads(plain.stdout)
@@ -83,12 +84,12 @@ def test_call_with_key_value_words_keeps_strings_as_strings(tmp_path: Path) -> N
     assert "[tree truncated at 3 nodes]" in result.stdout
 
 
-def test_call_is_gated_and_audited_like_an_agent_call(kirocrew) -> None:  # noqa: ANN001
+def test_call_is_gated_and_audited_like_an_agent_call(kirocrew) -> None:
     result = kirocrew("computer", "call", "computer_get_state", "app=Notes")
     assert result.returncode == 1 and result.stdout.startswith("Error: computer use is off")
     assert audit_records()[-1]["outcome"] == "refused"
 
 
-def test_bad_call_input_is_a_clear_error_with_a_code(kirocrew) -> None:  # noqa: ANN001
+def test_bad_call_input_is_a_clear_error_with_a_code(kirocrew) -> None:
     result = kirocrew("computer", "call", "--calls", "{not json")
     assert result.returncode == 2 and "error[invalid_arguments]" in result.stderr

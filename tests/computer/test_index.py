@@ -32,7 +32,7 @@ def state(app: str = "gedit", pid: int = 1, names: tuple[str, ...] = ("Save", "O
                                       tuple(nodes), False))
 
 
-def code_of(call, *args) -> str:  # noqa: ANN001
+def code_of(call, *args) -> str:
     with pytest.raises(Refusal) as caught:
         call(*args)
     return caught.value.code

@@ -10,13 +10,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fake_desktop import audit_records, write_keystone  # noqa: E402
+from fake_desktop import audit_records, write_keystone
 
-from kirocrew_computer import keystone  # noqa: E402
+from kirocrew_computer import keystone
 
 
 @pytest.fixture
-def plugin_manager(plugin_manager):  # noqa: ANN001, ANN201 - extends the shared fixture
+def plugin_manager(plugin_manager):
     import kirocrew_computer.plugin
 
     plugin_manager.register(kirocrew_computer.plugin, name="computer")
@@ -50,7 +50,7 @@ def test_only_enabled_exactly_true_turns_it_on() -> None:
     assert state.enabled is True and state.allowed_apps == ("gedit",)
 
 
-def test_the_cli_switch_writes_the_file_and_audits_every_change(kirocrew) -> None:  # noqa: ANN001
+def test_the_cli_switch_writes_the_file_and_audits_every_change(kirocrew) -> None:
     assert kirocrew("computer", "keystone", "enable").returncode == 0
     assert kirocrew("computer", "keystone", "allow", "gedit").returncode == 0
     assert kirocrew("computer", "keystone", "deny", "xterm").returncode == 0
@@ -67,7 +67,7 @@ def test_the_cli_switch_writes_the_file_and_audits_every_change(kirocrew) -> Non
     assert kirocrew("audit", "verify").returncode == 0
 
 
-def test_a_malformed_keystone_is_reported_and_left_byte_identical(kirocrew) -> None:  # noqa: ANN001
+def test_a_malformed_keystone_is_reported_and_left_byte_identical(kirocrew) -> None:
     path = write_keystone('{"enabled": false, oops')
     before = path.read_bytes()
     result = kirocrew("computer", "keystone", "enable")
@@ -77,7 +77,7 @@ def test_a_malformed_keystone_is_reported_and_left_byte_identical(kirocrew) -> N
     assert audit_records("computer_use.keystone") == []
 
 
-def test_the_owner_gateway_route_reads_and_replaces_the_keystone(gateway_client) -> None:  # noqa: ANN001
+def test_the_owner_gateway_route_reads_and_replaces_the_keystone(gateway_client) -> None:
     assert gateway_client.get("/api/computer-use/config").json()["enabled"] is False
     answer = gateway_client.put("/api/computer-use/config",
                                 json={"enabled": True, "allowed_apps": ["gedit"], "extra_denied_apps": []})
@@ -87,7 +87,7 @@ def test_the_owner_gateway_route_reads_and_replaces_the_keystone(gateway_client)
 
 
 @pytest.mark.parametrize("body", [{"enabled": "yes"}, {"enabled": True, "extra": 1}, {"allowed_apps": [""]}])
-def test_a_bad_gateway_body_is_400_and_changes_nothing(gateway_client, body: dict) -> None:  # noqa: ANN001
+def test_a_bad_gateway_body_is_400_and_changes_nothing(gateway_client, body: dict) -> None:
     path = write_keystone({"enabled": False, "allowed_apps": [], "extra_denied_apps": []})
     before = path.read_bytes()
     answer = gateway_client.put("/api/computer-use/config", json=body)
@@ -95,7 +95,7 @@ def test_a_bad_gateway_body_is_400_and_changes_nothing(gateway_client, body: dic
     assert path.read_bytes() == before
 
 
-def test_the_gateway_route_refuses_a_caller_without_the_owner_token(gateway_client) -> None:  # noqa: ANN001
+def test_the_gateway_route_refuses_a_caller_without_the_owner_token(gateway_client) -> None:
     from starlette.testclient import TestClient
 
     with TestClient(gateway_client.app, base_url="http://127.0.0.1") as anonymous:

@@ -13,7 +13,7 @@ GEDIT = AppInfo("Text Editor", "gedit", 100, 1)
 XTERM = AppInfo("xterm", "XTerm", 101, 1)
 
 
-def refusal_code(call, *args) -> str:  # noqa: ANN001
+def refusal_code(call, *args) -> str:
     with pytest.raises(Refusal) as caught:
         call(*args)
     return caught.value.code

@@ -15,10 +15,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fake_desktop import audit_records, runner_argv, write_keystone  # noqa: E402
+from fake_desktop import audit_records, runner_argv, write_keystone
 
-from kirocrew_core import home  # noqa: E402
-from kirocrew_testing.fixtures import kirocrew_argv  # noqa: E402
+from kirocrew_core import home
+from kirocrew_testing.fixtures import kirocrew_argv
 
 ON = {"enabled": True, "allowed_apps": [], "extra_denied_apps": []}
 HANDSHAKE_SECS = 60
@@ -114,7 +114,7 @@ def test_the_keystone_is_rechecked_on_every_call_not_only_at_listing(tmp_path: P
     assert second.is_error and text_of(second).startswith("error[keystone_off]: computer use is off")
 
 
-def test_the_managed_registration_is_never_auto_approved(kirocrew) -> None:  # noqa: ANN001
+def test_the_managed_registration_is_never_auto_approved(kirocrew) -> None:
     result = kirocrew("mcp", "rebuild")
     assert result.returncode == 0, result.stderr
     agent = json.loads(home.rendered_agent_file().read_text())
@@ -136,7 +136,7 @@ def test_an_unknown_tool_is_refused_even_with_the_keystone_on(tmp_path: Path, na
     assert result.is_error and text_of(result).startswith("error[unknown_tool]: no such computer-use tool")
 
 
-def test_the_governance_ceiling_withholds_every_computer_tool_from_auto_approve(installed_plugin_manager) -> None:  # noqa: ANN001
+def test_the_governance_ceiling_withholds_every_computer_tool_from_auto_approve(installed_plugin_manager) -> None:
     from kirocrew_core.governance import may_auto_approve
 
     assert not may_auto_approve("@kirocrew-computer", pm=installed_plugin_manager)

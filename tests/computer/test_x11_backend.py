@@ -7,7 +7,6 @@ or by re-reading its accessibility tree, never by the backend's own reply.
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path

@@ -14,8 +14,8 @@ from kirocrew_testing.requirements import unavailable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conformance_clients import Runner, run_python_client, run_typescript_client  # noqa: E402
-from node_sdk import ensure_installed  # noqa: E402
+from conformance_clients import Runner, run_python_client, run_typescript_client
+from node_sdk import ensure_installed
 
 
 @pytest.fixture(scope="session")

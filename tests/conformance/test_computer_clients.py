@@ -11,10 +11,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "computer"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conformance_clients import Runner, StdioServer, call_result, text_of  # noqa: E402
-from fake_desktop import runner_argv, write_keystone  # noqa: E402
+from conformance_clients import Runner, StdioServer, call_result, text_of
+from fake_desktop import runner_argv, write_keystone
 
-from kirocrew_computer.schemas import TOOLS  # noqa: E402
+from kirocrew_computer.schemas import TOOLS
 
 ON = {"enabled": True, "allowed_apps": [], "extra_denied_apps": []}
 

@@ -16,7 +16,7 @@ from kirocrew_conversations.tool_schemas import TOOLS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conformance_clients import Runner, StdioServer, call_result, text_of  # noqa: E402
+from conformance_clients import Runner, StdioServer, call_result, text_of
 
 UNKNOWN_ID = "c_00000000000000000000000000"
 

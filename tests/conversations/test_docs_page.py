@@ -43,7 +43,8 @@ def test_the_client_configurations_are_valid_json_that_start_the_server():
 
 def test_every_error_code_the_page_names_is_in_the_catalogue():
     codes = {c for c in re.findall(r"`([a-z]+(?:_[a-z]+)+)`", page()) if "_" in c}
-    not_codes = {"read_only", "workspace_write", "allow_once", "reject_once", "needs_attention", "timed_out", "needs_attention_expired",
+    not_codes = {"read_only", "workspace_write", "allow_once", "reject_once", "needs_attention", "timed_out",
+                 "needs_attention_expired",
                  "kiro_delegate", "kiro_wait", "kiro_spawn", "kiro_send", "kiro_result", "kiro_cancel",
                  "kiro_status", "kiro_events", "kiro_configure", "kiro_capabilities", "kiro_delete",
                  "kiro_permission_decide", "kiro_worktree_inspect", "kiro_worktree_cleanup", "kiro_archive",

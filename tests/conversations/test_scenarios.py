@@ -22,7 +22,7 @@ from kirocrew_testing.requirements import executable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conversation_calls import expect_error, ref, until_status  # noqa: E402
+from conversation_calls import expect_error, ref, until_status
 
 def workspace(tmp_path: Path, name: str = "project") -> Path:
     path = tmp_path / name
@@ -742,7 +742,8 @@ def test_an_allowed_slash_command_waits_for_a_fresh_sessions_announcement_before
 def test_an_unanswered_permission_request_expires_and_the_queue_moves_on(conversations_client, run_async, tmp_path,
                                                                          asking_env):
     async def main() -> None:
-        async with conversations_client(env={**asking_env, "KIRO_CONVERSATIONS_ATTENTION_DEADLINE_SECS": "3"}) as client:
+        env = {**asking_env, "KIRO_CONVERSATIONS_ATTENTION_DEADLINE_SECS": "3"}
+        async with conversations_client(env=env) as client:
             asking = await client.call("kiro_spawn", conversation="new", name="ask", workspace=str(tmp_path),
                                        authority="workspace_write", message="!tool fs_write {}\n!say wrote it")
             follow_up = await client.call("kiro_send", conversationId=asking["conversationId"], message="!say next")

@@ -17,7 +17,7 @@ from kirocrew_core import home
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conversation_calls import expect_error, ref  # noqa: E402
+from conversation_calls import expect_error, ref
 
 HAIKU, OPUS, SONNET = "claude-haiku-4.5", "claude-opus-4.5", "claude-sonnet-4.5"
 

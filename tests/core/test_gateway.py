@@ -18,7 +18,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from kirocrew_core import __version__, hookimpl, home
+from kirocrew_core import __version__, home
 from kirocrew_core.contributions import DashboardPage, DoctorCheck, DoctorResult
 from kirocrew_core.errors import BadInputError, ConflictError, KirocrewError, MalformedFileError
 from kirocrew_core.gateway.app import create_app
@@ -370,14 +370,15 @@ def test_a_websocket_route_is_guarded_like_a_mutating_request(plugin_manager):
         with client.websocket_connect(WS_URL, headers={"Origin": BASE}) as ws:
             ws.send_text("ping")
             assert ws.receive_text() == "ping"
-        with pytest.raises(WebSocketDisconnect) as refused:
-            with client.websocket_connect(WS_URL, headers={"Origin": "http://evil.example"}):
-                pass
+        with (
+            pytest.raises(WebSocketDisconnect) as refused,
+            client.websocket_connect(WS_URL, headers={"Origin": "http://evil.example"}),
+        ):
+            pass
         assert refused.value.code == 1008
         client.cookies.clear()
-        with pytest.raises(WebSocketDisconnect):
-            with client.websocket_connect(WS_URL, headers={"Origin": BASE}):
-                pass
+        with pytest.raises(WebSocketDisconnect), client.websocket_connect(WS_URL, headers={"Origin": BASE}):
+            pass
 
 
 # --- lifecycle ---------------------------------------------------------------------------
@@ -398,7 +399,8 @@ def test_startup_and_shutdown_hooks_run_and_awaitables_are_awaited(plugin_manage
         await asyncio.sleep(0)
         events.append("async shutdown")
 
-    _register(plugin_manager, "a-sync", gateway_startup=startup, gateway_shutdown=lambda app: events.append("sync shutdown"))
+    _register(plugin_manager, "a-sync", gateway_startup=startup,
+              gateway_shutdown=lambda app: events.append("sync shutdown"))
     _register(plugin_manager, "b-async", gateway_startup=async_startup, gateway_shutdown=async_shutdown)
     with _client(plugin_manager) as client:
         assert events == ["sync startup", "async startup"]
@@ -428,9 +430,8 @@ def test_a_failing_startup_hook_aborts_startup_and_still_runs_shutdown_hooks(plu
     _register(plugin_manager, "a-starter", gateway_startup=lambda app: events.append("a started"))
     _register(plugin_manager, "b-failing", gateway_startup=fails)
     _register(plugin_manager, "c-stopper", gateway_shutdown=lambda app: events.append("c stopped"))
-    with pytest.raises(PluginLoadError, match="cannot warm tables"):
-        with _client(plugin_manager):
-            pass
+    with pytest.raises(PluginLoadError, match="cannot warm tables"), _client(plugin_manager):
+        pass
     assert events == ["a started", "c stopped"]
 
 

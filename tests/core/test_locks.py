@@ -87,9 +87,8 @@ def test_a_lock_held_by_another_process_times_out_with_a_code_naming_the_lock() 
     assert holder.stdout is not None and holder.stdin is not None
     try:
         assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(KirocrewError) as info:
-            with named_lock("connections", timeout=0.2):
-                pass
+        with pytest.raises(KirocrewError) as info, named_lock("connections", timeout=0.2):
+            pass
         assert info.value.code == "lock_timeout"
         assert "'connections'" in info.value.message
         assert held_locks() == ()
@@ -103,9 +102,8 @@ def test_a_lock_held_by_another_process_times_out_with_a_code_naming_the_lock() 
 
 def test_taking_a_lock_out_of_order_is_refused_and_leaves_it_free() -> None:
     with named_lock("audit"):
-        with pytest.raises(KirocrewError) as info:
-            with named_lock("config"):
-                pass
+        with pytest.raises(KirocrewError) as info, named_lock("config"):
+            pass
         assert info.value.code == "lock_order"
         assert held_locks() == ("audit",)
         # The refused lock was never taken: another process gets it at once.
@@ -116,13 +114,11 @@ def test_taking_a_lock_out_of_order_is_refused_and_leaves_it_free() -> None:
 
 
 def test_locks_nest_in_order_and_re_enter_freely() -> None:
-    with named_lock("config"):
-        with named_lock("agent-file"):
-            with named_lock("audit"):
-                # Re-entering an outer lock waits for nothing, so it cannot deadlock.
-                with named_lock("config"):
-                    assert held_locks() == ("config", "agent-file", "audit", "config")
-                assert held_locks() == ("config", "agent-file", "audit")
+    with named_lock("config"), named_lock("agent-file"), named_lock("audit"):
+        # Re-entering an outer lock waits for nothing, so it cannot deadlock.
+        with named_lock("config"):
+            assert held_locks() == ("config", "agent-file", "audit", "config")
+        assert held_locks() == ("config", "agent-file", "audit")
     assert held_locks() == ()
 
 
@@ -144,9 +140,8 @@ def test_the_lock_order_is_tracked_per_thread() -> None:
 
 
 def test_an_unknown_lock_name_is_bad_input_and_creates_nothing() -> None:
-    with pytest.raises(BadInputError) as info:
-        with named_lock("everything"):
-            pass
+    with pytest.raises(BadInputError) as info, named_lock("everything"):
+        pass
     assert info.value.code == "unknown_lock"
     assert "config" in info.value.message
     assert not home.locks_dir().exists()

@@ -244,7 +244,7 @@ def test_a_lone_registration_file_is_no_grant_and_consent_writes_a_fresh_pair(oa
 
     async def scenario() -> Any:
         user = User(server)
-        auth = await fko.prepare_auth(server.mcp_url, on_authorization_url=user)
+        await fko.prepare_auth(server.mcp_url, on_authorization_url=user)
         await user.landings()
         return user
 

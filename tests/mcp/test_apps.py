@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from kirocrew_core import audit, hookimpl, home
+from kirocrew_core import audit, home
 from kirocrew_core.contributions import ManagedMcpServer
 from kirocrew_core.errors import KirocrewError
 from kirocrew_testing.fake_kiro.agents_dirs import parse_spec

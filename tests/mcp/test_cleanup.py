@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kirocrew_core import audit, hookimpl, home
+from kirocrew_core import audit, home
 from kirocrew_core.contributions import ManagedMcpServer
 from kirocrew_mcp.cleanup import clean_stale_managed_mcp
 from kirocrew_mcp.health import check_provider_globals

@@ -85,7 +85,7 @@ def test_rebuild_refuses_a_malformed_scope_file_exits_2_and_writes_nothing(kiroc
 
 def test_rebuild_refuses_a_crew_store_whose_mcp_servers_is_a_list(kirocrew):
     agent = _rendered_with({"srv": CAT}, kirocrew)
-    store = write(home.crew_mcp_file(), [CAT])  # type: ignore[arg-type]
+    store = write(home.crew_mcp_file(), [CAT])
 
     result = kirocrew("mcp", "rebuild", "--clean")
 
@@ -334,7 +334,7 @@ def test_doctor_fails_an_agent_file_that_would_merge_the_kiro_global_twice(kiroc
 def test_doctor_api_apply_and_rebuild_agree_a_crew_store_with_a_list_of_servers_is_malformed(
     kirocrew, tmp_path
 ):
-    store = write(home.crew_mcp_file(), [CAT])  # type: ignore[arg-type]
+    store = write(home.crew_mcp_file(), [CAT])
 
     check = doctor_checks(kirocrew)["mcp.scope-files"]
     assert check["status"] == "fail"

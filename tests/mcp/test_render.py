@@ -262,7 +262,8 @@ def test_managed_servers_are_refreshed_from_the_live_executable(plugin_manager):
 def test_a_timeout_kiro_cli_cannot_take_is_dropped(plugin_manager, bin_dir, timeout):
     plugin_manager.register(Managed(CORE), name="managed")
     base('{"name": "kirocrew", "tools": ["*"], "mcpServers": {'
-         f'"kirocrew-core": {{"command": "x", "timeout": {timeout}}}, "a": {{"command": "tool-a", "timeout": {timeout}}}'
+         f'"kirocrew-core": {{"command": "x", "timeout": {timeout}}}, '
+         f'"a": {{"command": "tool-a", "timeout": {timeout}}}'
          "}}")
     rebuild_agent_config()
     assert "timeout" not in servers()["kirocrew-core"] and "timeout" not in servers()["a"]
@@ -509,7 +510,7 @@ def test_an_unreadable_scope_keeps_its_disabled_mirror(plugin_manager, bin_dir):
 
 
 def test_a_corrupt_agent_file_is_kept_as_a_backup_before_a_fresh_render(plugin_manager, bin_dir):
-    corrupt = base('{"name": "kirocrew", "mcpServers": {')  # type: ignore[arg-type]
+    corrupt = base('{"name": "kirocrew", "mcpServers": {')
     kiro_global({"mcpServers": {"a": {"command": "tool-a"}}})
     report = rebuild_agent_config()
     assert report.backup is not None and report.backup.read_bytes() == corrupt
@@ -519,7 +520,7 @@ def test_a_corrupt_agent_file_is_kept_as_a_backup_before_a_fresh_render(plugin_m
 
 
 def test_a_non_object_agent_file_is_backed_up_too(plugin_manager):
-    base([1, 2])  # type: ignore[arg-type]
+    base([1, 2])
     report = rebuild_agent_config()
     assert report.backup is not None and json.loads(report.backup.read_text()) == [1, 2]
     assert agent()["name"] == "kirocrew"

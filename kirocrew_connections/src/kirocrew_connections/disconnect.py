@@ -121,9 +121,7 @@ def is_provable(url: str) -> bool | None:
     path = parts.path
     if not _PROVABLE_PATH.fullmatch(path) or "%" in path or "\\" in path or _DOT_SEGMENT.search(path):
         return False
-    if parts.scheme.lower() == "http" and port == 80:
-        return False
-    return True
+    return not (parts.scheme.lower() == "http" and port == 80)
 
 
 def artifact_key(url: Any) -> str | None:
@@ -460,7 +458,7 @@ def _audit(result: DisconnectResult) -> None:
             grant_census_incomplete=result.grant_census_incomplete,
             provider_revoked=False,
         )
-    except Exception as exc:  # the act is done; failing the response now would misreport it
+    except Exception as exc:  # noqa: BLE001 - the act is done; failing the response now would misreport it
         log.warning("could not record %s in the security event log: %s", AUDIT_EVENT, exc)
         result.warnings.append(f"could not record {AUDIT_EVENT}: {exc}")
 

@@ -219,9 +219,10 @@ def sweep_orphan_specs(live: set[str], older_than: float = 2 * MINT_TTL_SECS) ->
     removed = []
     for row in _read_manifest():
         path, created = row.get("path"), row.get("created_at")
-        if isinstance(path, str) and path not in live and isinstance(created, (int, float)) and created < cutoff:
-            if remove_mint_spec(Path(path)):
-                removed.append(path)
+        if not (isinstance(path, str) and path not in live and isinstance(created, (int, float))):
+            continue
+        if created < cutoff and remove_mint_spec(Path(path)):
+            removed.append(path)
     return removed
 
 
@@ -397,7 +398,7 @@ class MintEngine:
             await self._run_inner(row, provider)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # a failed mint is a coarse reason on the row, never a raise
+        except Exception as exc:  # noqa: BLE001 - a failed mint is a coarse reason on the row, never a raise
             log.warning("mint for %s failed: %s", row.slug, type(exc).__name__)
             reason = "mint_" + type(exc).__name__.lower()[:32]
             if self._settle(row, FAILED, reason):
@@ -525,7 +526,7 @@ class MintEngine:
                 return
             version = _status_version(attempt.session)
             # Woken early by kiro's own report (the server initializes once the exchange is done).
-            await attempt.session.wait_until(lambda s: _status_version(s) != version,
+            await attempt.session.wait_until(lambda s: _status_version(s) != version,  # noqa: B023 - awaited here
                                              min(self.poll, remaining))
 
     async def _validate(self, row: MintRow, provider: Provider, alias: str, entry: Mapping[str, Any]) -> str:
@@ -535,7 +536,7 @@ class MintEngine:
             return "unavailable"
         try:
             attempt = await self._spawn(row, provider.slug, alias, entry)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any spawn failure is the 'failed' verdict
             log.info("grant validation for %s could not start: %s", provider.slug, type(exc).__name__)
             return "failed"
         try:
@@ -546,7 +547,7 @@ class MintEngine:
 
             results = await asyncio.wait_for(inventory(), self.ready_timeout)
             return str(classify([result.data for result in results], alias).verdict)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any inventory failure is the 'failed' verdict
             log.info("grant validation for %s did not answer: %s", provider.slug, type(exc).__name__)
             return "failed"
         finally:
@@ -593,7 +594,7 @@ class MintEngine:
         def write() -> None:
             try:
                 audit.record(AUDIT_EVENT, actor="owner", outcome=outcome, slug=slug, state=state, **fields)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - auditing is best-effort off the event loop
                 log.warning("could not audit the mint of %s: %s", row.slug, exc)
 
         task = asyncio.get_running_loop().create_task(asyncio.to_thread(write))
@@ -605,7 +606,7 @@ class MintEngine:
 async def _remove_when_written(prepared: asyncio.Future[tuple[str, Path]]) -> None:
     try:
         _name, path = await prepared
-    except Exception:
+    except Exception:  # noqa: BLE001 - nothing was written, so nothing to remove
         return  # nothing was written (a failed record leaves at most a harmless row)
     await asyncio.to_thread(remove_mint_spec, path)
 
@@ -639,7 +640,7 @@ def _status_version(state: Any) -> tuple[Any, ...]:
 async def _close_quietly(runtime: AcpRuntime) -> None:
     try:
         await runtime.aclose()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - closing is best-effort
         log.warning("closing a mint's kiro-cli failed: %s", exc)
 
 

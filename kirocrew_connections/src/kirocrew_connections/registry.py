@@ -488,7 +488,7 @@ def _plugin_providers(pm: Any, taken: _Taken) -> list[Provider]:
         source = contribution.plugin
         try:
             document = loader.load()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a plugin's loader failing is rejected, never fatal
             reject(f"{source}: registry loader raised {type(exc).__name__}")
             continue
         if not isinstance(document, (list, tuple)):

@@ -62,7 +62,7 @@ def availability(name: str, installed: dict[str, AuthorityBackend]) -> tuple[boo
         return False, f"no installed plugin provides the {name} authority on this host"
     try:
         ok, reason = backend.available()
-    except Exception as exc:  # a broken check must fail closed, not crash the caller
+    except Exception as exc:  # noqa: BLE001 - a broken check must fail closed, not crash the caller
         return False, f"the {name} availability check failed: {type(exc).__name__}"
     return bool(ok), None if ok else (reason or f"the {name} authority is unavailable on this host")
 

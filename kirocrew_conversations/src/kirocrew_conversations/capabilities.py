@@ -18,6 +18,7 @@ the probe waits a few seconds, then falls back to what workers' sessions announc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import tempfile
 import time
@@ -123,11 +124,10 @@ async def _throwaway_session(runtime: Any) -> _Started:
             log.warning("kiro-cli announced no agents: session/new failed (%s)", exc.code)
             return _Started()
         commands = await slash.wait_announced(session)
-        try:
-            # Evicting it here lets kiro drop the session's lock and MCP servers before the process ends.
+        # Evicting it here lets kiro drop the session's lock and MCP servers before the process ends; older
+        # builds lack the extension, and the graceful close that follows releases the lock too.
+        with contextlib.suppress(AcpError, KirocrewError):
             await runtime.terminate_session(session.session_id)
-        except (AcpError, KirocrewError):
-            pass  # older builds lack the extension; the graceful close that follows releases the lock too
         await runtime.aclose()
         await asyncio.to_thread(kiro_sessions.remove_session_files, session.session_id)
     modes = session.modes

@@ -165,7 +165,12 @@ async def _confirm(question: str) -> bool:
     loop = asyncio.get_running_loop()
     line: asyncio.Future[str] = loop.create_future()
     fd = sys.stdin.fileno()
-    loop.add_reader(fd, lambda: line.done() or line.set_result(sys.stdin.readline()))
+
+    def read_line() -> None:
+        if not line.done():
+            line.set_result(sys.stdin.readline())
+
+    loop.add_reader(fd, read_line)
     try:
         answer = await line
     finally:

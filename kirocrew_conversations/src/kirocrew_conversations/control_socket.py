@@ -54,7 +54,7 @@ async def line_transport(stream: Any) -> AsyncIterator[tuple[Any, Any]]:
                     return
                 try:
                     message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 - the session reads a bad line as an error
                     await incoming_writer.send(exc)
                     continue
                 await incoming_writer.send(SessionMessage(message))

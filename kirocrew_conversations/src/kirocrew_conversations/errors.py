@@ -49,7 +49,9 @@ CATALOGUE: dict[str, str] = {
     "unsupported_capability": "The installed kiro-cli (or this server) does not advertise the feature asked for.",
     "unknown_model": "The model is not in kiro-cli's live catalog; the message lists the available ids.",
     "unknown_mode": "The mode is not an agent kiro-cli announces; the message lists the available agents.",
-    "invalid_image": "An image path is not a readable regular file, is not an image, or differs from its declared size.",
+    "invalid_image": (
+        "An image path is not a readable regular file, is not an image, or differs from its declared size."
+    ),
     "not_a_worktree_conversation": "The conversation works in a shared workspace; worktree tools need worktree mode.",
     "conversation_retired": "The conversation's worktree was cleaned up; it cannot run again.",
     "conversation_retiring": "The conversation's worktree is being cleaned up right now; no run can be queued.",

@@ -157,7 +157,11 @@ class Orchestrator:
         self._scrub_pending = asyncio.Event()
         self._scrubber: asyncio.Task[None] | None = None
         loop = asyncio.get_running_loop()
-        store.on_erase = lambda: loop.call_soon_threadsafe(self._erased)
+
+        def erased() -> None:  # called from the store's thread
+            loop.call_soon_threadsafe(self._erased)
+
+        store.on_erase = erased
 
     async def __aenter__(self) -> Orchestrator:
         return self
@@ -674,7 +678,7 @@ class Orchestrator:
     async def _event(self, run: Run, kind: str, payload: dict[str, Any]) -> None:
         await self._append(run.conversation_id, run.id, kind, payload)
 
-    async def _append(self, conversation_id: str, run_id: str, kind: str, payload: dict[str, Any]) -> None:
+    async def _append(self, conversation_id: str, run_id: str | None, kind: str, payload: dict[str, Any]) -> None:
         await self._db(self.store.append_event, conversation_id, run_id, kind, payload)
 
 

@@ -123,7 +123,7 @@ def build_server(service: ConversationsService) -> Server[Any]:
             payload = await service.call(name, params.arguments, progress=_progress_sink(ctx))
         except KirocrewError as exc:
             return tool_results.error_result(exc.code, exc.message)
-        except Exception:  # noqa: BLE001 - the client gets a code, stderr gets the traceback
+        except Exception:  # the client gets a code, stderr gets the traceback
             log.exception("tool %s failed unexpectedly", name)
             return tool_results.error_result("internal_error",
                                              f"{name} failed unexpectedly; the server's log has the details")
@@ -198,7 +198,7 @@ async def _serve_control(server: Server[Any], state_dir: Path) -> None:
     async def session(read: Any, write: Any) -> None:
         try:
             await server.run(read, write, server.create_initialization_options())
-        except Exception:  # noqa: BLE001 - one broken session must not close the socket for the others
+        except Exception:  # one broken session must not close the socket for the others
             log.exception("a control socket session failed")
 
     path = control_socket.socket_path(state_dir)

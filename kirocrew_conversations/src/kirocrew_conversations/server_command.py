@@ -38,8 +38,8 @@ _POSITIVE_SECS = click.FloatRange(min=0, min_open=True)
 @click.option("--progress-interval-secs", type=_POSITIVE_SECS, default=None,
               help="For tests: seconds between progress notifications while a wait runs (default 10 s).")
 def mcp_conversations(max_workers: int | None, state_dir: Path | None, run_deadline_secs: float | None,
-                      attention_deadline_secs: float | None, idle_close_secs: float | None, wait_call_secs: float | None,
-                      progress_interval_secs: float | None) -> None:
+                      attention_deadline_secs: float | None, idle_close_secs: float | None,
+                      wait_call_secs: float | None, progress_interval_secs: float | None) -> None:
     """Serve the Kiro Conversations MCP on stdin/stdout.
 
     A stdio MCP server, meant to be launched by an MCP client (Claude Code, Kiro, an IDE), not

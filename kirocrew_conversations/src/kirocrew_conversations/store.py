@@ -259,7 +259,7 @@ def _conversation(row: sqlite3.Row) -> Conversation:
 
 
 def _run(row: sqlite3.Row) -> Run:
-    fields = {k: row[k] for k in row.keys()}
+    fields = {k: row[k] for k in row.keys()}  # noqa: SIM118 - iterating a sqlite3.Row yields its values
     fields["reply_truncated"] = bool(fields["reply_truncated"])
     return Run(**fields)
 

@@ -118,7 +118,9 @@ def _all_required(properties: dict[str, Any], description: str = "", *, nullable
 
 
 # -- shared pieces --------------------------------------------------------------------------------
-def _conversation_id(description: str = "Opaque conversation ID returned by an earlier call. Never construct one.") -> dict[str, Any]:
+def _conversation_id(
+    description: str = "Opaque conversation ID returned by an earlier call. Never construct one.",
+) -> dict[str, Any]:
     return _string(L.ID_MAX_CHARS, description, pattern=_ID_PATTERN)
 
 
@@ -211,6 +213,11 @@ _RUN_REF = _object({"conversationId": _conversation_id(), "runId": _run_id()}, (
 
 def _spawn_input(purpose: str) -> dict[str, Any]:
     new_only = ("name", "workspace", "workspaceMode", "baseRef", "allowedSlashCommands")
+    conditional: dict[str, Any] = {
+        "if": {"properties": {"conversation": {"const": "new"}}},
+        "then": {"required": ["name", "workspace"]},
+        "else": {"not": {"anyOf": [{"required": [key]} for key in new_only]}},
+    }
     return _object(
         {
             "conversation": _string(L.ID_MAX_CHARS, f'"new" to start a conversation, or an existing conversationId '
@@ -230,11 +237,7 @@ def _spawn_input(purpose: str) -> dict[str, Any]:
             **_RUN_OVERRIDES,
         },
         ("conversation", "message"),
-        **{
-            "if": {"properties": {"conversation": {"const": "new"}}},
-            "then": {"required": ["name", "workspace"]},
-            "else": {"not": {"anyOf": [{"required": [key]} for key in new_only]}},
-        },
+        **conditional,
     )
 
 
@@ -305,7 +308,8 @@ TOOLS: tuple[Tool, ...] = (
             }),
             "limits": _all_required({name: _count() for name in (
                 "waitMaxTargets", "maxImages", "imageMaxBytes", "finalReplyMaxBytes", "runDeadlineSeconds",
-                "attentionDeadlineSeconds", "waitCeilingSeconds", "idleWorkerSeconds", "autoArchiveDays", "messageMaxChars", "pageSizeMax",
+                "attentionDeadlineSeconds", "waitCeilingSeconds", "idleWorkerSeconds", "autoArchiveDays",
+                "messageMaxChars", "pageSizeMax",
             )}),
             "cached": _boolean("True when this answer came from the cache."),
             "fetchedAt": _TIMESTAMP,
@@ -630,7 +634,8 @@ def validate_arguments(tool: str, args: Any) -> dict[str, Any]:
         while first.context:
             first = sorted(first.context, key=relevance)[0]
         # "required" reports each missing key separately; _explain already lists them all.
-        others = {(e.validator, tuple(e.absolute_path)) for e in errors} - {(errors[0].validator, tuple(errors[0].absolute_path))}
+        top = (errors[0].validator, tuple(errors[0].absolute_path))
+        others = {(e.validator, tuple(e.absolute_path)) for e in errors} - {top}
         more = f" (+{len(others)} more)" if others else ""
         raise invalid_arguments(f"{tool}: {_where(first.absolute_path)} {_explain(first)}{more}")
     filled = dict(args)

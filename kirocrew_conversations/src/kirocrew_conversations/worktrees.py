@@ -220,7 +220,7 @@ def inspect_worktree(info: WorktreeInfo) -> dict[str, Any]:
         fork_point = _out(mb) or fork_point
     changed: list[dict[str, str]] = []
     fields = _z_fields(_git(path, "diff", "--no-renames", "--name-status", "-z", fork_point, "--"))
-    for status, file in zip(fields[0::2], fields[1::2]):
+    for status, file in zip(fields[0::2], fields[1::2], strict=False):
         changed.append({"path": file, "status": status[:1]})
     for file in _z_fields(_git(path, "ls-files", "--others", "--exclude-standard", "-z")):
         changed.append({"path": file, "status": "?"})

@@ -384,7 +384,10 @@ class AcpRuntime:
         try:
             self._drain = proc.drain_stderr_async(self._process, self.stderr_tail.append)
             assert self._process.stdin is not None and self._process.stdout is not None
-            self._conn = connect_to_agent(_Client(self), self._process.stdin, self._process.stdout)
+            # _Client implements only the callbacks kiro-cli makes; the SDK looks handlers up by name and
+            # answers method-not-found for the rest, so the full Client protocol is not needed.
+            client = _Client(self)
+            self._conn = connect_to_agent(client, self._process.stdin, self._process.stdout)  # type: ignore[arg-type]
             await self._initialize()
         except BaseException:
             await self._shutdown(reason="start failed")
@@ -539,7 +542,7 @@ class AcpRuntime:
         as for :meth:`new_session`.
         """
         kiro_sessions.check_session_id(session_id)
-        params = {"sessionId": session_id, "cwd": self._absolute_cwd(cwd),
+        params: dict[str, Any] = {"sessionId": session_id, "cwd": self._absolute_cwd(cwd),
                   "mcpServers": self._mcp_servers(mcp_servers)}
         if not self.supports_fork:
             raise UnsupportedCapabilityError(
@@ -586,7 +589,7 @@ class AcpRuntime:
         if session_id in self._sessions:
             raise BadInputError(f"session {session_id} is already open in this kiro-cli process",
                                 code="session_already_open")
-        params = {"sessionId": session_id, "cwd": self._absolute_cwd(cwd),
+        params: dict[str, Any] = {"sessionId": session_id, "cwd": self._absolute_cwd(cwd),
                   "mcpServers": self._mcp_servers(mcp_servers)}
         sessions_dir = self.options.sessions_dir or home.kiro_sessions_dir()
         attempts = len(LOAD_RETRY_BACKOFF_SECS) + 1

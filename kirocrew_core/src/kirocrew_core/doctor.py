@@ -33,7 +33,7 @@ def run_checks(pm: KirocrewPluginManager) -> list[DoctorOutcome]:
             result = check.run()
             if not isinstance(result, DoctorResult):
                 raise TypeError(f"returned {type(result).__name__}, not DoctorResult")
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a broken check is reported as failed
             result = DoctorResult("fail", "the check itself failed", f"{type(exc).__name__}: {exc}")
         outcomes.append(DoctorOutcome(contribution.plugin, check, result))
     return outcomes

@@ -121,7 +121,7 @@ def may_auto_approve(ref: str, *, pm: KirocrewPluginManager | None = None) -> bo
     """
     try:
         patterns = _parsed(ceiling_patterns(pm))
-    except Exception:  # any failure to assemble the ceiling withholds (fail closed)
+    except Exception:  # noqa: BLE001 - any failure to assemble the ceiling withholds (fail closed)
         return False
     return not _withholds(patterns, ref)
 
@@ -138,7 +138,7 @@ def filter_auto_approve(
     refs = list(refs)
     try:
         patterns = _parsed(ceiling_patterns(pm))
-    except Exception:  # fail closed
+    except Exception:  # noqa: BLE001 - fail closed
         return [], refs
     kept: list[str] = []
     withheld: list[str] = []

@@ -40,9 +40,14 @@ def full_signature(name: str, fn: object) -> str:
     return source[start:end].strip()
 
 
+def _role_to_code(m: re.Match[str]) -> str:
+    """A ``~`` before the target shows its last part only, as Sphinx does; without it, the whole path."""
+    return f"`{m.group(1).split('.')[-1] if m.group(0).find('~') > 0 else m.group(1)}`"
+
+
 def rst_to_markdown(text: str) -> str:
     """The few reStructuredText forms our docstrings use, as Markdown."""
-    text = re.sub(r":(?:func|class|meth|mod|attr|data):`~?([^`]+)`", lambda m: f"`{m.group(1).split('.')[-1] if m.group(0).find('~') > 0 else m.group(1)}`", text)
+    text = re.sub(r":(?:func|class|meth|mod|attr|data):`~?([^`]+)`", _role_to_code, text)
     text = re.sub(r"``([^`]+)``", r"`\1`", text)
     text = re.sub(r"^:param (\w+):", r"- **\1**:", text, flags=re.MULTILINE)
     text = re.sub(r"^:return:", "**Returns:**", text, flags=re.MULTILINE)
@@ -57,7 +62,7 @@ def _options(fn: object) -> str:
 
 def render_hook_reference(module: ModuleType | None = None, *, title: str = "Hook reference") -> str:
     if module is None:
-        from kirocrew_core import hookspecs as module  # type: ignore[no-redef]
+        from kirocrew_core import hookspecs as module
     assert module is not None
     lines = [
         f"# {title}",
@@ -76,7 +81,7 @@ def render_hook_reference(module: ModuleType | None = None, *, title: str = "Hoo
             full_signature(name, fn),
             "```",
             "",
-            _options(fn) + rst_to_markdown(inspect.cleandoc(fn.__doc__ or "(undocumented)")),  # type: ignore[attr-defined]
+            _options(fn) + rst_to_markdown(inspect.cleandoc(fn.__doc__ or "(undocumented)")),
             "",
         ]
     return "\n".join(lines).rstrip() + "\n"

@@ -9,6 +9,7 @@ so a reader sees the old file or the new one, never half of either.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import glob
 import json
@@ -170,10 +171,8 @@ def write_bytes_atomic(
             os.chmod(tmp_name, final_mode)
         os.replace(tmp_name, target)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp_name)
-        except FileNotFoundError:
-            pass
         raise
     _fsync_dir(target.parent)
     _sweep_stale_temps(target)

@@ -10,6 +10,7 @@ malformed lock, or a system without ``/proc`` all mean "keep".
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import errno
 import json
@@ -177,9 +178,7 @@ def remove_session_files(session_id: str, sessions_dir: Path | None = None) -> b
     if session_in_use(session_id, directory):
         return False
     for suffix in SESSION_FILE_SUFFIXES:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(directory / f"{session_id}{suffix}")
-        except FileNotFoundError:
-            pass
     outcome = remove_stale_lock(session_id, directory).outcome
     return outcome in (StaleLockOutcome.REMOVED, StaleLockOutcome.ABSENT)

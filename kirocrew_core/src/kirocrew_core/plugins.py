@@ -433,7 +433,7 @@ def call_hook(pm: KirocrewPluginManager, hook_name: str, *, on_error: OnError = 
             continue
         try:
             result = impl.function(*args)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the call's failure policy decides
             call.fail(impl, exc)
             continue
         call.finish(impl, result)
@@ -450,7 +450,7 @@ async def acall_hook(pm: KirocrewPluginManager, hook_name: str, *, on_error: OnE
             continue
         try:
             result = await await_me_maybe(impl.function(*args))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the call's failure policy decides
             call.fail(impl, exc)
             continue
         call.finish(impl, result)

@@ -43,7 +43,7 @@ import inspect
 import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -344,10 +344,8 @@ class KiroGrantStore:
 
     def forget_token(self) -> None:
         """Delete the token file, as kiro-cli does before a fresh consent."""
-        try:
+        with suppress(FileNotFoundError):
             os.unlink(self.token_path)
-        except FileNotFoundError:
-            pass
         self._token = None
 
     # TokenStorage
@@ -584,12 +582,13 @@ async def open_session(
     from mcp.client.streamable_http import streamable_http_client
 
     try:
-        async with httpx2.AsyncClient(headers=headers, auth=auth,
-                                      timeout=httpx2.Timeout(timeout, read=300.0)) as http:
-            async with streamable_http_client(url, http_client=http) as (read, write):
-                async with ClientSession(read, write) as session:
-                    await session.initialize()
-                    yield session
+        async with (
+            httpx2.AsyncClient(headers=headers, auth=auth, timeout=httpx2.Timeout(timeout, read=300.0)) as http,
+            streamable_http_client(url, http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            yield session
     except BaseExceptionGroup as group:
         grant_error = _first_grant_error(group)
         if grant_error is None:

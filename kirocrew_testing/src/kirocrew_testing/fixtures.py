@@ -113,7 +113,7 @@ def kirocrew(isolated_homes: IsolatedHomes) -> Any:
     """Call ``kirocrew(*args, env=None)`` to run the real CLI in a subprocess under the isolated homes."""
     return run_kirocrew
 
-from kirocrew_testing.mcp_fixtures import *  # noqa: E402,F401,F403
+from kirocrew_testing.mcp_fixtures import *  # noqa: E402, F403
 
 
 # -- fake kiro-cli (kirocrew_testing.fake_kiro) -----------------------------------

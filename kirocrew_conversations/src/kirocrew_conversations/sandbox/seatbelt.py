@@ -26,6 +26,7 @@ broken ``sandbox-exec`` makes the authority unavailable (``authority_unavailable
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import hashlib
@@ -217,10 +218,8 @@ def seatbelt_argv(policy: SandboxPolicy, tmpdir: os.PathLike[str] | str, *,
 
 def _private_dir(path: Path) -> None:
     """``path`` exists as our own directory, owner-only; anything else (a link, a stranger's) is refused."""
-    try:
+    with contextlib.suppress(FileExistsError):
         path.mkdir(mode=0o700)
-    except FileExistsError:
-        pass
     st = os.lstat(path)
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
         raise PermissionError(errno.EPERM, "the sandbox's temporary area is not a private directory of this user")
@@ -325,7 +324,7 @@ class SeatbeltBackend:
                 if noop.returncode != 0:
                     return False, failure_text("a sandboxed no-op failed", noop)
                 confined = self._run([*prefix, "/bin/sh", "-c", _PROBE, "probe", *args], env)
-            except Exception as exc:  # spawn failure, timeout: the sandbox cannot be trusted
+            except Exception as exc:  # noqa: BLE001 - spawn failure, timeout: the sandbox cannot be trusted
                 return False, redact_text(f"sandbox-exec did not run: {type(exc).__name__}: {exc}")
         if confined.returncode != 0:
             return False, _PROBE_FAILURES.get(confined.returncode,

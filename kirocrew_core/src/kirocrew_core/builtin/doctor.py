@@ -28,7 +28,8 @@ def _writable(path: os.PathLike[str] | str) -> tuple[bool, str]:
 
 
 def check_homes() -> DoctorResult:
-    problems, seen = [], []
+    problems: list[str] = []
+    seen: list[str] = []
     for label, path in (("Kiro home", home.kiro_home()), ("crew home", home.crew_home())):
         ok, detail = _writable(path)
         (seen if ok else problems).append(f"{label}: {detail}")

@@ -192,7 +192,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 async def _kirocrew_error(request: Request, exc: Exception) -> Response:
-    """A route that raises a :class:`KirocrewError` answers through :func:`~kirocrew_core.gateway.errors.error_response`."""
+    """A route that raises a :class:`KirocrewError` answers through
+    :func:`~kirocrew_core.gateway.errors.error_response`."""
     from starlette.responses import PlainTextResponse
 
     from kirocrew_core.gateway.errors import error_response, status_for

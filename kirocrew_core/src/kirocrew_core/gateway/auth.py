@@ -290,7 +290,7 @@ def _audited(response: ASGIApp, event: str, outcome: str, conn: HTTPConnection) 
 
         try:
             await asyncio.to_thread(audit.record, event, actor="owner", outcome=outcome, client=client)
-        except Exception as exc:  # the SEL being unusable is reported by `kirocrew audit verify`
+        except Exception as exc:  # noqa: BLE001 - the SEL being unusable is reported by `kirocrew audit verify`
             logger.warning("could not record %s in the security event log: %s", event, exc)
         await response(scope, receive, send)
 

@@ -142,7 +142,7 @@ class Chokepoint:
                 text, code, outcome = f"{REFUSAL_PREFIX}{exc.message}", exc.code, "refused"
             except BackendError as exc:
                 text, code, outcome = f"{REFUSAL_PREFIX}{redact(str(exc))}", exc.code, "failed"
-            except Exception:  # noqa: BLE001 - the model gets a code, stderr the traceback
+            except Exception:  # the model gets a code, stderr the traceback
                 log.exception("computer-use tool %s failed unexpectedly", name)
                 text, code, outcome = f"{REFUSAL_PREFIX}{name} failed unexpectedly", "internal_error", "failed"
         try:

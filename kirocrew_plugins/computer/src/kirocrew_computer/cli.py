@@ -93,9 +93,12 @@ def call(tool: str | None, pairs: tuple[str, ...], calls_json: str | None, as_js
       kirocrew computer call --calls '[{"tool":"computer_get_state","args":{"app":"gedit"}},
                                        {"tool":"computer_click","args":{"app":"gedit","element_index":3}}]'
     """
-    if (tool is None) == (calls_json is None):
+    if tool is not None and calls_json is None:
+        calls = [(tool, _parse_pairs(tool, pairs))]
+    elif calls_json is not None and tool is None:
+        calls = _parse_calls(calls_json)
+    else:
         raise BadInputError("give a tool with key=value arguments, or --calls", code="invalid_arguments")
-    calls = _parse_calls(calls_json) if calls_json is not None else [(tool, _parse_pairs(tool, pairs))]
     replies = _run(calls)
     if as_json:
         click.echo(json.dumps([{"tool": r.tool, "text": r.text, "code": r.code} for r in replies], indent=2))
@@ -145,7 +148,8 @@ def doctor(as_json: bool) -> None:
     if keystone["extra_denied_apps"]:
         click.echo(f"  extra_denied_apps: {', '.join(keystone['extra_denied_apps'])}")
     display = report["display"]
-    click.echo(f"display: DISPLAY={display['DISPLAY'] or '(unset)'} WAYLAND_DISPLAY={display['WAYLAND_DISPLAY'] or '(unset)'}")
+    x11, wayland = display["DISPLAY"] or "(unset)", display["WAYLAND_DISPLAY"] or "(unset)"
+    click.echo(f"display: DISPLAY={x11} WAYLAND_DISPLAY={wayland}")
     bus = report["accessibility_bus"]
     click.echo(f"accessibility bus: AT_SPI_BUS_ADDRESS={bus['AT_SPI_BUS_ADDRESS'] or '(unset)'}, "
                f"session bus {'set' if bus['DBUS_SESSION_BUS_ADDRESS'] else 'unset'}")

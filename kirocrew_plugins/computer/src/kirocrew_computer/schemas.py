@@ -164,7 +164,7 @@ def validate(tool_name: str, arguments: Any) -> dict[str, Any]:
     return clean
 
 
-def annotations(tool: ToolDef) -> dict[str, Any]:
+def tool_annotations(tool: ToolDef) -> dict[str, Any]:
     """MCP ``ToolAnnotations`` fields for ``tool`` (clients use them to decide on prompting)."""
     return {"title": tool.name.replace("_", " "), "read_only_hint": tool.read_only,
             "destructive_hint": tool.destructive, "idempotent_hint": tool.read_only, "open_world_hint": False}

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from kirocrew_core import tool_results
 
 from kirocrew_computer import __version__
-from kirocrew_computer.schemas import TOOLS, annotations
+from kirocrew_computer.schemas import TOOLS, tool_annotations
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
@@ -43,7 +43,7 @@ def _tool_list() -> Any:
     from mcp import types
 
     return [types.Tool(name=tool.name, description=tool.description, input_schema=tool.input_schema,
-                       annotations=types.ToolAnnotations(**annotations(tool))) for tool in TOOLS]
+                       annotations=types.ToolAnnotations(**tool_annotations(tool))) for tool in TOOLS]
 
 
 def build_server(chokepoint: Chokepoint) -> Server[Any]:

@@ -270,7 +270,7 @@ def _audit_restart(reason: str, total: int, handled: list[str], failed: list[dic
     try:
         audit.record("sessions_restart", actor="owner", outcome="error" if failed else "ok",
                      reason=reason, restarted=total, handled_by=handled, failed=[f["plugin"] for f in failed])
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - auditing must not undo the restart
         log.warning("could not record sessions_restart in the security event log: %s", exc)
 
 

@@ -79,7 +79,8 @@ def app_entries_for_render(warnings: list[str]) -> AppRenderState:
             continue  # anything but an explicit true/false: unknowable, so its keys are kept
         state.known_apps.add(app)
         port = record.get("port") if isinstance(record.get("port"), int) else None
-        servers = record.get("servers") if isinstance(record.get("servers"), dict) else {}
+        raw_servers = record.get("servers")
+        servers = raw_servers if isinstance(raw_servers, dict) else {}
         for server, spec in servers.items():
             if not isinstance(spec, dict):
                 continue

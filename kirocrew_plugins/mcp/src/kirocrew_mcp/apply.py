@@ -609,7 +609,7 @@ def _audit(event: str, actor: str, warnings: list[str], **fields: Any) -> None:
 
     try:
         audit.record(event, actor=actor, outcome=fields.pop("outcome", "ok"), **fields)
-    except Exception as exc:  # the SEL being unavailable is reported, never a half-applied batch
+    except Exception as exc:  # noqa: BLE001 - the SEL being unavailable is reported, never a half-applied batch
         warnings.append(f"could not record {event} in the security event log: {exc}")
 
 
@@ -650,7 +650,7 @@ def apply_changes(
     with named_lock(LOCK_NAME):
         batch = _Batch(scopes, managed_names, reserved_managed_names(manager))
         accepted: list[tuple[Change, ChangeResult]] = []
-        for change, result in zip(changes, results):
+        for change, result in zip(changes, results, strict=True):
             if _check(change, batch, result):
                 accepted.append((change, result))
             elif result.code == "invalid_name":

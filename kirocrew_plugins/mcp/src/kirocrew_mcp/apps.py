@@ -299,7 +299,8 @@ def render_app_agent(
     else:
         config = tpl
     config["includeMcpJson"] = False
-    servers = config.get("mcpServers") if isinstance(config.get("mcpServers"), dict) else {}
+    raw_servers = config.get("mcpServers")
+    servers = raw_servers if isinstance(raw_servers, dict) else {}
     config["mcpServers"] = servers
     tools = [t for t in config.get("tools", []) if isinstance(t, str)] if isinstance(config.get("tools"), list) else []
     managed_servers = managed_servers or {}
@@ -331,7 +332,8 @@ def render_app_agent(
     for name, entry in servers.items():
         if not isinstance(entry, dict) or name in neutralize:
             continue
-        current = entry.get("disabledTools") if isinstance(entry.get("disabledTools"), list) else []
+        raw_current = entry.get("disabledTools")
+        current = raw_current if isinstance(raw_current, list) else []
         stale = set(previous.get(name, [])) - set(policy.get(name, []))
         merged = [t for t in current if t not in stale]
         for tool in policy.get(name, []):
@@ -407,14 +409,15 @@ def install_app_agent(
         entries = {k: v for k, v in state.entries.items() if k.startswith(f"{app}:")}
         shadow: dict[str, dict[str, Any]] = {}
         rendered = read_json(home.rendered_agent_file())
-        if rendered.state is ReadState.DOCUMENT and isinstance(rendered.document, dict):
-            if isinstance(rendered.document.get("mcpServers"), dict):
-                shadow.update(rendered.document["mcpServers"])
+        document = rendered.document if rendered.state is ReadState.DOCUMENT else None
+        if isinstance(document, dict) and isinstance(document.get("mcpServers"), dict):
+            shadow.update(document["mcpServers"])
         for scope in all_scopes(manager):
             for name, spec in read_scope_servers(scope).servers.items():
                 shadow.setdefault(name, spec)
         existing = _existing_app_agent(target, warnings)
-        agents = record.get("agents") if isinstance(record.get("agents"), dict) else {}
+        raw_agents = record.get("agents")
+        agents = raw_agents if isinstance(raw_agents, dict) else {}
         remembered = agents.get(str(target))
         previous = remembered.get("policy_disabled") if isinstance(remembered, dict) else None
         result = render_app_agent(

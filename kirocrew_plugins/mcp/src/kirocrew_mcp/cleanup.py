@@ -24,6 +24,7 @@ the provider globals are the user's files.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,10 +56,9 @@ def reserved_managed_names(pm: KirocrewPluginManager | None = None) -> set[str]:
     from kirocrew_mcp.render import last_rebuild_state
 
     names = set(STALE_MANAGED_MCP_SERVERS)
-    try:
+    # A conflict between plugins: the names both claim are in the state or the constant.
+    with contextlib.suppress(KirocrewError):
         names |= set(managed.managed_servers(pm))
-    except KirocrewError:
-        pass  # a conflict between plugins: the names both claim are in the state or the constant
     state = last_rebuild_state()
     for key in ("managed", "retired"):
         value = state.get(key)

@@ -322,11 +322,11 @@ def discover(*, pm: KirocrewPluginManager | None = None, cache: ProbeCache | Non
     found: dict[str, _Found] = {}
     for name, entry in (agent or {}).items():
         found.setdefault(name, _Found()).agent = entry
-    for scope, read in zip(scopes, reads):
+    for scope, read in zip(scopes, reads, strict=True):
         for name, entry in read.servers.items():
             found.setdefault(name, _Found()).scoped.append((scope, entry))
 
-    readable = {scope.id: read.ok for scope, read in zip(scopes, reads)}
+    readable = {scope.id: read.ok for scope, read in zip(scopes, reads, strict=True)}
     resolver = CommandResolver()
     rows: dict[str, ServerRow] = {}
     for raw, info in found.items():

@@ -16,14 +16,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kirocrew_core import home
-from kirocrew_core.contributions import DoctorResult
+from kirocrew_core.contributions import DoctorResult, DoctorStatus
 from kirocrew_core.jsonfile import ReadState, read_json
 
 if TYPE_CHECKING:
     from kirocrew_core.plugins import KirocrewPluginManager
 
 
-def _worst(a: str, b: str) -> str:
+def _worst(a: DoctorStatus, b: DoctorStatus) -> DoctorStatus:
     order = {"ok": 0, "warn": 1, "fail": 2}
     return a if order[a] >= order[b] else b
 
@@ -41,7 +41,8 @@ def check_agent_file(pm: KirocrewPluginManager | None = None) -> DoctorResult:
         detail = f"{path}: {read.state.value}: {read.error or 'top level is not a JSON object'}"
         return DoctorResult("fail", "kiro-cli cannot load the kirocrew agent", detail + "; run `kirocrew mcp rebuild`")
     doc: dict[str, Any] = read.document
-    status, lines = "ok", []
+    status: DoctorStatus = "ok"
+    lines: list[str] = []
     unknown = sorted(set(doc) - set(AGENT_FIELDS))
     if unknown:
         status = "fail"
@@ -49,10 +50,11 @@ def check_agent_file(pm: KirocrewPluginManager | None = None) -> DoctorResult:
     if doc.get("includeMcpJson") is not False:
         status = "fail"
         lines.append("includeMcpJson is not false: kiro-cli would merge the Kiro global a second time")
-    servers = doc.get("mcpServers") if isinstance(doc.get("mcpServers"), dict) else {}
+    raw_servers = doc.get("mcpServers")
+    servers = raw_servers if isinstance(raw_servers, dict) else {}
     try:
         owned = managed.managed_servers(pm)
-    except Exception as exc:  # a conflict is itself the finding
+    except Exception as exc:  # noqa: BLE001 - a conflict is itself the finding
         owned = {}
         status = "fail"
         lines.append(str(exc))
@@ -81,7 +83,7 @@ def check_agent_file(pm: KirocrewPluginManager | None = None) -> DoctorResult:
         "warn": "the kirocrew agent needs attention",
         "fail": "the kirocrew agent is broken",
     }[status]
-    return DoctorResult(status, summary, "\n".join([str(path), *lines]))  # type: ignore[arg-type]
+    return DoctorResult(status, summary, "\n".join([str(path), *lines]))
 
 
 def check_provider_globals(pm: KirocrewPluginManager | None = None) -> DoctorResult:
@@ -91,7 +93,7 @@ def check_provider_globals(pm: KirocrewPluginManager | None = None) -> DoctorRes
 
     # The same names `kirocrew cli-setup` removes, so doctor and the cleanup agree.
     names = reserved_managed_names(pm)
-    found = []
+    found: list[str] = []
     for scope in all_scopes(pm):
         if scope.kind == KIND_CREW:
             continue

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kirocrew_core import hookimpl
-from kirocrew_core.contributions import DoctorCheck, DoctorResult
+from kirocrew_core.contributions import DoctorCheck, DoctorResult, DoctorStatus
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -27,7 +27,8 @@ def check_scope_files() -> DoctorResult:
 
     from kirocrew_mcp.scopes import all_scopes, mcp_document_problem, read_scope_servers
 
-    lines, worst = [], "ok"
+    lines: list[str] = []
+    worst: DoctorStatus = "ok"
     for scope in all_scopes():
         read = read_scope_servers(scope)
         if read.ok:

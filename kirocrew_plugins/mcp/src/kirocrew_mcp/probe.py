@@ -240,8 +240,8 @@ class _StdioChannel:
                       message: Mapping[str, Any] | None = None) -> dict[str, Any]:
         self._next_id += 1
         request_id = self._next_id
-        body = dict(message) if message is not None else {"jsonrpc": "2.0", "method": method,
-                                                            "params": dict(params)}
+        body: dict[str, Any] = dict(message) if message is not None else {"jsonrpc": "2.0", "method": method,
+                                                                          "params": dict(params)}
         body["id"] = request_id
         await self.send(body)
         return await self._reply(method, request_id)

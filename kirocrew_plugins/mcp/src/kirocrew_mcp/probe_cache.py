@@ -228,7 +228,7 @@ async def probe_all_async(servers: ProbeTargets, *, concurrency: int = PROBE_MAX
         return store.put(name, spec, result)
 
     results = await asyncio.gather(*(one(name, spec) for name, spec in targets))
-    return [(name, result) for (name, _), result in zip(targets, results)]
+    return [(name, result) for (name, _), result in zip(targets, results, strict=True)]
 
 
 def probe_all(servers: ProbeTargets, *, concurrency: int = PROBE_MAX_CONCURRENCY,

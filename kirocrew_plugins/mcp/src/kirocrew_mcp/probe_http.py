@@ -148,8 +148,8 @@ class HttpMcpChannel:
                       message: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Send one request and return the JSON-RPC message that answers it (result or error)."""
         self._next_id += 1
-        body = dict(message) if message is not None else {"jsonrpc": "2.0", "method": method,
-                                                            "params": dict(params)}
+        body: dict[str, Any] = dict(message) if message is not None else {"jsonrpc": "2.0", "method": method,
+                                                                          "params": dict(params)}
         body["id"] = self._next_id
         async with self.client.stream("POST", self.url, json=body, headers=self.headers) as response:
             self._judge_status(method, response)
@@ -222,7 +222,7 @@ class HttpMcpChannel:
         try:
             async with asyncio.timeout(SESSION_CLOSE_TIMEOUT_SECS):
                 await self.client.delete(self.url, headers=self.headers)
-        except Exception as exc:  # best effort: the server expires idle sessions anyway
+        except Exception as exc:  # noqa: BLE001 - best effort: the server expires idle sessions anyway
             log.debug("MCP probe: closing the session failed: %s", type(exc).__name__)
 
 

@@ -471,7 +471,8 @@ def apply_auto_approve_pass(
     from kirocrew_core.governance import filter_auto_approve
 
     withheld: list[Withheld] = []
-    servers = config.get("mcpServers") if isinstance(config.get("mcpServers"), dict) else {}
+    raw_servers = config.get("mcpServers")
+    servers = raw_servers if isinstance(raw_servers, dict) else {}
 
     allowed = config.get("allowedTools")
     allowed_refs = [r for r in allowed if isinstance(r, str)] if isinstance(allowed, list) else []
@@ -534,7 +535,7 @@ def audit_withheld(withheld: list[Withheld], source: str, warnings: list[str]) -
                     refs=refs[start:start + _AUDIT_CHUNK],
                     detail="mounted without auto-approve; calls go through the approval gate",
                 )
-    except Exception as exc:  # the SEL being unavailable must not stop kiro-cli getting its agent
+    except Exception as exc:  # noqa: BLE001 - the SEL being unavailable must not stop kiro-cli getting its agent
         warnings.append(f"could not record withheld auto-approve grants in the SEL: {exc}")
 
 
@@ -613,7 +614,8 @@ def render_agent_config(
     reserved = managed_names | retired_managed
     sources = _read_sources(pm, report)
     app_state = app_registry.app_entries_for_render(report.warnings)
-    base_servers = base.get("mcpServers") if isinstance(base.get("mcpServers"), dict) else {}
+    raw_base_servers = base.get("mcpServers")
+    base_servers = raw_base_servers if isinstance(raw_base_servers, dict) else {}
     base_managed = {n: base_servers.get(n) for n in managed_names}
     # Keys of apps the registry knows are re-derived from it (a disabled app's keys vanish);
     # keys of apps it does not know stay as the base has them: absence is not proof.

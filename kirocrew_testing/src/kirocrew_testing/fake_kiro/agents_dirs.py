@@ -163,7 +163,7 @@ def parse_spec(document: Any, *, path: Path, source: str) -> AgentSpec:
         if not isinstance(value, _FIELD_TYPES[key]):
             raise SpecError(f"{where}: {key}: invalid type: {_type_name(value)}")
     name = document.get("name") or path.stem
-    include = document.get("includeMcpJson", document.get("useLegacyMcpJson", False))
+    include = bool(document.get("includeMcpJson", document.get("useLegacyMcpJson", False)))  # bools, checked above
     return AgentSpec(
         name=name,
         description=document.get("description") or "",

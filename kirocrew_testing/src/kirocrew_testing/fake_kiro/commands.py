@@ -93,9 +93,9 @@ def command_name_and_args(command: Any) -> tuple[str, str]:
         return name, args.strip()
     if isinstance(command, dict):
         name = str(command.get("command") or command.get("name") or "").lstrip("/")
-        args = command.get("args")
-        if isinstance(args, dict):
-            value = args.get("value", args.get("name", ""))
+        given = command.get("args")
+        if isinstance(given, dict):
+            value = given.get("value", given.get("name", ""))
             return name, str(value) if value is not None else ""
-        return name, str(args).strip() if isinstance(args, str) else ""
+        return name, given.strip() if isinstance(given, str) else ""
     return "", ""

@@ -162,7 +162,8 @@ async def start_fake_kiro(program: str | os.PathLike[str], *args: str, env: dict
     def observe(event: Any) -> None:
         fake.frames.append((event.direction.value, event.message))
 
-    fake.conn = connect_to_agent(client, process.stdin, process.stdout, observers=[observe])
+    # Like the runtime's client, a subset of the Client protocol: the SDK answers the rest with method-not-found.
+    fake.conn = connect_to_agent(client, process.stdin, process.stdout, observers=[observe])  # type: ignore[arg-type]
     try:
         yield fake
     finally:

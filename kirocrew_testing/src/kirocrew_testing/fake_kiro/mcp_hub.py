@@ -22,9 +22,13 @@ import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kirocrew_testing.fake_kiro.agents_dirs import McpServerSpec, expand_env
+
+if TYPE_CHECKING:
+    import httpx2
+    from mcp.shared._httpx_utils import McpHttpClientFactory
 
 log = logging.getLogger(__name__)
 
@@ -179,14 +183,14 @@ class McpHub:
                         session = await stack.enter_async_context(ClientSession(read, write))
                         await session.initialize()
                         listed = await session.list_tools()
-                    except Exception as exc:
+                    except Exception as exc:  # noqa: BLE001 - any start failure marks the server failed
                         await self._failed(conn, _describe(exc))
                         return
                     conn.deadline_handle.cancel()
                     conn.session, conn.tools = session, list(listed.tools)
                     await self._settle(conn, RUNNING)
                     await self._closing.wait()
-        except Exception as exc:  # a transport's task group failing under us
+        except Exception as exc:  # noqa: BLE001 - a transport's task group failing under us
             await self._failed(conn, _describe(exc))
         finally:
             conn.session = None
@@ -241,11 +245,11 @@ class McpHub:
 
             streams = await stack.enter_async_context(
                 sse_client(url, headers=headers, auth=auth,
-                           httpx_client_factory=lambda **kw: _with_hook(kw, watch)))
+                           httpx_client_factory=_hooked(watch)))
         else:
             from mcp.client.streamable_http import streamable_http_client
 
-            client = _with_hook({"headers": headers, "auth": auth}, watch)
+            client = _hooked(watch)(headers=headers, auth=auth)
             await stack.enter_async_context(client)
             streams = await stack.enter_async_context(streamable_http_client(url, http_client=client))
         return streams[0], streams[1]
@@ -312,16 +316,21 @@ class McpHub:
             return
         try:
             await self._notify(method, params)
-        except Exception as exc:  # the client went away; nothing to tell
+        except Exception as exc:  # noqa: BLE001 - the client went away; nothing to tell
             log.debug("could not send %s: %s", method, exc)
 
 
-def _with_hook(kwargs: dict[str, Any], hook: Callable[[Any], Awaitable[None]]) -> Any:
+def _hooked(hook: Callable[[Any], Awaitable[None]]) -> McpHttpClientFactory:
+    """The SDK's HTTP client factory, with ``hook`` watching every response."""
     from mcp.shared._httpx_utils import create_mcp_http_client
 
-    client = create_mcp_http_client(**kwargs)
-    client.event_hooks = {"request": [], "response": [hook]}
-    return client
+    def factory(headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None,
+                auth: httpx2.Auth | None = None) -> httpx2.AsyncClient:
+        client = create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
+        client.event_hooks = {"request": [], "response": [hook]}
+        return client
+
+    return factory
 
 
 def _describe(exc: BaseException) -> str:

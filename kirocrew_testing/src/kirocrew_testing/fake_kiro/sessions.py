@@ -10,6 +10,7 @@ which is exactly the behaviour the production seam must cope with.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import uuid
@@ -155,10 +156,8 @@ def read_transcript(files: SessionFiles) -> list[dict[str, Any]]:
 
 
 def clear_transcript(files: SessionFiles) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         files.transcript.unlink()
-    except FileNotFoundError:
-        pass
 
 
 def append_history(files: SessionFiles, text: str) -> None:

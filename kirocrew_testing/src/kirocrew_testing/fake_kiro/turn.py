@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 from kirocrew_testing.fake_kiro import commands, script, sessions
 
 if TYPE_CHECKING:
+    from acp.schema import ToolCallStatus, ToolKind
+
     from kirocrew_testing.fake_kiro.agent import FakeKiroAgent, LiveSession
 
 METADATA = "kiro.dev/metadata"
@@ -26,7 +28,7 @@ OUTPUT_LIMIT = 64 * 1024
 CREDITS_PER_TURN = 0.01
 CHARS_PER_CONTEXT_PERCENT = 2000
 
-_KINDS = {"shell": "execute", "write": "edit", "read": "read", "glob": "search", "grep": "search",
+_KINDS: dict[str, ToolKind] = {"shell": "execute", "write": "edit", "read": "read", "glob": "search", "grep": "search",
           "web_fetch": "fetch", "web_search": "fetch", "todo_list": "think"}
 
 
@@ -141,7 +143,7 @@ class Turn:
         self.reply.append(text)
         await self._update(update_agent_message_text(text), **(meta or {}))
 
-    async def _start_tool(self, call_id: str, title: str, tool_name: str, *, kind: str | None = None,
+    async def _start_tool(self, call_id: str, title: str, tool_name: str, *, kind: ToolKind | None = None,
                           raw_input: Any = None, content: list[Any] | None = None,
                           locations: list[Any] | None = None, server: str | None = None) -> None:
         from acp.schema import ToolCallStart
@@ -154,7 +156,7 @@ class Turn:
             kind=kind or _KINDS.get(tool_name, "other"), status="pending", raw_input=raw_input,
             content=content, locations=locations, field_meta={"kiro": kiro_meta}))
 
-    async def _tool_progress(self, call_id: str, status: str, *, raw_output: Any = None,
+    async def _tool_progress(self, call_id: str, status: ToolCallStatus, *, raw_output: Any = None,
                              content: list[Any] | None = None) -> None:
         from acp import update_tool_call
 
@@ -338,7 +340,7 @@ class Turn:
             result = await self._until_cancelled(hub.call_tool(server, tool, step.data))  # type: ignore[union-attr]
         except TurnCancelled:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the tool call is reported failed
             await self._tool_progress(call_id, "failed", raw_output={"error": str(exc) or type(exc).__name__})
             return
         texts = [c.text for c in result.content if getattr(c, "type", "") == "text"]

@@ -18,6 +18,7 @@ through the SDK's public :class:`acp.Transport` seam:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import uuid
@@ -122,17 +123,13 @@ class KiroWire:
     async def flush(self) -> None:
         """Push out whatever is buffered (before an abrupt exit)."""
         if not self._closed:
-            try:
+            with contextlib.suppress(asyncio.TimeoutError, ConnectionError, RuntimeError):
                 await asyncio.wait_for(self._writer.drain(), 2.0)
-            except (asyncio.TimeoutError, ConnectionError, RuntimeError):
-                pass
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        try:
+        with contextlib.suppress(asyncio.TimeoutError, ConnectionError, RuntimeError):
             await asyncio.wait_for(self._writer.drain(), 2.0)
-        except (asyncio.TimeoutError, ConnectionError, RuntimeError):
-            pass
         self._writer.close()

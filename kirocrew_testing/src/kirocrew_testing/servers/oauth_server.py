@@ -292,7 +292,8 @@ def build_app(args: argparse.Namespace, base_url: str) -> tuple[Any, dict[str, s
                                    access_ttl=args.access_token_ttl,
                                    refresh_ttl=args.refresh_token_ttl, include_iss=not args.no_iss)
     settings = AuthSettings(
-        issuer_url=issuer,
+        # A str on purpose: the SDK's field keeps a bare origin as given, AnyHttpUrl(...) would add a "/".
+        issuer_url=issuer,  # type: ignore[arg-type]
         resource_server_url=mcp_url,
         validate_token_resource=True,
         client_registration_options=ClientRegistrationOptions(

@@ -154,9 +154,12 @@ class X11Backend:
 
     def click(self, state: WindowState, node: Node | None, point: tuple[float, float] | None, *, count: int,
               button: str, method: str) -> str:
-        if (node is None) == (point is None):
+        if node is not None and point is None:
+            target = _target(state, node)
+        elif point is not None and node is None:
+            target = {"window": _window(state), "point": list(point)}
+        else:
             raise BackendError("click needs exactly one of an element or a point", "unsupported_action")
-        target = _target(state, node) if node is not None else {"window": _window(state), "point": list(point)}
         return self._call("click", count=count, button=button, method=method, **target)
 
     def drag(self, state: WindowState, start: tuple[float, float], end: tuple[float, float], *, button: str,

@@ -27,6 +27,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from typing import Any
 
 try:
     import gi
@@ -39,6 +41,9 @@ try:
     from Xlib.ext import xtest
 except ImportError:  # imported from kirocrew's venv (docs, linters): only the running helper needs them
     pyatspi = Atspi = X = Xatom = xdisplay = xtest = None
+
+# pyatspi has no type information: an AT-SPI accessible (application, frame or element) is untyped.
+Accessible = Any
 
 # A hung application must not hang the walk: each AT-SPI call gives up after this (ms).
 ATSPI_TIMEOUT_MS = 2000
@@ -75,11 +80,11 @@ class Driver:
         Atspi.set_timeout(ATSPI_TIMEOUT_MS, 15000)
         self.x = xdisplay.Display()
         self.root = self.x.screen().root
-        self.windows: dict[str, object] = {}  # window_id -> AT-SPI frame, from the last snapshots
+        self.windows: dict[str, Accessible] = {}  # window_id -> AT-SPI frame, from the last snapshots
 
     # -- reading -------------------------------------------------------------
 
-    def _apps(self) -> list[object]:
+    def _apps(self) -> list[Accessible]:
         desktop = pyatspi.Registry.getDesktop(0)
         apps = []
         for i in range(desktop.childCount):
@@ -101,13 +106,13 @@ class Driver:
                                                   self.x.intern_atom("UTF8_STRING"))
                 title = name_prop.value.decode("utf-8", "replace") if name_prop else (win.get_wm_name() or "")
                 wm_class = win.get_wm_class() or ("", "")
-            except Exception:
+            except Exception:  # noqa: BLE001 - the window went away under us
                 continue  # the window went away under us
             clients.append({"id": wid, "pid": int(pid_prop.value[0]) if pid_prop else 0,
                             "title": title if isinstance(title, str) else str(title), "class": wm_class[0]})
         return clients
 
-    def _app_info(self, app: object, clients: list[dict]) -> dict:
+    def _app_info(self, app: Accessible, clients: list[dict]) -> dict:
         pid = _safe(app.get_process_id, 0)
         wm_class = next((c["class"] for c in clients if c["pid"] == pid and c["class"]), "")
         return {"name": _safe(lambda: app.name, "") or "", "app_id": wm_class or _comm(pid), "pid": pid,
@@ -118,7 +123,7 @@ class Driver:
         infos = [self._app_info(app, clients) for app in self._apps()]
         return [info for info in infos if info["windows"] > 0]
 
-    def _find_app(self, wanted: str) -> tuple[object, dict, list[dict]]:
+    def _find_app(self, wanted: str) -> tuple[Accessible, dict, list[dict]]:
         clients = self._x_clients()
         key = wanted.strip().lower()
         for app in self._apps():
@@ -144,7 +149,7 @@ class Driver:
 
     # -- resolving -----------------------------------------------------------
 
-    def _frame(self, window: dict) -> object:
+    def _frame(self, window: dict) -> Accessible:
         frame = self.windows.get(window["window_id"])
         if frame is not None and _safe(lambda: frame.getRoleName()) is not None:
             return frame
@@ -156,7 +161,7 @@ class Driver:
                         return w
         raise Refusal(f"window {window['title']!r} is gone", "element_gone")
 
-    def _element(self, args: dict) -> object:
+    def _element(self, args: dict) -> Accessible:
         node = self._frame(args["window"])
         for step in args["ref"]:
             if step >= _safe(lambda: node.childCount, 0):
@@ -166,7 +171,7 @@ class Driver:
             raise Refusal(f"the element changed: expected {args['role']!r}, found {_role(node)!r}", "element_gone")
         return node
 
-    def _visible_centre(self, element: object) -> tuple[int, int]:
+    def _visible_centre(self, element: Accessible) -> tuple[int, int]:
         """Centre of the part of the element its ancestors do not clip (a long list is mostly scrolled away)."""
         box = _extents(element, pyatspi.DESKTOP_COORDS)
         if box is None or box[2] <= 0 or box[3] <= 0:
@@ -260,7 +265,7 @@ class Driver:
             time.sleep(0.01)
         return f"scrolled {args['direction']} {clicks} wheel click(s) over {_role(element)} {element.name!r}"
 
-    def _focus(self, element: object, window: dict) -> None:
+    def _focus(self, element: Accessible, window: dict) -> None:
         if _role(element) == PASSWORD_ROLE:
             raise Refusal("input into a password field is refused", "unsupported_action")
         if window["window_id"].startswith("0x"):
@@ -348,19 +353,19 @@ class Driver:
 # -- AT-SPI reading helpers ----------------------------------------------------
 
 
-def _safe(call, default=None):
+def _safe(call: Callable[[], Any], default: Any = None) -> Any:
     """AT-SPI calls fail when an element dies mid-walk; a dead element reads as ``default``."""
     try:
         return call()
-    except Exception:
+    except Exception:  # noqa: BLE001 - a dead element raises anything
         return default
 
 
-def _role(acc: object) -> str | None:
+def _role(acc: Accessible) -> str | None:
     return _safe(acc.getRoleName)
 
 
-def _children(acc: object) -> list[object]:
+def _children(acc: Accessible) -> list[Accessible]:
     out = []
     for i in range(_safe(lambda: acc.childCount, 0) or 0):
         child = _safe(lambda: acc.getChildAtIndex(i))
@@ -369,28 +374,28 @@ def _children(acc: object) -> list[object]:
     return out
 
 
-def _has_state(acc: object, state: object) -> bool:
+def _has_state(acc: Accessible, state: Any) -> bool:
     return bool(_safe(lambda: acc.getState().contains(state), False))
 
 
-def _states(acc: object) -> list[str]:
+def _states(acc: Accessible) -> list[str]:
     states = _safe(lambda: acc.getState().getStates(), []) or []
     return sorted(Atspi.StateType(s).value_nick.replace("-", "_") for s in states)
 
 
-def _actions(acc: object) -> list[str]:
+def _actions(acc: Accessible) -> list[str]:
     action = _safe(acc.queryAction)
     if action is None:
         return []
     return [_safe(lambda: action.getName(i), "") or "" for i in range(_safe(lambda: action.nActions, 0) or 0)]
 
 
-def _extents(acc: object, coords: int) -> list[int] | None:
+def _extents(acc: Accessible, coords: int) -> list[int] | None:
     box = _safe(lambda: acc.queryComponent().getExtents(coords))
     return None if box is None else [box.x, box.y, box.width, box.height]
 
 
-def _client_area(frame: object) -> tuple[list[int], list[int]]:
+def _client_area(frame: Accessible) -> tuple[list[int], list[int]]:
     """Screen origin and size of the area window-local bounds are measured from.
 
     The frame's own extents include the window manager's decoration (its window-local
@@ -407,7 +412,7 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def _value(acc: object, role: str, states: list[str], limit: int) -> str | None:
+def _value(acc: Accessible, role: str, states: list[str], limit: int) -> str | None:
     if role == PASSWORD_ROLE:
         return None  # never read: GTK returns bullets, other toolkits may not
     if role in TEXT_ROLES or "editable" in states:
@@ -421,12 +426,12 @@ def _value(acc: object, role: str, states: list[str], limit: int) -> str | None:
     return None
 
 
-def _walk(frame: object, max_nodes: int, max_depth: int, text_limit: int) -> tuple[list[dict], bool]:
+def _walk(frame: Accessible, max_nodes: int, max_depth: int, text_limit: int) -> tuple[list[dict], bool]:
     """Pre-order walk from the window, at most ``max_nodes`` nodes and ``max_depth`` levels below it."""
     nodes: list[dict] = []
     # (parent, child index) pairs: a child is fetched only when its turn comes, so a 2,000-row
     # list cut at the cap does not pay a D-Bus round trip for every row it never reaches.
-    stack: list[tuple[object, int, int, tuple[int, ...]]] = [(frame, -1, 0, ())]
+    stack: list[tuple[Accessible, int, int, tuple[int, ...]]] = [(frame, -1, 0, ())]
     while stack:
         if len(nodes) >= max_nodes:
             return nodes, True
@@ -484,7 +489,7 @@ def probe() -> dict:
     try:
         driver = Driver()
         apps = pyatspi.Registry.getDesktop(0).childCount
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any failure means unreachable
         return {"ok": False, "detail": f"X11 or the accessibility bus is unreachable: {type(exc).__name__}: {exc}"}
     try:
         import PIL  # noqa: F401
@@ -506,10 +511,13 @@ def main() -> int:
         return 0
     try:
         driver = Driver()
-    except Exception as exc:  # no display, no bus: say so on the first reply and every one after
+    except Exception as exc:  # noqa: BLE001 - no display, no bus: say so on the first reply and every one after
         driver, startup_error = None, f"{type(exc).__name__}: {exc}"
-    ops = {"ping": lambda a: "pong", "list_apps": lambda a: driver.list_apps(),
-           "snapshot": lambda a: driver.snapshot(a["app"], a["max_nodes"], a["max_depth"], a["text_limit"])}
+    ops: dict[str, Callable[[dict], Any]] = {"ping": lambda a: "pong"}
+    if driver is not None:
+        live = driver
+        ops["list_apps"] = lambda a: live.list_apps()
+        ops["snapshot"] = lambda a: live.snapshot(a["app"], a["max_nodes"], a["max_depth"], a["text_limit"])
     while line := sys.stdin.readline():
         if not line.strip():
             continue
@@ -524,7 +532,7 @@ def main() -> int:
             reply = {"id": request.get("id"), "ok": True, "result": handler(args)}
         except Refusal as exc:
             reply = {"id": request.get("id"), "ok": False, "code": exc.code, "message": str(exc)}
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the client gets driver_failed
             reply = {"id": request.get("id"), "ok": False, "code": "driver_failed",
                      "message": f"{type(exc).__name__}: {exc}"}
         replies.write(json.dumps(reply) + "\n")

@@ -1,0 +1,57 @@
+"""`python3 bootstrap.py test` lints before pytest: a finding stops the command with a message naming the linter."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _bootstrap(root: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """bootstrap.py, pointed at ``root`` and at this interpreter (the test venv has ruff and mypy)."""
+    spec = importlib.util.spec_from_file_location("kirocrew_bootstrap_under_test", REPO / "bootstrap.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(module, "ROOT", root)
+    monkeypatch.setattr(module, "PYTHON", Path(sys.executable))
+    monkeypatch.delenv("KIROCREW_SKIP_LINT", raising=False)
+    return module
+
+
+def _project(root: Path, source: str) -> Path:
+    (root / "pyproject.toml").write_text(
+        '[tool.ruff]\ncache-dir = "cache/ruff"\n[tool.ruff.lint]\nselect = ["F"]\n'
+        '[tool.mypy]\nfiles = ["mod.py"]\ncache_dir = "cache/mypy"\n'
+    )
+    (root / "mod.py").write_text(source)
+    return root
+
+
+def test_a_clean_tree_passes_both_linters(tmp_path, monkeypatch):
+    bootstrap = _bootstrap(_project(tmp_path, "def f(x: int) -> int:\n    return x\n"), monkeypatch)
+    bootstrap.lint()  # returns: pytest would be exec'd next
+
+
+def test_a_ruff_finding_stops_the_test_command_naming_ruff(tmp_path, monkeypatch, capfd):
+    bootstrap = _bootstrap(_project(tmp_path, "import os\n"), monkeypatch)
+    with pytest.raises(SystemExit) as stopped:
+        bootstrap.lint()
+    assert stopped.value.code not in (0, None)
+    err = capfd.readouterr()
+    assert "F401" in err.out and "lint failed: ruff found problems" in err.err
+
+
+def test_a_mypy_finding_stops_the_test_command_naming_mypy(tmp_path, monkeypatch, capfd):
+    bootstrap = _bootstrap(_project(tmp_path, 'def f(x: int) -> int:\n    return "x"\n'), monkeypatch)
+    with pytest.raises(SystemExit) as stopped:
+        bootstrap.lint()
+    assert stopped.value.code not in (0, None)
+    err = capfd.readouterr()
+    assert "[return-value]" in err.out and "lint failed: mypy found problems" in err.err
+
