@@ -1,4 +1,5 @@
-"""The MCP HTTP API the dashboard's MCP panel uses (owner-authenticated by the gateway).
+"""The MCP HTTP API (owner-authenticated by the gateway): what the CLI's twins, tests and the planned
+dashboard MCP panel (issue 15) use.
 
 =========================  ==========================================================
 ``GET /api/mcp``           every server (discovery rows with cached probe results),

@@ -1,7 +1,7 @@
 """Apply: the one path that writes MCP scope files, and only what the owner explicitly asked for.
 
 ``apply_changes(payload, *, pm=None, actor="owner") -> ApplyOutcome`` takes the
-change list the dashboard's Apply button (``POST /api/mcp/apply``) and
+change list that ``POST /api/mcp/apply`` (the planned dashboard's Apply button) and
 ``kirocrew mcp apply`` send::
 
     {"changes": [{"name": "slack", "kirocrew": true, "kiro": false, "cc": true,
