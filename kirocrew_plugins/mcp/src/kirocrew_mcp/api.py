@@ -1,5 +1,5 @@
-"""The MCP HTTP API (owner-authenticated by the gateway): what the CLI's twins, tests and the planned
-dashboard MCP panel (issue 15) use.
+"""The MCP HTTP API (owner-authenticated by the gateway), for any owner's HTTP client and the planned
+dashboard MCP panel (issue 15).
 
 =========================  ==========================================================
 ``GET /api/mcp``           every server (discovery rows with cached probe results),
