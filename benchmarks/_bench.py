@@ -63,6 +63,7 @@ def serve_gateway(env: dict[str, str], root: Path, *, timeout: float = 60) -> It
     stderr_path = root / "serve.stderr"
     with stderr_path.open("w") as stderr:
         gateway = proc.spawn([*kirocrew_argv(), "serve", "--port", "0"], env=env, stderr=stderr, text=True)
+        assert gateway.stdout is not None
         try:
             line = gateway.stdout.readline().strip()
             if "http://" not in line:

@@ -33,8 +33,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from _bench import row
+
+if TYPE_CHECKING:  # imported inside the functions, after the environment is set up
+    from kirocrew_connections.registry import Provider
 
 
 def _row(label: str, samples: list[float]) -> str:
@@ -59,7 +63,7 @@ def _isolate(root: Path, init_delay: float) -> None:
         os.environ["KIRO_FAKE_INIT_DELAY"] = str(init_delay)
 
 
-async def _runs(provider: object, runs: int) -> tuple[list[float], list[float]]:
+async def _runs(provider: Provider, runs: int) -> tuple[list[float], list[float]]:
     from kirocrew_connections.mint import MintEngine
 
     engine = MintEngine()
@@ -68,7 +72,7 @@ async def _runs(provider: object, runs: int) -> tuple[list[float], list[float]]:
     try:
         for index in range(runs + 1):  # the first run warms the interpreter's caches and is dropped
             start = time.perf_counter()
-            row = engine.start(provider)  # type: ignore[arg-type]
+            row = engine.start(provider)
             while engine.view(row.slug)["state"] == "minting":
                 await asyncio.sleep(0.002)
             waited = time.perf_counter()

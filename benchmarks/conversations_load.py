@@ -137,6 +137,7 @@ async def _load(env: dict[str, str], root: Path, conversations: int, runs: int,
                 max_workers: int) -> dict[str, Any]:
     import mcp.client.stdio
     from mcp import ClientSession, StdioServerParameters, stdio_client
+    from mcp.types import TextContent
 
     mcp.client.stdio.PROCESS_TERMINATION_TIMEOUT = CLOSE_GRACE_SECS
     kirocrew = str(Path(sys.executable).with_name("kirocrew"))
@@ -153,7 +154,8 @@ async def _load(env: dict[str, str], root: Path, conversations: int, runs: int,
             async def call(tool: str, **arguments: Any) -> dict[str, Any]:
                 result = await client.call_tool(tool, arguments)
                 if result.is_error:
-                    raise SystemExit(f"{tool} failed: {result.content[0].text if result.content else result}")
+                    first = result.content[0] if result.content else None
+                    raise SystemExit(f"{tool} failed: {first.text if isinstance(first, TextContent) else result}")
                 return result.structured_content
 
             def message(conversation: int, index: int) -> str:

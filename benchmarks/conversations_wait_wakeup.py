@@ -73,6 +73,7 @@ async def _rounds(call: Call, workspace: str, name: str, runs: int) -> list[floa
 async def _over_mcp(env: dict[str, str], root: Path, runs: int) -> list[float]:
     import mcp.client.stdio
     from mcp import ClientSession, StdioServerParameters, stdio_client
+    from mcp.types import TextContent
 
     mcp.client.stdio.PROCESS_TERMINATION_TIMEOUT = CLOSE_GRACE_SECS
     kirocrew = str(Path(sys.executable).with_name("kirocrew"))
@@ -86,7 +87,8 @@ async def _over_mcp(env: dict[str, str], root: Path, runs: int) -> list[float]:
             async def call(tool: str, **arguments: Any) -> dict[str, Any]:
                 result = await client.call_tool(tool, arguments)
                 if result.is_error:
-                    raise SystemExit(f"{tool} failed: {result.content[0].text if result.content else result}")
+                    first = result.content[0] if result.content else None
+                    raise SystemExit(f"{tool} failed: {first.text if isinstance(first, TextContent) else result}")
                 return result.structured_content
 
             return await _rounds(call, str(root / "workspace"), "over-mcp", runs)

@@ -22,8 +22,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from _bench import row
+
+if TYPE_CHECKING:  # imported inside the functions: HOME must be set first
+    from kirocrew_core.plugins import KirocrewPluginManager
 
 TARGET_MS = 100.0
 
@@ -44,7 +48,7 @@ def _spec(i: int) -> dict[str, object]:
     return {"command": "/bin/sh", "args": ["-c", f"exit {i}"], "env": {"N": str(i)}}
 
 
-def _setup(root: Path, total: int) -> object:
+def _setup(root: Path, total: int) -> KirocrewPluginManager:
     from kirocrew_core import hookimpl, home
     from kirocrew_core.contributions import ManagedMcpServer, McpScope
     from kirocrew_core.plugins import make_plugin_manager

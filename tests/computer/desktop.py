@@ -18,9 +18,10 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -78,13 +79,15 @@ def _spawn_logged(argv: list[str], env: dict[str, str], logs: Path) -> subproces
     return child
 
 
-def _wait_for(ready: object, child: subprocess.Popen[bytes], what: str, timeout: float = _START_TIMEOUT) -> None:
+def _wait_for(ready: Callable[[], object], child: subprocess.Popen[bytes], what: str,
+              timeout: float = _START_TIMEOUT) -> None:
     deadline = time.monotonic() + timeout
-    while not ready():  # type: ignore[operator]
+    while not ready():
         if child.poll() is not None:
             log = _LOGS.get(child.pid)
             said = log.read_text(errors="replace")[-800:].strip() if log else ""
-            raise RuntimeError(f"{child.args[0]} exited ({child.returncode}) while waiting for {what}: {said}")
+            program = cast(list[str], child.args)[0]  # every child here is spawned from an argv list
+            raise RuntimeError(f"{program} exited ({child.returncode}) while waiting for {what}: {said}")
         if time.monotonic() > deadline:
             raise RuntimeError(f"timed out waiting for {what}")
         time.sleep(0.05)

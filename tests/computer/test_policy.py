@@ -19,7 +19,7 @@ def refusal_code(call, *args) -> str:
     return caught.value.code
 
 
-def node(role: str, states: set[str] = frozenset(), index: int = 3) -> Node:
+def node(role: str, states: frozenset[str] | set[str] = frozenset(), index: int = 3) -> Node:
     return Node(index, role, "field", None, (), frozenset(states), (0, 0, 5, 5), 1, (0,))
 
 

@@ -16,7 +16,7 @@ APP = AppInfo("Notes", "org.example.Notes", 42, 1)
 
 
 def node(role: str, name: str = "", depth: int = 0, ref: tuple[int, ...] = (), *, value: str | None = None,
-         actions: tuple[str, ...] = (), states: set[str] = frozenset()) -> Node:
+         actions: tuple[str, ...] = (), states: frozenset[str] | set[str] = frozenset()) -> Node:
     return Node(None, role, name, value, actions, frozenset(states), (1, 2, 3, 4), depth, ref)
 
 

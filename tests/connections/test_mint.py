@@ -270,7 +270,8 @@ def test_cancel_is_token_fenced_releases_the_process_and_the_spec_and_is_idempot
         try:
             row = eng.start(provider)
             await wait_state(eng, "fixture", {"waiting"})
-            pid = row.runtime.pid if row.runtime else 0
+            pid = row.runtime.pid if row.runtime else None
+            assert pid is not None, "a waiting mint holds its kiro-cli"
             stale = await eng.cancel("fixture", "not-this-row")
             still = eng.view("fixture")["state"] == "waiting"
             dropped = await eng.cancel("fixture", row.token)
@@ -295,7 +296,8 @@ def test_a_second_mint_supersedes_and_disposes_the_first(fake_kiro_cli: Any, oau
         try:
             first = eng.start(provider)
             await wait_state(eng, "fixture", {"waiting"})
-            first_pid = first.runtime.pid if first.runtime else 0
+            first_pid = first.runtime.pid if first.runtime else None
+            assert first_pid is not None, "a waiting mint holds its kiro-cli"
             second = eng.start(provider)
             view = await wait_state(eng, "fixture", {"waiting", "failed"})
             await wait_for(lambda: not alive(first_pid))
@@ -431,7 +433,8 @@ def test_a_mint_nobody_consents_to_expires_and_releases_its_process(
         try:
             row = eng.start(provider)
             await wait_state(eng, "fixture", {"waiting"})
-            pid = row.runtime.pid if row.runtime else 0
+            pid = row.runtime.pid if row.runtime else None
+            assert pid is not None, "a waiting mint holds its kiro-cli"
             view = await wait_state(eng, "fixture", {"expired", "granted", "failed"})
             await wait_for(lambda: row.runtime is None)
             return view, pid

@@ -77,6 +77,7 @@ def test_pre_registered_providers_are_gated_until_a_client_id_is_configured(plug
     registry = load_registry(plugin_manager)
     github, asana = registry.get("github"), registry.get("asana")
     assert (github.visibility, asana.visibility) == ("gated", "gated")
+    assert github.auth is not None and asana.auth is not None
     assert (github.auth.redirect_port, asana.auth.redirect_port) == (48101, 48102)
     assert github.redirect_uri == "http://127.0.0.1:48101/callback"
     assert asana.redirect_uri == "http://127.0.0.1:48102/callback"
@@ -228,7 +229,9 @@ RULES: list[tuple[str, Mutation, str]] = [
     ("client id empty", _set("notion", client_id=""), "client_id must be a non-empty string when present"),
     ("prerequisite null", _set("notion", prerequisite_copy=None), "prerequisite_copy must be a non-empty"),
     ("manual path number", _set("notion", revoke_manual_path=3), "revoke_manual_path must be a non-empty"),
-    ("entry not object", lambda doc: doc.__setitem__(0, ["notion"]), "provider #0: must be an object"),
+    # A list where an object belongs is the fault under test, so it cannot type-check.
+    ("entry not object", lambda doc: doc.__setitem__(0, ["notion"]),  # type: ignore[call-overload]
+     "provider #0: must be an object"),
 ]
 
 
@@ -265,6 +268,7 @@ def test_optional_fields_may_be_absent_and_a_dcr_auth_block_is_accepted():
         notion.pop(field)
     notion["auth"] = {"mode": "dcr"}
     provider = parse_providers(doc)[0]
+    assert provider.auth is not None
     assert (provider.category, provider.revoke_manual_path, provider.auth.mode) == (None, None, "dcr")
     assert provider.redirect_uri is None and provider.visibility == "visible"
 
@@ -300,17 +304,19 @@ def test_an_l0_baseline_is_stale_only_when_strictly_older_than_the_window(plugin
 def test_no_caller_can_mutate_the_registry(plugin_manager):
     registry = load_registry(plugin_manager)
     linear = registry.get("linear")
+    # Some attempts write through a read-only type (Mapping, tuple), so mypy refuses them too; this test is
+    # about run time, where each must raise as well.
     attempts: list[Callable[[], object]] = [
         lambda: setattr(linear, "mcp_url", "https://evil.example"),
         lambda: setattr(linear.l0, "dcr", False),
         lambda: setattr(registry.get("github").auth, "redirect_port", 1),
-        lambda: linear.tool_aliases.__setitem__("x", "linear_x"),
+        lambda: linear.tool_aliases.__setitem__("x", "linear_x"),  # type: ignore[index]
         lambda: registry.get("webflow").smoke_args["actions"][0].__setitem__("list_sites", 1),
         lambda: registry.get("webflow").smoke_args["actions"].append({}),
-        lambda: linear.recommended_scopes.append("write"),
-        lambda: registry.by_slug.__setitem__("evil", linear),
+        lambda: linear.recommended_scopes.append("write"),  # type: ignore[attr-defined]
+        lambda: registry.by_slug.__setitem__("evil", linear),  # type: ignore[index]
         lambda: setattr(registry, "providers", ()),
-        lambda: registry.all().__setitem__(0, linear),
+        lambda: registry.all().__setitem__(0, linear),  # type: ignore[index]
     ]
     for attempt in attempts:
         with pytest.raises((TypeError, AttributeError, dataclasses.FrozenInstanceError)):

@@ -188,6 +188,8 @@ class RawServer:
         self.stderr_path = cwd / "raw-server.stderr"
         self._stderr = self.stderr_path.open("w")
         self.process = proc.spawn([*argv, "mcp-conversations"], env=env, cwd=cwd, stderr=self._stderr, text=True)
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.stdin, self.stdout = self.process.stdin, self.process.stdout
         self._next_id = 0
 
     def send(self, method: str, params: dict[str, Any] | None = None, *, request: bool = True) -> int | None:
@@ -195,13 +197,13 @@ class RawServer:
         if request:
             self._next_id += 1
             frame["id"] = self._next_id
-        self.process.stdin.write(json.dumps(frame) + "\n")
-        self.process.stdin.flush()
+        self.stdin.write(json.dumps(frame) + "\n")
+        self.stdin.flush()
         return frame.get("id")
 
     def answer(self, request_id: int | None) -> dict[str, Any]:
         while True:
-            line = self.process.stdout.readline()
+            line = self.stdout.readline()
             assert line, f"the server closed stdout; stderr:\n{self.stderr_path.read_text()}"
             frame = json.loads(line)
             if frame.get("id") == request_id:
@@ -221,7 +223,7 @@ class RawServer:
     def close(self) -> None:
         if self.process.poll() is None:
             proc.terminate(self.process, reason="test over")
-        for stream in (self.process.stdin, self.process.stdout, self._stderr):
+        for stream in (self.stdin, self.stdout, self._stderr):
             with contextlib.suppress(OSError):
                 stream.close()
 
@@ -247,7 +249,7 @@ def test_stdin_eof_or_sigterm_closes_the_service_exits_0_and_leaves_the_running_
         server.send("tools/call", {"name": "kiro_wait", "arguments": {"targets": [target], "mode": "all"},
                                    "_meta": {"progressToken": "p"}})
         if ending == "stdin_eof":
-            server.process.stdin.close()
+            server.stdin.close()
         else:
             os.kill(server.process.pid, signal.SIGTERM)
         returncode = server.wait()

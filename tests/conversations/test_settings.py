@@ -33,10 +33,12 @@ def said(model: str, mode: str, effort: str | None) -> str:
     return f"settings: model={model} mode={mode} effort={effort or 'none'}"
 
 
-def reply(out: dict[str, Any]) -> str | None:
+def reply(out: dict[str, Any]) -> str:
     run = out.get("run", out)
     assert run["status"] == "completed", run
-    return (run["reply"] or {}).get("text")
+    text = (run["reply"] or {}).get("text")
+    assert isinstance(text, str), run
+    return text
 
 
 async def settings_now(client: Any, conversation_id: str, **overrides: Any) -> str | None:

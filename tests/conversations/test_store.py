@@ -20,6 +20,7 @@ from kirocrew_conversations import migrations, state_paths
 from kirocrew_conversations.errors import CATALOGUE
 from kirocrew_conversations.store import (
     MAX_REPLY_BYTES,
+    Event,
     ImageInput,
     Settings,
     Store,
@@ -145,14 +146,16 @@ def test_runs_start_in_fifo_order_one_at_a_time(store: Store) -> None:
     first, second, third = (store.enqueue_run(conv.id, f"m{i}") for i in range(3))
     assert [first.seq, second.seq, third.seq] == [1, 2, 3]
     assert store.get_conversation(conv.id).state == "active"
-    assert store.next_queued_run(conv.id).id == first.id
+    queued = store.next_queued_run(conv.id)
+    assert queued is not None and queued.id == first.id
     with pytest.raises(KirocrewError) as jumped:
         store.transition_run(second.id, "running")
     assert _code(jumped) == "not_next_in_queue"
     store.transition_run(first.id, "running")
     assert store.next_queued_run(conv.id) is None  # serialized: nothing starts beside a running run
     store.transition_run(first.id, "completed")
-    assert store.next_queued_run(conv.id).id == second.id
+    queued = store.next_queued_run(conv.id)
+    assert queued is not None and queued.id == second.id
     store.transition_run(second.id, "running")
     store.transition_run(second.id, "failed", error_code="kiro_crashed")
     store.transition_run(third.id, "running")
@@ -226,6 +229,7 @@ def test_a_long_reply_keeps_256_kib_with_truncation_metadata(store: Store) -> No
     done = store.transition_run(run.id, "completed")
     assert done.reply_truncated is True
     assert done.reply_total_bytes == len(text.encode())
+    assert done.reply_text is not None
     kept = done.reply_text.encode()
     assert len(kept) <= MAX_REPLY_BYTES and text.startswith(done.reply_text)
     with pytest.raises(KirocrewError) as final:
@@ -277,7 +281,8 @@ def test_events_page_by_a_monotonic_cursor(store: Store) -> None:
     run = store.enqueue_run(conv.id, "m")
     for i in range(5):
         store.append_event(conv.id, run.id, "tool", {"name": "read", "i": i})
-    seen, cursor = [], 0
+    seen: list[Event] = []
+    cursor = 0
     while True:
         page = store.list_events(run.id, after=cursor, limit=2)
         if not page.events:
@@ -420,5 +425,7 @@ def test_every_run_status_of_the_vocabulary_is_in_the_state_machine_and_the_data
     conn.execute("PRAGMA foreign_keys = ON")
     migrations.migrate(conn)
     check = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'runs'").fetchone()[0]
-    allowed = re.search(r"CHECK \(status IN \(([^)]*)\)\)", check).group(1)
+    found = re.search(r"CHECK \(status IN \(([^)]*)\)\)", check)
+    assert found is not None, check
+    allowed = found.group(1)
     assert tuple(re.findall(r"'([a-z_]+)'", allowed)) == RUN_STATUSES, "a new status needs a migration"

@@ -133,7 +133,7 @@ def test_an_initialize_that_never_answers_times_out_and_leaves_no_process(fake_k
     with pytest.raises(AcpTimeoutError) as caught:
         run(runtime.open())
     assert caught.value.code == "acp_timeout" and caught.value.method == "initialize"
-    assert runtime.returncode is not None
+    assert runtime.returncode is not None and runtime.pid is not None
     assert kiro_sessions.pid_alive(runtime.pid) is False
 
 
@@ -339,6 +339,7 @@ def test_a_turns_usage_metadata_comes_with_its_prompt_result(tmp_path: Path) -> 
             result = await session.prompt("!say hello")
             usage = parse_usage(result.metadata)
             assert usage is not None and usage.credits == pytest.approx(0.01)
+            assert usage.context_percent is not None and usage.turn_duration_ms is not None
             assert 0 <= usage.context_percent <= 100 and usage.turn_duration_ms >= 0
 
     run(main())

@@ -34,14 +34,20 @@ WS_URL = "ws://127.0.0.1/api/live/ws"
 _register = register_plugin
 
 
+class OwnerClient(TestClient):
+    """A test client that knows the owner token, for bearer headers and ``?token=`` links."""
+
+    owner_token: str
+
+
 @contextlib.contextmanager
-def _client(pm: Any, *, signed_in: bool = True, **app_kwargs: Any) -> Iterator[TestClient]:
+def _client(pm: Any, *, signed_in: bool = True, **app_kwargs: Any) -> Iterator[OwnerClient]:
     """A client on a freshly built app (plugins must be registered before it is built)."""
     token = load_or_create_token()
-    with TestClient(create_app(pm, **app_kwargs), base_url=BASE, follow_redirects=False) as client:
+    with OwnerClient(create_app(pm, **app_kwargs), base_url=BASE, follow_redirects=False) as client:
         if signed_in:
             client.cookies.set(SESSION_COOKIE, token)
-        client.owner_token = token  # type: ignore[attr-defined]
+        client.owner_token = token
         yield client
 
 
@@ -115,7 +121,7 @@ def test_a_wrong_token_is_refused_whether_bearer_or_cookie(plugin_manager):
         response = client.get("/api/health")
         assert (response.status_code, response.json()["code"]) == (401, "bad_token")
         # A token with non-ASCII bytes is just wrong, not a server error.
-        response = client.get("/api/health", headers={"Authorization": "Bearer café".encode()})
+        response = client.get("/api/health", headers=[(b"Authorization", "Bearer café".encode())])
         assert (response.status_code, response.json()["code"]) == (401, "bad_token")
 
 
@@ -288,7 +294,7 @@ def test_every_kind_of_kirocrew_error_answers_its_one_status_in_the_same_json_sh
 def test_an_error_answer_may_add_fields_but_never_replace_the_code():
     answer = error_response(ConflictError("busy", code="test_in_flight"), extra={"slug": "notion", "code": "x"})
     assert answer.status_code == 409
-    assert json.loads(answer.body) == {"slug": "notion", "error": "busy", "code": "test_in_flight"}
+    assert json.loads(bytes(answer.body)) == {"slug": "notion", "error": "busy", "code": "test_in_flight"}
 
 
 def test_responses_forbid_framing(gateway_client):

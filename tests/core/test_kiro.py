@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from kirocrew_core import kiro, kiro_sessions, proc
+from kirocrew_testing.fixtures import FakeKiroCli
 
 
 @pytest.fixture(autouse=True)
@@ -205,18 +206,18 @@ def test_os_environ_reaches_the_probe(monkeypatch: pytest.MonkeyPatch, tmp_path:
 # -- against the fake kiro-cli --------------------------------------------------------
 
 
-def test_the_fake_kiro_cli_reports_its_version_through_the_seam(fake_kiro_cli: object) -> None:
-    fake_kiro_cli.switch(version="2.16.0")  # type: ignore[attr-defined]
+def test_the_fake_kiro_cli_reports_its_version_through_the_seam(fake_kiro_cli: FakeKiroCli) -> None:
+    fake_kiro_cli.switch(version="2.16.0")
     assert kiro.resolve_kiro_cli().source == "KIRO_CLI_PATH"
     assert kiro.version() == "2.16.0"
 
 
-def test_list_models_reads_both_shapes_kiro_cli_prints(fake_kiro_cli: object) -> None:
-    fake_kiro_cli.switch(models="auto,claude-sonnet-4.5")  # type: ignore[attr-defined]
+def test_list_models_reads_both_shapes_kiro_cli_prints(fake_kiro_cli: FakeKiroCli) -> None:
+    fake_kiro_cli.switch(models="auto,claude-sonnet-4.5")
     current = kiro.list_models()
     assert current.ids() == ["auto", "claude-sonnet-4.5"] and current.default_model == "auto"
     kiro.clear_caches()
-    fake_kiro_cli.switch(models_format="flat")  # type: ignore[attr-defined]
+    fake_kiro_cli.switch(models_format="flat")
     older = kiro.list_models()
     assert older.ids() == ["auto", "claude-sonnet-4.5"] and older.default_model is None
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,10 +52,10 @@ except KirocrewError as exc:
 """
 
 
-def _python(script: str, *args: str, **kwargs: object) -> subprocess.Popen[str]:
+def _python(script: str, *args: str, **kwargs: Any) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-c", script, *args], text=True,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, **kwargs,  # type: ignore[call-overload]
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, **kwargs,
     )
 
 

@@ -125,14 +125,13 @@ def test_an_implementation_of_an_undeclared_hook_is_rejected(tmp_path, monkeypat
 
 
 def test_plugins_may_declare_their_own_hookspecs_through_addhooks(plugin_manager):
-    class Specs:
-        @staticmethod
-        def connections_providers() -> list:
-            """A sub-seam."""
-
     from kirocrew_core.markers import hookspec
 
-    Specs.connections_providers = staticmethod(hookspec(Specs.connections_providers))
+    class Specs:
+        @staticmethod
+        @hookspec
+        def connections_providers() -> list:  # type: ignore[empty-body]  # a specification: pluggy never runs it
+            """A sub-seam."""
 
     class Owner:
         @hookimpl
@@ -164,9 +163,10 @@ def test_results_are_merged_sorted_by_plugin_name_not_registration_order(plugin_
     assert [c.plugin for c in collect(plugin_manager, "extra_mcp_scopes")] == ["alpha", "mid", "zeta"]
 
 
-def _tiered(name: str, **opts: bool) -> object:
-    """A plugin whose ``governance_ceiling`` implementation carries ``opts`` (tryfirst/trylast)."""
-    return type(name, (), {"governance_ceiling": staticmethod(hookimpl(**opts)(lambda: [f"@{name}"]))})
+def _tiered(name: str, *, tryfirst: bool = False, trylast: bool = False) -> object:
+    """A plugin whose ``governance_ceiling`` implementation is marked ``tryfirst`` or ``trylast``."""
+    impl = hookimpl(tryfirst=tryfirst, trylast=trylast)(lambda: [f"@{name}"])
+    return type(name, (), {"governance_ceiling": staticmethod(impl)})
 
 
 TIERED = [("a-fallback", {"trylast": True}), ("b-plain", {}), ("y-plain", {}), ("z-first", {"tryfirst": True})]
@@ -250,7 +250,11 @@ def _ceiling_plugins(pm, events: list[str]) -> None:
     pm.records["b-ours"] = PluginRecord("b-ours", "kirocrew-mcp", "1", "x", "loaded")
     register_plugin(pm, "a-third", governance_ceiling=raising("a-third"))
     register_plugin(pm, "b-ours", governance_ceiling=raising("b-ours"))
-    register_plugin(pm, "c-fine", governance_ceiling=lambda: events.append("c-fine") or ["@c"])
+    def fine() -> list[str]:
+        events.append("c-fine")
+        return ["@c"]
+
+    register_plugin(pm, "c-fine", governance_ceiling=fine)
 
 
 def test_the_skip_policy_reports_every_failure_by_plugin_and_still_calls_the_others(plugin_manager, caplog):

@@ -352,8 +352,14 @@ async def start_async(children: list, argv: list[str], **kwargs: Any) -> asyncio
     return child
 
 
+def stdout_of(child: asyncio.subprocess.Process) -> asyncio.StreamReader:
+    """The child's stdout pipe: every async child here is spawned with one."""
+    assert child.stdout is not None
+    return child.stdout
+
+
 async def ready(child: asyncio.subprocess.Process) -> None:
-    assert await asyncio.wait_for(child.stdout.readline(), 60) == b"ready\n"
+    assert await asyncio.wait_for(stdout_of(child).readline(), 60) == b"ready\n"
 
 
 async def exited(child: asyncio.subprocess.Process) -> int:
@@ -393,7 +399,7 @@ def test_async_a_child_that_ignores_sigterm_is_killed() -> None:
 def test_async_grandchildren_of_an_exited_launcher_are_torn_down() -> None:
     async def scenario(children: list) -> tuple[proc.Teardown, int, int]:
         launcher = await start_async(children, py(LAUNCHER, READY + SLEEPER, "leave"))
-        grandchild = int(await asyncio.wait_for(launcher.stdout.readline(), 60))
+        grandchild = int(await asyncio.wait_for(stdout_of(launcher).readline(), 60))
         assert await exited(launcher) == 0
         assert is_running(grandchild)
         return await proc.terminate_async(launcher), launcher.pid, grandchild
@@ -420,6 +426,7 @@ def test_async_a_cancelled_teardown_still_kills_the_group(monkeypatch) -> None:
         child = await start_async(children, py(IGNORE_TERM + READY + SLEEPER))
         await ready(child)
         teardown = asyncio.create_task(proc.terminate_async(child))
+        assert child.stdin is not None
         while not child.stdin.is_closing():  # teardown has begun its wait on EOF
             await asyncio.sleep(0)
         teardown.cancel()
@@ -441,7 +448,7 @@ def test_async_a_drained_stderr_flood_does_not_block_the_child(monkeypatch) -> N
         # A small reader limit: undrained, asyncio would stop reading the pipe and the child would block.
         child = await start_async(children, py(FLOOD), limit=64 * 1024)
         proc.drain_stderr_async(child, lines.append)
-        assert await asyncio.wait_for(child.stdout.readline(), 120) == b"done\n"
+        assert await asyncio.wait_for(stdout_of(child).readline(), 120) == b"done\n"
         return await proc.terminate_async(child)
 
     result = run(scenario)

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
@@ -20,6 +20,9 @@ import pytest
 from kirocrew_core import home
 from kirocrew_core.gateway.auth import SESSION_COOKIE, load_or_create_token
 from kirocrew_testing.distributions import make_plugin_distribution
+
+if TYPE_CHECKING:
+    from kirocrew_core.plugins import KirocrewPluginManager
 
 READY_LINE = re.compile(r"kirocrew gateway: (http://127\.0\.0\.1:(\d+))/\?token=([A-Za-z0-9_-]+)\n")
 READY_TIMEOUT_SECS = 60
@@ -217,7 +220,7 @@ def test_a_port_already_in_use_is_a_clear_error(kirocrew):
     assert result.stdout == ""
 
 
-def _json_routes(pm: object) -> list[tuple[str, str]]:
+def _json_routes(pm: KirocrewPluginManager) -> list[tuple[str, str]]:
     """Every (method, path) of the gateway that takes a request body, read from the app itself."""
     from starlette.routing import Route
 

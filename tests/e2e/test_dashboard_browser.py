@@ -29,6 +29,7 @@ def sign_in_url(isolated_homes, chromium: str) -> Iterator[str]:
     exe = Path(sys.executable).with_name("kirocrew")
     server = proc.spawn([str(exe), "serve", "--port", "0"], env=dict(os.environ), stdin=proc.DEVNULL,
                         text=True)
+    assert server.stdout is not None
     try:
         line = server.stdout.readline().strip()
         assert line.startswith("kirocrew gateway: http://127.0.0.1:"), line

@@ -335,7 +335,8 @@ def test_the_kiro_global_is_byte_identical_after_listing_probing_and_an_apply_th
 
 class Restarter:
     def __init__(self, count: Any, *, fail: bool = False, is_async: bool = False) -> None:
-        self.count, self.fail, self.is_async, self.reasons = count, fail, is_async, []
+        self.count, self.fail, self.is_async = count, fail, is_async
+        self.reasons: list[str] = []
 
     @hookimpl
     def restart_sessions(self, reason: str) -> Any:

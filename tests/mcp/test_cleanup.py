@@ -60,12 +60,13 @@ def test_only_managed_names_are_removed_and_the_rest_is_byte_for_byte_what_it_wa
 @pytest.mark.parametrize("dumps", [{"indent": 4}, {"indent": "\t"}, {}, {"indent": 2, "ensure_ascii": False}],
                          ids=["four-spaces", "tabs", "one-line", "unicode"])
 def test_the_files_own_formatting_is_kept(dumps):
-    document = {"note": "café", "mcpServers": {"kirocrew-computer": STALE, "mine": USER}}
+    servers = {"kirocrew-computer": STALE, "mine": USER}
+    document = {"note": "café", "mcpServers": servers}
     kiro_global_text(document, **dumps)
 
     report = clean_stale_managed_mcp()
 
-    document["mcpServers"].pop("kirocrew-computer")
+    servers.pop("kirocrew-computer")
     assert home.kiro_global_mcp_file().read_text() == json.dumps(document, **dumps)
     assert report.scopes[0].formatting_preserved is True
 

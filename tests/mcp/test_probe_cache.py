@@ -188,7 +188,8 @@ def test_a_disabled_server_is_never_spawned_and_shows_its_last_tools(cache: Prob
     assert result.status == "disabled"
     assert result.tools == ("tool_1", "tool_2")
     assert not marker.exists()
-    assert cache.get("fx", spec).status == "ok"  # the disabled answer was not stored
+    stored = cache.get("fx", spec)
+    assert stored is not None and stored.status == "ok"  # the disabled answer was not stored
 
 
 def test_results_come_back_in_input_order(cache: ProbeCache) -> None:

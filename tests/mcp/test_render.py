@@ -69,7 +69,8 @@ def crew_store(doc: Any) -> bytes:
     return write(home.crew_mcp_file(), doc)
 
 
-def base(doc: dict[str, Any]) -> bytes:
+def base(doc: Any) -> bytes:
+    """Write the rendered agent file: a JSON value, or raw text (a corrupt file is one of the cases)."""
     return write(home.rendered_agent_file(), doc)
 
 

@@ -9,8 +9,11 @@ from typing import Any
 from kirocrew_core import home
 
 
-def write_mcp_file(path: Path, servers: dict[str, Any], **top: Any) -> bytes:
-    """Write ``{**top, "mcpServers": servers}`` to ``path``; return the exact bytes, for identity checks."""
+def write_mcp_file(path: Path, servers: Any, **top: Any) -> bytes:
+    """Write ``{**top, "mcpServers": servers}`` to ``path``; return the exact bytes, for identity checks.
+
+    ``servers`` is any JSON value: tests of a malformed file pass a list where the object belongs.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     data = json.dumps({**top, "mcpServers": servers}, indent=2).encode()
     path.write_bytes(data)
