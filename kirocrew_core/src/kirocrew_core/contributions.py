@@ -48,6 +48,46 @@ class ManagedMcpServer:
     env: Mapping[str, str] = field(default_factory=dict)
 
 
+def _never_busy() -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class HostService:
+    """A long-lived service a plugin runs inside the host (``host_services()``).
+
+    ``start`` runs once when the host starts, before its socket accepts connections;
+    ``stop`` once when it stops (also after a failed start, so it must cope with never
+    having started). ``busy`` says why the host must not idle out or retire right now
+    (``"2 runs in progress"``), or ``None``. It is called often: keep it cheap and
+    non-blocking.
+    """
+
+    name: str
+    start: Callable[[], Awaitable[None]]
+    stop: Callable[[], Awaitable[None]]
+    busy: Callable[[], str | None] = _never_busy
+
+
+@dataclass(frozen=True)
+class HostedMcpServer:
+    """An MCP server the host serves on its socket (``host_mcp_servers()``).
+
+    ``name`` is the server's MCP name (``kirocrew-conversations``); ``command`` the
+    ``kirocrew`` subcommand whose bare form (no arguments) is the relay to it
+    (``mcp-conversations``). ``server`` returns the mcp SDK low-level ``Server`` to run
+    one connection's session on; it is called for each connection (returning one
+    shared instance is fine) and may be a coroutine function. It may raise a
+    :class:`~kirocrew_core.errors.KirocrewError` (the service is not available): the
+    connection is refused with its code and message.
+    """
+
+    name: str
+    command: str
+    server: Callable[[], Any]
+    description: str = ""
+
+
 @dataclass(frozen=True)
 class CoreMcpTool:
     """A tool a plugin adds to the ``kirocrew-core`` MCP server (that server arrives with a later issue).

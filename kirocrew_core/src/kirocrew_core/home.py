@@ -7,7 +7,7 @@ so a test or a gateway started with another ``KIROCREW_HOME`` sees its own tree.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections import namedtuple
 from pathlib import Path
 
 KIRO_HOME_ENV = "KIRO_HOME"
@@ -113,19 +113,18 @@ def ensure_crew_home() -> Path:
     return home
 
 
-@dataclass(frozen=True)
-class Homes:
-    """A snapshot of every location, for display (``kirocrew doctor``, the dashboard)."""
+# A plain namedtuple, not a dataclass: dataclasses costs the relay ~5 ms of imports.
+_HomesTuple = namedtuple(
+    "_HomesTuple",
+    ["user_home", "kiro_home", "crew_home", "agents_dir", "rendered_agent_file",
+     "kiro_global_mcp_file", "crew_mcp_file", "oauth_cache_dir", "config_file"],
+)
 
-    user_home: Path
-    kiro_home: Path
-    crew_home: Path
-    agents_dir: Path
-    rendered_agent_file: Path
-    kiro_global_mcp_file: Path
-    crew_mcp_file: Path
-    oauth_cache_dir: Path
-    config_file: Path
+
+class Homes(_HomesTuple):
+    """A snapshot of every location (all :class:`~pathlib.Path`), for display (``kirocrew doctor``, the dashboard)."""
+
+    __slots__ = ()
 
     @classmethod
     def current(cls) -> Homes:

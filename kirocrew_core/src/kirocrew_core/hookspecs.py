@@ -31,6 +31,8 @@ if TYPE_CHECKING:
         AuthorityBackend,
         CoreMcpTool,
         DashboardPage,
+        HostedMcpServer,
+        HostService,
         DoctorCheck,
         ManagedMcpServer,
         McpScope,
@@ -143,6 +145,38 @@ def gateway_shutdown(app: Starlette) -> Any:
     started.
 
     :param app: the Starlette app being shut down.
+    """
+
+
+# --- the host -------------------------------------------------------------
+
+
+@hookspec
+def host_services() -> list[HostService]:
+    """Return the long-lived services a plugin runs inside the host.
+
+    Called once by the host (:mod:`kirocrew_core.host.server`) when ``kirocrew serve``
+    starts, before its socket accepts connections; each service's ``start`` is awaited
+    in call order and its ``stop`` in reverse order when the host stops. A service
+    whose ``start`` raises is logged with its plugin's name and skipped; the host runs
+    on without it. A service's ``busy()`` keeps an auto-started host from idling out
+    and a retiring host (other code) from exiting.
+
+    :return: a list of :class:`~kirocrew_core.contributions.HostService`; concatenated.
+    """
+
+
+@hookspec
+def host_mcp_servers() -> list[HostedMcpServer]:
+    """Return the MCP servers a plugin serves through the host's socket.
+
+    Called once by the host when it starts. Each connection that names a server (its
+    ``name`` or its relay ``command``) gets its own MCP session on the server the
+    contribution returns, with the caller the relay stamped readable through
+    :func:`kirocrew_core.host.caller.current_caller`. A name or command another
+    plugin already holds is refused with a warning.
+
+    :return: a list of :class:`~kirocrew_core.contributions.HostedMcpServer`; concatenated.
     """
 
 
