@@ -58,7 +58,7 @@ def parse_block(block: Any) -> CallerContext:
         raise CallerBlockError("the caller block's sessionKey is not a printable string of at most 512 characters")
     if not isinstance(kind, str) or not kind.isidentifier() or len(kind) > 64:
         raise CallerBlockError("the caller block's sessionType is not a short identifier")
-    if not _pid(relay):
+    if not isinstance(relay, int) or not _pid(relay):
         raise CallerBlockError("the caller block's relayPid is not a pid")
     if host is not None and not _pid(host):
         raise CallerBlockError("the caller block's hostPid is not a pid")

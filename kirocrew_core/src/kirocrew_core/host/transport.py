@@ -1,0 +1,113 @@
+"""MCP sessions over a connected local socket: one JSON-RPC message per line, as on stdio.
+
+One owner for the framing that the host's socket and the conversations control socket
+(standalone mode) share. ``line_transport`` turns an anyio byte stream into the (read,
+write) message streams the mcp SDK's ``Server.run`` and ``ClientSession`` take. The mcp
+SDK is imported inside the functions: the relay never imports this module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import struct
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from kirocrew_core.host.protocol import MAX_LINE_BYTES
+
+# What the host may do to each incoming message before the SDK sees it (stamp the caller).
+Inspect = Callable[[Any], None]
+# Told about each outgoing message (the host counts requests in flight by the responses).
+Observe = Callable[[Any], None]
+
+
+@contextlib.asynccontextmanager
+async def line_transport(stream: Any, *, inspect: Inspect | None = None, observe: Observe | None = None,
+                         buffered: Any = None, max_line_bytes: int = MAX_LINE_BYTES
+                         ) -> AsyncIterator[tuple[Any, Any]]:
+    """(read, write) MCP message streams over one connected anyio byte stream.
+
+    ``inspect`` gets each incoming message as parsed JSON and may change it in place;
+    ``observe`` gets each outgoing JSON-RPC message object. A line that is not JSON-RPC
+    reaches the session as an exception (it answers a parse error); a line longer than
+    ``max_line_bytes`` ends the connection. ``buffered`` is a
+    ``BufferedByteReceiveStream`` already wrapping ``stream`` (bytes read past a hello).
+    """
+    import anyio
+    import mcp_types as types
+    from anyio.streams.buffered import BufferedByteReceiveStream
+    from mcp.shared._context_streams import create_context_streams
+    from mcp.shared.message import SessionMessage
+
+    incoming_writer, incoming = create_context_streams[SessionMessage | Exception](0)
+    outgoing, outgoing_reader = create_context_streams[SessionMessage](0)
+    receiver = buffered if buffered is not None else BufferedByteReceiveStream(stream)
+
+    async def reader() -> None:
+        async with incoming_writer:
+            while True:
+                try:
+                    line = await receiver.receive_until(b"\n", max_line_bytes)
+                except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError,
+                        anyio.ClosedResourceError):
+                    return
+                except anyio.DelimiterNotFound as exc:  # an oversized line: drop the connection
+                    await incoming_writer.send(exc)
+                    return
+                if not line.strip():
+                    continue
+                try:
+                    if inspect is None:
+                        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                    else:
+                        parsed = json.loads(line)
+                        inspect(parsed)
+                        message = types.jsonrpc_message_adapter.validate_python(parsed, by_name=False)
+                except Exception as exc:  # noqa: BLE001 - the session reads a bad line as an error
+                    await incoming_writer.send(exc)
+                    continue
+                await incoming_writer.send(SessionMessage(message))
+
+    async def writer() -> None:
+        async with outgoing_reader:
+            async for session_message in outgoing_reader:
+                if observe is not None:
+                    observe(session_message.message)
+                data = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                try:
+                    await stream.send(data.encode("utf-8") + b"\n")
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    return
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reader)
+        tg.start_soon(writer)
+        try:
+            yield incoming, outgoing
+        finally:
+            tg.cancel_scope.cancel()
+
+
+def peer_credentials(stream: Any) -> tuple[int, int] | None:
+    """``(pid, uid)`` of the process at the other end of a unix stream (``SO_PEERCRED``), or ``None``.
+
+    ``None`` where the platform has no ``SO_PEERCRED`` (macOS): callers then rely on the
+    0700 directory alone, as the socket's mode already does.
+    """
+    from anyio.abc import SocketAttribute
+
+    raw = stream.extra(SocketAttribute.raw_socket, None)
+    if raw is None:
+        return None
+    return socket_peer_credentials(raw)
+
+
+def socket_peer_credentials(sock: socket.socket) -> tuple[int, int] | None:
+    """``(pid, uid)`` of a connected unix socket's peer (``SO_PEERCRED``), or ``None`` off Linux."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        return None
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, _gid = struct.unpack("3i", creds)
+    return pid, uid
