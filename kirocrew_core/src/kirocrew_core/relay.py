@@ -296,21 +296,20 @@ class Relay:
                 self._host_lost(f"it sent a line longer than {protocol.MAX_LINE_BYTES} bytes")
             return
         start = emitted = 0
-        tracking = self.in_flight or self.swallow
-        while end >= 0:
-            if tracking:
-                answered = _answered_id(buf, start, end)
-                if answered is not _NOT_A_RESPONSE:
-                    if answered in self.swallow:  # a replayed initialize: the client has its own answer
-                        self.swallow.discard(answered)
-                        self.to_client += buf[emitted:start]
-                        emitted = end + 1
-                    else:
-                        with contextlib.suppress(TypeError):
-                            self.in_flight.pop(answered, None)
-                    tracking = self.in_flight or self.swallow
+        while end >= 0 and (self.in_flight or self.swallow):
+            answered = _answered_id(buf, start, end)
+            if answered is not _NOT_A_RESPONSE:
+                if answered in self.swallow:  # a replayed initialize: the client has its own answer
+                    self.swallow.discard(answered)
+                    self.to_client += buf[emitted:start]
+                    emitted = end + 1
+                else:
+                    with contextlib.suppress(TypeError):
+                        self.in_flight.pop(answered, None)
             start = end + 1
             end = buf.find(b"\n", start)
+        if end >= 0:  # nothing left to track: the rest of the complete lines go as they are
+            start = buf.rfind(b"\n") + 1
         self.to_client += buf[emitted:start]
         self.from_host = bytearray(buf[start:]) if start < len(buf) else bytearray()
 

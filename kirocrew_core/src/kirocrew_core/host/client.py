@@ -231,6 +231,7 @@ def ensure_host(env: dict[str, str] | None = None, timeout: float = START_TIMEOU
     Relays racing here start exactly one host: the starter holds ``start.lock`` until its
     host answers, and the others find it answering when they get the lock.
     """
+    _reap()
     try:
         return ping()
     except HostError as exc:
@@ -253,6 +254,13 @@ def ensure_host(env: dict[str, str] | None = None, timeout: float = START_TIMEOU
         return _start_and_wait(env, deadline, timeout)
     finally:
         os.close(lock_fd)  # closing releases the flock
+
+
+def _reap() -> None:
+    """Collect the exit status of hosts this process started that have exited since (no zombies)."""
+    for child in list(_started):
+        if child.poll() is not None:
+            _started.remove(child)
 
 
 def _take_start_lock(deadline: float) -> int:
@@ -287,9 +295,6 @@ def host_environment(env: dict[str, str] | None = None) -> dict[str, str]:
 def _spawn_host(env: dict[str, str] | None) -> Any:
     import subprocess
 
-    for child in list(_started):  # reap what earlier starts left behind
-        if child.poll() is not None:
-            _started.remove(child)
     log = os.open(paths.log_file(), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         child = subprocess.Popen(
