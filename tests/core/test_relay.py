@@ -343,7 +343,7 @@ def test_a_host_of_other_code_retires_once_idle_and_relays_move_to_a_fresh_one(i
     assert "runs other code and retires once idle" in newcomer.stderr()
     assert client.ping()["retiring"]
     sleeping = veteran.request("tools/call", {"name": "sleep", "arguments": {"seconds": 1}})
-    time.sleep(0.3)
+    _wait_until(lambda: any("in flight" in reason for reason in client.ping()["busy"]))
     assert structured(newcomer.call("busy", {"busy": False})) == {"busy": False}
     # A request in flight on the retiring host still gets its answer; then the host exits.
     assert structured(veteran.answer(sleeping)) == {"slept": 1}
@@ -430,6 +430,13 @@ def test_a_client_that_never_reads_cannot_grow_the_relay_without_bound(isolated_
     relay.kill()
 
 
+def _wait_until(condition: Any, timeout: float = ANSWER_TIMEOUT_SECS) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {timeout} s"
+        time.sleep(0.02)
+
+
 def _write_quietly(relay: Relay, data: bytes) -> None:
     with contextlib.suppress(OSError, ValueError):
         relay.send(data)
@@ -440,3 +447,29 @@ def _rss_kib(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     raise AssertionError("no VmRSS")
+
+
+def test_many_calls_in_flight_on_several_relays_are_each_answered_once_to_their_own_caller(
+        isolated_homes, host_env, relays) -> None:
+    per_relay = 200
+    racing = [relays({**host_env, "KIROCREW_SESSION_KEY": f"session-{n}"}) for n in range(4)]
+    for relay in racing:
+        relay.initialize()
+    batch = b"".join(json.dumps({"jsonrpc": "2.0", "id": f"call-{n}", "method": "tools/call",
+                                 "params": {"name": "whoami", "arguments": {}}}).encode() + b"\n"
+                     for n in range(per_relay))
+    for relay in racing:
+        relay.send(batch)
+    for n, relay in enumerate(racing):
+        seen: list[str] = []
+        while len(seen) < per_relay:
+            line = relay.line()
+            assert line is not None
+            seen.append(line["id"])
+            assert line["result"]["structuredContent"]["caller"] == {
+                "schemaVersion": 1, "sessionKey": f"session-{n}", "sessionType": "relay",
+                "relayPid": relay.proc.pid, "hostPid": os.getpid()}
+        assert sorted(seen) == sorted(f"call-{i}" for i in range(per_relay))
+    for relay in racing:
+        assert relay.close() == 0
+        assert relay.line() is None  # nothing more: no call answered twice
