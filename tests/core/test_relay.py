@@ -473,3 +473,21 @@ def test_many_calls_in_flight_on_several_relays_are_each_answered_once_to_their_
     for relay in racing:
         assert relay.close() == 0
         assert relay.line() is None  # nothing more: no call answered twice
+
+
+def test_a_relay_started_on_a_terminal_says_what_it_is_and_ends_with_the_terminal(isolated_homes, host_env,
+                                                                                tmp_path: Path) -> None:
+    import pty
+
+    controller, terminal = pty.openpty()
+    with (tmp_path / "relay.stderr").open("wb") as errlog:
+        relay = subprocess.Popen(kirocrew_argv("mcp-echo"), env=host_env, stdin=terminal,
+                                 stdout=subprocess.DEVNULL, stderr=errlog)
+    os.close(terminal)
+    try:
+        _wait_until(lambda: b"press Ctrl-D" in (tmp_path / "relay.stderr").read_bytes())
+        assert (tmp_path / "relay.stderr").read_text().startswith(
+            "kirocrew mcp-echo: speaks MCP on stdin/stdout and is meant to be launched by an MCP client")
+    finally:
+        os.close(controller)  # the terminal goes away: the relay reads EOF
+    assert relay.wait(EXIT_TIMEOUT_SECS) == 0
