@@ -298,15 +298,19 @@ def test_the_host_killed_mid_call_fails_that_call_retryably_and_the_next_call_re
         isolated_homes, host_env, relays) -> None:
     relay = relays(host_env)
     relay.initialize()
+    assert structured(relay.call("noop")) == {}
     first_host = host_pid()
     sleeping = relay.request("tools/call", {"name": "sleep", "arguments": {"seconds": 60}})
-    time.sleep(0.5)
+    _wait_until(lambda: any("in flight" in reason for reason in client.ping()["busy"]))
     os.kill(first_host, signal.SIGKILL)
-    failed = relay.answer(sleeping)
+    failed = relay.line()  # only the call in flight is answered: the ones answered before are not
+    assert failed is not None and failed["id"] == sleeping
     assert failed["error"]["code"] == protocol.RELAY_ERROR_CODE
     assert failed["error"]["data"] == {"code": "host_restarted", "retryable": True}
     # The next call reconnects, replays the client's initialize (its answer never reaches the client) and works.
-    assert structured(relay.call("noop")) == {}
+    again = relay.request("tools/call", {"name": "noop", "arguments": {}})
+    answer = relay.line()  # the replayed initialize's answer never shows: the next line is this call's
+    assert answer is not None and answer["id"] == again and structured(answer) == {}
     assert host_pid() != first_host
     assert "lost the kirocrew host" in relay.stderr()
     assert relay.close() == 0

@@ -304,8 +304,7 @@ class Relay:
                     self.to_client += buf[emitted:start]
                     emitted = end + 1
                 else:
-                    with contextlib.suppress(TypeError):
-                        self.in_flight.pop(answered, None)
+                    self.in_flight.pop(answered, None)
             start = end + 1
             end = buf.find(b"\n", start)
         if end >= 0:  # nothing left to track: the rest of the complete lines go as they are
@@ -440,7 +439,7 @@ def _answered_id(buf: Any, start: int, end: int) -> Any:
         if used > 0:
             rest = head[used:used + 10]
             if rest.startswith((',"result"', ',"error"')):
-                return value
+                return value if _scalar(value) else _NOT_A_RESPONSE
             if rest.startswith(',"method"'):
                 return _NOT_A_RESPONSE
     elif buf.startswith(_NOTIFICATION_HEAD, start):
@@ -449,6 +448,11 @@ def _answered_id(buf: Any, start: int, end: int) -> Any:
         message = json.loads(buf[start:end])
     except ValueError:
         return _NOT_A_RESPONSE
-    if isinstance(message, dict) and "id" in message and "method" not in message:
+    if isinstance(message, dict) and "method" not in message and _scalar(message.get("id", _NOT_A_RESPONSE)):
         return message["id"]
     return _NOT_A_RESPONSE
+
+
+def _scalar(value: Any) -> bool:
+    """A JSON-RPC id the relay can track (a string, a number or null); anything else answers nothing."""
+    return value is None or isinstance(value, (str, int, float))
