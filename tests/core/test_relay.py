@@ -266,6 +266,13 @@ def test_malformed_lines_are_answered_by_the_relay_and_the_session_goes_on(isola
     assert error_data(relay.line() or {}) == {"code": "parse_error"}
     relay.send(b"42\n")
     assert error_data(relay.line() or {}) == {"code": "invalid_request"}
+    # MCP has no JSON-RPC batches: each request in one is refused, none reaches the host.
+    relay.send(json.dumps([{"jsonrpc": "2.0", "id": "b1", "method": "tools/list"},
+                           {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                           {"jsonrpc": "2.0", "id": "b2", "method": "tools/list"}]).encode() + b"\n")
+    refused = [relay.line() or {}, relay.line() or {}]
+    assert [(line["id"], line["error"]["data"]["code"]) for line in refused] == [
+        ("b1", "batch_unsupported"), ("b2", "batch_unsupported")]
     relay.send(b"   \n\n")  # blank lines are skipped silently
     assert structured(relay.call("noop")) == {}
     assert relay.close() == 0

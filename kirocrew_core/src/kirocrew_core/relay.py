@@ -358,19 +358,18 @@ class Relay:
             if line.strip():
                 self._answer(_PARSE_ERROR)
             return
-        requests: list[Any] = []
-        if isinstance(message, dict):
-            self._note(message, requests)
-        elif isinstance(message, list) and message:  # a batch: every request in it is stamped too
-            for item in message:
-                self._note(item, requests)
-        else:
+        if isinstance(message, list):
+            self._refuse_batch(message)
+            return
+        if not isinstance(message, dict):
             self._answer(_INVALID_REQUEST)
             return
+        requests: list[Any] = []
+        self._note(message, requests)
         if self.fatal is not None:
             self._refuse_fatally(requests)
             return
-        if self.sock is None and isinstance(message, dict) and "method" not in message:
+        if self.sock is None and "method" not in message:
             return  # an answer to a request of the host that went away: nobody waits for it
         if self.sock is None and not self._reconnect():
             self._answer_unreachable(requests)
@@ -379,8 +378,16 @@ class Relay:
         for request_id in requests:
             with contextlib.suppress(TypeError):  # an unhashable id: the host's SDK refuses the request
                 self.in_flight[request_id] = None
-        if isinstance(message, dict) and message.get("method") == "initialize":
+        if message.get("method") == "initialize":
             self.initialize = message
+
+    def _refuse_batch(self, batch: list[Any]) -> None:
+        """Answer every request of a JSON-RPC batch with an error: MCP (2025-06-18) has no batches."""
+        ids = [item["id"] for item in batch if isinstance(item, dict) and "method" in item and "id" in item]
+        for request_id in ids or [None]:
+            self._answer(protocol.encode({"jsonrpc": "2.0", "id": request_id, "error": {
+                "code": -32600, "message": "Invalid request: JSON-RPC batches are not part of MCP; send one "
+                                           "message per line", "data": {"code": "batch_unsupported"}}}))
 
     def _note(self, message: Any, requests: list[Any]) -> None:
         """Stamp a request's caller block and note what a reconnect must replay or forget."""
