@@ -301,6 +301,15 @@ def test_stdin_closing_ends_the_relay_once_the_answers_in_flight_are_written(iso
     assert relay.line() is None
 
 
+def test_after_stdin_closes_a_call_that_does_not_end_is_given_up_so_the_relay_exits(isolated_homes, host_env,
+                                                                                    relays) -> None:
+    relay = relays(host_env)
+    relay.initialize()
+    relay.request("tools/call", {"name": "sleep", "arguments": {"seconds": 600}})
+    assert relay.close() == 0  # after EOF_DRAIN_SECS, not 600 s
+    assert "1 request(s) still unanswered" in relay.stderr()
+
+
 def test_the_host_killed_mid_call_fails_that_call_retryably_and_the_next_call_reaches_a_fresh_host(
         isolated_homes, host_env, relays) -> None:
     relay = relays(host_env)

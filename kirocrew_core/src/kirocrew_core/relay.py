@@ -41,6 +41,9 @@ HIGH_WATER_BYTES = 8 * 1024 * 1024
 READ_CHUNK_BYTES = 256 * 1024
 # How long a host may take to welcome a connection (its server factory may start a service).
 WELCOME_TIMEOUT_SECS = 60.0
+# After stdin closes, answers still in flight are written for at most this long (a script piping
+# requests in gets them; a long call whose client has gone does not keep the relay alive).
+EOF_DRAIN_SECS = 10.0
 REPLAY_ID_PREFIX = "kirocrew-relay-replay-"
 # Codes that mean "try again shortly": a host stopping, or one that died between our connect and its welcome.
 _TRANSIENT = frozenset({"host_stopping", "host_unavailable"})
@@ -197,7 +200,10 @@ class Relay:
     # -- the pump --------------------------------------------------------------------------------------
 
     def pump(self) -> int:
-        """Copy lines both ways until the client closes stdin (0) or a fatal refusal was answered (1)."""
+        """Copy lines both ways until the client closes stdin (0) or a fatal refusal was answered (1).
+
+        After stdin closes, the answers in flight are still written, for at most ``EOF_DRAIN_SECS``.
+        """
         if os.isatty(0):
             self._say("speaks MCP on stdin/stdout and is meant to be launched by an MCP client; "
                       "press Ctrl-D to stop.")
@@ -213,9 +219,19 @@ class Relay:
 
     def _loop(self) -> int:
         to_client, to_host = self.to_client, self.to_host
+        drain_until: float | None = None
         while True:
-            if self.fatal is None and self.stdin_eof and not self.in_flight and not to_host and not to_client:
-                return 0
+            wait: float | None = None
+            if self.stdin_eof and self.fatal is None:
+                if not self.in_flight and not to_host and not to_client:
+                    return 0
+                if drain_until is None:
+                    drain_until = time.monotonic() + EOF_DRAIN_SECS
+                wait = drain_until - time.monotonic()
+                if wait <= 0:
+                    self._say(f"stdin closed; {len(self.in_flight)} request(s) still unanswered after "
+                              f"{EOF_DRAIN_SECS:g} s are dropped")
+                    return 0
             if self.fatal is not None and self.fatal_answered and not to_client:
                 return 1
             readers: list[int] = []
@@ -232,7 +248,7 @@ class Relay:
                 writers.append(1)
             if not readers and not writers:  # stdin closed, nothing pending, no host: done
                 return 1 if self.fatal is not None else 0
-            ready_r, ready_w, _ = select.select(readers, writers, [])
+            ready_r, ready_w, _ = select.select(readers, writers, [], wait)
             if 1 in ready_w and not self._write_client():
                 return 0  # the client is gone
             if sock_fd >= 0 and sock_fd == self.sock_fd:
