@@ -171,16 +171,24 @@ def test_a_server_command_with_options_goes_to_the_cli_not_the_relay(isolated_ho
     assert not paths.run_lock_file().exists()  # nothing tried to reach a host
 
 
-def test_python_dash_m_kirocrew_core_is_the_same_launcher(isolated_homes, host_env) -> None:
+def test_python_dash_m_kirocrew_core_runs_the_cli(isolated_homes, host_env) -> None:
     version = subprocess.run([sys.executable, "-m", "kirocrew_core", "--version"], env=host_env,
                              capture_output=True, text=True, timeout=60)
     assert version.returncode == 0 and version.stdout.startswith("kirocrew, version")
-    relay = subprocess.run([sys.executable, "-m", "kirocrew_core", "mcp-echo"], env=host_env, capture_output=True,
-                           timeout=ANSWER_TIMEOUT_SECS,
-                           input=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                                             "params": INIT_PARAMS}).encode() + b"\n")
-    assert relay.returncode == 0, relay.stderr
-    assert json.loads(relay.stdout)["result"]["serverInfo"]["name"] == "kirocrew-echo"
+
+
+def test_the_invocation_rendered_for_a_source_checkout_is_the_relay_too(isolated_homes, host_env) -> None:
+    from kirocrew_core.contributions import ManagedMcpServer
+    from kirocrew_mcp.managed import managed_invocation
+
+    # No console script (executable ""): the agent file names this interpreter with -m kirocrew_core.
+    command, args = managed_invocation(ManagedMcpServer("kirocrew-echo", ("mcp-echo",), True), executable="")
+    assert (command, args) == (sys.executable, ["-m", "kirocrew_core", "mcp-echo"])
+    done = subprocess.run([command, *args], env=host_env, capture_output=True, timeout=ANSWER_TIMEOUT_SECS,
+                          input=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                            "params": INIT_PARAMS}).encode() + b"\n")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"]["serverInfo"]["name"] == "kirocrew-echo"
 
 
 # -- through an MCP SDK client -------------------------------------------------------------------------
