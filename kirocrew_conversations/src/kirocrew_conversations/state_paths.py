@@ -102,6 +102,19 @@ class StateDirOwnership:
             os.close(fd)
 
 
+def recorded_owner(directory: Path | None = None) -> int | None:
+    """The pid the directory's last owner recorded in its lock file, or ``None`` (no owner yet, unreadable).
+
+    Only a hint: the lock file is never cleared, so the pid may be a dead owner's. A caller
+    that knows a live process (the host it is connected to) compares it with that pid.
+    """
+    try:
+        raw = lock_file(directory).read_bytes()[:32].decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    return int(raw) if raw.isdigit() else None
+
+
 def _read_owner_pid(fd: int) -> str:
     try:
         raw = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
