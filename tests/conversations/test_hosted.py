@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +27,6 @@ from kirocrew_conversations.hosted import HostedConversations
 from kirocrew_conversations.state_paths import recorded_owner
 
 NONTERMINAL = ("queued", "running", "needs_attention")
-
-
-@pytest.fixture(autouse=True)
-def _no_host_outlives_the_test() -> Iterator[None]:
-    yield
-    try:
-        pid = host_client.request_stop(wait=30)
-    except KirocrewError:
-        return
-    assert host_client.wait_gone(pid, 10)
 
 
 @pytest.fixture

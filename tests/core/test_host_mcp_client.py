@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,16 +16,6 @@ from kirocrew_core.host import client
 from kirocrew_core.host.mcp_client import NO_HOST_ENV, host_disabled, host_session
 
 TEST_TIMEOUT_SECS = 90.0
-
-
-@pytest.fixture(autouse=True)
-def _no_host_outlives_the_test() -> Iterator[None]:
-    yield
-    try:
-        pid = client.request_stop(wait=30)
-    except KirocrewError:
-        return
-    assert client.wait_gone(pid, 10)
 
 
 def run(coro: Any) -> Any:
