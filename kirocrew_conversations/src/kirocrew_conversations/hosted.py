@@ -61,7 +61,8 @@ class HostedConversations:
     async def stop(self) -> None:
         """The host stopping: a run still executing ends ``interrupted``; the state directory is released."""
         self._stopped = True
-        service, self._service, self._server = self._service, None, None
+        async with self._start_lock():  # a start in progress finishes first, so its service is closed too
+            service, self._service, self._server = self._service, None, None
         if service is None:
             return
         closing = asyncio.ensure_future(service.aclose())
@@ -101,10 +102,13 @@ class HostedConversations:
     def hosted_server(self) -> HostedMcpServer:
         return HostedMcpServer(SERVER_NAME, SERVER_COMMAND, self.server, DESCRIPTION)
 
-    async def _ensure_started(self) -> ConversationsService:
+    def _start_lock(self) -> asyncio.Lock:
         if self._starting is None:
             self._starting = asyncio.Lock()
-        async with self._starting:
+        return self._starting
+
+    async def _ensure_started(self) -> ConversationsService:
+        async with self._start_lock():
             if self._service is not None:
                 return self._service
             if self._stopped:
