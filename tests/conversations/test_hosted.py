@@ -149,6 +149,61 @@ def test_a_twin_naming_another_state_dir_than_the_hosts_works_in_process(
     assert recorded_owner(other) not in (None, host_pid())
 
 
+def test_a_twin_uses_a_standalone_server_owning_the_directory_and_starts_no_host(
+        conversations_client: Any, run_async: Any, hosted_env: dict[str, str], workspace: Path) -> None:
+    async def main() -> subprocess.CompletedProcess[str]:
+        async with conversations_client(env=hosted_env) as standalone:
+            await standalone.call("kiro_status")
+            return await asyncio.to_thread(twin, hosted_env, "--json", "spawn", "--name", "via-socket",
+                                           "--workspace", str(workspace), "!say hi")
+
+    spawned = ok(run_async(main()))
+    assert len(spawned.stdout.splitlines()) == 1 and "supervising" not in spawned.stderr
+    with pytest.raises(host_client.HostError) as none:
+        host_client.ping()
+    assert none.value.code == "host_unavailable"
+
+
+def test_the_host_takes_its_settings_from_the_environment_of_the_relay_that_started_it(
+        hosted_conversations_client: Any, run_async: Any, workspace: Path) -> None:
+    async def main() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with hosted_conversations_client(extra_env={"KIRO_CONVERSATIONS_WAIT_CALL_SECS": "0.5",
+                                                          "KIRO_CONVERSATIONS_MAX_WORKERS": "2"}) as client:
+            started = await client.call("kiro_spawn", **spawn_args(workspace, "slow", "!sleep 30"))
+            waited = await client.call("kiro_wait", targets=[target(started)], mode="all")  # no progress token
+            caps = await client.call("kiro_capabilities")
+            await client.call("kiro_cancel", **target(started))
+            return waited, caps
+
+    waited, caps = run_async(main())
+    assert waited["waitExpired"] is True and waited["runs"][0]["status"] in NONTERMINAL
+    assert caps["defaults"]["maxWorkers"] == 2
+
+
+def test_a_host_retiring_for_other_code_lets_its_run_finish_then_clients_move_to_a_new_host(
+        hosted_conversations_client: Any, run_async: Any, workspace: Path) -> None:
+    async def main() -> dict[str, Any]:
+        async with hosted_conversations_client(extra_env={"KIROCREW_CODE_FINGERPRINT": "old-code"}) as old:
+            started = await old.call("kiro_spawn", **spawn_args(workspace, "long", "!sleep 2\n!say finished"))
+            first = host_pid()
+            async with hosted_conversations_client(extra_env={"KIROCREW_CODE_FINGERPRINT": "new-code"}) as new:
+                assert host_client.ping()["retiring"], "a client of other code makes the host retire"
+                waited = await new.call("kiro_wait", targets=[target(started)], mode="all")
+                assert await asyncio.to_thread(host_client.wait_gone, first, 60), "the idle retired host exits"
+                while True:  # the relay moves to a fresh host on the next request
+                    try:
+                        again = await new.call("kiro_result", **target(started))
+                        break
+                    except MCPError as exc:
+                        assert "error[host_restarted]" in exc.message, exc
+                return {"waited": waited, "again": again, "first": first, "second": host_pid()}
+
+    out = run_async(main())
+    assert out["waited"]["runs"][0]["status"] == "completed", "the retiring host never interrupted the run"
+    assert out["again"]["status"] == "completed" and out["again"]["reply"]["text"] == "finished"
+    assert out["second"] != out["first"] and host_client.ping()["fingerprint"] == "new-code"
+
+
 # -- restart_sessions --------------------------------------------------------------------------------------
 
 
