@@ -20,7 +20,7 @@ import pytest
 from kirocrew_core import home
 from kirocrew_core.errors import KirocrewError
 from kirocrew_core.host import client as host_client
-from kirocrew_testing.fixtures import run_kirocrew
+from kirocrew_testing.fixtures import kirocrew_argv, run_kirocrew
 from mcp.shared.exceptions import MCPError
 
 from kirocrew_conversations.hosted import HostedConversations
@@ -342,6 +342,20 @@ def test_bare_mcp_conversations_reached_through_the_full_cli_relays_to_the_host(
     assert answers[1]["result"]["serverInfo"]["name"] == "kirocrew-conversations"
     assert len(answers[2]["result"]["tools"]) == 16
     assert host_client.ping()["servers"] == ["kirocrew-conversations"]
+
+
+def test_with_a_host_that_serves_no_conversations_twins_work_in_process_and_the_relay_says_why(
+        hosted_env: dict[str, str], workspace: Path) -> None:
+    host_client.ensure_host({**hosted_env, "KIROCREW_DISABLE_PLUGINS": "conversations"})
+    assert "kirocrew-conversations" not in host_client.ping()["servers"]
+
+    done = ok(twin(hosted_env, "delegate", "--name", "here", "--workspace", str(workspace), "!say in process"))
+    relay = subprocess.run(kirocrew_argv("mcp-conversations"), input="", capture_output=True, text=True,
+                           env=hosted_env, timeout=60)
+
+    assert "in process" in done.stdout and "supervising" in done.stderr
+    assert relay.returncode == 1 and relay.stdout == ""
+    assert "error[unknown_server]" in relay.stderr and "--standalone" in relay.stderr
 
 
 # -- the host service in process, against a real ConversationsService ---------------------------------------
