@@ -81,3 +81,16 @@ def test_an_error_in_the_body_leaves_as_itself_not_wrapped_in_exception_groups(
 def test_kirocrew_no_host_is_read_as_a_yes_no_switch(value: str, disabled: bool) -> None:
     assert host_disabled({NO_HOST_ENV: value}) is disabled
     assert host_disabled({}) is False
+
+
+def test_a_host_session_opened_while_the_host_stops_reaches_the_next_host(echo_host_env: dict[str, str]) -> None:
+    async def main() -> tuple[int, int]:
+        async with host_session("kirocrew-echo", env=echo_host_env) as hosted:
+            first = hosted.host_pid
+        assert client.request_stop(wait=None) == first  # stopping now; it may still answer pings for a moment
+        async with host_session("kirocrew-echo", env=echo_host_env) as hosted:
+            await hosted.session.call_tool("noop", {})
+            return first, hosted.host_pid
+
+    first, second = run(main())
+    assert second != first and client.pid_gone(first)
