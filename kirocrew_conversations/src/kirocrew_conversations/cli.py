@@ -179,9 +179,10 @@ async def _confirm(question: str) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-def _local_note(run_id: str) -> None:
-    _note(f"no conversations server owns the state directory: supervising run {run_id} here until it "
-          "ends (it stops when this command does)")
+def _local_note(run_id: str | None = None) -> None:
+    which = f"run {run_id}" if run_id else "the run"
+    _note(f"working in this process (KIROCREW_NO_HOST is set, or neither the host nor a standalone server owns "
+          f"the state directory): supervising {which} here until it ends (it stops when this command does)")
 
 
 # -- human rendering -----------------------------------------------------------------------------
@@ -487,8 +488,7 @@ def delegate(options: _Options, **kwargs: Any) -> None:
 
     async def work(twin: _Twin) -> int:
         if twin.local:
-            _note("no conversations server owns the state directory: supervising the run here until it "
-                  "ends (it stops when this command does)")
+            _local_note()
         out = await twin.call("kiro_delegate", args)
         run = out["run"]
         if twin.local and run["status"] not in TERMINAL_RUN_STATUSES:
