@@ -123,6 +123,16 @@ def test_a_twin_with_no_host_running_starts_one_and_its_run_outlives_the_command
     assert json.loads(waited.stdout)["runs"][0]["reply"]["text"] == "outlived"
 
 
+def test_a_twin_that_starts_the_host_gives_it_its_state_directory_made_absolute(
+        hosted_env: dict[str, str], workspace: Path, tmp_path: Path) -> None:
+    env = {**hosted_env, "KIRO_CONVERSATIONS_STATE_DIR": "relative-state"}
+    spawned = subprocess.run([*kirocrew_argv("conversations"), "--json", "spawn", "--name", "rel", "--workspace",
+                              str(workspace), "!say hi"], capture_output=True, text=True, env=env, cwd=tmp_path,
+                             stdin=subprocess.DEVNULL, timeout=120)
+    assert "supervising" not in ok(spawned).stderr, "the host, not the command, supervises the run"
+    assert recorded_owner(tmp_path / "relative-state") == host_pid()
+
+
 def test_with_kirocrew_no_host_a_twin_works_in_process_and_starts_no_host(
         hosted_env: dict[str, str], workspace: Path) -> None:
     done = ok(twin({**hosted_env, "KIROCREW_NO_HOST": "1"}, "delegate", "--name", "here", "--workspace",
