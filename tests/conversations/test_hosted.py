@@ -190,6 +190,22 @@ def test_the_host_takes_its_settings_from_the_environment_of_the_relay_that_star
     assert caps["defaults"]["maxWorkers"] == 2
 
 
+def test_a_malformed_setting_in_the_hosts_environment_fails_each_clients_initialize_with_its_code(
+        hosted_conversations_client: Any, run_async: Any) -> None:
+    async def main() -> BaseException:
+        with pytest.raises(Exception) as refused:
+            async with hosted_conversations_client(extra_env={"KIRO_CONVERSATIONS_MAX_WORKERS": "99"}):
+                pass
+        return refused.value
+
+    refused = run_async(main())
+    while isinstance(refused, BaseExceptionGroup):  # the SDK's task groups wrap the initialize error
+        [refused] = refused.exceptions
+    assert "error[invalid_configuration]" in str(refused)
+    pong = host_client.ping()
+    assert "conversations" not in pong["services"] and "conversations" in pong["failedServices"]
+
+
 def test_a_host_retiring_for_other_code_lets_its_run_finish_then_clients_move_to_a_new_host(
         hosted_conversations_client: Any, run_async: Any, workspace: Path) -> None:
     async def main() -> dict[str, Any]:
@@ -410,8 +426,9 @@ def test_a_host_service_that_cannot_start_refuses_with_its_code_and_starts_on_a_
         holder = acquire_ownership(conversations_state_dir)  # another owner (a standalone server's lock)
         hosted = HostedConversations()
         try:
-            await hosted.start()  # kept, not raised: the host runs on without conversations
-            assert hosted.failure is not None
+            with pytest.raises(KirocrewError) as failed:  # the host logs it, lists it and runs on
+                await hosted.start()
+            assert hosted.failure is failed.value
             kept = hosted.failure.code
             with pytest.raises(KirocrewError) as refused:
                 await hosted.server()

@@ -7,9 +7,10 @@ orchestrator, and a run one client started can be waited on by another.
 
 Settings come from the host's environment (``KIRO_CONVERSATIONS_*``, inherited from the
 relay or twin that started it). If the service cannot start (a standalone server owns
-the state directory: ``state_dir_in_use``), the host runs on without it: each connection
-is refused with that error, and the next one tries the start again, so stopping the
-standalone server is enough to make the host's conversations available.
+the state directory: ``state_dir_in_use``), the host runs on without it and lists it as
+failed: each connection is refused with that error, and the next one tries the start
+again, so stopping the standalone server is enough to make the host's conversations
+available.
 
 Cheap to import (the host loads every plugin): the service and the mcp SDK are imported
 when the service starts.
@@ -51,12 +52,14 @@ class HostedConversations:
         return self._service
 
     async def start(self) -> None:
-        """The host starting: open the state directory now; a failure is kept, not raised (the host runs on)."""
+        """The host starting: open the state directory now.
+
+        A failure is raised, so the host reports it (``kirocrew host status``) and runs on
+        without the service, and it is kept: each connection is refused with it until a
+        later connection's start succeeds.
+        """
         self._stopped = False
-        try:
-            await self._ensure_started()
-        except KirocrewError as exc:
-            log.warning("conversations are unavailable in the host: error[%s]: %s", exc.code, exc.message)
+        await self._ensure_started()
 
     async def stop(self) -> None:
         """The host stopping: a run still executing ends ``interrupted``; the state directory is released."""
