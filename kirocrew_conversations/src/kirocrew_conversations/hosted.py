@@ -84,9 +84,17 @@ class HostedConversations:
         return f"{count} run{'s' if count != 1 else ''} in progress"
 
     async def server(self) -> Any:
-        """The MCP server for one more connection; the start failure (its code) if the service is not running."""
-        await self._ensure_started()
-        return self._server
+        """The MCP server for one more connection; the start failure (its code) if the service is not running.
+
+        Built on the first connection, not at host start: importing the mcp SDK takes about a
+        second, which a host started for the dashboard or a ping need not wait for. The import
+        runs in a thread, so the host keeps answering meanwhile.
+        """
+        service = await self._ensure_started()
+        async with self._start_lock():
+            if self._server is None:
+                self._server = await asyncio.to_thread(_build_server, service)
+            return self._server
 
     async def restart_sessions(self, reason: str) -> int:
         """Retire every kiro-cli worker (idle ones now, busy ones after their run); how many."""
@@ -121,7 +129,7 @@ class HostedConversations:
             except KirocrewError as exc:
                 self.failure = exc
                 raise
-            self._service, self._server, self._loop = service, _build_server(service), asyncio.get_running_loop()
+            self._service, self._loop = service, asyncio.get_running_loop()
             self.failure = None
             return service
 
