@@ -1,8 +1,9 @@
 """Fixtures for driving the real ``kirocrew mcp-conversations`` server over stdio.
 
 ``fake_kiro_env`` is the environment such a server runs in (the fake kiro-cli, a state directory
-under the test's tmp dir, the isolated homes). ``conversations_client(*args, env=...)`` opens
-a real MCP client session on a fresh server process::
+under the test's tmp dir, the isolated homes, and ``KIROCREW_NO_HOST=1`` so a CLI twin run with it
+works in process instead of starting a host). ``conversations_client(*args, env=...)`` opens a real
+MCP client session on a fresh ``kirocrew mcp-conversations --standalone`` process::
 
     def test_something(conversations_client, tmp_path):
         async def main():
@@ -31,6 +32,7 @@ from kirocrew_testing.fixtures import kirocrew_argv
 T = TypeVar("T")
 
 STATE_DIR_ENV = "KIRO_CONVERSATIONS_STATE_DIR"
+NO_HOST_ENV = "KIROCREW_NO_HOST"
 # Generous bounds: they only stop a hung test, they never measure anything.
 TEST_TIMEOUT_SECS = 90.0
 HANDSHAKE_TIMEOUT_SECS = 30.0
@@ -107,11 +109,14 @@ def fake_kiro_env(fake_kiro_cli: Any, conversations_state_dir: Path) -> dict[str
     """Environment for a server process: the fake kiro-cli, the test's state dir and homes.
 
     No ``KIRO_CONVERSATIONS_*`` setting leaks in from outside; copy and extend it per test.
+    ``KIROCREW_NO_HOST=1``: a twin run with this environment and no standalone server works in
+    process, as before the host; tests of the host drop it (:func:`hosted_env`).
     """
     env = {key: value for key, value in os.environ.items() if not key.startswith("KIRO_CONVERSATIONS_")}
     console = Path(sys.executable).with_name("fake-kiro-cli")
     env["KIRO_CLI_PATH"] = str(console if console.exists() else fake_kiro_cli.path)
     env[STATE_DIR_ENV] = str(conversations_state_dir)
+    env[NO_HOST_ENV] = "1"
     return env
 
 
@@ -126,11 +131,41 @@ def conversations_client(fake_kiro_env: dict[str, str], tmp_path: Path,
                          monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
     """``conversations_client(*args, env=None, extra_env=None)``: an async context manager.
 
-    It starts ``kirocrew mcp-conversations *args`` through the mcp SDK's ``stdio_client``,
+    It starts ``kirocrew mcp-conversations --standalone *args`` (the in-process server; the
+    options need ``--standalone``) through the mcp SDK's ``stdio_client``,
     initializes a ``ClientSession`` and yields a :class:`ConversationsClient`. ``env`` replaces
     :func:`fake_kiro_env`; ``extra_env`` adds to it. The server's stderr is kept in
     ``client.stderr()``. Leaving the block closes stdin, as an MCP client does.
     """
+    return _client_opener(("--standalone",), fake_kiro_env, tmp_path, monkeypatch, "mcp-conversations")
+
+
+@pytest.fixture
+def hosted_env(fake_kiro_env: dict[str, str]) -> dict[str, str]:
+    """:func:`fake_kiro_env` without ``KIROCREW_NO_HOST``: relays and twins run with it reach the host.
+
+    The host a relay starts inherits this environment, so its conversations use the fake
+    kiro-cli and the test's state directory; ``KIRO_CONVERSATIONS_*`` set here are its settings.
+    """
+    return {key: value for key, value in fake_kiro_env.items() if key != NO_HOST_ENV}
+
+
+@pytest.fixture
+def hosted_conversations_client(hosted_env: dict[str, str], tmp_path: Path,
+                                monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+    """``hosted_conversations_client(env=None, extra_env=None)``: like :func:`conversations_client`, through the host.
+
+    It starts bare ``kirocrew mcp-conversations``: a relay to this test's host, which the
+    first relay starts in the background with its environment (:func:`hosted_env`, or
+    ``env``/``extra_env``); settings are ``KIRO_CONVERSATIONS_*`` variables there. Clients
+    opened one after another, or at once, share that host and its orchestrator. The host is
+    stopped when the test ends.
+    """
+    return _client_opener((), hosted_env, tmp_path, monkeypatch, "relay")
+
+
+def _client_opener(prefix: tuple[str, ...], default_env: dict[str, str], tmp_path: Path,
+                   monkeypatch: pytest.MonkeyPatch, label: str) -> Callable[..., Any]:
     import mcp.client.stdio
 
     monkeypatch.setattr(mcp.client.stdio, "PROCESS_TERMINATION_TIMEOUT", CLIENT_CLOSE_GRACE_SECS)
@@ -142,10 +177,10 @@ def conversations_client(fake_kiro_env: dict[str, str], tmp_path: Path,
         import anyio
         from mcp import ClientSession, StdioServerParameters, stdio_client
 
-        server_env = {**(fake_kiro_env if env is None else env), **(extra_env or {})}
-        argv = kirocrew_argv("mcp-conversations", *args)
+        server_env = {**(default_env if env is None else env), **(extra_env or {})}
+        argv = kirocrew_argv("mcp-conversations", *prefix, *args)
         params = StdioServerParameters(command=argv[0], args=argv[1:], env=server_env, cwd=str(tmp_path))
-        stderr_path = tmp_path / f"mcp-conversations-{next(counter)}.stderr"
+        stderr_path = tmp_path / f"{label}-{next(counter)}.stderr"
         notifications: list[Any] = []
 
         async def on_message(message: Any) -> None:

@@ -98,6 +98,23 @@ class StateDirOwnership:
         self._held.release()
 
 
+def recorded_owner(directory: Path | None = None) -> int | None:
+    """The pid the directory's last owner recorded in its lock file, or ``None`` (no owner yet, unreadable).
+
+    Only a hint: the lock file is never cleared, so the pid may be a dead owner's. A caller
+    that knows a live process (the host it is connected to) compares it with that pid.
+    """
+    try:
+        fd = os.open(lock_file(directory), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        owner = ownership.read_owner(fd)
+    finally:
+        os.close(fd)
+    return int(owner) if owner.isdigit() else None
+
+
 def acquire_ownership(directory: Path | None = None) -> StateDirOwnership:
     """Take the ownership lock of ``directory`` without waiting.
 
