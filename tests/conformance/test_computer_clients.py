@@ -21,9 +21,9 @@ ON = {"enabled": True, "allowed_apps": [], "extra_denied_apps": []}
 
 @pytest.fixture
 def computer_server(tmp_path: Path) -> StdioServer:
-    """``kirocrew mcp-computer`` with the fake desktop's Notes app, in this test's isolated homes."""
+    """``kirocrew mcp-computer --standalone`` with the fake desktop's Notes app, in this test's isolated homes."""
     env = {**os.environ, "TMPDIR": str(tmp_path)}
-    return StdioServer(runner_argv("mcp-computer"), env, tmp_path, tmp_path / "server.stderr")
+    return StdioServer(runner_argv("mcp-computer", "--standalone"), env, tmp_path, tmp_path / "server.stderr")
 
 
 def test_with_the_keystone_off_no_tool_is_listed_and_a_call_is_refused_readably(

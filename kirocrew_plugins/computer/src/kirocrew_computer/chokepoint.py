@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kirocrew_core import audit
+from kirocrew_core.host.caller import current_caller
 
 from kirocrew_computer import policy, render
 from kirocrew_computer.backend import BackendError, ComputerBackend, Node, WindowState
@@ -66,7 +67,18 @@ class Reply:
 
 
 def caller_identity(env: dict[str, str] | None = None) -> str:
-    """``KIROCREW_SESSION_KEY``, else ``unresolved:<pid>``: honest empty attribution, never a refusal."""
+    """Who calls: the session key, else ``unresolved:<pid>`` (honest empty attribution, never a refusal).
+
+    Inside the host the key is the one the caller's relay stamped (its verified caller
+    block) and the pid is the relay's, so each client keeps its own audit actor and
+    snapshots; in a process of its own (the standalone server, the CLI) it is
+    ``KIROCREW_SESSION_KEY`` and that process's pid.
+    """
+    if env is None:
+        caller = current_caller()
+        if caller is not None:
+            key = caller.session_key
+            return key if _SESSION_KEY.match(key) else f"unresolved:{caller.relay_pid}"
     value = (os.environ if env is None else env).get(SESSION_ENV, "")
     return value if _SESSION_KEY.match(value) else f"unresolved:{os.getpid()}"
 
