@@ -217,6 +217,16 @@ register_key(
     )
 )
 
+register_key(
+    ConfigKey(
+        "host.idle_secs",
+        int,
+        900,
+        "Seconds a host started on demand by a relay keeps running with no MCP client, run, mint or "
+        "dashboard use before it exits (KIROCREW_HOST_IDLE_SECS overrides); a foreground serve never idles out.",
+        int_range(1, 7 * 24 * 3600),
+    )
+)
 
 # --- reading ----------------------------------------------------------------
 

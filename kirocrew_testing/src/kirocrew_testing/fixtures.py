@@ -173,3 +173,23 @@ def fake_kiro_cli(isolated_homes: IsolatedHomes, tmp_path: Path, monkeypatch: py
     for name in (*fake_switches.ALL, fake_switches.ROLE):
         monkeypatch.delenv(name, raising=False)
     return FakeKiroCli(path, monkeypatch)
+
+
+ECHO_HOST_PLUGIN_SOURCE = "from kirocrew_testing.servers.hosted_echo import host_mcp_servers, host_services\n"
+
+
+@pytest.fixture
+def echo_host_env(tmp_path: Path, isolated_homes: IsolatedHomes) -> dict[str, str]:
+    """An environment whose host also serves the test server ``kirocrew-echo`` (``kirocrew mcp-echo``).
+
+    See :mod:`kirocrew_testing.servers.hosted_echo`. The plugin is a throwaway distribution
+    on ``PYTHONPATH``, so hosts started without this environment never serve it.
+    """
+    from kirocrew_testing.distributions import make_plugin_distribution
+
+    root = make_plugin_distribution(tmp_path / "echo-host-plugin", distribution="kirocrew-echo-host",
+                                    module="kirocrew_echo_host_plugin", source=ECHO_HOST_PLUGIN_SOURCE,
+                                    entry_point="echo-host")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
+    return env

@@ -30,6 +30,9 @@ from kirocrew_core.plugins import (
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+    from kirocrew_core.host.server import Host
     from starlette.requests import Request
     from starlette.responses import Response
     from starlette.routing import BaseRoute
@@ -48,6 +51,7 @@ class GatewayState:
     token: str
     homes: Homes
     pages: list[Contribution] = field(default_factory=list)
+    host: Host | None = None  # the long-lived host when ``kirocrew serve`` runs this app
 
 
 class _RouteTable:
@@ -111,6 +115,7 @@ def create_app(
     *,
     token: str | None = None,
     allowed_hosts: Collection[str] | None = LOOPBACK_HOSTS,
+    host: Host | None = None,
 ) -> Starlette:
     """Build the gateway app from every plugin's routes and pages.
 
@@ -118,6 +123,8 @@ def create_app(
     :param token: the owner token (default: :func:`~kirocrew_core.gateway.auth.load_or_create_token`).
     :param allowed_hosts: ``Host`` names accepted (DNS-rebinding guard); ``None``
         disables the guard, for a gateway deliberately bound to a non-loopback address.
+    :param host: the host this app runs in (``kirocrew serve``): started before the
+        startup hooks, stopped after the shutdown hooks, and told about dashboard use.
     """
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
@@ -137,13 +144,16 @@ def create_app(
         table.add_route(contribution)
     pages = [c for c in _core_first(pm, flatten(collect(pm, "dashboard_pages"))) if table.add_page(c)]
 
+    middleware = [Middleware(OwnerAuthMiddleware, token=token, allowed_hosts=allowed_hosts)]
+    if host is not None:
+        middleware.insert(0, Middleware(_HostActivity, host=host))
     app = Starlette(
         routes=table.routes,
-        middleware=[Middleware(OwnerAuthMiddleware, token=token, allowed_hosts=allowed_hosts)],
+        middleware=middleware,
         exception_handlers={HTTPException: _http_error, KirocrewError: _kirocrew_error},
         lifespan=_lifespan,
     )
-    app.state.kirocrew = GatewayState(pm=pm, token=token, homes=Homes.current(), pages=pages)
+    app.state.kirocrew = GatewayState(pm=pm, token=token, homes=Homes.current(), pages=pages, host=host)
     return app
 
 
@@ -154,25 +164,50 @@ def create_app(
 async def _lifespan(app: Starlette) -> AsyncIterator[None]:
     """Startup hooks, then serve, then shutdown hooks.
 
-    If a startup hook aborts startup, the shutdown hooks still run (for every
+    The host (when there is one) starts first and stops last: its services are what
+    the routes and hooks use. If a startup hook aborts startup, the shutdown hooks still run (for every
     plugin, so they must tolerate never having started): plugins that started
     before the failure may already hold child processes.
     """
-    pm: KirocrewPluginManager = app.state.kirocrew.pm
+    state: GatewayState = app.state.kirocrew
+    if state.host is not None:
+        await state.host.start()
     try:
-        await acall_hook(pm, "gateway_startup", app=app)
-    except BaseException:
-        await _run_shutdown_hooks(app)
-        raise
-    try:
-        yield
+        try:
+            await acall_hook(state.pm, "gateway_startup", app=app)
+        except BaseException:
+            await _run_shutdown_hooks(app)
+            raise
+        try:
+            yield
+        finally:
+            await _run_shutdown_hooks(app)
     finally:
-        await _run_shutdown_hooks(app)
+        if state.host is not None:
+            await state.host.stop()
 
 
 async def _run_shutdown_hooks(app: Starlette) -> None:
     """Every plugin's ``gateway_shutdown``; a failure is logged and never stops the others."""
     await acall_hook(app.state.kirocrew.pm, "gateway_shutdown", on_error="skip", app=app)
+
+
+class _HostActivity:
+    """Tells the host an HTTP request is open (dashboard use keeps an auto-started host alive)."""
+
+    def __init__(self, app: ASGIApp, host: Host) -> None:
+        self.app = app
+        self.host = host
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        self.host.http_started()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.host.http_finished()
 
 
 # --- errors under /api/ are JSON ---------------------------------------------------

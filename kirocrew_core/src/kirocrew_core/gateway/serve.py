@@ -1,13 +1,18 @@
-"""``kirocrew serve``: the gateway under uvicorn, on loopback unless told otherwise.
+"""``kirocrew serve``: the host (:mod:`kirocrew_core.host.server`) and its gateway under uvicorn.
 
-The socket is bound here, not by uvicorn, so ``--port 0`` works and the printed
-sign-in URL carries the real port. Exactly one line goes to stdout, once the
-startup hooks have run and the socket accepts connections::
+One host per crew home: the run lock is taken first, so a second ``serve`` says a host
+already runs instead of fighting over the port or the socket. The TCP socket is bound
+here, not by uvicorn, so ``--port 0`` works and the printed sign-in URL carries the real
+port. Exactly one line goes to stdout, once the host's services, its socket and the
+startup hooks are up::
 
     kirocrew gateway: http://127.0.0.1:7317/?token=...
 
-Ctrl-C or SIGTERM stops it: open requests get a few seconds, the shutdown
-hooks run, and the command exits 0 (a stop is the normal end of ``serve``).
+``--background`` is how a relay starts a host on demand: nothing on stdout (the relay
+sends stderr to ``<crew home>/host/host.log``), a free port when the configured one is
+taken, and an exit after ``host.idle_secs`` without use. Ctrl-C, SIGTERM or
+``kirocrew host stop`` stops it: open requests get a few seconds, the shutdown hooks and
+the services' stops run, and the command exits 0 (a stop is the normal end of ``serve``).
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from kirocrew_core.errors import BadInputError, KirocrewError
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
+
+    from kirocrew_core.host.server import Host
 
 # Seconds open requests (an event stream, say) get once a stop is asked for.
 GRACEFUL_SHUTDOWN_SECS = 5
@@ -106,8 +113,11 @@ def sign_in_url(address: BindAddress, port: int, token: str) -> str:
     return f"http://{shown}:{port}/?token={token}"
 
 
-def run_gateway(app: Starlette, sock: socket.socket, on_ready: Callable[[], None]) -> None:
-    """Serve ``app`` on ``sock`` until Ctrl-C or SIGTERM; ``on_ready`` runs once startup is done.
+def run_gateway(app: Starlette, sock: socket.socket, on_ready: Callable[[], None],
+                host: Host | None = None) -> None:
+    """Serve ``app`` on ``sock`` until Ctrl-C, SIGTERM or the host's own decision to stop.
+
+    ``on_ready`` runs once startup is done.
 
     uvicorn re-raises the stop signal after a graceful shutdown, which would end
     the process by SIGTERM or a KeyboardInterrupt traceback; while it runs, the
@@ -132,6 +142,8 @@ def run_gateway(app: Starlette, sock: socket.socket, on_ready: Callable[[], None
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECS,
     )
     server = _Server(config)
+    if host is not None:
+        host.request_exit = lambda reason: setattr(server, "should_exit", True)
     previous = {sig: signal.signal(sig, _stop_already_handled) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         server.run(sockets=[sock])
@@ -170,16 +182,29 @@ def _configured(name: str) -> Any:
     is_flag=True,
     help="Allow a non-loopback --host. Anyone on the network who gets the token controls your agents.",
 )
-def serve(host: str | None, port: int | None, allow_remote: bool) -> None:
-    """Run the gateway and dashboard, and print the URL that signs you in.
+@click.option(
+    "--background",
+    is_flag=True,
+    help="Run as a host started on demand (what relays do): print nothing, take a free port if the configured "
+         "one is taken, and exit after host.idle_secs without clients, runs or dashboard use.",
+)
+def serve(host: str | None, port: int | None, allow_remote: bool, background: bool) -> None:
+    """Run the host: the gateway and dashboard, and the socket every kirocrew MCP server relays to.
 
     The gateway listens on 127.0.0.1 and serves only its owner: the URL it
     prints ends in ?token=...; opening it signs this browser in. Scripts can
     send "Authorization: Bearer <token>" (the token is in the crew home's
-    gateway.token file).
+    gateway.token file). One host runs per crew home; MCP clients that start
+    `kirocrew mcp-...` start one in the background when none runs.
     """
+    import logging
+
+    from kirocrew_core import ownership
     from kirocrew_core.gateway.app import create_app
     from kirocrew_core.gateway.auth import LOOPBACK_HOSTS, load_or_create_token
+    from kirocrew_core.host import paths
+    from kirocrew_core.host.fingerprint import code_fingerprint
+    from kirocrew_core.host.server import Host, idle_secs
     from kirocrew_core.plugins import get_plugin_manager
 
     host = host if host is not None else str(_configured("gateway.host"))
@@ -192,18 +217,50 @@ def serve(host: str | None, port: int | None, allow_remote: bool) -> None:
             code="non_loopback_bind",
             exit_code=2,
         )
-
-    token = load_or_create_token()
-    allowed_hosts = LOOPBACK_HOSTS | {address.ip} if address.is_loopback else None
-    app = create_app(get_plugin_manager(), token=token, allowed_hosts=allowed_hosts)
-
-    sock = bind_socket(address)
+    idle = idle_secs()
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
+                        format="%(asctime)s kirocrew host: %(levelname)s: %(name)s: %(message)s"
+                        if background else "kirocrew host: %(levelname)s: %(message)s")
     try:
-        bound_port = sock.getsockname()[1]
-        if not address.is_loopback:
-            sys.stderr.write(_REMOTE_WARNING.format(where=f"{address.ip} port {bound_port}", port=bound_port))
-            sys.stderr.flush()
-        url = sign_in_url(address, bound_port, token)
-        run_gateway(app, sock, lambda: print(f"kirocrew gateway: {url}", flush=True))
+        paths.ensure_socket_dir()
+        run_lock = ownership.acquire(paths.run_lock_file())
+    except ownership.OwnershipHeldError as held:
+        if background:  # a relay raced another starter: the running host is the answer
+            return
+        raise KirocrewError(
+            f"a kirocrew host already runs for this crew home (pid {held.owner}); "
+            "`kirocrew dashboard` prints its sign-in URL and `kirocrew host stop` stops it",
+            code="host_running",
+        ) from None
+    except OSError as exc:
+        raise KirocrewError(f"cannot prepare the host directory: {exc}", code="host_dir_unusable") from exc
+
+    try:
+        token = load_or_create_token()
+        sock = _bind(address, background)
+        try:
+            bound_port = sock.getsockname()[1]
+            if not address.is_loopback:
+                sys.stderr.write(_REMOTE_WARNING.format(where=f"{address.ip} port {bound_port}", port=bound_port))
+                sys.stderr.flush()
+            url = sign_in_url(address, bound_port, token)
+            the_host = Host(get_plugin_manager(), background=background, url=url.split("?", 1)[0],
+                            idle_secs=idle, fingerprint=code_fingerprint())
+            allowed_hosts = LOOPBACK_HOSTS | {address.ip} if address.is_loopback else None
+            app = create_app(get_plugin_manager(), token=token, allowed_hosts=allowed_hosts, host=the_host)
+            on_ready = (lambda: None) if background else (lambda: print(f"kirocrew gateway: {url}", flush=True))
+            run_gateway(app, sock, on_ready, host=the_host)
+        finally:
+            sock.close()
     finally:
-        sock.close()
+        run_lock.release()
+
+
+def _bind(address: BindAddress, background: bool) -> socket.socket:
+    """The listening socket; a background host takes a free port when the configured one is taken."""
+    try:
+        return bind_socket(address)
+    except KirocrewError:
+        if not background or address.sockaddr[1] == 0:
+            raise
+        return bind_socket(BindAddress(address.family, (address.sockaddr[0], 0, *address.sockaddr[2:])))

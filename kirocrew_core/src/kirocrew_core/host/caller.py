@@ -82,3 +82,8 @@ def current_caller() -> CallerContext | None:
 def set_current_caller(caller: CallerContext | None) -> contextvars.Token[CallerContext | None]:
     """Bind ``caller`` for the current task and the tasks it spawns (the host does this per connection)."""
     return _CURRENT.set(caller)
+
+
+def reset_current_caller(token: contextvars.Token[CallerContext | None]) -> None:
+    """Undo :func:`set_current_caller` (the connection ended)."""
+    _CURRENT.reset(token)
