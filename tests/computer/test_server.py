@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import os
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -15,31 +12,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fake_desktop import audit_records, runner_argv, write_keystone
+from fake_desktop import audit_records, runner_argv, text_of, write_keystone
+from fake_desktop import mcp_client as client
 
 from kirocrew_core import home
 from kirocrew_testing.fixtures import kirocrew_argv
 
 ON = {"enabled": True, "allowed_apps": [], "extra_denied_apps": []}
-HANDSHAKE_SECS = 60
-
-
-@contextlib.asynccontextmanager
-async def client(argv: list[str], tmp_path: Path, **extra_env: str) -> AsyncIterator[Any]:
-    import anyio
-    from mcp import ClientSession, StdioServerParameters, stdio_client
-
-    env = {**os.environ, "TMPDIR": str(tmp_path), **extra_env}
-    params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(tmp_path))
-    with (tmp_path / "server.stderr").open("a") as errlog:
-        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
-            with anyio.fail_after(HANDSHAKE_SECS):
-                await session.initialize()
-            yield session
-
-
-def text_of(result: Any) -> str:
-    return "".join(block.text for block in result.content)
 
 
 def test_with_the_keystone_off_tools_list_is_empty_and_calls_are_refused(tmp_path: Path) -> None:

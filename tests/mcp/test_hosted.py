@@ -6,6 +6,8 @@ import asyncio
 import json
 import logging
 import threading
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -111,3 +113,59 @@ def test_a_service_that_never_started_stops_cleanly(plugin_manager) -> None:
 
     asyncio.run(stop_only())
     assert service.busy() is None and not home.rendered_agent_file().exists()
+
+
+# -- through a real host ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def stop_the_host() -> Iterator[None]:
+    """TEMPORARY until isolated_homes stops a test's host itself: stop the host the test started."""
+    import contextlib
+    import os
+
+    from kirocrew_core.host import client
+
+    yield
+    with contextlib.suppress(client.HostError):
+        pid = client.request_stop(wait=30)
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, 0)
+
+
+def wait_for(what: str, ready: Callable[[], Any]) -> Any:
+    """Poll ``ready`` until it is truthy (a bounded wait, not a timing assertion)."""
+    deadline = time.monotonic() + WAIT_SECS
+    while not (value := ready()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+    return value
+
+
+def rendered_servers() -> dict[str, Any] | None:
+    path = home.rendered_agent_file()
+    return json.loads(path.read_text())["mcpServers"] if path.is_file() else None
+
+
+def test_a_host_started_on_demand_renders_the_agent_file_with_the_live_commands(stop_the_host) -> None:
+    from kirocrew_core.host import client
+
+    write_crew_store({"srv": CAT})
+    client.ensure_host()  # what a relay does when no host answers
+
+    servers = wait_for("the host's startup render", rendered_servers)
+    assert servers["srv"] == CAT
+    assert servers["kirocrew-computer"]["args"] == ["mcp-computer"]  # the installed plugins' managed servers
+    assert servers["kirocrew-conversations"]["args"] == ["mcp-conversations"]
+
+
+def test_a_host_whose_startup_render_fails_logs_it_and_serves_on(stop_the_host) -> None:
+    from kirocrew_core.host import client, paths
+
+    home.rendered_agent_file().mkdir(parents=True)  # unreadable: the render must fail
+    client.ensure_host()
+
+    line = "could not render the agent file at host start (agent_file_unreadable)"
+    wait_for("the render failure in the host log", lambda: line in paths.log_file().read_text())
+    assert client.ping()["pid"] > 0  # the host runs on
+    assert home.rendered_agent_file().is_dir()
