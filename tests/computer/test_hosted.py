@@ -231,3 +231,17 @@ def test_stopping_the_host_closes_its_desktop_driver(tmp_path: Path) -> None:
     client.request_stop()
     assert client.wait_gone(pid, 30)
     assert driver_closed_marker(tmp_path).read_text() == "closed"
+
+
+def test_a_host_that_serves_no_computer_use_is_a_clear_error_not_a_loop(kirocrew, tmp_path: Path) -> None:
+    import os
+
+    from kirocrew_core.host import client
+
+    client.ensure_host(env={**os.environ, "KIROCREW_DISABLE_PLUGINS": "computer"})  # started without the plugin
+
+    result = kirocrew("mcp-computer")  # the launcher's relay is refused, so is the CLI's: then it says so
+
+    assert result.returncode == 1 and result.stdout == ""
+    assert "kirocrew: error[not_hosted]: the kirocrew host serves no kirocrew-computer" in result.stderr
+    assert "kirocrew mcp-computer --standalone" in result.stderr
