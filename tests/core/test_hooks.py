@@ -35,7 +35,7 @@ def test_the_hook_list_is_the_architecture_one():
         "addhooks", "register_commands", "gateway_routes", "dashboard_pages", "gateway_startup",
         "gateway_shutdown", "extra_mcp_scopes", "extra_mcp_servers", "managed_mcp_servers",
         "core_mcp_tools", "registry_loaders", "authority_backends",
-        "governance_ceiling", "doctor_checks",
+        "governance_ceiling", "doctor_checks", "host_services", "host_mcp_servers",
     }
 
 
@@ -225,6 +225,82 @@ def test_hook_gateway_startup(plugin_manager):
 
 def test_hook_gateway_shutdown(plugin_manager):
     assert _lifecycle_events(plugin_manager) == ["startup", "request", "shutdown"]
+
+
+def _run_host(pm, body):
+    """Start an in-process host on ``pm`` (socket in the test's crew home), run ``body(host)``, stop it."""
+    import asyncio
+
+    from kirocrew_core.host.server import Host
+
+    async def main():
+        host = Host(pm, background=False, url="http://127.0.0.1:1/", idle_secs=60, fingerprint="test")
+        await host.start()
+        try:
+            return await body(host)
+        finally:
+            await host.stop()
+
+    return asyncio.run(main())
+
+
+def test_hook_host_services(plugin_manager):
+    from kirocrew_core.contributions import HostService
+
+    events: list[str] = []
+
+    async def record(event):
+        events.append(event)
+
+    async def refuse():
+        raise RuntimeError("no database")
+
+    _register(plugin_manager, "b-svc", host_services=lambda: [
+        HostService("kept", lambda: record("kept started"), lambda: record("kept stopped"), lambda: "3 runs")])
+    _register(plugin_manager, "a-svc", host_services=lambda: [
+        HostService("broken", refuse, lambda: record("broken stopped"))])
+
+    async def body(host):
+        return host.pong()
+
+    pong = _run_host(plugin_manager, body)
+    assert pong["services"] == ["kept"] and "no database" in pong["failedServices"]["broken"]
+    assert pong["busy"] == ["kept: 3 runs"]
+    # Started in call order (a-svc first), stopped in reverse, the one that failed to start included.
+    assert events == ["kept started", "kept stopped", "broken stopped"]
+
+
+def test_hook_host_mcp_servers(plugin_manager):
+    import asyncio
+    import json
+    import os
+
+    from mcp.server.lowlevel import Server
+
+    from kirocrew_core.contributions import HostedMcpServer
+    from kirocrew_core.host import paths
+
+    _register(plugin_manager, "b-dup", host_mcp_servers=lambda: [
+        HostedMcpServer("kirocrew-roster", "mcp-other", lambda: Server("impostor"))])
+    _register(plugin_manager, "a-roster", host_mcp_servers=lambda: [
+        HostedMcpServer("kirocrew-roster", "mcp-roster", lambda: Server("kirocrew-roster"))])
+
+    async def hello(server):
+        reader, writer = await asyncio.open_unix_connection(str(paths.socket_path()))
+        caller = {"schemaVersion": 1, "sessionKey": "", "sessionType": "relay", "relayPid": os.getpid()}
+        writer.write(json.dumps({"kirocrew": "hello", "version": 1, "kind": "mcp", "server": server,
+                                 "caller": caller}).encode() + b"\n")
+        answer = json.loads(await reader.readline())
+        writer.close()
+        return answer
+
+    async def body(host):
+        return host.pong(), await hello("mcp-roster"), await hello("mcp-other")
+
+    pong, by_command, duplicate = _run_host(plugin_manager, body)
+    assert pong["servers"] == ["kirocrew-roster"]
+    assert by_command["kirocrew"] == "welcome" and by_command["server"] == "kirocrew-roster"
+    assert duplicate["code"] == "unknown_server"  # the second plugin to claim the name was refused
 
 
 def test_hook_extra_mcp_scopes(installed_plugin_manager, isolated_homes):

@@ -1,20 +1,21 @@
 """Where the conversations server keeps its state, and who owns it.
 
-One server process owns a state directory for its whole life: the runs it
-supervises are its children, so a second server opening the same database
-would mark them ``interrupted`` or start duplicate workers. The ownership lock
-is an OS file lock (``flock``) that the kernel drops when the process dies, so
-a crashed owner never leaves a stale lock behind and restart recovery can run.
+One process (the host, or a standalone server) owns a state directory for its
+whole life: the runs it supervises are its children, so a second owner opening
+the same database would mark them ``interrupted`` or start duplicate workers.
+The ownership lock (:mod:`kirocrew_core.ownership`) is dropped by the kernel
+when the process dies, so a crashed owner never leaves a stale lock behind and
+restart recovery can run.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 from pathlib import Path
 
+from kirocrew_core import ownership
 from kirocrew_core.home import user_home
+from kirocrew_core.ownership import Ownership
 
 from kirocrew_conversations.errors import conversation_error
 
@@ -80,34 +81,21 @@ def ensure_private_file(path: Path) -> Path:
 class StateDirOwnership:
     """The process-lifetime ownership of one state directory (see the module docstring).
 
-    The lock file records the owner's pid so a refused second server can name it.
-    The descriptor is close-on-exec, so Kiro children never inherit the lock and
-    keep it alive after the server exits.
+    Held through :mod:`kirocrew_core.ownership`: the lock file records the owner's pid so a
+    refused second server can name it, and children never inherit the lock.
     """
 
-    def __init__(self, directory: Path, fd: int) -> None:
+    def __init__(self, directory: Path, held: Ownership) -> None:
         self.directory = directory
-        self._fd: int | None = fd
+        self._held = held
 
     @property
     def held(self) -> bool:
-        return self._fd is not None
+        return self._held.held
 
     def release(self) -> None:
         """Give the directory up (normally only at process exit, which does it anyway)."""
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            with contextlib.suppress(OSError):
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
-
-
-def _read_owner_pid(fd: int) -> str:
-    try:
-        raw = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-    except OSError:
-        return "unknown"
-    return raw if raw.isdigit() else "unknown"
+        self._held.release()
 
 
 def acquire_ownership(directory: Path | None = None) -> StateDirOwnership:
@@ -119,25 +107,15 @@ def acquire_ownership(directory: Path | None = None) -> StateDirOwnership:
     directory = ensure_state_dir(directory)
     path = lock_file(directory)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, DATABASE_MODE)
+        held = ownership.acquire(path)
+    except ownership.OwnershipHeldError as exc:
+        raise conversation_error(
+            "state_dir_in_use",
+            f"state directory {directory} is owned by another server (pid {exc.owner}); "
+            "stop it or set KIRO_CONVERSATIONS_STATE_DIR to another directory",
+        ) from None
     except OSError as exc:
         raise conversation_error(
             "state_dir_unusable", f"cannot open lock file {path}: {exc.strerror or exc}"
         ) from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        owner = _read_owner_pid(fd)
-        os.close(fd)
-        raise conversation_error(
-            "state_dir_in_use",
-            f"state directory {directory} is owned by another server (pid {owner}); "
-            "stop it or set KIRO_CONVERSATIONS_STATE_DIR to another directory",
-        ) from None
-    except BaseException:
-        os.close(fd)
-        raise
-    # Only the lock holder writes its pid, so a refused contender cannot clobber it.
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
-    return StateDirOwnership(directory, fd)
+    return StateDirOwnership(directory, held)

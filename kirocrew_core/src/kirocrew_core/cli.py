@@ -23,9 +23,11 @@ from kirocrew_core.errors import KirocrewError
 CORE_COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("kirocrew_core.commands.audit:audit", "Read and verify the security event log."),
     "config": ("kirocrew_core.commands.config:config", "Get, set and list config.toml keys."),
+    "dashboard": ("kirocrew_core.commands.host:dashboard", "Print (or open) the running host's dashboard sign-in URL."),
     "doctor": ("kirocrew_core.commands.doctor:doctor", "Check that kirocrew can run here."),
+    "host": ("kirocrew_core.commands.host:host", "See or stop the long-lived host of this crew home."),
     "plugins": ("kirocrew_core.commands.plugins:plugins", "List installed plugins as JSON."),
-    "serve": ("kirocrew_core.gateway.serve:serve", "Run the gateway and dashboard on loopback."),
+    "serve": ("kirocrew_core.gateway.serve:serve", "Run the host: gateway, dashboard and MCP servers."),
 }
 
 

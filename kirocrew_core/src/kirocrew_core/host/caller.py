@@ -52,7 +52,7 @@ def parse_block(block: Any) -> CallerContext:
         raise CallerBlockError("the caller block has no valid schemaVersion")
     if version > CALLER_SCHEMA_VERSION:
         raise CallerBlockError(f"caller block version {version} is newer than this host's {CALLER_SCHEMA_VERSION}")
-    key, kind = block.get("sessionKey", ""), block.get("sessionType", "")
+    key, kind = block.get("sessionKey", ""), block.get("sessionType", "unknown")
     relay, host = block.get("relayPid"), block.get("hostPid")
     if not isinstance(key, str) or len(key) > 512 or any(ord(c) < 0x20 for c in key):
         raise CallerBlockError("the caller block's sessionKey is not a printable string of at most 512 characters")

@@ -158,6 +158,9 @@ class Host:
             if path is not None:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
+        if self._socket is not None and self._socket.parent != paths.host_dir():
+            with contextlib.suppress(OSError):
+                os.rmdir(self._socket.parent)  # the short directory outside the crew home
 
     async def _start_services(self) -> None:
         from kirocrew_core.contributions import HostService, flatten

@@ -30,8 +30,9 @@ async def line_transport(stream: Any, *, inspect: Inspect | None = None, observe
     """(read, write) MCP message streams over one connected anyio byte stream.
 
     ``inspect`` gets each incoming message as parsed JSON and may change it in place;
-    ``observe`` gets each outgoing JSON-RPC message object. A line that is not JSON-RPC
-    reaches the session as an exception (it answers a parse error); a line longer than
+    ``observe`` gets each outgoing JSON-RPC message object. A line that is not JSON is
+    answered with a JSON-RPC parse error, one that is not JSON-RPC with an invalid-request
+    error (its id kept when it has one), and the session goes on; a line longer than
     ``max_line_bytes`` ends the connection. ``buffered`` is a
     ``BufferedByteReceiveStream`` already wrapping ``stream`` (bytes read past a hello).
     """
@@ -59,14 +60,19 @@ async def line_transport(stream: Any, *, inspect: Inspect | None = None, observe
                 if not line.strip():
                     continue
                 try:
-                    if inspect is None:
-                        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                    else:
-                        parsed = json.loads(line)
-                        inspect(parsed)
-                        message = types.jsonrpc_message_adapter.validate_python(parsed, by_name=False)
-                except Exception as exc:  # noqa: BLE001 - the session reads a bad line as an error
-                    await incoming_writer.send(exc)
+                    parsed = json.loads(line)
+                except ValueError:
+                    await _answer(stream, None, -32700, "Parse error: the line is not JSON")
+                    continue
+                if inspect is not None:
+                    inspect(parsed)
+                try:
+                    message = types.jsonrpc_message_adapter.validate_python(parsed, by_name=False)
+                except ValueError:
+                    request_id = parsed.get("id") if isinstance(parsed, dict) else None
+                    if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
+                        request_id = None
+                    await _answer(stream, request_id, -32600, "Invalid Request: not a JSON-RPC 2.0 message")
                     continue
                 await incoming_writer.send(SessionMessage(message))
 
@@ -88,6 +94,14 @@ async def line_transport(stream: Any, *, inspect: Inspect | None = None, observe
             yield incoming, outgoing
         finally:
             tg.cancel_scope.cancel()
+
+
+async def _answer(stream: Any, request_id: str | int | None, code: int, message: str) -> None:
+    import anyio
+
+    error = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+        await stream.send(json.dumps(error).encode("utf-8") + b"\n")
 
 
 def peer_credentials(stream: Any) -> tuple[int, int] | None:
