@@ -24,6 +24,7 @@ import contextlib
 import json
 import os
 import select
+import time
 
 from kirocrew_core.host import client, protocol
 from kirocrew_core.host.fingerprint import code_fingerprint
@@ -41,8 +42,8 @@ READ_CHUNK_BYTES = 256 * 1024
 # How long a host may take to welcome a connection (its server factory may start a service).
 WELCOME_TIMEOUT_SECS = 60.0
 REPLAY_ID_PREFIX = "kirocrew-relay-replay-"
-# Codes a refused hello may carry that mean "try again shortly", not "this will never work".
-_TRANSIENT_REFUSALS = frozenset({"host_stopping"})
+# Codes that mean "try again shortly": a host stopping, or one that died between our connect and its welcome.
+_TRANSIENT = frozenset({"host_stopping", "host_unavailable"})
 
 _PARSE_ERROR = protocol.encode({"jsonrpc": "2.0", "id": None, "error": {
     "code": -32700, "message": "Parse error: the line is not JSON", "data": {"code": "parse_error"}}})
@@ -82,11 +83,8 @@ class Relay:
     def __init__(self, command: str) -> None:
         self.command = command
         self.label = f"kirocrew {command}"
-        self.fingerprint = code_fingerprint()
         self.block = protocol.caller_block(os.environ.get(SESSION_KEY_ENV, ""), protocol.SESSION_TYPE_RELAY,
                                            os.getpid(), os.getppid())
-        self.hello = protocol.hello(protocol.KIND_MCP, server=command, fingerprint=self.fingerprint,
-                                    caller=self.block)
         self.sock: Any = None
         self.sock_fd = -1
         self.from_client = bytearray()
@@ -113,8 +111,6 @@ class Relay:
         answered with it until a later attempt works; ``fatal`` is set for a refusal that a
         retry cannot fix (the first request gets it, then the relay exits 1).
         """
-        import time
-
         deadline = time.monotonic() + client.START_TIMEOUT_SECS
         while True:
             try:
@@ -124,7 +120,7 @@ class Relay:
             except client.HostError as exc:
                 if exc.code == "unknown_server" and first:
                     return False
-                if exc.code in _TRANSIENT_REFUSALS and time.monotonic() < deadline:
+                if exc.code in _TRANSIENT and time.monotonic() < deadline:
                     time.sleep(0.05)
                     continue
                 if exc.code.startswith("host_") or exc.code == "unknown_server":
@@ -135,6 +131,10 @@ class Relay:
                 return True
 
     def _open(self) -> None:
+        # Computed for each connection: a relay that outlived an upgrade reports the code now on
+        # disk (what a host it starts runs), so it follows the new host instead of retiring it.
+        hello = protocol.hello(protocol.KIND_MCP, server=self.command, fingerprint=code_fingerprint(),
+                               caller=self.block)
         try:
             sock = client.connect(WELCOME_TIMEOUT_SECS)
         except client.HostError as exc:
@@ -143,7 +143,7 @@ class Relay:
             client.ensure_host()
             sock = client.connect(WELCOME_TIMEOUT_SECS)
         try:
-            sock.sendall(self.hello)
+            sock.sendall(hello)
             leftover = bytearray()
             welcome = client.parse_answer(client.read_line(sock, leftover), protocol.WELCOME)
         except OSError as exc:
@@ -296,21 +296,20 @@ class Relay:
                 self._host_lost(f"it sent a line longer than {protocol.MAX_LINE_BYTES} bytes")
             return
         start = emitted = 0
-        tracking = self.in_flight or self.swallow
-        while end >= 0:
-            if tracking:
-                answered = _answered_id(buf, start, end)
-                if answered is not _NOT_A_RESPONSE:
-                    if answered in self.swallow:  # a replayed initialize: the client has its own answer
-                        self.swallow.discard(answered)
-                        self.to_client += buf[emitted:start]
-                        emitted = end + 1
-                    else:
-                        with contextlib.suppress(TypeError):
-                            self.in_flight.pop(answered, None)
-                    tracking = self.in_flight or self.swallow
+        while end >= 0 and (self.in_flight or self.swallow):
+            answered = _answered_id(buf, start, end)
+            if answered is not _NOT_A_RESPONSE:
+                if answered in self.swallow:  # a replayed initialize: the client has its own answer
+                    self.swallow.discard(answered)
+                    self.to_client += buf[emitted:start]
+                    emitted = end + 1
+                else:
+                    with contextlib.suppress(TypeError):
+                        self.in_flight.pop(answered, None)
             start = end + 1
             end = buf.find(b"\n", start)
+        if end >= 0:  # nothing left to track: the rest of the complete lines go as they are
+            start = buf.rfind(b"\n") + 1
         self.to_client += buf[emitted:start]
         self.from_host = bytearray(buf[start:]) if start < len(buf) else bytearray()
 
@@ -339,7 +338,9 @@ class Relay:
             start = end + 1
         end = buf.find(b"\n", start)
         while end >= 0:
-            if end > start:
+            if end - start > protocol.MAX_LINE_BYTES:
+                self._answer(_LINE_TOO_LONG)
+            elif end > start:
                 self._client_line(buf[start:end])
             start = end + 1
             end = buf.find(b"\n", start)
