@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -94,21 +93,6 @@ def test_a_host_that_never_called_a_tool_never_starts_a_driver(plugin_manager: A
 
 
 # -- through real relays and a real host ----------------------------------------------------------------------
-
-
-@pytest.fixture(autouse=True)
-def _stop_the_host() -> Iterator[None]:
-    """TEMPORARY until isolated_homes stops a test's host itself: stop the host a relay started."""
-    import contextlib
-    import os
-
-    from kirocrew_core.host import client
-
-    yield
-    with contextlib.suppress(client.HostError):
-        pid = client.request_stop(wait=30)
-        with contextlib.suppress(ChildProcessError, OSError):
-            os.waitpid(pid, 0)
 
 
 def relay_argv() -> list[str]:
