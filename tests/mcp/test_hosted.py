@@ -136,7 +136,8 @@ def test_a_host_started_on_demand_renders_the_agent_file_with_the_live_commands(
     from kirocrew_core.host import client
 
     write_crew_store({"srv": CAT})
-    client.ensure_host()  # what a relay does when no host answers
+    pong = client.ensure_host()  # what a relay does when no host answers
+    assert "mcp.agent-file" in pong["services"]
 
     servers = wait_for("the host's startup render", rendered_servers)
     assert servers["srv"] == CAT
@@ -154,3 +155,24 @@ def test_a_host_whose_startup_render_fails_logs_it_and_serves_on() -> None:
     wait_for("the render failure in the host log", lambda: line in paths.log_file().read_text())
     assert client.ping()["pid"] > 0  # the host runs on
     assert home.rendered_agent_file().is_dir()
+
+
+def test_the_real_hosts_restart_route_renders_first_and_answers_what_it_did() -> None:
+    import urllib.request
+
+    from kirocrew_core.gateway.auth import load_or_create_token
+    from kirocrew_core.host import client
+
+    pong = client.ensure_host()
+    assert "mcp.agent-file" in pong["services"]
+    write_crew_store({"srv": CAT})  # after the host started: only the restart's own render can pick it up
+    url = f"{pong['url'].rstrip('/')}/api/sessions/restart"
+    headers = {"Authorization": f"Bearer {load_or_create_token()}", "Content-Type": "application/json"}
+    request = urllib.request.Request(url, data=b'{"reason": "mcp_apply"}', method="POST", headers=headers)
+    with urllib.request.urlopen(request, timeout=WAIT_SECS) as response:
+        answer = json.loads(response.read())
+
+    assert answer["ok"] is True and answer["mcpSyncOk"] is True and answer["mcpSyncError"] is None
+    servers = rendered_servers()
+    assert servers is not None and servers["srv"] == CAT and answer["mcpSynced"] == len(servers)
+    assert isinstance(answer["restarted"], int) and isinstance(answer["handledBy"], list)
