@@ -165,7 +165,8 @@ def test_the_real_hosts_restart_route_renders_first_and_answers_what_it_did() ->
 
     pong = client.ensure_host()
     assert "mcp.agent-file" in pong["services"]
-    write_crew_store({"srv": CAT})  # after the host started: only the restart's own render can pick it up
+    wait_for("the startup render to finish", lambda: rendered_servers() is not None and not client.ping()["busy"])
+    write_crew_store({"srv": CAT})  # after the startup render: only the restart's own render can pick it up
     url = f"{pong['url'].rstrip('/')}/api/sessions/restart"
     headers = {"Authorization": f"Bearer {load_or_create_token()}", "Content-Type": "application/json"}
     request = urllib.request.Request(url, data=b'{"reason": "mcp_apply"}', method="POST", headers=headers)
