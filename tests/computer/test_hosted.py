@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,7 @@ def test_the_host_service_owns_one_chokepoint_whose_driver_closes_when_the_host_
     async def host_life() -> tuple[Any, Any, str]:
         await service.start()
         first, second = hosted_server.server(), hosted_server.server()
-        chokepoint = hosted()._chokepoint
+        chokepoint = hosted().chokepoint
         assert chokepoint is not None
         reply = await chokepoint.call("computer_list_apps", {})
         await service.stop()
@@ -90,6 +91,51 @@ def test_a_host_that_never_called_a_tool_never_starts_a_driver(plugin_manager: A
     asyncio.run(host_life())
     assert not desktop.closed and desktop.snapshots == [] and audit_records() == []
     assert service.busy() is None
+
+
+class HeldDesktop(FakeDesktop):
+    """A fake desktop whose app listing waits until the test lets it go (a call the host's stop must outwait)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listing, self.release = threading.Event(), threading.Event()
+
+    def list_apps(self) -> list[Any]:
+        self.listing.set()
+        assert self.release.wait(60), "the test never released the call"
+        return super().list_apps()
+
+
+def test_the_host_stop_waits_for_the_call_in_progress_and_refuses_later_ones(plugin_manager: Any) -> None:
+    import kirocrew_computer.plugin
+    from kirocrew_computer.hosted import hosted
+
+    held = HeldDesktop()
+    plugin_manager.register(kirocrew_computer.plugin, name="computer")
+    plugin_manager.register(FakeDesktopPlugin(held), name="fake_desktop")
+    write_keystone(ON)
+    service, _ = contributions(plugin_manager)
+
+    async def host_life() -> tuple[bool, Any, Any]:
+        await service.start()
+        chokepoint = hosted().chokepoint
+        assert chokepoint is not None
+        call = asyncio.ensure_future(chokepoint.call("computer_list_apps", {}))
+        await asyncio.to_thread(held.listing.wait, 60)
+        stop = asyncio.ensure_future(service.stop())
+        await asyncio.sleep(0.2)  # give a stop that does not wait the chance to close the driver
+        closed_mid_call = held.closed
+        held.release.set()
+        await stop
+        return closed_mid_call, await call, await chokepoint.call("computer_list_apps", {})
+
+    try:
+        closed_mid_call, during, after = asyncio.run(host_life())
+    finally:
+        held.release.set()
+    assert not closed_mid_call and held.closed
+    assert during.ok and "Notes" in during.text
+    assert after.code == "driver_closed"  # and no new driver was started for it
 
 
 # -- through real relays and a real host ----------------------------------------------------------------------

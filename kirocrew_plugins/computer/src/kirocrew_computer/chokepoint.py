@@ -117,9 +117,12 @@ class Chokepoint:
         self.settle_seconds = settle_seconds
         self.screenshot_default = screenshot_default
         self._lock = asyncio.Lock()
+        self._closed = False
 
     # -- plumbing -----------------------------------------------------------------------------
     async def _driver(self) -> ComputerBackend:
+        if self._closed:
+            raise BackendError("computer use has stopped in this process", code="driver_closed")
         if self._backend is None:
             self._backend = await asyncio.to_thread(self._factory)
         return self._backend
@@ -132,6 +135,16 @@ class Chokepoint:
         if self._backend is not None:
             backend, self._backend = self._backend, None
             backend.close()
+
+    async def aclose(self) -> None:
+        """Close the driver once no call is using it; every later call is refused (``driver_closed``).
+
+        For a chokepoint shared by many clients (the host's): a client still connected while
+        the host stops must neither see its call's driver closed under it nor start a new one.
+        """
+        async with self._lock:
+            self._closed = True
+            await asyncio.to_thread(self.close)
 
     # -- the dispatch -------------------------------------------------------------------------
     async def call(self, tool: str, arguments: Any, *, session: str | None = None) -> Reply:

@@ -10,7 +10,6 @@ audit actor and snapshot cache, and re-reads the keystone on every request.
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
 
 from kirocrew_core.contributions import HostedMcpServer, HostService
@@ -33,6 +32,11 @@ class HostedComputer:
         self._chokepoint: Chokepoint | None = None
         self._server: Server[Any] | None = None
 
+    @property
+    def chokepoint(self) -> Chokepoint | None:
+        """The host's chokepoint while the service runs."""
+        return self._chokepoint
+
     async def start(self) -> None:
         from kirocrew_computer.chokepoint import Chokepoint
         from kirocrew_computer.server import build_server
@@ -45,7 +49,7 @@ class HostedComputer:
     async def stop(self) -> None:
         chokepoint, self._chokepoint, self._server = self._chokepoint, None, None
         if chokepoint is not None:
-            await asyncio.to_thread(chokepoint.close)
+            await chokepoint.aclose()
 
     def server(self) -> Server[Any]:
         """The shared server for a new connection; refused when the service is not running."""
