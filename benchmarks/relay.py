@@ -213,8 +213,11 @@ def main() -> int:
                     cold.append(sample)
                 _stop_host(env)
             _spawn_to_list(env)  # a host is up from here on
-            floor = _time_command([sys.executable, "-c", "pass"], env, args.runs)
-            hot = [_spawn_to_list(env) for _ in range(args.runs)]
+            floor: list[float] = []
+            hot: list[float] = []
+            for _ in range(args.runs):  # interleaved, so load on the machine hits both alike
+                floor += _time_command([sys.executable, "-c", "pass"], env, 1)
+                hot.append(_spawn_to_list(env))
 
             relay = subprocess.Popen(kirocrew_argv() + ["mcp-echo"], env=env, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)

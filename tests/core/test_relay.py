@@ -171,16 +171,24 @@ def test_a_server_command_with_options_goes_to_the_cli_not_the_relay(isolated_ho
     assert not paths.run_lock_file().exists()  # nothing tried to reach a host
 
 
-def test_python_dash_m_kirocrew_core_is_the_same_launcher(isolated_homes, host_env) -> None:
+def test_python_dash_m_kirocrew_core_runs_the_cli(isolated_homes, host_env) -> None:
     version = subprocess.run([sys.executable, "-m", "kirocrew_core", "--version"], env=host_env,
                              capture_output=True, text=True, timeout=60)
     assert version.returncode == 0 and version.stdout.startswith("kirocrew, version")
-    relay = subprocess.run([sys.executable, "-m", "kirocrew_core", "mcp-echo"], env=host_env, capture_output=True,
-                           timeout=ANSWER_TIMEOUT_SECS,
-                           input=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                                             "params": INIT_PARAMS}).encode() + b"\n")
-    assert relay.returncode == 0, relay.stderr
-    assert json.loads(relay.stdout)["result"]["serverInfo"]["name"] == "kirocrew-echo"
+
+
+def test_the_invocation_rendered_for_a_source_checkout_is_the_relay_too(isolated_homes, host_env) -> None:
+    from kirocrew_core.contributions import ManagedMcpServer
+    from kirocrew_mcp.managed import managed_invocation
+
+    # No console script (executable ""): the agent file names this interpreter with -m kirocrew_core.
+    command, args = managed_invocation(ManagedMcpServer("kirocrew-echo", ("mcp-echo",), True), executable="")
+    assert (command, args) == (sys.executable, ["-m", "kirocrew_core", "mcp-echo"])
+    done = subprocess.run([command, *args], env=host_env, capture_output=True, timeout=ANSWER_TIMEOUT_SECS,
+                          input=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                            "params": INIT_PARAMS}).encode() + b"\n")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"]["serverInfo"]["name"] == "kirocrew-echo"
 
 
 # -- through an MCP SDK client -------------------------------------------------------------------------
@@ -266,6 +274,13 @@ def test_malformed_lines_are_answered_by_the_relay_and_the_session_goes_on(isola
     assert error_data(relay.line() or {}) == {"code": "parse_error"}
     relay.send(b"42\n")
     assert error_data(relay.line() or {}) == {"code": "invalid_request"}
+    # MCP has no JSON-RPC batches: each request in one is refused, none reaches the host.
+    relay.send(json.dumps([{"jsonrpc": "2.0", "id": "b1", "method": "tools/list"},
+                           {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                           {"jsonrpc": "2.0", "id": "b2", "method": "tools/list"}]).encode() + b"\n")
+    refused = [relay.line() or {}, relay.line() or {}]
+    assert [(line["id"], line["error"]["data"]["code"]) for line in refused] == [
+        ("b1", "batch_unsupported"), ("b2", "batch_unsupported")]
     relay.send(b"   \n\n")  # blank lines are skipped silently
     assert structured(relay.call("noop")) == {}
     assert relay.close() == 0
@@ -294,19 +309,32 @@ def test_stdin_closing_ends_the_relay_once_the_answers_in_flight_are_written(iso
     assert relay.line() is None
 
 
+def test_after_stdin_closes_a_call_that_does_not_end_is_given_up_so_the_relay_exits(isolated_homes, host_env,
+                                                                                    relays) -> None:
+    relay = relays(host_env)
+    relay.initialize()
+    relay.request("tools/call", {"name": "sleep", "arguments": {"seconds": 600}})
+    assert relay.close() == 0  # after EOF_DRAIN_SECS, not 600 s
+    assert "1 request(s) still unanswered" in relay.stderr()
+
+
 def test_the_host_killed_mid_call_fails_that_call_retryably_and_the_next_call_reaches_a_fresh_host(
         isolated_homes, host_env, relays) -> None:
     relay = relays(host_env)
     relay.initialize()
+    assert structured(relay.call("noop")) == {}
     first_host = host_pid()
     sleeping = relay.request("tools/call", {"name": "sleep", "arguments": {"seconds": 60}})
-    time.sleep(0.5)
+    _wait_until(lambda: any("in flight" in reason for reason in client.ping()["busy"]))
     os.kill(first_host, signal.SIGKILL)
-    failed = relay.answer(sleeping)
+    failed = relay.line()  # only the call in flight is answered: the ones answered before are not
+    assert failed is not None and failed["id"] == sleeping
     assert failed["error"]["code"] == protocol.RELAY_ERROR_CODE
     assert failed["error"]["data"] == {"code": "host_restarted", "retryable": True}
     # The next call reconnects, replays the client's initialize (its answer never reaches the client) and works.
-    assert structured(relay.call("noop")) == {}
+    again = relay.request("tools/call", {"name": "noop", "arguments": {}})
+    answer = relay.line()  # the replayed initialize's answer never shows: the next line is this call's
+    assert answer is not None and answer["id"] == again and structured(answer) == {}
     assert host_pid() != first_host
     assert "lost the kirocrew host" in relay.stderr()
     assert relay.close() == 0
