@@ -65,7 +65,7 @@ def test_the_host_service_owns_one_chokepoint_whose_driver_closes_when_the_host_
 
     async def host_life() -> tuple[Any, Any, str]:
         await service.start()
-        first, second = hosted_server.server(), hosted_server.server()
+        first, second = await hosted_server.server(), await hosted_server.server()
         chokepoint = hosted().chokepoint
         assert chokepoint is not None
         reply = await chokepoint.call("computer_list_apps", {})
@@ -77,7 +77,7 @@ def test_the_host_service_owns_one_chokepoint_whose_driver_closes_when_the_host_
     assert "Notes (app id org.example.Notes" in listed
     assert desktop.closed
     with pytest.raises(KirocrewError) as refused:
-        hosted_server.server()
+        asyncio.run(hosted_server.server())
     assert refused.value.code == "computer_unavailable"
 
 

@@ -10,6 +10,7 @@ audit actor and snapshot cache, and re-reads the keystone on every request.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from kirocrew_core.contributions import HostedMcpServer, HostService
@@ -31,6 +32,7 @@ class HostedComputer:
     def __init__(self) -> None:
         self._chokepoint: Chokepoint | None = None
         self._server: Server[Any] | None = None
+        self._building = asyncio.Lock()  # replaced at each start: a lock belongs to one event loop
 
     @property
     def chokepoint(self) -> Chokepoint | None:
@@ -39,30 +41,49 @@ class HostedComputer:
 
     async def start(self) -> None:
         from kirocrew_computer.chokepoint import Chokepoint
-        from kirocrew_computer.server import build_server
 
         # The driver itself starts on the first call, in a worker thread: a host that never
         # serves computer use never touches the desktop.
         self._chokepoint = Chokepoint()
-        self._server = build_server(self._chokepoint)
+        self._building = asyncio.Lock()
 
     async def stop(self) -> None:
         chokepoint, self._chokepoint, self._server = self._chokepoint, None, None
         if chokepoint is not None:
             await chokepoint.aclose()
 
-    def server(self) -> Server[Any]:
-        """The shared server for a new connection; refused when the service is not running."""
-        if self._server is None:
-            raise KirocrewError("computer use is not running in this host (its service stopped or never started)",
-                                code="computer_unavailable")
-        return self._server
+    async def server(self) -> Server[Any]:
+        """The shared server for a new connection; refused when the service is not running.
+
+        Built on the first connection, not at host start: importing the mcp SDK takes about a
+        second, which a host started for the dashboard or a ping need not wait for. The import
+        runs in a thread, so the host keeps answering meanwhile.
+        """
+        async with self._building:
+            chokepoint = self._chokepoint
+            if chokepoint is None:
+                raise KirocrewError("computer use is not running in this host (its service stopped or never "
+                                    "started)", code="computer_unavailable")
+            if self._server is None:
+                await asyncio.to_thread(_import_server_modules)
+                from kirocrew_computer.server import build_server
+
+                self._server = build_server(chokepoint)
+            return self._server
 
     def service(self) -> HostService:
         return HostService(SERVICE_NAME, self.start, self.stop)
 
     def hosted_server(self) -> HostedMcpServer:
         return HostedMcpServer(SERVER_NAME, SERVER_COMMAND, self.server, DESCRIPTION)
+
+
+def _import_server_modules() -> None:
+    """The slow part of building the server (the mcp SDK), done off the event loop."""
+    import importlib
+
+    for module in ("mcp.types", "mcp.server.lowlevel", "kirocrew_computer.server"):
+        importlib.import_module(module)
 
 
 _HOSTED: HostedComputer | None = None
