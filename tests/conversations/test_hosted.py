@@ -367,7 +367,7 @@ def test_bare_mcp_conversations_reached_through_the_full_cli_relays_to_the_host(
     assert done.returncode == 0, done.stderr
     assert answers[1]["result"]["serverInfo"]["name"] == "kirocrew-conversations"
     assert len(answers[2]["result"]["tools"]) == 16
-    assert host_client.ping()["servers"] == ["kirocrew-conversations"]
+    assert "kirocrew-conversations" in host_client.ping()["servers"]
 
 
 def test_with_a_host_that_serves_no_conversations_twins_work_in_process_and_the_relay_says_why(
