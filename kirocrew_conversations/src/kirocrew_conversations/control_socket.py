@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kirocrew_core.host.mcp_client import client_session
-from kirocrew_core.host.transport import line_transport, peer_credentials
+from kirocrew_core.host.transport import line_transport, owner_only_listener, peer_credentials
 
 SOCKET_NAME = "control.sock"
 CONNECT_TIMEOUT_SECS = 5.0
@@ -30,16 +30,7 @@ def socket_path(state_dir: Path) -> Path:
 
 async def serve(path: Path, handle: Callable[[Any, Any], Awaitable[None]]) -> None:
     """Accept connections on ``path`` until cancelled; ``handle(read, write)`` serves one MCP session."""
-    import anyio
-
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)  # we own the state directory: a leftover socket is ours and dead
-    old = os.umask(0o177)
-    try:
-        listener = await anyio.create_unix_listener(path)
-    finally:
-        os.umask(old)
-    os.chmod(path, 0o600)
+    listener = await owner_only_listener(path)  # we own the state directory: a leftover socket is ours and dead
 
     async def connection(stream: Any) -> None:
         async with stream:

@@ -139,22 +139,12 @@ class Relay:
         hello = protocol.hello(protocol.KIND_MCP, server=self.command, fingerprint=code_fingerprint(),
                                caller=self.block)
         try:
-            sock = client.connect(WELCOME_TIMEOUT_SECS)
+            sock, welcome, leftover = client.open_mcp(hello, WELCOME_TIMEOUT_SECS)
         except client.HostError as exc:
             if exc.code != "host_unavailable":
                 raise
             client.ensure_host()
-            sock = client.connect(WELCOME_TIMEOUT_SECS)
-        try:
-            sock.sendall(hello)
-            leftover = bytearray()
-            welcome = client.parse_answer(client.read_line(sock, leftover), protocol.WELCOME)
-        except OSError as exc:
-            sock.close()
-            raise client.HostError("host_unavailable", f"the host connection failed: {exc}") from None
-        except BaseException:
-            sock.close()
-            raise
+            sock, welcome, leftover = client.open_mcp(hello, WELCOME_TIMEOUT_SECS)
         sock.setblocking(False)
         self.sock, self.sock_fd = sock, sock.fileno()
         self.from_host = leftover

@@ -142,6 +142,27 @@ def read_line(sock: socket.socket, buffer: bytearray, limit: int = protocol.MAX_
         buffer += chunk
 
 
+def open_mcp(hello: bytes,
+             timeout: float | None = CONNECT_TIMEOUT_SECS) -> tuple[socket.socket, dict[str, Any], bytearray]:
+    """Connect, send an ``mcp`` hello, read the welcome: ``(socket, welcome, bytes read past it)``.
+
+    The socket is left blocking; :class:`HostError` (the host's own refusal code, or
+    ``host_unavailable`` when the connection fails) closes it.
+    """
+    sock = connect(timeout)
+    try:
+        sock.sendall(hello)
+        leftover = bytearray()
+        welcome = parse_answer(read_line(sock, leftover), protocol.WELCOME)
+    except OSError as exc:
+        sock.close()
+        raise HostError("host_unavailable", f"the host connection failed: {exc}") from None
+    except BaseException:
+        sock.close()
+        raise
+    return sock, welcome, leftover
+
+
 def exchange(kind: str, expect: str, timeout: float = PING_TIMEOUT_SECS, **fields: Any) -> dict[str, Any]:
     """Send one hello of ``kind`` on a fresh connection and return the host's ``expect`` answer."""
     sock = connect(timeout)

@@ -104,18 +104,9 @@ def _say_hello(server: str, session_type: str) -> tuple[Any, dict[str, Any], byt
     from kirocrew_core.relay import SESSION_KEY_ENV
 
     caller = protocol.caller_block(os.environ.get(SESSION_KEY_ENV, ""), session_type, os.getpid(), os.getppid())
-    sock = client.connect(CONNECT_TIMEOUT_SECS)
-    try:
-        sock.sendall(protocol.hello(protocol.KIND_MCP, server=server, fingerprint=code_fingerprint(), caller=caller))
-        buffer = bytearray()
-        welcome = client.parse_answer(client.read_line(sock, buffer), protocol.WELCOME)
-    except OSError as exc:
-        sock.close()
-        raise client.HostError("host_unavailable", f"the host connection failed: {exc}") from None
-    except BaseException:
-        sock.close()
-        raise
-    return sock, welcome, bytes(buffer)
+    hello = protocol.hello(protocol.KIND_MCP, server=server, fingerprint=code_fingerprint(), caller=caller)
+    sock, welcome, leftover = client.open_mcp(hello, CONNECT_TIMEOUT_SECS)
+    return sock, welcome, bytes(leftover)
 
 
 @contextlib.asynccontextmanager

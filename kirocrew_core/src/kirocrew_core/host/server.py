@@ -270,18 +270,11 @@ class Host:
 
     # -- the socket --------------------------------------------------------------------------------
     async def _serve_socket(self, ready: asyncio.Event) -> None:
-        import anyio
+        from kirocrew_core.host.transport import owner_only_listener
 
         paths.ensure_socket_dir()
         path = paths.socket_path()
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)  # we hold the run lock: a socket file left here is a dead host's
-        old = os.umask(0o177)
-        try:
-            listener = await anyio.create_unix_listener(path)
-        finally:
-            os.umask(old)
-        os.chmod(path, 0o600)
+        listener = await owner_only_listener(path)  # we hold the run lock: a file left there is a dead host's
         self._socket = path
         ready.set()
         async with listener:

@@ -95,6 +95,28 @@ async def line_transport(stream: Any, *, inspect: Inspect | None = None, observe
             tg.cancel_scope.cancel()
 
 
+async def owner_only_listener(path: Any) -> Any:
+    """An anyio unix listener on ``path``: any file there is replaced, the socket is 0600 from birth.
+
+    The caller must own the place (it holds the lock that makes it the only server there),
+    so a leftover socket file is a dead server's. Peers' uids are still checked per
+    connection (:func:`peer_credentials`): a mode can be loosened later, a uid cannot lie.
+    """
+    import os
+
+    import anyio
+
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    old = os.umask(0o177)
+    try:
+        listener = await anyio.create_unix_listener(path)
+    finally:
+        os.umask(old)
+    os.chmod(path, 0o600)
+    return listener
+
+
 async def _answer(stream: Any, request_id: str | int | None, code: int, message: str) -> None:
     import anyio
 
