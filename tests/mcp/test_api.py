@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kirocrew_testing.plugins import BlockingServerSource
 
 from kirocrew_core import hookimpl, home
 from kirocrew_core.hookdocs import hook_functions, render_hook_reference
@@ -407,27 +408,12 @@ def test_a_failed_render_is_reported_and_the_restart_still_goes_ahead(gateway_cl
     assert (record["fields"]["mcp_sync_ok"], record["fields"]["mcp_sync_code"]) == (False, "agent_file_unreadable")
 
 
-class SlowSource:
-    """An ``extra_mcp_servers`` source that holds the render until the test lets it go."""
-
-    def __init__(self) -> None:
-        import threading
-
-        self.entered, self.release = threading.Event(), threading.Event()
-
-    @hookimpl
-    def extra_mcp_servers(self) -> dict[str, dict[str, Any]]:
-        self.entered.set()
-        assert self.release.wait(WAIT_SECS), "the test never released the render"
-        return {"late": CAT}
-
-
 def test_a_render_that_overruns_its_cap_is_reported_and_the_restart_does_not_wait(gateway_client, plugin_manager,
                                                                                      monkeypatch):
     from kirocrew_mcp import sync
 
     monkeypatch.setattr(sync, "SYNC_TIMEOUT_SECS", 0.2)
-    slow, witness = SlowSource(), Restarter(1)
+    slow, witness = BlockingServerSource({"late": CAT}, WAIT_SECS), Restarter(1)
     plugin_manager.register(slow, name="slow-source")
     plugin_manager.register(witness, name="pool")
     try:

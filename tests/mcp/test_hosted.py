@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from kirocrew_testing.plugins import BlockingServerSource
 
-from kirocrew_core import hookimpl, home
+from kirocrew_core import home
 from kirocrew_core.contributions import HostService
 
 CAT = {"command": "/bin/cat", "args": ["-u"]}
@@ -71,21 +71,8 @@ def test_a_failed_render_at_host_start_is_logged_and_never_stops_the_host(plugin
     assert home.rendered_agent_file().is_dir()
 
 
-class SlowSource:
-    """An ``extra_mcp_servers`` source that holds the render until the test lets it go."""
-
-    def __init__(self) -> None:
-        self.entered, self.release = threading.Event(), threading.Event()
-
-    @hookimpl
-    def extra_mcp_servers(self) -> dict[str, dict[str, Any]]:
-        self.entered.set()
-        assert self.release.wait(WAIT_SECS), "the test never released the render"
-        return {"late": CAT}
-
-
 def test_the_start_does_not_wait_for_the_render_and_busy_says_it_runs(plugin_manager) -> None:
-    slow = SlowSource()
+    slow = BlockingServerSource({"late": CAT}, WAIT_SECS)
     plugin_manager.register(slow, name="slow-source")
     service = the_service(plugin_manager)
 

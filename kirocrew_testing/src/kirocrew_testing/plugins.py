@@ -36,6 +36,25 @@ class ManagedServers:
         return self.servers
 
 
+class BlockingServerSource:
+    """An ``extra_mcp_servers`` source that holds the agent-file render until the test lets it go.
+
+    ``entered`` is set once a render is inside it; ``release.set()`` lets it return ``servers``.
+    """
+
+    def __init__(self, servers: dict[str, dict[str, Any]], wait_secs: float = 60.0) -> None:
+        import threading
+
+        self.servers, self.wait_secs = servers, wait_secs
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    @hookimpl
+    def extra_mcp_servers(self) -> dict[str, dict[str, Any]]:
+        self.entered.set()
+        assert self.release.wait(self.wait_secs), "the test never released the render"
+        return self.servers
+
+
 def installed_managed_server_names() -> frozenset[str]:
     """Names of the managed MCP servers the installed plugins render into every agent file.
 
