@@ -127,8 +127,10 @@ def gateway_startup(app: Starlette) -> Any:
     Called by the gateway app's lifespan, for every plugin in call order. The
     implementation may return an awaitable, which is awaited. An exception
     aborts startup for an open-edition plugin and is a warning, that plugin
-    skipped, for a third-party one. No plugin in the open edition implements it
-    yet; the long-lived host a later issue adds is its first user.
+    skipped, for a third-party one. When the app runs in the host
+    (``kirocrew serve``), the host's services (``host_services()``) have
+    already started. No plugin in the open edition implements it: long-lived
+    services belong in ``host_services()``.
 
     :param app: the Starlette app; ``app.state.kirocrew`` holds the plugin
         manager and the homes.
