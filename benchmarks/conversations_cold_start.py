@@ -129,7 +129,7 @@ def main() -> int:
         floor = _python_pass(base, args.runs)
         measured = _measure({
             "bare": (sys.executable, [str(bare)], lambda _index: base),
-            "ours": (str(kirocrew), ["mcp-conversations"], fresh_state),
+            "ours": (str(kirocrew), ["mcp-conversations", "--standalone"], fresh_state),
         }, args.runs, tmp)
         bare_init, bare_list, bare_close = measured["bare"]
         ours_init, ours_list, ours_close = measured["ours"]

@@ -72,8 +72,8 @@ async def _measure(env: dict[str, str], root: Path, runs: int, max_workers: int,
 
     mcp.client.stdio.PROCESS_TERMINATION_TIMEOUT = CLOSE_GRACE_SECS
     kirocrew = str(Path(sys.executable).with_name("kirocrew"))
-    params = StdioServerParameters(command=kirocrew, args=["mcp-conversations", "--max-workers", str(max_workers)],
-                                   env=env, cwd=str(root))
+    params = StdioServerParameters(command=kirocrew, env=env, cwd=str(root),
+                                   args=["mcp-conversations", "--standalone", "--max-workers", str(max_workers)])
     workspace = str(root / "workspace")
     samples: dict[str, list[float]] = {"delegate": [], "direct": [], "result": []}
     chunks: list[str] = []

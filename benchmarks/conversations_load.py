@@ -141,8 +141,8 @@ async def _load(env: dict[str, str], root: Path, conversations: int, runs: int,
 
     mcp.client.stdio.PROCESS_TERMINATION_TIMEOUT = CLOSE_GRACE_SECS
     kirocrew = str(Path(sys.executable).with_name("kirocrew"))
-    params = StdioServerParameters(command=kirocrew, args=["mcp-conversations", "--max-workers", str(max_workers)],
-                                   env=env, cwd=str(root))
+    params = StdioServerParameters(command=kirocrew, env=env, cwd=str(root),
+                                   args=["mcp-conversations", "--standalone", "--max-workers", str(max_workers)])
     workspace = str(root / "workspace")
     with (root / "server.stderr").open("w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as client:

@@ -77,7 +77,7 @@ async def _over_mcp(env: dict[str, str], root: Path, runs: int) -> list[float]:
 
     mcp.client.stdio.PROCESS_TERMINATION_TIMEOUT = CLOSE_GRACE_SECS
     kirocrew = str(Path(sys.executable).with_name("kirocrew"))
-    params = StdioServerParameters(command=kirocrew, args=["mcp-conversations"],
+    params = StdioServerParameters(command=kirocrew, args=["mcp-conversations", "--standalone"],
                                    env={**env, "KIRO_CONVERSATIONS_STATE_DIR": str(root / "state-mcp")},
                                    cwd=str(root))
     with (root / "server.stderr").open("w") as errlog:

@@ -27,7 +27,7 @@ def conversations_server(fake_kiro_cli: Any, tmp_path: Path) -> StdioServer:
     env = {key: value for key, value in os.environ.items() if not key.startswith("KIRO_CONVERSATIONS_")}
     env["KIRO_CLI_PATH"] = str(fake_kiro_cli.path)
     env["KIRO_CONVERSATIONS_STATE_DIR"] = str(tmp_path / "conversations-state")
-    return StdioServer(kirocrew_argv("mcp-conversations"), env, tmp_path, tmp_path / "server.stderr")
+    return StdioServer(kirocrew_argv("mcp-conversations", "--standalone"), env, tmp_path, tmp_path / "server.stderr")
 
 
 def test_every_tool_is_listed_with_an_input_and_output_schema_the_client_compiles(

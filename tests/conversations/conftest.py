@@ -1,8 +1,9 @@
 """Fixtures for driving the real ``kirocrew mcp-conversations`` server over stdio.
 
 ``fake_kiro_env`` is the environment such a server runs in (the fake kiro-cli, a state directory
-under the test's tmp dir, the isolated homes). ``conversations_client(*args, env=...)`` opens
-a real MCP client session on a fresh server process::
+under the test's tmp dir, the isolated homes, and ``KIROCREW_NO_HOST=1`` so a CLI twin run with it
+works in process instead of starting a host). ``conversations_client(*args, env=...)`` opens a real
+MCP client session on a fresh ``kirocrew mcp-conversations --standalone`` process::
 
     def test_something(conversations_client, tmp_path):
         async def main():
@@ -31,6 +32,7 @@ from kirocrew_testing.fixtures import kirocrew_argv
 T = TypeVar("T")
 
 STATE_DIR_ENV = "KIRO_CONVERSATIONS_STATE_DIR"
+NO_HOST_ENV = "KIROCREW_NO_HOST"
 # Generous bounds: they only stop a hung test, they never measure anything.
 TEST_TIMEOUT_SECS = 90.0
 HANDSHAKE_TIMEOUT_SECS = 30.0
@@ -107,11 +109,14 @@ def fake_kiro_env(fake_kiro_cli: Any, conversations_state_dir: Path) -> dict[str
     """Environment for a server process: the fake kiro-cli, the test's state dir and homes.
 
     No ``KIRO_CONVERSATIONS_*`` setting leaks in from outside; copy and extend it per test.
+    ``KIROCREW_NO_HOST=1``: a twin run with this environment and no standalone server works in
+    process, as before the host; tests of the host drop it (:func:`hosted_env`).
     """
     env = {key: value for key, value in os.environ.items() if not key.startswith("KIRO_CONVERSATIONS_")}
     console = Path(sys.executable).with_name("fake-kiro-cli")
     env["KIRO_CLI_PATH"] = str(console if console.exists() else fake_kiro_cli.path)
     env[STATE_DIR_ENV] = str(conversations_state_dir)
+    env[NO_HOST_ENV] = "1"
     return env
 
 
@@ -126,7 +131,8 @@ def conversations_client(fake_kiro_env: dict[str, str], tmp_path: Path,
                          monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
     """``conversations_client(*args, env=None, extra_env=None)``: an async context manager.
 
-    It starts ``kirocrew mcp-conversations *args`` through the mcp SDK's ``stdio_client``,
+    It starts ``kirocrew mcp-conversations --standalone *args`` (the in-process server; the
+    options need ``--standalone``) through the mcp SDK's ``stdio_client``,
     initializes a ``ClientSession`` and yields a :class:`ConversationsClient`. ``env`` replaces
     :func:`fake_kiro_env`; ``extra_env`` adds to it. The server's stderr is kept in
     ``client.stderr()``. Leaving the block closes stdin, as an MCP client does.
@@ -143,7 +149,7 @@ def conversations_client(fake_kiro_env: dict[str, str], tmp_path: Path,
         from mcp import ClientSession, StdioServerParameters, stdio_client
 
         server_env = {**(fake_kiro_env if env is None else env), **(extra_env or {})}
-        argv = kirocrew_argv("mcp-conversations", *args)
+        argv = kirocrew_argv("mcp-conversations", "--standalone", *args)
         params = StdioServerParameters(command=argv[0], args=argv[1:], env=server_env, cwd=str(tmp_path))
         stderr_path = tmp_path / f"mcp-conversations-{next(counter)}.stderr"
         notifications: list[Any] = []

@@ -269,8 +269,8 @@ def _server_running(fake_kiro_env: dict[str, str], tmp_path: Path) -> Iterator[d
     stderr = tmp_path / "server.stderr"
     with stderr.open("w") as errlog:
         # stdin stays an open pipe, so the stdio server keeps running until the test closes it.
-        server = proc.spawn(kirocrew_argv("mcp-conversations"), env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
-                            stderr=errlog, text=True)
+        server = proc.spawn(kirocrew_argv("mcp-conversations", "--standalone"), env=env, cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=errlog, text=True)
     try:
         _serving(tmp_path / "s" / "control.sock", server, stderr)
         yield env

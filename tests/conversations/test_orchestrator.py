@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -294,5 +295,106 @@ def test_an_unanswered_permission_request_ends_the_run_needs_attention_expired(s
                 await orch.decide(asking.id, request.id, "allow_once")
             assert late.value.code == "permission_not_pending"
             assert "permission_expired" in event_kinds(store, asking.id)
+
+    run(main())
+
+
+# -- restart_sessions: a new configuration generation ------------------------------------------------------
+
+
+def kiro_pids(workspace: Path) -> list[int]:
+    """The kiro-cli pids that ran ``!shell echo $PPID >> kiro.pids`` in ``workspace``, in order."""
+    return [int(line) for line in (workspace / "kiro.pids").read_text().split()]
+
+
+def record_pid(text: str = "") -> str:
+    return "!shell echo $PPID >> kiro.pids\n" + text
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def until_gone(pid: int) -> None:
+    """Test-side polling only: the orchestrator closes the process on its own."""
+    for _ in range(600):
+        if not alive(pid):
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"kiro-cli {pid} is still running")
+
+
+def test_restart_sessions_closes_an_idle_worker_now_and_its_next_run_starts_a_new_kiro_cli(
+        store: Store, tmp_path: Path) -> None:
+    a = conversation(store, tmp_path, "a")
+
+    async def main() -> None:
+        async with orchestrator(store) as orch:  # the idle timer (10 min) never fires in this test
+            first = await orch.submit(a, record_pid("!say one"))
+            assert (await orch.wait([first.id], timeout=30)).runs[0].status == "completed"
+            (old,) = kiro_pids(tmp_path / "ws-a")
+            assert orch.restart_sessions() == 1
+            await until_gone(old)
+            assert orch.runs_in_progress() == 0
+            second = await orch.submit(a, record_pid("!recall"))
+            done = (await orch.wait([second.id], timeout=30)).runs[0]
+            assert done.status == "completed" and "one" in (done.reply_text or ""), "the session was resumed"
+            assert kiro_pids(tmp_path / "ws-a")[1] != old
+
+    run(main())
+
+
+def test_restart_sessions_lets_a_busy_run_finish_then_retires_its_kiro_cli(store: Store, tmp_path: Path) -> None:
+    a, b = conversation(store, tmp_path, "a"), conversation(store, tmp_path, "b")
+
+    async def main() -> None:
+        async with orchestrator(store) as orch:
+            idle = await orch.submit(b, record_pid("!say idle"))
+            await orch.wait([idle.id], timeout=30)
+            busy = await orch.submit(a, record_pid("!sleep 1\n!say finished"))
+            while not (tmp_path / "ws-a" / "kiro.pids").exists():
+                await asyncio.sleep(0.02)
+            assert orch.runs_in_progress() == 1
+            assert orch.restart_sessions() == 2  # one idle worker closed, one busy worker scheduled
+            (old,) = kiro_pids(tmp_path / "ws-a")
+            assert alive(old), "a busy kiro-cli is never killed mid-run"
+            done = (await orch.wait([busy.id], timeout=30)).runs[0]
+            assert done.status == "completed" and done.reply_text == "finished"
+            await until_gone(old)  # closed right after its run, with no further run queued
+            await until_gone(kiro_pids(tmp_path / "ws-b")[0])
+            after = await orch.submit(a, record_pid("!say again"))
+            assert (await orch.wait([after.id], timeout=30)).runs[0].status == "completed"
+            assert kiro_pids(tmp_path / "ws-a")[1] != old
+
+    run(main())
+
+
+def test_a_run_queued_behind_a_busy_one_never_starts_on_the_kiro_cli_of_before_the_restart(
+        store: Store, tmp_path: Path) -> None:
+    a = conversation(store, tmp_path, "a")
+
+    async def main() -> None:
+        async with orchestrator(store) as orch:
+            busy = await orch.submit(a, record_pid("!sleep 1\n!say one"))
+            queued = await orch.submit(a, record_pid("!say two"))
+            while not (tmp_path / "ws-a" / "kiro.pids").exists():
+                await asyncio.sleep(0.02)
+            assert orch.restart_sessions() == 1
+            done = await orch.wait([busy.id, queued.id], mode="all", timeout=30)
+            assert [r.status for r in done.runs] == ["completed", "completed"]
+            first, second = kiro_pids(tmp_path / "ws-a")
+            assert first != second and not alive(first)
+
+    run(main())
+
+
+def test_restart_sessions_with_no_worker_closes_nothing(store: Store, tmp_path: Path) -> None:
+    async def main() -> None:
+        async with orchestrator(store) as orch:
+            assert orch.restart_sessions() == 0 and orch.runs_in_progress() == 0
 
     run(main())

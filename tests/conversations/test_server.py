@@ -167,7 +167,8 @@ def test_a_second_server_on_the_same_state_dir_exits_1_and_the_first_keeps_answe
 
     async def main() -> tuple[subprocess.CompletedProcess[str], Any]:
         async with conversations_client() as client:
-            second = await asyncio.to_thread(run_kirocrew, "mcp-conversations", env=fake_kiro_env, timeout=60)
+            second = await asyncio.to_thread(run_kirocrew, "mcp-conversations", "--standalone", env=fake_kiro_env,
+                                             timeout=60)
             return second, await client.raw.list_tools()
 
     second, listed = run_async(main())
@@ -187,7 +188,8 @@ class RawServer:
         argv = [str(exe)] if exe.exists() else [sys.executable, "-m", "kirocrew_core.cli"]
         self.stderr_path = cwd / "raw-server.stderr"
         self._stderr = self.stderr_path.open("w")
-        self.process = proc.spawn([*argv, "mcp-conversations"], env=env, cwd=cwd, stderr=self._stderr, text=True)
+        self.process = proc.spawn([*argv, "mcp-conversations", "--standalone"], env=env, cwd=cwd, stderr=self._stderr,
+                                  text=True)
         assert self.process.stdin is not None and self.process.stdout is not None
         self.stdin, self.stdout = self.process.stdin, self.process.stdout
         self._next_id = 0
@@ -272,8 +274,8 @@ def test_a_server_whose_stdin_is_dev_null_exits_0_at_once_and_releases_the_state
     from kirocrew_testing.fixtures import run_kirocrew
 
     # /dev/null cannot be polled (epoll refuses it); the server must still see EOF, not hang.
-    first = run_kirocrew("mcp-conversations", env=fake_kiro_env, timeout=60)
-    second = run_kirocrew("mcp-conversations", env=fake_kiro_env, timeout=60)
+    first = run_kirocrew("mcp-conversations", "--standalone", env=fake_kiro_env, timeout=60)
+    second = run_kirocrew("mcp-conversations", "--standalone", env=fake_kiro_env, timeout=60)
     assert (first.returncode, second.returncode) == (0, 0), first.stderr + second.stderr
     assert first.stdout == second.stdout == ""
     assert (conversations_state_dir / "orchestrator-v1.sqlite").is_file()

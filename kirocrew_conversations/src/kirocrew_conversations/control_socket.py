@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from kirocrew_core.host.mcp_client import client_session
 from kirocrew_core.host.transport import line_transport, peer_credentials
 
 SOCKET_NAME = "control.sock"
@@ -66,17 +67,8 @@ async def connect(path: Path) -> AsyncIterator[Any]:
     prints its ``error[code]`` and exits with its status.
     """
     import anyio
-    from mcp import ClientSession
 
     with anyio.fail_after(CONNECT_TIMEOUT_SECS):
         stream = await anyio.connect_unix(path)
-    failure: Exception | None = None
-    async with stream, line_transport(stream) as (read, write), ClientSession(read, write) as session:
-        with anyio.fail_after(CONNECT_TIMEOUT_SECS):
-            await session.initialize()
-        try:
-            yield session
-        except Exception as exc:  # noqa: BLE001 - re-raised below, once the session has closed cleanly
-            failure = exc
-    if failure is not None:
-        raise failure
+    async with client_session(stream, timeout=CONNECT_TIMEOUT_SECS) as session:
+        yield session

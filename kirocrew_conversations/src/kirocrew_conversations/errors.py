@@ -62,6 +62,9 @@ CATALOGUE: dict[str, str] = {
     "kiro_unavailable": "kiro-cli is not installed, not runnable, or did not answer; see the message.",
     "invalid_configuration": "A server setting (flag or KIRO_CONVERSATIONS_* variable) is malformed or out of range.",
     "internal_error": "An unexpected server fault; details went to the server log, not to the client.",
+    # -- the server command (server_command.py) --
+    "standalone_only": "`kirocrew mcp-conversations` got server options without --standalone; the host takes "
+                       "its settings from KIRO_CONVERSATIONS_* in its own environment. Nothing was started.",
     # -- worktrees (worktrees.py) --
     "not_a_git_repository": "The workspace is not inside a Git repository (or Git cannot read it).",
     "not_repository_root": "Worktree mode needs the root of a Git repository, not a subdirectory.",

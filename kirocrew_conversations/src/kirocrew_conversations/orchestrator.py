@@ -15,6 +15,12 @@ clients), so a conversation resumes its context even after a server restart.
 If kiro cannot load the saved session, the run starts a fresh one and says so
 in a ``session_reset`` event rather than failing or hiding the lost context.
 
+A kiro-cli process reads its MCP configuration (the agent file) only when it
+starts, so :meth:`Orchestrator.restart_sessions` begins a new *configuration
+generation*: idle workers close at once, and a busy worker's kiro-cli is closed
+as soon as its run ends. Each process remembers the generation it started in,
+and a run never starts on a process of an older generation.
+
 Before each prompt the session is put on the run's model, mode and effort and
 kiro's report is checked (a loaded session comes back on the agent and model it
 was saved with); a setting kiro refuses fails the run with
@@ -128,6 +134,7 @@ class _Worker:
     current: _RunContext | None = None
     idle: bool = False
     evict: bool = False
+    generation: int = 0  # the configuration generation ``runtime`` was started in
 
 
 class Orchestrator:
@@ -154,6 +161,7 @@ class Orchestrator:
         self._permissions: dict[str, _PendingPermission] = {}
         self._start_lock = asyncio.Lock()  # queued → running vs queued → cancelled
         self._closed = False
+        self._generation = 0  # bumped by restart_sessions; older kiro-cli processes are retired
         self._scrub_pending = asyncio.Event()
         self._scrubber: asyncio.Task[None] | None = None
         loop = asyncio.get_running_loop()
@@ -316,6 +324,27 @@ class Orchestrator:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(worker.task)
 
+    def restart_sessions(self) -> int:
+        """Start a new configuration generation: no run starts on a kiro-cli started before it.
+
+        Idle workers close now; a worker that is executing a run keeps its process until the
+        run ends (it is never interrupted) and closes it then. Returns how many kiro-cli
+        processes were closed or scheduled to close.
+        """
+        self._generation += 1
+        count = 0
+        for worker in self._workers.values():
+            if worker.runtime is not None:
+                count += 1  # idle: closed now; busy: _retire_stale closes it when its run ends
+            if worker.idle:
+                worker.evict = True
+                worker.wake.set()
+        return count
+
+    def runs_in_progress(self) -> int:
+        """Runs executing now plus conversations waiting for a worker (cheap: no database)."""
+        return sum(worker.current is not None for worker in self._workers.values()) + len(self._waiting)
+
     async def aclose(self) -> None:
         """Stop every worker; a run still executing ends ``interrupted`` (``server_stopped``)."""
         self._closed = True
@@ -399,6 +428,7 @@ class Orchestrator:
                         worker.idle = False
                     continue
                 await self._execute(worker, run)
+                await self._retire_stale(worker)
         finally:
             await self._close_runtime(worker)
             del self._workers[cid]
@@ -473,11 +503,18 @@ class Orchestrator:
             return "cancelled", ctx.cancel_code, None
         return "timed_out", "run_deadline_exceeded", None
 
+    async def _retire_stale(self, worker: _Worker) -> None:
+        """Close the worker's kiro-cli if it was started before the latest ``restart_sessions``."""
+        if worker.runtime is not None and worker.generation != self._generation:
+            await self._close_runtime(worker)
+
     async def _turn(self, worker: _Worker, ctx: _RunContext, run: Run) -> str:
         conversation = await self._db(self.store.get_conversation, run.conversation_id)
         options = self.acp_options_factory(conversation, run)
-        if worker.runtime is not None and (worker.runtime.options != options or not worker.runtime.alive):
-            await self._close_runtime(worker)  # new settings (model, effort, authority) need a new process
+        if worker.runtime is not None and (worker.runtime.options != options or not worker.runtime.alive
+                                           or worker.generation != self._generation):
+            # New settings (model, effort, authority) or a restart (MCP configuration) need a new process.
+            await self._close_runtime(worker)
         session, resumed = await self._open_session(worker, conversation, options)
         await self._apply_settings(run, session)
         ctx.cwd = session.cwd
@@ -538,9 +575,7 @@ class Orchestrator:
                             options: AcpOptions) -> tuple[AcpSession, bool]:
         if worker.session is not None and not worker.session.closed:
             return worker.session, False
-        if worker.runtime is None:
-            worker.runtime = AcpRuntime(options)
-            await worker.runtime.open()
+        runtime = worker.runtime if worker.runtime is not None else await self._open_runtime(worker, options)
         cwd = conversation.workspace.worktree_path or conversation.workspace.path
 
         async def on_update(session_id: str, update: Any) -> None:
@@ -552,8 +587,8 @@ class Orchestrator:
         known = await self._db(self.store.session_id, conversation.id)
         if known is not None:
             try:
-                worker.session = await worker.runtime.load_session(known, cwd, on_update=None,
-                                                                   on_permission=on_permission)
+                worker.session = await runtime.load_session(known, cwd, on_update=None,
+                                                            on_permission=on_permission)
             except (AcpRequestError, AcpConnectionLost):
                 # kiro no longer has the saved session (it answers an error, or exits as 2.x does): say so,
                 # then start afresh below. A session another live process holds (SessionLockedError) is not
@@ -562,15 +597,14 @@ class Orchestrator:
                                    "session_reset", {"reason": "kiro could not load the saved session"})
             else:
                 # The replayed history must not leak into this run's reply: let it drain, then attach the sink.
-                await worker.runtime.settle_updates(worker.session)
+                await runtime.settle_updates(worker.session)
                 worker.session.on_update = on_update
                 self._observe(worker.session)
                 return worker.session, True
-            if not worker.runtime.alive:
+            if not runtime.alive:
                 await self._close_runtime(worker)
-                worker.runtime = AcpRuntime(options)
-                await worker.runtime.open()
-        worker.session = await worker.runtime.new_session(cwd, on_update=on_update, on_permission=on_permission)
+                runtime = await self._open_runtime(worker, options)
+        worker.session = await runtime.new_session(cwd, on_update=on_update, on_permission=on_permission)
         await self._db(self.store.set_session_id, conversation.id, worker.session.session_id)
         self._observe(worker.session)
         return worker.session, False
@@ -595,6 +629,11 @@ class Orchestrator:
         with contextlib.suppress(BaseException):
             await work
         await self._close_runtime(worker)
+
+    async def _open_runtime(self, worker: _Worker, options: AcpOptions) -> AcpRuntime:
+        worker.runtime, worker.generation = AcpRuntime(options), self._generation
+        await worker.runtime.open()
+        return worker.runtime
 
     async def _close_runtime(self, worker: _Worker) -> None:
         runtime, worker.runtime, worker.session = worker.runtime, None, None

@@ -7,21 +7,25 @@ when the hook is called.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from kirocrew_core import hookimpl
-from kirocrew_core.contributions import AuthorityBackend, ManagedMcpServer
+from kirocrew_core.contributions import AuthorityBackend, HostedMcpServer, HostService, ManagedMcpServer
 
 if TYPE_CHECKING:
     from kirocrew_core.cli import KirocrewCLI
 
 SERVER_NAME = "kirocrew-conversations"
+SERVER_COMMAND = "mcp-conversations"  # the subcommand whose bare form relays to the host
+DESCRIPTION = "Durable, parallel Kiro conversations over ACP."
 
 
 @hookimpl
 def register_commands(cli: KirocrewCLI) -> None:
-    cli.add_lazy_command("mcp-conversations", "kirocrew_conversations.server_command:mcp_conversations",
-                         "Run the Kiro Conversations MCP server on stdio (for MCP clients).")
+    cli.add_lazy_command(SERVER_COMMAND, "kirocrew_conversations.server_command:mcp_conversations",
+                         "The Kiro Conversations MCP server on stdio (for MCP clients): a relay to the host, "
+                         "or in process with --standalone.")
     cli.add_lazy_command("conversations", "kirocrew_conversations.cli:conversations",
                          "Spawn, wait on and manage durable Kiro conversations from the shell.")
 
@@ -30,8 +34,7 @@ def register_commands(cli: KirocrewCLI) -> None:
 def managed_mcp_servers() -> list[ManagedMcpServer]:
     # Auto-approve may be granted (the governance ceiling still decides): every tool is bounded, deleting
     # needs an archived conversation and its exact name, and nothing commits, merges or pushes.
-    return [ManagedMcpServer(SERVER_NAME, ("mcp-conversations",), may_auto_approve=True,
-                             description="Durable, parallel Kiro conversations over ACP.")]
+    return [ManagedMcpServer(SERVER_NAME, (SERVER_COMMAND,), may_auto_approve=True, description=DESCRIPTION)]
 
 
 @hookimpl
@@ -41,3 +44,27 @@ def authority_backends() -> list[AuthorityBackend]:
     from kirocrew_conversations.sandbox import bwrap, seatbelt
 
     return [UNRESTRICTED_BACKEND, *bwrap.authority_backends(), *seatbelt.authority_backends()]
+
+
+@hookimpl
+def host_services() -> list[HostService]:
+    """The orchestrator and its state directory, owned by the host for its whole life."""
+    from kirocrew_conversations.hosted import hosted
+
+    return [hosted().host_service()]
+
+
+@hookimpl
+def host_mcp_servers() -> list[HostedMcpServer]:
+    from kirocrew_conversations.hosted import hosted
+
+    return [hosted().hosted_server()]
+
+
+# optionalhook: kirocrew-mcp declares this hook; without it installed there is simply nobody to ask.
+@hookimpl(optionalhook=True)
+def restart_sessions(reason: str) -> Awaitable[int]:
+    """Close idle kiro-cli workers now and busy ones after their run, so each run loads the current MCP config."""
+    from kirocrew_conversations.hosted import hosted
+
+    return hosted().restart_sessions(reason)

@@ -1,5 +1,11 @@
 """``kirocrew mcp-conversations``: the Conversations MCP server on stdio.
 
+Bare, it is a relay to the host (:mod:`kirocrew_core.relay`), which runs the one orchestrator
+every client shares (:mod:`kirocrew_conversations.hosted`). The ``kirocrew`` launcher takes that
+path before click is even imported; this command only sees the bare form when it is reached
+through the full CLI (``python -m kirocrew_core.cli``). ``--standalone`` is the in-process server
+of before the host: it owns the state directory itself, so a second one fails at startup.
+
 Registered lazily by :mod:`kirocrew_conversations.plugin`, so ``kirocrew --help`` never imports
 this module; the service and the mcp SDK are imported only when the server actually starts.
 """
@@ -9,15 +15,22 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
+from kirocrew_core.errors import BadInputError
 
 from kirocrew_conversations import limits
+from kirocrew_conversations.plugin import SERVER_COMMAND
 
 _POSITIVE_SECS = click.FloatRange(min=0, min_open=True)
 
 
-@click.command("mcp-conversations")
+@click.command(SERVER_COMMAND)
+@click.option("--standalone", is_flag=True,
+              help="Serve in this process instead of relaying to the host: this process owns the state "
+                   "directory (a second standalone server on it fails at startup) and its runs end with it. "
+                   "For environments where no background process may run. The options below need it.")
 @click.option("--max-workers", type=click.IntRange(limits.WORKERS_MIN, limits.WORKERS_MAX), default=None,
               help=f"Conversations that may hold a kiro-cli worker at once ({limits.WORKERS_MIN}-"
                    f"{limits.WORKERS_MAX}; default KIRO_CONVERSATIONS_MAX_WORKERS, else "
@@ -37,25 +50,26 @@ _POSITIVE_SECS = click.FloatRange(min=0, min_open=True)
                    "progress token (default 50 s).")
 @click.option("--progress-interval-secs", type=_POSITIVE_SECS, default=None,
               help="For tests: seconds between progress notifications while a wait runs (default 10 s).")
-def mcp_conversations(max_workers: int | None, state_dir: Path | None, run_deadline_secs: float | None,
-                      attention_deadline_secs: float | None, idle_close_secs: float | None,
-                      wait_call_secs: float | None, progress_interval_secs: float | None) -> None:
+def mcp_conversations(standalone: bool, max_workers: int | None, state_dir: Path | None,
+                      run_deadline_secs: float | None, attention_deadline_secs: float | None,
+                      idle_close_secs: float | None, wait_call_secs: float | None,
+                      progress_interval_secs: float | None) -> None:
     """Serve the Kiro Conversations MCP on stdin/stdout.
 
     A stdio MCP server, meant to be launched by an MCP client (Claude Code, Kiro, an IDE), not
     typed at a terminal. It runs Kiro agents in durable conversations: spawn, delegate, wait,
-    follow up, cancel, and read results that survive restarts. KIRO_CLI_PATH selects the
-    kiro-cli executable. Stdin EOF or SIGTERM stops it; unfinished runs become interrupted.
+    follow up, cancel, and read results that survive restarts.
+
+    Without options it relays to the kirocrew host (started in the background if none runs),
+    where one orchestrator serves every client; the host reads KIRO_CONVERSATIONS_* and
+    KIRO_CLI_PATH from its environment, inherited from the command that started it. With
+    --standalone it serves in this process instead; stdin EOF or SIGTERM stops it, and its
+    unfinished runs become interrupted.
 
     \b
     An MCP client's entry for it:
       {"command": "kirocrew", "args": ["mcp-conversations"]}
     """
-    import asyncio
-
-    from kirocrew_conversations.server import serve_stdio
-    from kirocrew_conversations.service import ServiceConfig
-
     overrides = {
         key: value
         for key, value in {
@@ -69,12 +83,38 @@ def mcp_conversations(max_workers: int | None, state_dir: Path | None, run_deadl
         }.items()
         if value is not None
     }
+    if not standalone:
+        if overrides:
+            given = ", ".join(f"--{name.replace('_', '-')}" for name in overrides)
+            raise BadInputError(
+                f"{given} only apply with --standalone: the host serves every client with the settings of its "
+                "own environment (KIRO_CONVERSATIONS_*, inherited from the command that started it); set them "
+                "there, or run `kirocrew mcp-conversations --standalone ...` to serve in this process",
+                code="standalone_only")
+        _relay()
+        return
+    _serve_standalone(overrides)
+
+
+def _relay() -> None:
+    """Bare ``mcp-conversations`` reached through click: the same relay the launcher runs."""
+    from kirocrew_core import relay
+
+    sys.exit(relay.run(SERVER_COMMAND))
+
+
+def _serve_standalone(overrides: dict[str, Any]) -> None:
+    import asyncio
+
+    from kirocrew_conversations.server import serve_stdio
+    from kirocrew_conversations.service import ServiceConfig
+
     config = ServiceConfig.from_env(**overrides)
     # stdout is the MCP wire: diagnostics (and the SDK's own logging) go to stderr, which
     # MCP clients keep as the server's log.
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
                         format="kirocrew mcp-conversations: %(levelname)s: %(name)s: %(message)s")
     if sys.stdin.isatty():
-        click.echo("kirocrew mcp-conversations speaks MCP on stdin/stdout and is meant to be launched "
+        click.echo("kirocrew mcp-conversations --standalone speaks MCP on stdin/stdout and is meant to be launched "
                    "by an MCP client; press Ctrl-D to stop.", err=True)
     asyncio.run(serve_stdio(config))

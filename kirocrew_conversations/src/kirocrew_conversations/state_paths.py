@@ -98,6 +98,19 @@ class StateDirOwnership:
         self._held.release()
 
 
+def recorded_owner(directory: Path | None = None) -> int | None:
+    """The pid the directory's last owner recorded in its lock file, or ``None`` (no owner yet, unreadable).
+
+    Only a hint: the lock file is never cleared, so the pid may be a dead owner's. A caller
+    that knows a live process (the host it is connected to) compares it with that pid.
+    """
+    try:
+        raw = lock_file(directory).read_bytes()[:32].decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    return int(raw) if raw.isdigit() else None
+
+
 def acquire_ownership(directory: Path | None = None) -> StateDirOwnership:
     """Take the ownership lock of ``directory`` without waiting.
 

@@ -1,26 +1,38 @@
 """Where a ``kirocrew conversations …`` command sends its tool call.
 
-If a server owns the state directory, the command is one MCP tool call over
-that server's control socket: the server supervises the runs, so ``spawn``
-returns at once and ``wait``/``decide``/``cancel`` act on live runs. With no
-server running, the command opens the state directory itself (restart recovery
-included) and runs the tool in process; a run it starts lives only as long as
-the command, so the CLI supervises such runs in the foreground until they end.
+In this order:
+
+1. A standalone server (``kirocrew mcp-conversations --standalone``) owns the state
+   directory: one MCP tool call over its control socket.
+2. Otherwise the host (started in the background if none runs): one MCP tool call
+   over the host's socket, as a client of session type ``cli``. The host must own
+   this state directory; when it serves another one (the command names its own
+   ``--state-dir``) or its conversations cannot start, the command falls through.
+3. ``KIROCREW_NO_HOST=1``, or the fall-through above: the command opens the state
+   directory itself (restart recovery included) and runs the tool in process.
+
+In the first two the server supervises the runs, so ``spawn`` returns at once and
+``wait``/``decide``/``cancel`` act on live runs. In the third a run lives only as
+long as the command, so the CLI supervises it in the foreground until it ends.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any, Protocol
 
 from kirocrew_core import tool_results
 from kirocrew_core.errors import BadInputError, KirocrewError
 
 from kirocrew_conversations import control_socket
-from kirocrew_conversations.errors import conversation_error
+from kirocrew_conversations.errors import CATALOGUE, conversation_error
+from kirocrew_conversations.plugin import SERVER_NAME
 from kirocrew_conversations.service import ConversationsService, ServiceConfig
+from kirocrew_conversations.state_paths import STATE_DIR_ENV, recorded_owner
 from kirocrew_conversations.state_paths import state_dir as default_state_dir
 
 
@@ -70,24 +82,61 @@ class RemoteBackend:
 
 @contextlib.asynccontextmanager
 async def open_backend(config: ServiceConfig) -> AsyncIterator[Backend]:
-    """The owning server over its socket if one runs, else an in-process service."""
+    """A standalone server over its socket, else the host, else an in-process service (module docstring)."""
+    from kirocrew_core.host.mcp_client import host_disabled
+
     directory = config.state_dir or default_state_dir()
-    path = control_socket.socket_path(directory)
-    if path.exists():
-        stack = contextlib.AsyncExitStack()
-        try:
-            session = await stack.enter_async_context(control_socket.connect(path))
-        except TimeoutError:  # (an OSError too, so it comes first)
-            raise conversation_error("state_dir_in_use", "a server owns the state directory but its control "
-                                                         "socket does not answer") from None
-        except OSError:
-            session = None  # a stale socket from a server that died: open the directory ourselves below
+    async with contextlib.AsyncExitStack() as stack:
+        session = await _standalone_session(stack, directory)
+        if session is None and not host_disabled():
+            session = await _host_session(stack, directory, explicit=config.state_dir is not None)
         if session is not None:
-            async with stack:
-                yield RemoteBackend(session)
+            yield RemoteBackend(session)
             return
     service = await ConversationsService.start(config)
     try:
         yield LocalBackend(service)
     finally:
         await service.aclose()
+
+
+async def _standalone_session(stack: contextlib.AsyncExitStack, directory: Path) -> Any:
+    """A session on the standalone server owning ``directory``, or ``None`` when none answers there."""
+    path = control_socket.socket_path(directory)
+    if not path.exists():
+        return None
+    try:
+        return await stack.enter_async_context(control_socket.connect(path))
+    except TimeoutError:  # (an OSError too, so it comes first)
+        raise conversation_error("state_dir_in_use", "a server owns the state directory but its control "
+                                                     "socket does not answer") from None
+    except OSError:
+        return None  # a stale socket from a server that died: look further
+
+
+async def _host_session(stack: contextlib.AsyncExitStack, directory: Path, *, explicit: bool) -> Any:
+    """A session on the host when it owns ``directory``; ``None`` to work in process instead.
+
+    A host this command starts gets ``directory`` as its state directory. One already running
+    may own another (it took its settings from the environment of whoever started it): then
+    this directory is not served by it, and the command opens it itself as before the host.
+    """
+    from kirocrew_core.host.client import HostError
+    from kirocrew_core.host.mcp_client import host_session
+
+    env = {**os.environ, STATE_DIR_ENV: str(directory)} if explicit else None
+    inner = contextlib.AsyncExitStack()
+    try:
+        hosted = await inner.enter_async_context(host_session(SERVER_NAME, env=env))
+    except HostError as exc:
+        if exc.code in CATALOGUE or exc.code == "unknown_server":
+            # The host's conversations cannot start (state_dir_in_use, say) or it serves none: in process,
+            # which answers with the right error for this directory if it cannot be opened either.
+            return None
+        raise KirocrewError(f"{exc.message} (KIROCREW_NO_HOST=1 makes this command work in process)",
+                            code=exc.code) from None
+    if recorded_owner(directory) != hosted.host_pid:
+        await inner.aclose()
+        return None
+    await stack.enter_async_context(inner)
+    return hosted.session

@@ -1,0 +1,155 @@
+"""Conversations inside the host: one service for every MCP client and ``kirocrew conversations`` twin.
+
+The host (``kirocrew serve``) starts :class:`HostedConversations` with itself and serves
+``kirocrew-conversations`` on its socket; each relay's connection is one MCP session on
+the same :func:`~kirocrew_conversations.server.build_server`, so every client shares one
+orchestrator, and a run one client started can be waited on by another.
+
+Settings come from the host's environment (``KIRO_CONVERSATIONS_*``, inherited from the
+relay or twin that started it). If the service cannot start (a standalone server owns
+the state directory: ``state_dir_in_use``), the host runs on without it: each connection
+is refused with that error, and the next one tries the start again, so stopping the
+standalone server is enough to make the host's conversations available.
+
+Cheap to import (the host loads every plugin): the service and the mcp SDK are imported
+when the service starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+from kirocrew_core.contributions import HostedMcpServer, HostService
+from kirocrew_core.errors import KirocrewError
+
+from kirocrew_conversations.plugin import DESCRIPTION, SERVER_COMMAND, SERVER_NAME
+
+if TYPE_CHECKING:
+    from kirocrew_conversations.service import ConversationsService
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = "conversations"
+
+
+class HostedConversations:
+    """The host's conversations service: started once, shared by every connection, closed at host stop."""
+
+    def __init__(self) -> None:
+        self._service: ConversationsService | None = None
+        self._server: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._starting: asyncio.Lock | None = None
+        self._stopped = False
+        self.failure: KirocrewError | None = None  # why the last start failed, reported to connections
+
+    @property
+    def service(self) -> ConversationsService | None:
+        return self._service
+
+    async def start(self) -> None:
+        """The host starting: open the state directory now; a failure is kept, not raised (the host runs on)."""
+        self._stopped = False
+        try:
+            await self._ensure_started()
+        except KirocrewError as exc:
+            log.warning("conversations are unavailable in the host: error[%s]: %s", exc.code, exc.message)
+
+    async def stop(self) -> None:
+        """The host stopping: a run still executing ends ``interrupted``; the state directory is released."""
+        self._stopped = True
+        service, self._service, self._server = self._service, None, None
+        if service is None:
+            return
+        closing = asyncio.ensure_future(service.aclose())
+        try:
+            await asyncio.shield(closing)
+        except asyncio.CancelledError:  # never leave the service half-closed
+            await closing
+            raise
+
+    def busy(self) -> str | None:
+        """``"N runs in progress"`` while runs execute or wait for a worker; the host must not exit then."""
+        service = self._service
+        count = service.orchestrator.runs_in_progress() if service is not None else 0
+        if not count:
+            return None
+        return f"{count} run{'s' if count != 1 else ''} in progress"
+
+    async def server(self) -> Any:
+        """The MCP server for one more connection; the start failure (its code) if the service is not running."""
+        await self._ensure_started()
+        return self._server
+
+    async def restart_sessions(self, reason: str) -> int:
+        """Retire every kiro-cli worker (idle ones now, busy ones after their run); how many."""
+        service, loop = self._service, self._loop
+        if service is None or loop is None:
+            return 0
+        if _running_loop() is not loop:  # called from another thread's loop: hand it to the service's
+            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.restart_sessions(reason), loop))
+        count = service.orchestrator.restart_sessions()
+        log.info("restart_sessions (%s): %d kiro-cli worker(s) closed or retiring", reason, count)
+        return count
+
+    def host_service(self) -> HostService:
+        return HostService(SERVICE_NAME, self.start, self.stop, self.busy)
+
+    def hosted_server(self) -> HostedMcpServer:
+        return HostedMcpServer(SERVER_NAME, SERVER_COMMAND, self.server, DESCRIPTION)
+
+    async def _ensure_started(self) -> ConversationsService:
+        if self._starting is None:
+            self._starting = asyncio.Lock()
+        async with self._starting:
+            if self._service is not None:
+                return self._service
+            if self._stopped:
+                raise KirocrewError("the host is stopping; conversations are closed", code="server_stopped")
+            try:
+                service = await _start_service()
+            except KirocrewError as exc:
+                self.failure = exc
+                raise
+            self._service, self._server, self._loop = service, _build_server(service), asyncio.get_running_loop()
+            self.failure = None
+            return service
+
+
+async def _start_service() -> ConversationsService:
+    from kirocrew_conversations.service import ConversationsService, ServiceConfig
+
+    try:
+        return await ConversationsService.start(ServiceConfig.from_env())
+    except KirocrewError:
+        raise
+    except Exception as exc:  # the host's log gets the traceback, the client a code
+        log.exception("the conversations service failed to start")
+        raise KirocrewError(f"the conversations service failed to start: {type(exc).__name__}",
+                            code="internal_error") from exc
+
+
+def _build_server(service: ConversationsService) -> Any:
+    from kirocrew_conversations.server import build_server
+
+    return build_server(service)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    with contextlib.suppress(RuntimeError):
+        return asyncio.get_running_loop()
+    return None
+
+
+_HOSTED: HostedConversations | None = None
+
+
+def hosted() -> HostedConversations:
+    """This process's hosted conversations (one host per process; the plugin's hooks share it)."""
+    global _HOSTED
+    if _HOSTED is None:
+        _HOSTED = HostedConversations()
+    return _HOSTED
