@@ -162,40 +162,37 @@ def proc_status_kib(pid: int, field: str = "VmRSS") -> int:
     return 0
 
 
-class RawPeer:
-    """A stdio MCP server process driven with raw JSON-RPC lines: the same client cost for every server.
+class LinePeer:
+    """An MCP peer spoken to with raw JSON-RPC lines on two file descriptors: the same client cost for every server.
 
     ``send`` writes one line; ``answer(id)`` reads lines until the response to ``id`` (other
-    lines, such as notifications, are skipped).
+    lines, such as notifications, are skipped). :class:`RawPeer` is a spawned stdio server;
+    a connected socket's descriptor serves as both ends.
     """
 
-    def __init__(self, argv: list[str], env: dict[str, str], *, stderr: Any = None) -> None:
-        import subprocess
-
-        self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL if stderr is None else stderr, bufsize=0)
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.stdin_fd = self.proc.stdin.fileno()
-        self.stdout_fd = self.proc.stdout.fileno()
-        self.buffer = bytearray()
+    def __init__(self, read_fd: int, write_fd: int, buffer: bytes = b"") -> None:
+        self.read_fd = read_fd
+        self.write_fd = write_fd
+        self.buffer = bytearray(buffer)
         self.next_id = 0
+        self.name = f"fd {read_fd}"
 
     def send(self, line: bytes) -> None:
         view = memoryview(line)
         while view:
-            view = view[os.write(self.stdin_fd, view):]
+            view = view[os.write(self.write_fd, view):]
 
     def line(self) -> bytes:
-        """The next line the server writes (without its newline); ``EOFError`` when it closed stdout."""
+        """The next line the peer writes (without its newline); ``EOFError`` when it closed its end."""
         while True:
             end = self.buffer.find(b"\n")
             if end >= 0:
                 line = bytes(self.buffer[:end])
                 del self.buffer[:end + 1]
                 return line
-            chunk = os.read(self.stdout_fd, 1 << 16)
+            chunk = os.read(self.read_fd, 1 << 16)
             if not chunk:
-                raise EOFError(f"{self.proc.args!r} closed stdout (exit {self.proc.poll()})")
+                raise EOFError(f"{self.name} closed its output")
             self.buffer += chunk
 
     def request_line(self, method: str, params: dict[str, Any] | None = None) -> tuple[int, bytes]:
@@ -214,7 +211,7 @@ class RawPeer:
             message = json.loads(self.line())
             if isinstance(message, dict) and message.get("id") == request_id and "method" not in message:
                 if "error" in message:
-                    raise RuntimeError(f"{self.proc.args!r} answered request {request_id} with {message['error']}")
+                    raise RuntimeError(f"{self.name} answered request {request_id} with {message['error']}")
                 return message
 
     def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -227,6 +224,19 @@ class RawPeer:
         answer = self.request("initialize", INIT_PARAMS)
         self.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
         return answer
+
+
+class RawPeer(LinePeer):
+    """A stdio MCP server process (``argv``) driven as a :class:`LinePeer`."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], *, stderr: Any = None) -> None:
+        import subprocess
+
+        self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL if stderr is None else stderr, bufsize=0)
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        super().__init__(self.proc.stdout.fileno(), self.proc.stdin.fileno())
+        self.name = " ".join(argv)
 
     def close(self, timeout: float = ANSWER_TIMEOUT_SECS) -> int:
         """Close stdin (the MCP way to stop a stdio server) and return its exit status; killed if it lingers."""
@@ -242,3 +252,23 @@ class RawPeer:
             status = self.proc.wait()
         self.proc.stdout.close()
         return status
+
+
+def host_session(server: str) -> tuple[Any, LinePeer]:
+    """A direct MCP session with this environment's host, no relay: ``(socket, peer)``; close the socket after.
+
+    Says the hello a relay says (this process's fingerprint, its own pid as the relay's) and
+    returns once the host welcomed it.
+    """
+    from kirocrew_core.host import client, protocol
+    from kirocrew_core.host.fingerprint import code_fingerprint
+
+    sock = client.connect(ANSWER_TIMEOUT_SECS)
+    block = protocol.caller_block("", protocol.SESSION_TYPE_RELAY, os.getpid(), os.getppid())
+    sock.sendall(protocol.hello(protocol.KIND_MCP, server=server, fingerprint=code_fingerprint(), caller=block))
+    buffer = bytearray()
+    client.parse_answer(client.read_line(sock, buffer), protocol.WELCOME)
+    sock.settimeout(None)  # blocking: the peer reads and writes its descriptor directly
+    peer = LinePeer(sock.fileno(), sock.fileno(), bytes(buffer))
+    peer.name = f"host session {server}"
+    return sock, peer
