@@ -96,6 +96,12 @@ INIT_PARAMS = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo"
 ANSWER_TIMEOUT_SECS = 120.0
 
 
+def machine_load() -> str:
+    """``N CPUs, load average a b c``: printed with figures taken on a machine others may be using."""
+    one, five, fifteen = os.getloadavg()
+    return f"{os.cpu_count()} CPUs, load average {one:.2f} {five:.2f} {fifteen:.2f}"
+
+
 def echo_host_environment(root: Path) -> dict[str, str]:
     """:func:`fake_kiro_environment` whose host also serves the echo test server (``kirocrew mcp-echo``).
 

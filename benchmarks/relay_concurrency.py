@@ -38,6 +38,7 @@ from _bench import (
     RawPeer,
     echo_host_environment,
     kirocrew_argv,
+    machine_load,
     proc_status_kib,
     start_host,
     stop_host,
@@ -139,6 +140,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="kirocrew-bench-") as tmp:
         env = echo_host_environment(Path(tmp))
         use_environment(env)
+        load_before = machine_load()
         peers: list[Any] = []
         try:
             pid = int(start_host()["pid"])
@@ -158,6 +160,7 @@ def main() -> int:
         finally:
             statuses = [peer.close() for peer in peers]
             stop_host()
+        load_after = machine_load()
 
     total = args.relays * args.calls
     lost = sum(len(relay.sent - relay.answered) + relay.errors for relay in relays)
@@ -165,6 +168,7 @@ def main() -> int:
     crossed = sum(relay.crossed for relay in relays)
     failed_exits = sum(1 for status in statuses if status != 0)
     print(f"{args.relays} relays x {args.calls} pipelined whoami calls = {total} calls to one host (pid {pid})")
+    print(f"machine: {load_before} before, {load_after.split(', ', 1)[1]} after")
     print(f"  wall time, first request written -> last answer read: {wall * 1000:8.1f} ms   "
           f"{total / wall:8.0f} calls/s")
     print(f"  lost (unanswered or error):            {lost}")

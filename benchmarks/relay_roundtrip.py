@@ -32,6 +32,7 @@ from _bench import (
     echo_host_environment,
     host_session,
     kirocrew_argv,
+    machine_load,
     row,
     start_host,
     stop_host,
@@ -67,6 +68,7 @@ def main() -> int:
         root = Path(tmp)
         env = echo_host_environment(root)
         use_environment(env)
+        load_before = machine_load()
         relay = in_process = None
         sock = None
         try:
@@ -93,10 +95,12 @@ def main() -> int:
             if sock is not None:
                 sock.close()
             stop_host()
+        load_after = machine_load()
 
     medians = {name: statistics.median(values) for name, values in samples.items()}
     print(f"no-op tools/call round trip on a warm session, {args.calls} calls per peer after {args.warmup} "
           f"warm-up calls, in turns of {args.block} (host pid {pong.get('pid')})")
+    print(f"machine: {load_before} before, {load_after.split(', ', 1)[1]} after")
     for name, values in samples.items():
         print(row(name, values, width=36, fmt="7.3f", extremes=("min", "max")))
     relay_name, in_process_name, direct_name = peers
