@@ -9,6 +9,8 @@ import pytest
 pytest_plugins = ["kirocrew_testing.fixtures", "kirocrew_testing.process_guard"]
 
 
+# process_guard first, so it is torn down last: isolated_homes' teardown stops a host the test
+# started on demand before the guard looks for processes left running.
 @pytest.fixture(autouse=True)
-def _isolation(isolated_homes, write_guard, process_guard):
+def _isolation(process_guard, isolated_homes, write_guard):
     yield

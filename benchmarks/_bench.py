@@ -31,7 +31,7 @@ def row(label: str, samples: list[float], *, width: int = 34, fmt: str = "7.2f",
 def kirocrew_argv() -> list[str]:
     """The installed ``kirocrew`` next to this Python, or ``python -m`` from a bare checkout."""
     exe = Path(sys.executable).with_name("kirocrew")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "kirocrew_core.cli"]
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "kirocrew_core"]
 
 
 def fake_kiro_environment(root: Path, *, state_dir: bool = False) -> dict[str, str]:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Cold start of ``kirocrew mcp-conversations``: spawn to the ``tools/list`` answer, over real stdio.
+"""Cold start of ``kirocrew mcp-conversations --standalone`` (in process): spawn to ``tools/list``, over stdio.
 
     .venv/bin/python benchmarks/conversations_cold_start.py [--runs 15]
 
@@ -139,10 +139,10 @@ def main() -> int:
     print(_row("python -c pass (process floor)", floor))
     print(_row("bare mcp SDK server: initialize answered", bare_init))
     print(_row("bare mcp SDK server: tools/list answered", bare_list))
-    print(_row("kirocrew mcp-conversations: initialize", ours_init))
-    print(_row("kirocrew mcp-conversations: tools/list", ours_list))
+    print(_row("mcp-conversations --standalone: initialize", ours_init))
+    print(_row("mcp-conversations --standalone: tools/list", ours_list))
     print(_row("bare mcp SDK server: stdin closed -> exited", bare_close))
-    print(_row("kirocrew mcp-conversations: stdin closed -> exited", ours_close))
+    print(_row("mcp-conversations --standalone: stdin closed -> exited", ours_close))
     over = statistics.median(ours_list) - statistics.median(bare_list)
     print(f"kirocrew's own cost over the bare SDK server (median tools/list): {over:+.1f} ms")
     return 0

@@ -9,9 +9,12 @@ password field is never read (``value`` None), like AT-SPI's bullets.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kirocrew_core import hookimpl
 
@@ -225,3 +228,76 @@ def runner_argv(*args: str) -> list[str]:
     import sys
 
     return [sys.executable, str(Path(__file__).with_name("run_with_fake_desktop.py")), *args]
+
+
+MCP_HANDSHAKE_SECS = 60
+FAKE_HOST_PLUGIN_SOURCE = """\
+import sys
+from pathlib import Path
+
+sys.path.insert(0, {tests!r})
+
+from fake_desktop import FakeDesktopPlugin
+from kirocrew_core import hookimpl
+
+_PLUGIN = FakeDesktopPlugin()
+_CLOSED_MARKER = {marker!r}
+
+
+def _close():
+    _PLUGIN.desktop.closed = True
+    Path(_CLOSED_MARKER).write_text("closed")
+
+
+_PLUGIN.desktop.close = _close
+
+
+@hookimpl
+def computer_backends():
+    return _PLUGIN.computer_backends()
+"""
+
+
+def fake_desktop_host_env(root: Path) -> dict[str, str]:
+    """An environment whose host (started by the first relay) drives the fake desktop instead of a real one.
+
+    The plugin is a throwaway distribution on ``PYTHONPATH`` (like ``echo_host_env``), so hosts
+    started without this environment never load it. The host writes :func:`driver_closed_marker`
+    when it closes the driver. ``TMPDIR`` keeps the host's screenshots under ``root``.
+    """
+    from kirocrew_testing.distributions import make_plugin_distribution
+
+    source = FAKE_HOST_PLUGIN_SOURCE.format(tests=str(Path(__file__).resolve().parent),
+                                            marker=str(driver_closed_marker(root)))
+    plugin_root = make_plugin_distribution(root / "fake-desktop-plugin", distribution="kirocrew-fake-desktop",
+                                           module="kirocrew_fake_desktop_plugin", source=source,
+                                           entry_point="fake-desktop")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(plugin_root), env.get("PYTHONPATH", "")) if p)
+    env["TMPDIR"] = str(root)
+    return env
+
+
+def driver_closed_marker(root: Path) -> Path:
+    return root / "fake-desktop-closed"
+
+
+@contextlib.asynccontextmanager
+async def mcp_client(argv: list[str], cwd: Path, env: dict[str, str] | None = None,
+                     **extra_env: str) -> AsyncIterator[Any]:
+    """An initialized mcp SDK ``ClientSession`` on ``argv`` over real stdio (stderr to ``cwd/server.stderr``)."""
+    import anyio
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    full_env = {**(os.environ if env is None else env), "TMPDIR": str(cwd), **extra_env}
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=full_env, cwd=str(cwd))
+    with (cwd / "server.stderr").open("a") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            with anyio.fail_after(MCP_HANDSHAKE_SECS):
+                await session.initialize()
+            yield session
+
+
+def text_of(result: Any) -> str:
+    """The text of an mcp SDK ``CallToolResult``."""
+    return "".join(block.text for block in result.content)

@@ -183,6 +183,26 @@ def test_the_callers_session_key_is_the_audit_actor_else_an_unresolved_pid(deskt
     assert [r["actor"] for r in audit_records()] == [f"unresolved:{os.getpid()}", "agent:alpha:42"]
 
 
+def test_inside_the_host_the_relays_stamped_caller_is_the_actor_not_the_hosts_environment(
+        desktop: FakeDesktop, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kirocrew_core.host.caller import parse_block, set_current_caller
+
+    write_keystone(ON)
+    monkeypatch.setenv("KIROCREW_SESSION_KEY", "the-host-itself")
+    chokepoint = Chokepoint(settle_seconds=0)
+
+    async def as_caller(key: str, relay_pid: int, *calls: tuple[str, dict[str, Any]]) -> list[Reply]:
+        set_current_caller(parse_block({"schemaVersion": 1, "sessionKey": key, "sessionType": "relay",
+                                        "relayPid": relay_pid, "hostPid": None}))
+        return await chokepoint.run_calls(calls)
+
+    asyncio.run(as_caller("agent:alpha:1", 4242, state_of()))
+    (foreign,) = asyncio.run(as_caller("", 4343, ("computer_click", {"app": "Notes", "element_index": 3})))
+    (own,) = asyncio.run(as_caller("agent:alpha:1", 4242, ("computer_click", {"app": "Notes", "element_index": 3})))
+    assert foreign.code == "no_state" and own.ok  # snapshots are the caller's, not the host's
+    assert [r["actor"] for r in audit_records()] == ["agent:alpha:1", "unresolved:4343", "agent:alpha:1"]
+
+
 def test_end_turn_forgets_only_the_callers_snapshots(desktop: FakeDesktop) -> None:
     write_keystone(ON)
     chokepoint = Chokepoint(settle_seconds=0)

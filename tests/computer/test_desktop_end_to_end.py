@@ -1,11 +1,14 @@
-"""The whole path on a real headless desktop: the real CLI → the chokepoint → the X11 driver → the GTK3 app.
+"""The whole path on a real headless desktop: the real CLI (or a relay and the host) → the chokepoint → the X11
+driver → the GTK3 app.
 
 ``kirocrew computer call --calls`` runs a sequence in one process, so the indices of its
-``computer_get_state`` stay valid for the clicks and typing that follow.
+``computer_get_state`` stay valid for the clicks and typing that follow; through the host they stay
+valid for the rest of the MCP client's session.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -18,6 +21,11 @@ from typing import Any
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fake_desktop import audit_records, mcp_client, text_of
+
+from kirocrew_testing.fixtures import kirocrew_argv
 
 APP = "fixture-app"
 SECRET = "hunter2-secret"
@@ -96,3 +104,28 @@ def test_typing_into_the_password_field_is_refused_and_the_cli_exits_non_zero(se
         {"tool": "computer_type_text", "args": {"app": APP, "element_index": password, "text": "x"}},
     ])
     assert code != 0 and replies[-1]["text"].startswith("Error: ")
+
+
+def test_an_mcp_client_acts_on_the_desktop_through_a_relay_and_the_host(session, tmp_path):
+    """The same path with the driver inside the host: relay → host → the one chokepoint → X11 → the app."""
+    env, result = session["env"], session["result"]
+    clicks_before = result.read_text().count("clicked Submit")
+
+    async def scenario() -> tuple[str, Any, Any]:
+        async with mcp_client(kirocrew_argv("mcp-computer"), tmp_path, env,
+                              KIROCREW_SESSION_KEY="agent:desktop:1") as client:
+            state = text_of(await client.call_tool("computer_get_state", {"app": APP}))
+            button, password = _index(state, "push button", "Submit"), _index(state, "password text", "Password")
+            click = await client.call_tool("computer_click", {"app": APP, "element_index": button})
+            refused = await client.call_tool("computer_type_text",
+                                             {"app": APP, "element_index": password, "text": "x"})
+            return state, click, refused
+
+    state, click, refused = asyncio.run(scenario())
+    assert SECRET not in state and not click.is_error
+    assert refused.is_error and text_of(refused).startswith("error[password_field]: ")
+    assert {r["actor"] for r in audit_records()} >= {"agent:desktop:1"}  # the host's chokepoint, the relay's caller
+    deadline = time.monotonic() + 10
+    while result.read_text().count("clicked Submit") <= clicks_before:
+        assert time.monotonic() < deadline, "the button handler never fired"
+        time.sleep(0.1)

@@ -1,13 +1,10 @@
-"""``kirocrew mcp-computer`` over real stdio through the mcp SDK client, and its managed registration."""
+"""``kirocrew mcp-computer --standalone`` over real stdio through the mcp SDK client; its managed registration."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import os
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -15,36 +12,18 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fake_desktop import audit_records, runner_argv, write_keystone
+from fake_desktop import audit_records, runner_argv, text_of, write_keystone
+from fake_desktop import mcp_client as client
 
 from kirocrew_core import home
 from kirocrew_testing.fixtures import kirocrew_argv
 
 ON = {"enabled": True, "allowed_apps": [], "extra_denied_apps": []}
-HANDSHAKE_SECS = 60
-
-
-@contextlib.asynccontextmanager
-async def client(argv: list[str], tmp_path: Path, **extra_env: str) -> AsyncIterator[Any]:
-    import anyio
-    from mcp import ClientSession, StdioServerParameters, stdio_client
-
-    env = {**os.environ, "TMPDIR": str(tmp_path), **extra_env}
-    params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(tmp_path))
-    with (tmp_path / "server.stderr").open("a") as errlog:
-        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
-            with anyio.fail_after(HANDSHAKE_SECS):
-                await session.initialize()
-            yield session
-
-
-def text_of(result: Any) -> str:
-    return "".join(block.text for block in result.content)
 
 
 def test_with_the_keystone_off_tools_list_is_empty_and_calls_are_refused(tmp_path: Path) -> None:
     async def scenario() -> tuple[Any, Any]:
-        async with client(kirocrew_argv("mcp-computer"), tmp_path) as session:
+        async with client(kirocrew_argv("mcp-computer", "--standalone"), tmp_path) as session:
             return await session.list_tools(), await session.call_tool("computer_list_apps", {})
 
     listed, called = asyncio.run(scenario())
@@ -56,7 +35,7 @@ def test_with_the_keystone_off_tools_list_is_empty_and_calls_are_refused(tmp_pat
 
 def test_turning_the_keystone_on_lists_ten_annotated_tools_on_the_next_request(tmp_path: Path) -> None:
     async def scenario() -> tuple[Any, Any, Any]:
-        async with client(kirocrew_argv("mcp-computer"), tmp_path) as session:
+        async with client(kirocrew_argv("mcp-computer", "--standalone"), tmp_path) as session:
             before = await session.list_tools()
             write_keystone(ON)  # while the server runs: the keystone is re-read per request
             during = await session.list_tools()
@@ -81,7 +60,8 @@ def test_calls_over_stdio_run_through_the_chokepoint_and_are_each_audited(tmp_pa
     write_keystone(ON)
 
     async def scenario() -> list[Any]:
-        async with client(runner_argv("mcp-computer"), tmp_path, KIROCREW_SESSION_KEY="agent:beta:7") as session:
+        async with client(runner_argv("mcp-computer", "--standalone"), tmp_path,
+                          KIROCREW_SESSION_KEY="agent:beta:7") as session:
             return [await session.call_tool("computer_get_state", {"app": "Notes"}),
                     await session.call_tool("computer_click", {"app": "Notes", "element_index": 3}),
                     await session.call_tool("computer_type_text", {"app": "Notes", "element_index": 2, "text": "x"}),
@@ -104,7 +84,7 @@ def test_the_keystone_is_rechecked_on_every_call_not_only_at_listing(tmp_path: P
     write_keystone(ON)
 
     async def scenario() -> tuple[Any, Any]:
-        async with client(runner_argv("mcp-computer"), tmp_path) as session:
+        async with client(runner_argv("mcp-computer", "--standalone"), tmp_path) as session:
             first = await session.call_tool("computer_get_state", {"app": "Notes"})
             write_keystone({**ON, "enabled": False})
             return first, await session.call_tool("computer_click", {"app": "Notes", "element_index": 3})
@@ -129,7 +109,7 @@ def test_an_unknown_tool_is_refused_even_with_the_keystone_on(tmp_path: Path, na
     write_keystone(ON)
 
     async def scenario() -> Any:
-        async with client(kirocrew_argv("mcp-computer"), tmp_path) as session:
+        async with client(kirocrew_argv("mcp-computer", "--standalone"), tmp_path) as session:
             return await session.call_tool(name, {})
 
     result = asyncio.run(scenario())

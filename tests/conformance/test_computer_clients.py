@@ -12,18 +12,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "computer"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from conformance_clients import Runner, StdioServer, call_result, text_of
-from fake_desktop import runner_argv, write_keystone
+from fake_desktop import fake_desktop_host_env, runner_argv, write_keystone
 
 from kirocrew_computer.schemas import TOOLS
+from kirocrew_testing.fixtures import kirocrew_argv
 
 ON = {"enabled": True, "allowed_apps": [], "extra_denied_apps": []}
 
 
-@pytest.fixture
-def computer_server(tmp_path: Path) -> StdioServer:
-    """``kirocrew mcp-computer`` with the fake desktop's Notes app, in this test's isolated homes."""
+@pytest.fixture(params=["hosted", "standalone"])
+def computer_server(request: pytest.FixtureRequest, tmp_path: Path) -> StdioServer:
+    """The fake desktop's Notes app, in this test's isolated homes, each way a client reaches it.
+
+    ``hosted``: the relay (bare ``kirocrew mcp-computer``) to a host it starts, which drives the
+    fake desktop; ``standalone``: ``kirocrew mcp-computer --standalone`` in its own process.
+    """
+    if request.param == "hosted":
+        return StdioServer(kirocrew_argv("mcp-computer"), fake_desktop_host_env(tmp_path), tmp_path,
+                           tmp_path / "server.stderr")
     env = {**os.environ, "TMPDIR": str(tmp_path)}
-    return StdioServer(runner_argv("mcp-computer"), env, tmp_path, tmp_path / "server.stderr")
+    return StdioServer(runner_argv("mcp-computer", "--standalone"), env, tmp_path, tmp_path / "server.stderr")
 
 
 def test_with_the_keystone_off_no_tool_is_listed_and_a_call_is_refused_readably(

@@ -1,4 +1,7 @@
-"""``kirocrew mcp-conversations`` as third-party MCP clients see it (with the fake kiro-cli, so calls are real)."""
+"""``kirocrew mcp-conversations`` as third-party MCP clients see it (with the fake kiro-cli, so calls are real).
+
+Each test runs against the relay (and the host it starts) and against the standalone server.
+"""
 
 from __future__ import annotations
 
@@ -21,13 +24,18 @@ from conformance_clients import Runner, StdioServer, call_result, text_of
 UNKNOWN_ID = "c_00000000000000000000000000"
 
 
-@pytest.fixture
-def conversations_server(fake_kiro_cli: Any, tmp_path: Path) -> StdioServer:
-    """A fresh ``kirocrew mcp-conversations`` on the fake kiro-cli and this test's own state dir."""
+@pytest.fixture(params=["relay", "standalone"])
+def conversations_server(request: pytest.FixtureRequest, fake_kiro_cli: Any, tmp_path: Path) -> StdioServer:
+    """A fresh ``kirocrew mcp-conversations`` on the fake kiro-cli and this test's own state dir.
+
+    ``relay``: the bare command, relaying to the test's own host, which it starts with this
+    environment; ``standalone``: the in-process server.
+    """
     env = {key: value for key, value in os.environ.items() if not key.startswith("KIRO_CONVERSATIONS_")}
     env["KIRO_CLI_PATH"] = str(fake_kiro_cli.path)
     env["KIRO_CONVERSATIONS_STATE_DIR"] = str(tmp_path / "conversations-state")
-    return StdioServer(kirocrew_argv("mcp-conversations", "--standalone"), env, tmp_path, tmp_path / "server.stderr")
+    options = ("--standalone",) if request.param == "standalone" else ()
+    return StdioServer(kirocrew_argv("mcp-conversations", *options), env, tmp_path, tmp_path / "server.stderr")
 
 
 def test_every_tool_is_listed_with_an_input_and_output_schema_the_client_compiles(

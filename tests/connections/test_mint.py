@@ -272,10 +272,12 @@ def test_cancel_is_token_fenced_releases_the_process_and_the_spec_and_is_idempot
             await wait_state(eng, "fixture", {"waiting"})
             pid = row.runtime.pid if row.runtime else None
             assert pid is not None, "a waiting mint holds its kiro-cli"
+            assert eng.in_progress() == 1  # a mint waiting for consent keeps an auto-started host up
             stale = await eng.cancel("fixture", "not-this-row")
             still = eng.view("fixture")["state"] == "waiting"
             dropped = await eng.cancel("fixture", row.token)
             again = await eng.cancel("fixture", None)
+            assert eng.in_progress() == 0
             return stale or not still, dropped, again, eng.view("fixture"), pid
         finally:
             await eng.aclose()
@@ -401,6 +403,10 @@ def test_a_mint_through_the_gateway_is_visible_before_the_post_answers_and_cance
     assert body == {"ok": True, "slug": TEST_SLUG, "state": "minting", "token": body["token"]}
     view = client.get("/api/connections/mint", params={"slug": TEST_SLUG}).json()
     assert view == {"slug": TEST_SLUG, "state": "minting", "token": body["token"]}
+    from kirocrew_connections.plugin import host_services
+
+    (service,) = host_services()
+    assert service.busy() == "1 connection mint(s) in progress"  # the host must not idle out now
     status = client.get("/api/connections/status")
     if status.status_code == 200:
         row = next(r for r in status.json()["connections"] if r["slug"] == TEST_SLUG)
@@ -411,6 +417,7 @@ def test_a_mint_through_the_gateway_is_visible_before_the_post_answers_and_cance
     assert dropped == {"ok": True, "slug": TEST_SLUG, "dropped": True}
     assert client.get("/api/connections/mint", params={"slug": TEST_SLUG}).json()["state"] == "idle"
     assert mint_specs() == [] and manifest_paths() == []
+    assert service.busy() is None
 
 
 def test_a_server_that_cannot_be_reached_fails_with_a_coarse_reason(

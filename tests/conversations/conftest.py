@@ -137,6 +137,35 @@ def conversations_client(fake_kiro_env: dict[str, str], tmp_path: Path,
     :func:`fake_kiro_env`; ``extra_env`` adds to it. The server's stderr is kept in
     ``client.stderr()``. Leaving the block closes stdin, as an MCP client does.
     """
+    return _client_opener(("--standalone",), fake_kiro_env, tmp_path, monkeypatch, "mcp-conversations")
+
+
+@pytest.fixture
+def hosted_env(fake_kiro_env: dict[str, str]) -> dict[str, str]:
+    """:func:`fake_kiro_env` without ``KIROCREW_NO_HOST``: relays and twins run with it reach the host.
+
+    The host a relay starts inherits this environment, so its conversations use the fake
+    kiro-cli and the test's state directory; ``KIRO_CONVERSATIONS_*`` set here are its settings.
+    """
+    return {key: value for key, value in fake_kiro_env.items() if key != NO_HOST_ENV}
+
+
+@pytest.fixture
+def hosted_conversations_client(hosted_env: dict[str, str], tmp_path: Path,
+                                monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+    """``hosted_conversations_client(env=None, extra_env=None)``: like :func:`conversations_client`, through the host.
+
+    It starts bare ``kirocrew mcp-conversations``: a relay to this test's host, which the
+    first relay starts in the background with its environment (:func:`hosted_env`, or
+    ``env``/``extra_env``); settings are ``KIRO_CONVERSATIONS_*`` variables there. Clients
+    opened one after another, or at once, share that host and its orchestrator. The host is
+    stopped when the test ends.
+    """
+    return _client_opener((), hosted_env, tmp_path, monkeypatch, "relay")
+
+
+def _client_opener(prefix: tuple[str, ...], default_env: dict[str, str], tmp_path: Path,
+                   monkeypatch: pytest.MonkeyPatch, label: str) -> Callable[..., Any]:
     import mcp.client.stdio
 
     monkeypatch.setattr(mcp.client.stdio, "PROCESS_TERMINATION_TIMEOUT", CLIENT_CLOSE_GRACE_SECS)
@@ -148,10 +177,10 @@ def conversations_client(fake_kiro_env: dict[str, str], tmp_path: Path,
         import anyio
         from mcp import ClientSession, StdioServerParameters, stdio_client
 
-        server_env = {**(fake_kiro_env if env is None else env), **(extra_env or {})}
-        argv = kirocrew_argv("mcp-conversations", "--standalone", *args)
+        server_env = {**(default_env if env is None else env), **(extra_env or {})}
+        argv = kirocrew_argv("mcp-conversations", *prefix, *args)
         params = StdioServerParameters(command=argv[0], args=argv[1:], env=server_env, cwd=str(tmp_path))
-        stderr_path = tmp_path / f"mcp-conversations-{next(counter)}.stderr"
+        stderr_path = tmp_path / f"{label}-{next(counter)}.stderr"
         notifications: list[Any] = []
 
         async def on_message(message: Any) -> None:

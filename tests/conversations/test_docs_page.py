@@ -28,9 +28,10 @@ def test_every_flag_the_page_names_is_an_option_of_the_server_command():
     kirocrew = Path(sys.executable).with_name("kirocrew")
     help_text = subprocess.run([str(kirocrew), "mcp-conversations", "--help"], capture_output=True, text=True,
                                check=True).stdout
-    table = page().split("| Setting | Argument | Default |", 1)[1].split("\n\n", 1)[0]
-    flags = set(re.findall(r"`(--[a-z-]+)", table))
+    head, table = page().split("| Setting | Argument (with `--standalone`) | Default |", 1)
+    flags = set(re.findall(r"`(--[a-z-]+)", table.split("\n\n", 1)[0]))
     assert flags and all(flag in help_text for flag in flags), flags
+    assert "--standalone" in help_text and '"args": ["mcp-conversations", "--standalone"]' in head
 
 
 def test_the_client_configurations_are_valid_json_that_start_the_server():
@@ -48,6 +49,7 @@ def test_every_error_code_the_page_names_is_in_the_catalogue():
                  "kiro_delegate", "kiro_wait", "kiro_spawn", "kiro_send", "kiro_result", "kiro_cancel",
                  "kiro_status", "kiro_events", "kiro_configure", "kiro_capabilities", "kiro_delete",
                  "kiro_permission_decide", "kiro_worktree_inspect", "kiro_worktree_cleanup", "kiro_archive",
-                 "kiro_fork", "authority_backends", "live_kiro", "fs_read"}
+                 "kiro_fork", "authority_backends", "live_kiro", "fs_read", "restart_sessions",
+                 "conversations_client", "hosted_conversations_client"}
     unknown = codes - not_codes - set(CATALOGUE)
     assert not unknown, f"not error codes and not known names: {sorted(unknown)}"

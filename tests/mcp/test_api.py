@@ -350,9 +350,99 @@ class Restarter:
         return self.count
 
 
+SYNCED_NOTHING = {"mcpSynced": 0, "mcpSyncOk": True, "mcpSyncError": None}
+
+
 def test_a_restart_with_no_implementation_says_nothing_was_restarted(gateway_client):
     answer = gateway_client.post("/api/sessions/restart").json()
-    assert answer == {"ok": True, "restarted": 0, "handledBy": [], "failed": []}
+    assert answer == {"ok": True, "restarted": 0, "handledBy": [], "failed": [], **SYNCED_NOTHING}
+
+
+def audit_log() -> list[dict[str, Any]]:
+    from kirocrew_core import audit
+
+    return audit.tail(100)
+
+
+class AgentFileWitness:
+    """A ``restart_sessions`` implementation that records the agent file's servers when it is called."""
+
+    def __init__(self) -> None:
+        self.seen: list[list[str]] = []
+
+    @hookimpl
+    def restart_sessions(self, reason: str) -> int:
+        self.seen.append(sorted(json.loads(home.rendered_agent_file().read_text())["mcpServers"]))
+        return 1
+
+
+def test_a_restart_renders_the_agent_file_before_any_session_is_restarted(gateway_client, plugin_manager):
+    write(home.crew_mcp_file(), {"srv": CAT, "other": CAT})
+    witness = AgentFileWitness()
+    plugin_manager.register(witness, name="pool")
+
+    response = gateway_client.post("/api/sessions/restart")
+
+    assert response.status_code == 200
+    assert response.json() == {"ok": True, "restarted": 1, "handledBy": ["pool"], "failed": [],
+                               "mcpSynced": 2, "mcpSyncOk": True, "mcpSyncError": None}
+    assert witness.seen == [["other", "srv"]]
+    (record,) = [r for r in audit_log() if r["event"] == "sessions_restart"]
+    assert (record["fields"]["mcp_synced"], record["fields"]["mcp_sync_ok"]) == (2, True)
+
+
+def test_a_failed_render_is_reported_and_the_restart_still_goes_ahead(gateway_client, plugin_manager):
+    home.rendered_agent_file().mkdir(parents=True)  # a directory where the file should be: unreadable
+    witness = Restarter(3)
+    plugin_manager.register(witness, name="pool")
+
+    response = gateway_client.post("/api/sessions/restart")
+
+    answer = response.json()
+    assert response.status_code == 200 and answer["ok"] is True and answer["restarted"] == 3
+    assert (answer["mcpSynced"], answer["mcpSyncOk"]) == (0, False)
+    assert answer["mcpSyncError"]["code"] == "agent_file_unreadable"
+    assert witness.reasons == ["owner_request"]
+    (record,) = [r for r in audit_log() if r["event"] == "sessions_restart"]
+    assert (record["fields"]["mcp_sync_ok"], record["fields"]["mcp_sync_code"]) == (False, "agent_file_unreadable")
+
+
+class SlowSource:
+    """An ``extra_mcp_servers`` source that holds the render until the test lets it go."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    @hookimpl
+    def extra_mcp_servers(self) -> dict[str, dict[str, Any]]:
+        self.entered.set()
+        assert self.release.wait(WAIT_SECS), "the test never released the render"
+        return {"late": CAT}
+
+
+def test_a_render_that_overruns_its_cap_is_reported_and_the_restart_does_not_wait(gateway_client, plugin_manager,
+                                                                                     monkeypatch):
+    from kirocrew_mcp import sync
+
+    monkeypatch.setattr(sync, "SYNC_TIMEOUT_SECS", 0.2)
+    slow, witness = SlowSource(), Restarter(1)
+    plugin_manager.register(slow, name="slow-source")
+    plugin_manager.register(witness, name="pool")
+    try:
+        answer = gateway_client.post("/api/sessions/restart").json()
+        assert slow.entered.is_set() and witness.reasons == ["owner_request"]
+        assert (answer["ok"], answer["restarted"], answer["mcpSyncOk"]) == (True, 1, False)
+        assert answer["mcpSyncError"]["code"] == "mcp_sync_timeout"
+    finally:
+        slow.release.set()
+    # The overrunning render finishes on its own (the test waits for it so nothing outlives it).
+    deadline = time.monotonic() + WAIT_SECS
+    while not (home.rendered_agent_file().exists()
+               and "late" in json.loads(home.rendered_agent_file().read_text())["mcpServers"]):
+        assert time.monotonic() < deadline, "the overrunning render never finished"
+        time.sleep(0.05)
 
 
 def test_hook_restart_sessions(gateway_client, plugin_manager):
@@ -363,7 +453,8 @@ def test_hook_restart_sessions(gateway_client, plugin_manager):
 
     answer = gateway_client.post("/api/sessions/restart", json={"reason": "mcp_apply"}).json()
 
-    assert answer == {"ok": True, "restarted": 5, "handledBy": ["pool-a", "pool-b", "pool-c"], "failed": []}
+    assert answer == {"ok": True, "restarted": 5, "handledBy": ["pool-a", "pool-b", "pool-c"], "failed": [],
+                      **SYNCED_NOTHING}
     assert first.reasons == second.reasons == ["mcp_apply"]
 
 

@@ -323,6 +323,10 @@ class MintEngine:
         self._expire_dead_holder(row)
         return row.view()
 
+    def in_progress(self) -> int:
+        """Mints still minting or waiting for consent (what keeps an auto-started host from idling out)."""
+        return sum(1 for row in self._rows.values() if row.task is not None and not row.task.done())
+
     def _expire_dead_holder(self, row: MintRow) -> None:
         """A waiting row whose process died can never be redeemed: say expired, never serve its URL."""
         if row.state == WAITING and row.runtime is not None and row.runtime.returncode is not None:
@@ -662,6 +666,11 @@ def mint_engine() -> MintEngine:
     if _engine is None:
         _engine = MintEngine()
     return _engine
+
+
+def mints_in_progress() -> int:
+    """How many mints the process-wide engine is running (0 when it was never created)."""
+    return _engine.in_progress() if _engine is not None else 0
 
 
 async def aclose_engine() -> None:

@@ -10,6 +10,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from kirocrew_core import hookimpl
+from kirocrew_core.contributions import HostService
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -36,3 +37,20 @@ def gateway_shutdown(app: Starlette) -> Any:
     """Release held mint processes (each owns a consent listener); a gateway that never minted imports nothing."""
     mint = sys.modules.get("kirocrew_connections.mint")
     return mint.aclose_engine() if mint is not None else None
+
+
+async def _nothing() -> None:
+    return None
+
+
+def _mints_busy() -> str | None:
+    """A mint waiting for the owner's consent keeps the host up; a host that never minted imports nothing."""
+    mint = sys.modules.get("kirocrew_connections.mint")
+    count = mint.mints_in_progress() if mint is not None else 0
+    return f"{count} connection mint(s) in progress" if count else None
+
+
+@hookimpl
+def host_services() -> list[HostService]:
+    """No work at start or stop (``gateway_shutdown`` releases the mints); only what keeps the host busy."""
+    return [HostService("connections", _nothing, _nothing, _mints_busy)]

@@ -2,10 +2,11 @@
 
 Each command builds exactly one tool's arguments (options map 1:1, in kebab-case)
 and sends them where :func:`~kirocrew_conversations.twin_backend.open_backend`
-says: to the server that owns the state directory, over its control socket, or —
-when no server runs — to a service opened in this process. In that local case a
-run lives only as long as the command, so the commands that start one keep
-supervising it in the foreground until it ends.
+says: to a standalone server over its control socket, to the host, or — with
+``KIROCREW_NO_HOST=1``, or when neither owns the state directory — to a service
+opened in this process. In that local case a run lives only as long as the
+command, so the commands that start one keep supervising it in the foreground
+until it ends.
 
 Registered lazily by :mod:`kirocrew_conversations.plugin`; the service (SQLite,
 ACP, the mcp SDK) is imported only inside a command that runs.
@@ -178,9 +179,10 @@ async def _confirm(question: str) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-def _local_note(run_id: str) -> None:
-    _note(f"no conversations server owns the state directory: supervising run {run_id} here until it "
-          "ends (it stops when this command does)")
+def _local_note(run_id: str | None = None) -> None:
+    which = f"run {run_id}" if run_id else "the run"
+    _note(f"working in this process (KIROCREW_NO_HOST is set, or neither the host nor a standalone server owns "
+          f"the state directory): supervising {which} here until it ends (it stops when this command does)")
 
 
 # -- human rendering -----------------------------------------------------------------------------
@@ -426,8 +428,9 @@ _MESSAGE_HELP = "MESSAGE `-` reads the message from stdin."
 _NEW_CONVERSATION_HELP = ("A new conversation needs --name and works in the current directory unless --workspace "
                           "says otherwise; --conversation ID continues an existing one instead.")
 _LOCAL_RUN_HELP = (
-    "Without a server: when no `kirocrew mcp-conversations` owns the state directory, the run stops "
-    "when this command exits, so the command supervises it in the foreground until it ends"
+    "In process: when neither the host nor a standalone server owns the state directory (or with "
+    "KIROCREW_NO_HOST=1), the run stops when this command exits, so the command supervises it in the "
+    "foreground until it ends"
 )
 _LOCAL_RUN_TAIL = (
     ". A permission request is then asked on the terminal, or rejected once when stdin is not one. "
@@ -450,10 +453,12 @@ _LOCAL_RUN_TWO_DOCUMENTS = (
 def conversations(ctx: click.Context, state_dir: Path | None, as_json: bool) -> None:
     """Spawn, wait on and manage durable Kiro conversations from the shell.
 
-    Every command is one Conversations MCP tool (see docs/conversations/tools.md). If a
-    `kirocrew mcp-conversations` server owns the state directory, the command talks to it over its
-    control socket and runs it supervises keep going after the command returns; otherwise the
-    command opens the state directory itself. IDs are opaque: pass back what was printed.
+    Every command is one Conversations MCP tool (see docs/conversations/tools.md). It talks to
+    the server that owns the state directory: a `kirocrew mcp-conversations --standalone`
+    server, else the kirocrew host (started in the background if none runs), and runs that
+    server supervises keep going after the command returns. With KIROCREW_NO_HOST=1, or when
+    neither owns the directory, the command opens it itself. IDs are opaque: pass back what
+    was printed.
     """
     options = ctx.ensure_object(_Options)
     options.state_dir = Path(os.path.abspath(state_dir.expanduser())) if state_dir is not None else None
@@ -483,8 +488,7 @@ def delegate(options: _Options, **kwargs: Any) -> None:
 
     async def work(twin: _Twin) -> int:
         if twin.local:
-            _note("no conversations server owns the state directory: supervising the run here until it "
-                  "ends (it stops when this command does)")
+            _local_note()
         out = await twin.call("kiro_delegate", args)
         run = out["run"]
         if twin.local and run["status"] not in TERMINAL_RUN_STATUSES:

@@ -7,9 +7,10 @@ orchestrator, and a run one client started can be waited on by another.
 
 Settings come from the host's environment (``KIRO_CONVERSATIONS_*``, inherited from the
 relay or twin that started it). If the service cannot start (a standalone server owns
-the state directory: ``state_dir_in_use``), the host runs on without it: each connection
-is refused with that error, and the next one tries the start again, so stopping the
-standalone server is enough to make the host's conversations available.
+the state directory: ``state_dir_in_use``), the host runs on without it and lists it as
+failed: each connection is refused with that error, and the next one tries the start
+again, so stopping the standalone server is enough to make the host's conversations
+available.
 
 Cheap to import (the host loads every plugin): the service and the mcp SDK are imported
 when the service starts.
@@ -51,17 +52,20 @@ class HostedConversations:
         return self._service
 
     async def start(self) -> None:
-        """The host starting: open the state directory now; a failure is kept, not raised (the host runs on)."""
+        """The host starting: open the state directory now.
+
+        A failure is raised, so the host reports it (``kirocrew host status``) and runs on
+        without the service, and it is kept: each connection is refused with it until a
+        later connection's start succeeds.
+        """
         self._stopped = False
-        try:
-            await self._ensure_started()
-        except KirocrewError as exc:
-            log.warning("conversations are unavailable in the host: error[%s]: %s", exc.code, exc.message)
+        await self._ensure_started()
 
     async def stop(self) -> None:
         """The host stopping: a run still executing ends ``interrupted``; the state directory is released."""
         self._stopped = True
-        service, self._service, self._server = self._service, None, None
+        async with self._start_lock():  # a start in progress finishes first, so its service is closed too
+            service, self._service, self._server = self._service, None, None
         if service is None:
             return
         closing = asyncio.ensure_future(service.aclose())
@@ -80,9 +84,17 @@ class HostedConversations:
         return f"{count} run{'s' if count != 1 else ''} in progress"
 
     async def server(self) -> Any:
-        """The MCP server for one more connection; the start failure (its code) if the service is not running."""
-        await self._ensure_started()
-        return self._server
+        """The MCP server for one more connection; the start failure (its code) if the service is not running.
+
+        Built on the first connection, not at host start: importing the mcp SDK takes about a
+        second, which a host started for the dashboard or a ping need not wait for. The import
+        runs in a thread, so the host keeps answering meanwhile.
+        """
+        service = await self._ensure_started()
+        async with self._start_lock():
+            if self._server is None:
+                self._server = await asyncio.to_thread(_build_server, service)
+            return self._server
 
     async def restart_sessions(self, reason: str) -> int:
         """Retire every kiro-cli worker (idle ones now, busy ones after their run); how many."""
@@ -101,10 +113,13 @@ class HostedConversations:
     def hosted_server(self) -> HostedMcpServer:
         return HostedMcpServer(SERVER_NAME, SERVER_COMMAND, self.server, DESCRIPTION)
 
-    async def _ensure_started(self) -> ConversationsService:
+    def _start_lock(self) -> asyncio.Lock:
         if self._starting is None:
             self._starting = asyncio.Lock()
-        async with self._starting:
+        return self._starting
+
+    async def _ensure_started(self) -> ConversationsService:
+        async with self._start_lock():
             if self._service is not None:
                 return self._service
             if self._stopped:
@@ -114,7 +129,7 @@ class HostedConversations:
             except KirocrewError as exc:
                 self.failure = exc
                 raise
-            self._service, self._server, self._loop = service, _build_server(service), asyncio.get_running_loop()
+            self._service, self._loop = service, asyncio.get_running_loop()
             self.failure = None
             return service
 

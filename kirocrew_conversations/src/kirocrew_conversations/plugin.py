@@ -1,8 +1,9 @@
 """kirocrew-conversations hook implementations (entry point ``conversations``).
 
 ``kirocrew --help`` imports this module, so it stays cheap: commands are
-registered by import path and the authority backend's module is imported only
-when the hook is called.
+registered by import path, and the authority backends' modules and the host's
+conversations service (:mod:`kirocrew_conversations.hosted`) are imported only
+when their hook is called.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import click
-from kirocrew_core.errors import BadInputError
+from kirocrew_core.errors import BadInputError, KirocrewError
 
 from kirocrew_conversations import limits
 from kirocrew_conversations.plugin import SERVER_COMMAND
@@ -100,7 +100,12 @@ def _relay() -> None:
     """Bare ``mcp-conversations`` reached through click: the same relay the launcher runs."""
     from kirocrew_core import relay
 
-    sys.exit(relay.run(SERVER_COMMAND))
+    status = relay.run(SERVER_COMMAND)
+    if status == relay.NOT_HOSTED:  # the launcher came here for that very reason: do not loop
+        raise KirocrewError("the running kirocrew host serves no kirocrew-conversations (its conversations plugin "
+                            "is not loaded there); stop it with `kirocrew host stop` and retry, or run "
+                            "`kirocrew mcp-conversations --standalone`", code="unknown_server")
+    sys.exit(status)
 
 
 def _serve_standalone(overrides: dict[str, Any]) -> None:

@@ -105,10 +105,14 @@ def recorded_owner(directory: Path | None = None) -> int | None:
     that knows a live process (the host it is connected to) compares it with that pid.
     """
     try:
-        raw = lock_file(directory).read_bytes()[:32].decode("ascii", "replace").strip()
+        fd = os.open(lock_file(directory), os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
-    return int(raw) if raw.isdigit() else None
+    try:
+        owner = ownership.read_owner(fd)
+    finally:
+        os.close(fd)
+    return int(owner) if owner.isdigit() else None
 
 
 def acquire_ownership(directory: Path | None = None) -> StateDirOwnership:

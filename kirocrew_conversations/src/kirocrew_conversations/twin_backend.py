@@ -89,7 +89,7 @@ async def open_backend(config: ServiceConfig) -> AsyncIterator[Backend]:
     async with contextlib.AsyncExitStack() as stack:
         session = await _standalone_session(stack, directory)
         if session is None and not host_disabled():
-            session = await _host_session(stack, directory, explicit=config.state_dir is not None)
+            session = await _host_session(stack, directory)
         if session is not None:
             yield RemoteBackend(session)
             return
@@ -114,17 +114,18 @@ async def _standalone_session(stack: contextlib.AsyncExitStack, directory: Path)
         return None  # a stale socket from a server that died: look further
 
 
-async def _host_session(stack: contextlib.AsyncExitStack, directory: Path, *, explicit: bool) -> Any:
+async def _host_session(stack: contextlib.AsyncExitStack, directory: Path) -> Any:
     """A session on the host when it owns ``directory``; ``None`` to work in process instead.
 
-    A host this command starts gets ``directory`` as its state directory. One already running
-    may own another (it took its settings from the environment of whoever started it): then
-    this directory is not served by it, and the command opens it itself as before the host.
+    A host this command starts gets ``directory`` (absolute: a host runs in its own working
+    directory) as its state directory. One already running may own another (it took its
+    settings from the environment of whoever started it): then this directory is not served
+    by it, and the command opens it itself as before the host.
     """
     from kirocrew_core.host.client import HostError
     from kirocrew_core.host.mcp_client import host_session
 
-    env = {**os.environ, STATE_DIR_ENV: str(directory)} if explicit else None
+    env = {**os.environ, STATE_DIR_ENV: str(directory.absolute())}
     inner = contextlib.AsyncExitStack()
     try:
         hosted = await inner.enter_async_context(host_session(SERVER_NAME, env=env))

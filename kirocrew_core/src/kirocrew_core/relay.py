@@ -24,6 +24,7 @@ import contextlib
 import json
 import os
 import select
+import time
 
 from kirocrew_core.host import client, protocol
 from kirocrew_core.host.fingerprint import code_fingerprint
@@ -40,9 +41,12 @@ HIGH_WATER_BYTES = 8 * 1024 * 1024
 READ_CHUNK_BYTES = 256 * 1024
 # How long a host may take to welcome a connection (its server factory may start a service).
 WELCOME_TIMEOUT_SECS = 60.0
+# After stdin closes, answers still in flight are written for at most this long (a script piping
+# requests in gets them; a long call whose client has gone does not keep the relay alive).
+EOF_DRAIN_SECS = 10.0
 REPLAY_ID_PREFIX = "kirocrew-relay-replay-"
-# Codes a refused hello may carry that mean "try again shortly", not "this will never work".
-_TRANSIENT_REFUSALS = frozenset({"host_stopping"})
+# Codes that mean "try again shortly": a host stopping, or one that died between our connect and its welcome.
+_TRANSIENT = frozenset({"host_stopping", "host_unavailable"})
 
 _PARSE_ERROR = protocol.encode({"jsonrpc": "2.0", "id": None, "error": {
     "code": -32700, "message": "Parse error: the line is not JSON", "data": {"code": "parse_error"}}})
@@ -82,11 +86,8 @@ class Relay:
     def __init__(self, command: str) -> None:
         self.command = command
         self.label = f"kirocrew {command}"
-        self.fingerprint = code_fingerprint()
         self.block = protocol.caller_block(os.environ.get(SESSION_KEY_ENV, ""), protocol.SESSION_TYPE_RELAY,
                                            os.getpid(), os.getppid())
-        self.hello = protocol.hello(protocol.KIND_MCP, server=command, fingerprint=self.fingerprint,
-                                    caller=self.block)
         self.sock: Any = None
         self.sock_fd = -1
         self.from_client = bytearray()
@@ -113,8 +114,6 @@ class Relay:
         answered with it until a later attempt works; ``fatal`` is set for a refusal that a
         retry cannot fix (the first request gets it, then the relay exits 1).
         """
-        import time
-
         deadline = time.monotonic() + client.START_TIMEOUT_SECS
         while True:
             try:
@@ -124,7 +123,7 @@ class Relay:
             except client.HostError as exc:
                 if exc.code == "unknown_server" and first:
                     return False
-                if exc.code in _TRANSIENT_REFUSALS and time.monotonic() < deadline:
+                if exc.code in _TRANSIENT and time.monotonic() < deadline:
                     time.sleep(0.05)
                     continue
                 if exc.code.startswith("host_") or exc.code == "unknown_server":
@@ -135,6 +134,10 @@ class Relay:
                 return True
 
     def _open(self) -> None:
+        # Computed for each connection: a relay that outlived an upgrade reports the code now on
+        # disk (what a host it starts runs), so it follows the new host instead of retiring it.
+        hello = protocol.hello(protocol.KIND_MCP, server=self.command, fingerprint=code_fingerprint(),
+                               caller=self.block)
         try:
             sock = client.connect(WELCOME_TIMEOUT_SECS)
         except client.HostError as exc:
@@ -143,7 +146,7 @@ class Relay:
             client.ensure_host()
             sock = client.connect(WELCOME_TIMEOUT_SECS)
         try:
-            sock.sendall(self.hello)
+            sock.sendall(hello)
             leftover = bytearray()
             welcome = client.parse_answer(client.read_line(sock, leftover), protocol.WELCOME)
         except OSError as exc:
@@ -197,7 +200,10 @@ class Relay:
     # -- the pump --------------------------------------------------------------------------------------
 
     def pump(self) -> int:
-        """Copy lines both ways until the client closes stdin (0) or a fatal refusal was answered (1)."""
+        """Copy lines both ways until the client closes stdin (0) or a fatal refusal was answered (1).
+
+        After stdin closes, the answers in flight are still written, for at most ``EOF_DRAIN_SECS``.
+        """
         if os.isatty(0):
             self._say("speaks MCP on stdin/stdout and is meant to be launched by an MCP client; "
                       "press Ctrl-D to stop.")
@@ -213,9 +219,19 @@ class Relay:
 
     def _loop(self) -> int:
         to_client, to_host = self.to_client, self.to_host
+        drain_until: float | None = None
         while True:
-            if self.fatal is None and self.stdin_eof and not self.in_flight and not to_host and not to_client:
-                return 0
+            wait: float | None = None
+            if self.stdin_eof and self.fatal is None:
+                if not self.in_flight and not to_host and not to_client:
+                    return 0
+                if drain_until is None:
+                    drain_until = time.monotonic() + EOF_DRAIN_SECS
+                wait = drain_until - time.monotonic()
+                if wait <= 0:
+                    self._say(f"stdin closed; {len(self.in_flight)} request(s) still unanswered after "
+                              f"{EOF_DRAIN_SECS:g} s are dropped")
+                    return 0
             if self.fatal is not None and self.fatal_answered and not to_client:
                 return 1
             readers: list[int] = []
@@ -232,7 +248,7 @@ class Relay:
                 writers.append(1)
             if not readers and not writers:  # stdin closed, nothing pending, no host: done
                 return 1 if self.fatal is not None else 0
-            ready_r, ready_w, _ = select.select(readers, writers, [])
+            ready_r, ready_w, _ = select.select(readers, writers, [], wait)
             if 1 in ready_w and not self._write_client():
                 return 0  # the client is gone
             if sock_fd >= 0 and sock_fd == self.sock_fd:
@@ -296,21 +312,19 @@ class Relay:
                 self._host_lost(f"it sent a line longer than {protocol.MAX_LINE_BYTES} bytes")
             return
         start = emitted = 0
-        tracking = self.in_flight or self.swallow
-        while end >= 0:
-            if tracking:
-                answered = _answered_id(buf, start, end)
-                if answered is not _NOT_A_RESPONSE:
-                    if answered in self.swallow:  # a replayed initialize: the client has its own answer
-                        self.swallow.discard(answered)
-                        self.to_client += buf[emitted:start]
-                        emitted = end + 1
-                    else:
-                        with contextlib.suppress(TypeError):
-                            self.in_flight.pop(answered, None)
-                    tracking = self.in_flight or self.swallow
+        while end >= 0 and (self.in_flight or self.swallow):
+            answered = _answered_id(buf, start, end)
+            if answered is not _NOT_A_RESPONSE:
+                if answered in self.swallow:  # a replayed initialize: the client has its own answer
+                    self.swallow.discard(answered)
+                    self.to_client += buf[emitted:start]
+                    emitted = end + 1
+                else:
+                    self.in_flight.pop(answered, None)
             start = end + 1
             end = buf.find(b"\n", start)
+        if end >= 0:  # nothing left to track: the rest of the complete lines go as they are
+            start = buf.rfind(b"\n") + 1
         self.to_client += buf[emitted:start]
         self.from_host = bytearray(buf[start:]) if start < len(buf) else bytearray()
 
@@ -339,7 +353,9 @@ class Relay:
             start = end + 1
         end = buf.find(b"\n", start)
         while end >= 0:
-            if end > start:
+            if end - start > protocol.MAX_LINE_BYTES:
+                self._answer(_LINE_TOO_LONG)
+            elif end > start:
                 self._client_line(buf[start:end])
             start = end + 1
             end = buf.find(b"\n", start)
@@ -358,19 +374,18 @@ class Relay:
             if line.strip():
                 self._answer(_PARSE_ERROR)
             return
-        requests: list[Any] = []
-        if isinstance(message, dict):
-            self._note(message, requests)
-        elif isinstance(message, list) and message:  # a batch: every request in it is stamped too
-            for item in message:
-                self._note(item, requests)
-        else:
+        if isinstance(message, list):
+            self._refuse_batch(message)
+            return
+        if not isinstance(message, dict):
             self._answer(_INVALID_REQUEST)
             return
+        requests: list[Any] = []
+        self._note(message, requests)
         if self.fatal is not None:
             self._refuse_fatally(requests)
             return
-        if self.sock is None and isinstance(message, dict) and "method" not in message:
+        if self.sock is None and "method" not in message:
             return  # an answer to a request of the host that went away: nobody waits for it
         if self.sock is None and not self._reconnect():
             self._answer_unreachable(requests)
@@ -379,8 +394,16 @@ class Relay:
         for request_id in requests:
             with contextlib.suppress(TypeError):  # an unhashable id: the host's SDK refuses the request
                 self.in_flight[request_id] = None
-        if isinstance(message, dict) and message.get("method") == "initialize":
+        if message.get("method") == "initialize":
             self.initialize = message
+
+    def _refuse_batch(self, batch: list[Any]) -> None:
+        """Answer every request of a JSON-RPC batch with an error: MCP (2025-06-18) has no batches."""
+        ids = [item["id"] for item in batch if isinstance(item, dict) and "method" in item and "id" in item]
+        for request_id in ids or [None]:
+            self._answer(protocol.encode({"jsonrpc": "2.0", "id": request_id, "error": {
+                "code": -32600, "message": "Invalid request: JSON-RPC batches are not part of MCP; send one "
+                                           "message per line", "data": {"code": "batch_unsupported"}}}))
 
     def _note(self, message: Any, requests: list[Any]) -> None:
         """Stamp a request's caller block and note what a reconnect must replay or forget."""
@@ -439,7 +462,7 @@ def _answered_id(buf: Any, start: int, end: int) -> Any:
         if used > 0:
             rest = head[used:used + 10]
             if rest.startswith((',"result"', ',"error"')):
-                return value
+                return value if _scalar(value) else _NOT_A_RESPONSE
             if rest.startswith(',"method"'):
                 return _NOT_A_RESPONSE
     elif buf.startswith(_NOTIFICATION_HEAD, start):
@@ -448,6 +471,11 @@ def _answered_id(buf: Any, start: int, end: int) -> Any:
         message = json.loads(buf[start:end])
     except ValueError:
         return _NOT_A_RESPONSE
-    if isinstance(message, dict) and "id" in message and "method" not in message:
+    if isinstance(message, dict) and "method" not in message and _scalar(message.get("id", _NOT_A_RESPONSE)):
         return message["id"]
     return _NOT_A_RESPONSE
+
+
+def _scalar(value: Any) -> bool:
+    """A JSON-RPC id the relay can track (a string, a number or null); anything else answers nothing."""
+    return value is None or isinstance(value, (str, int, float))

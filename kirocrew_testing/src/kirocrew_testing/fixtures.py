@@ -12,14 +12,23 @@ from typing import Any
 
 import pytest
 
-from kirocrew_testing.homes import IsolatedHomes, isolate_homes
+from kirocrew_testing.homes import IsolatedHomes, isolate_homes, stop_host
 from kirocrew_testing.write_guard import install as install_write_guard
 
 
 @pytest.fixture
-def isolated_homes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> IsolatedHomes:
-    """HOME, KIRO_HOME and KIROCREW_HOME under this test's tmp dir; plugin env switches cleared."""
-    return isolate_homes(monkeypatch, tmp_path)
+def isolated_homes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[IsolatedHomes]:
+    """HOME, KIRO_HOME and KIROCREW_HOME under this test's tmp dir; plugin env switches cleared.
+
+    At teardown it stops the host of that crew home, and of the ``KIROCREW_HOME`` the test
+    switched to, if one runs (:func:`kirocrew_testing.homes.stop_host`): a relay the test ran
+    starts a host in the background, and no process may outlive its test.
+    """
+    homes = isolate_homes(monkeypatch, tmp_path)
+    yield homes
+    for crew_home in dict.fromkeys((str(homes.crew_home), os.environ.get("KIROCREW_HOME") or "")):
+        if crew_home:
+            stop_host(crew_home)
 
 
 @pytest.fixture
@@ -89,9 +98,9 @@ def gateway_client(plugin_manager: Any) -> Iterator[Any]:
 
 
 def kirocrew_argv(*args: str) -> list[str]:
-    """argv of the installed ``kirocrew`` console script (or ``python -m`` from a bare checkout)."""
+    """argv of the installed ``kirocrew`` console script (or ``python -m kirocrew_core`` from a bare checkout)."""
     exe = Path(sys.executable).with_name("kirocrew")
-    return [str(exe), *args] if exe.exists() else [sys.executable, "-m", "kirocrew_core.cli", *args]
+    return [str(exe), *args] if exe.exists() else [sys.executable, "-m", "kirocrew_core", *args]
 
 
 def run_kirocrew(*args: str, env: dict[str, str] | None = None, timeout: float = 60,

@@ -16,9 +16,9 @@ from kirocrew_core.errors import KirocrewError
 
 
 def _client() -> Any:
-    from kirocrew_core.host import client
+    import kirocrew_core.host.client
 
-    return client
+    return kirocrew_core.host.client
 
 
 def _running() -> dict[str, Any] | None:

@@ -31,6 +31,8 @@ CONNECT_TIMEOUT_SECS = 5.0
 PING_TIMEOUT_SECS = 5.0
 START_TIMEOUT_SECS = 60.0
 STOP_TIMEOUT_SECS = 30.0
+# A started host that found another holding the run lock exits 0; if none answers this long after, start again.
+RESPAWN_AFTER_SECS = 2.0
 # How much of host.log an error quotes when a host did not start.
 LOG_TAIL_BYTES = 4096
 # Variables a host must not inherit from the relay that starts it: the host serves every session.
@@ -229,6 +231,7 @@ def ensure_host(env: dict[str, str] | None = None, timeout: float = START_TIMEOU
     Relays racing here start exactly one host: the starter holds ``start.lock`` until its
     host answers, and the others find it answering when they get the lock.
     """
+    _reap()
     try:
         return ping()
     except HostError as exc:
@@ -248,10 +251,16 @@ def ensure_host(env: dict[str, str] | None = None, timeout: float = START_TIMEOU
         except HostError as exc:
             if exc.code != "host_unavailable":
                 raise
-        child = _spawn_host(env)
-        return _wait_for_host(child, deadline, timeout)
+        return _start_and_wait(env, deadline, timeout)
     finally:
         os.close(lock_fd)  # closing releases the flock
+
+
+def _reap() -> None:
+    """Collect the exit status of hosts this process started that have exited since (no zombies)."""
+    for child in list(_started):
+        if child.poll() is not None:
+            _started.remove(child)
 
 
 def _take_start_lock(deadline: float) -> int:
@@ -286,9 +295,6 @@ def host_environment(env: dict[str, str] | None = None) -> dict[str, str]:
 def _spawn_host(env: dict[str, str] | None) -> Any:
     import subprocess
 
-    for child in list(_started):  # reap what earlier starts left behind
-        if child.poll() is not None:
-            _started.remove(child)
     log = os.open(paths.log_file(), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         child = subprocess.Popen(
@@ -304,7 +310,15 @@ def _spawn_host(env: dict[str, str] | None) -> Any:
     return child
 
 
-def _wait_for_host(child: Any, deadline: float, timeout: float) -> dict[str, Any]:
+def _start_and_wait(env: dict[str, str] | None, deadline: float, timeout: float) -> dict[str, Any]:
+    """Spawn a host and wait for its pong; a host that lost a race for the run lock is replaced in time.
+
+    A background host that finds the run lock taken exits 0: another host is starting and will
+    answer. If none answers for ``RESPAWN_AFTER_SECS`` after that (the lock's holder was a host
+    that was dying: killed, but not yet gone), a new one is spawned.
+    """
+    child = _spawn_host(env)
+    exited_at: float | None = None
     delay = 0.005
     while True:
         try:
@@ -312,11 +326,17 @@ def _wait_for_host(child: Any, deadline: float, timeout: float) -> dict[str, Any
         except HostError as exc:
             if exc.code != "host_unavailable":
                 raise
+        now = time.monotonic()
         code = child.poll()
-        if code not in (None, 0):  # 0: a host started elsewhere holds the run lock; it will answer
+        if code not in (None, 0):
             raise HostError("host_start_failed", f"the host exited with status {code} before it answered"
                                                  f"{_log_tail()}")
-        if time.monotonic() >= deadline:
+        if code == 0:
+            if exited_at is None:
+                exited_at = now
+            elif now - exited_at >= RESPAWN_AFTER_SECS and now < deadline:
+                child, exited_at = _spawn_host(env), None
+        if now >= deadline:
             raise HostError("host_start_failed", f"the host did not answer within {timeout:g} s{_log_tail()}")
         time.sleep(delay)
         delay = min(delay * 2, 0.1)

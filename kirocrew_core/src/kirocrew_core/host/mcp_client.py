@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,9 @@ NO_HOST_ENV = "KIROCREW_NO_HOST"
 CONNECT_TIMEOUT_SECS = 5.0
 INITIALIZE_TIMEOUT_SECS = 30.0
 _FALSE = frozenset({"", "0", "false", "no", "off"})
+# Refusals that mean "a host is on its way out": connect again (to the next host) shortly.
+TRANSIENT_CODES = frozenset({"host_stopping", "host_unavailable"})
+RETRY_DELAY_SECS = 0.05
 
 
 def host_disabled(env: Mapping[str, str] | None = None) -> bool:
@@ -49,8 +53,8 @@ async def host_session(server: str, *, env: dict[str, str] | None = None,
                        session_type: str | None = None) -> AsyncIterator[HostSession]:
     """An initialized MCP session on the hosted ``server`` (its name or its ``kirocrew`` subcommand).
 
-    A host is started in the background when none answers; ``env`` is the environment it
-    gets then (default: this process's). Errors are
+    A host is started in the background when none answers (or when the one that answered
+    is stopping); ``env`` is the environment it gets then (default: this process's). Errors are
     :class:`~kirocrew_core.host.client.HostError` with a stable code: ``host_unavailable``,
     ``host_start_failed``, ``host_dir_unsafe``, or the code of the host's refusal
     (``unknown_server``, or the hosted service's own, such as ``state_dir_in_use``). An error
@@ -60,11 +64,10 @@ async def host_session(server: str, *, env: dict[str, str] | None = None,
     from anyio.abc import UNIXSocketStream
     from anyio.streams.buffered import BufferedByteReceiveStream
 
-    from kirocrew_core.host import client, protocol
+    from kirocrew_core.host import protocol
 
-    await anyio.to_thread.run_sync(lambda: client.ensure_host(env))
     sock, welcome, leftover = await anyio.to_thread.run_sync(
-        lambda: _say_hello(server, session_type or protocol.SESSION_TYPE_CLI))
+        lambda: _connect(server, session_type or protocol.SESSION_TYPE_CLI, env))
     try:
         sock.settimeout(None)
         sock.setblocking(False)
@@ -77,6 +80,21 @@ async def host_session(server: str, *, env: dict[str, str] | None = None,
         buffered.feed_data(leftover)
     async with client_session(stream, buffered=buffered) as session:
         yield HostSession(session, welcome)
+
+
+def _connect(server: str, session_type: str, env: dict[str, str] | None) -> tuple[Any, dict[str, Any], bytes]:
+    """:func:`_say_hello` to a running host (started if needed), again while a stopping one makes way."""
+    from kirocrew_core.host import client
+
+    deadline = time.monotonic() + client.START_TIMEOUT_SECS
+    while True:
+        client.ensure_host(env)
+        try:
+            return _say_hello(server, session_type)
+        except client.HostError as exc:
+            if exc.code not in TRANSIENT_CODES or time.monotonic() >= deadline:
+                raise
+        time.sleep(RETRY_DELAY_SECS)
 
 
 def _say_hello(server: str, session_type: str) -> tuple[Any, dict[str, Any], bytes]:

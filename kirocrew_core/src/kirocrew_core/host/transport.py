@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
-import struct
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from kirocrew_core.host.client import peer_credentials as client_peer_credentials
 from kirocrew_core.host.protocol import MAX_LINE_BYTES
 
 # What the host may do to each incoming message before the SDK sees it (stamp the caller).
@@ -115,13 +114,4 @@ def peer_credentials(stream: Any) -> tuple[int, int] | None:
     raw = stream.extra(SocketAttribute.raw_socket, None)
     if raw is None:
         return None
-    return socket_peer_credentials(raw)
-
-
-def socket_peer_credentials(sock: socket.socket) -> tuple[int, int] | None:
-    """``(pid, uid)`` of a connected unix socket's peer (``SO_PEERCRED``), or ``None`` off Linux."""
-    if not hasattr(socket, "SO_PEERCRED"):
-        return None
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    pid, uid, _gid = struct.unpack("3i", creds)
-    return pid, uid
+    return client_peer_credentials(raw)

@@ -55,7 +55,8 @@ class BackendError(Exception):
     """A driver failure with a stable code the chokepoint audits and reports.
 
     Codes in use: app_not_found, element_gone, unsupported_action,
-    driver_failed, unsupported_platform.
+    driver_failed, unsupported_platform; the chokepoint adds driver_closed
+    (a call after the host stopped computer use).
     """
 
     def __init__(self, message: str, code: str = "driver_failed") -> None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kirocrew_core import audit
+from kirocrew_core.host.caller import current_caller
 
 from kirocrew_computer import policy, render
 from kirocrew_computer.backend import BackendError, ComputerBackend, Node, WindowState
@@ -66,7 +67,18 @@ class Reply:
 
 
 def caller_identity(env: dict[str, str] | None = None) -> str:
-    """``KIROCREW_SESSION_KEY``, else ``unresolved:<pid>``: honest empty attribution, never a refusal."""
+    """Who calls: the session key, else ``unresolved:<pid>`` (honest empty attribution, never a refusal).
+
+    Inside the host the key is the one the caller's relay stamped (its verified caller
+    block) and the pid is the relay's, so each client keeps its own audit actor and
+    snapshots; in a process of its own (the standalone server, the CLI) it is
+    ``KIROCREW_SESSION_KEY`` and that process's pid.
+    """
+    if env is None:
+        caller = current_caller()
+        if caller is not None:
+            key = caller.session_key
+            return key if _SESSION_KEY.match(key) else f"unresolved:{caller.relay_pid}"
     value = (os.environ if env is None else env).get(SESSION_ENV, "")
     return value if _SESSION_KEY.match(value) else f"unresolved:{os.getpid()}"
 
@@ -105,9 +117,12 @@ class Chokepoint:
         self.settle_seconds = settle_seconds
         self.screenshot_default = screenshot_default
         self._lock = asyncio.Lock()
+        self._closed = False
 
     # -- plumbing -----------------------------------------------------------------------------
     async def _driver(self) -> ComputerBackend:
+        if self._closed:
+            raise BackendError("computer use has stopped in this process", code="driver_closed")
         if self._backend is None:
             self._backend = await asyncio.to_thread(self._factory)
         return self._backend
@@ -120,6 +135,16 @@ class Chokepoint:
         if self._backend is not None:
             backend, self._backend = self._backend, None
             backend.close()
+
+    async def aclose(self) -> None:
+        """Close the driver once no call is using it; every later call is refused (``driver_closed``).
+
+        For a chokepoint shared by many clients (the host's): a client still connected while
+        the host stops must neither see its call's driver closed under it nor start a new one.
+        """
+        async with self._lock:
+            self._closed = True
+            await asyncio.to_thread(self.close)
 
     # -- the dispatch -------------------------------------------------------------------------
     async def call(self, tool: str, arguments: Any, *, session: str | None = None) -> Reply:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kirocrew_core import hookimpl
-from kirocrew_core.contributions import ManagedMcpServer
+from kirocrew_core.contributions import HostedMcpServer, HostService, ManagedMcpServer
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from kirocrew_core.plugins import KirocrewPluginManager
 
 SERVER_NAME = "kirocrew-computer"
+SERVER_COMMAND = "mcp-computer"
+DESCRIPTION = "Gated computer use: desktop apps through their accessibility tree."
 
 
 @hookimpl
@@ -29,8 +31,8 @@ def addhooks(pluginmanager: KirocrewPluginManager) -> None:
 
 @hookimpl
 def register_commands(cli: KirocrewCLI) -> None:
-    cli.add_lazy_command("mcp-computer", "kirocrew_computer.server_command:mcp_computer",
-                         "Run the kirocrew-computer MCP server on stdio (for MCP clients).")
+    cli.add_lazy_command(SERVER_COMMAND, "kirocrew_computer.server_command:mcp_computer",
+                         "The kirocrew-computer MCP server on stdio (a relay to the host; --standalone: in process).")
     cli.add_lazy_command("computer", "kirocrew_computer.cli:computer",
                          "Computer use: keystone, doctor, and the gated tool harness.")
 
@@ -38,8 +40,22 @@ def register_commands(cli: KirocrewCLI) -> None:
 @hookimpl
 def managed_mcp_servers() -> list[ManagedMcpServer]:
     # Never auto-approved: an auto-approved mutating tool would act on the desktop with no prompt at all.
-    return [ManagedMcpServer(SERVER_NAME, ("mcp-computer",), may_auto_approve=False,
-                             description="Gated computer use: desktop apps through their accessibility tree.")]
+    return [ManagedMcpServer(SERVER_NAME, (SERVER_COMMAND,), may_auto_approve=False, description=DESCRIPTION)]
+
+
+@hookimpl
+def host_services() -> list[HostService]:
+    """The host's one chokepoint (its desktop driver starts on the first call), closed when the host stops."""
+    from kirocrew_computer.hosted import hosted
+
+    return [hosted().service()]
+
+
+@hookimpl
+def host_mcp_servers() -> list[HostedMcpServer]:
+    from kirocrew_computer.hosted import hosted
+
+    return [hosted().hosted_server()]
 
 
 @hookimpl

@@ -9,8 +9,8 @@ dashboard MCP panel (issue 15).
                            now and answer the fresh rows
 ``GET /api/mcp/scopes``    the scopes an Apply may name, with each file's state
 ``POST /api/mcp/apply``    a change list (:mod:`kirocrew_mcp.apply`), then one rebuild
-``POST /api/sessions/restart``  ask every ``restart_sessions()`` implementation to drain
-                           pre-spawned kiro-cli processes
+``POST /api/sessions/restart``  render the agent file, then ask every ``restart_sessions()``
+                           implementation to drain pre-spawned kiro-cli processes
 =========================  ==========================================================
 
 Errors are the gateway's JSON ``{"error", "code"}``
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
     from kirocrew_mcp.discovery import ServerRow
     from kirocrew_mcp.probe_cache import ProbeCache
+    from kirocrew_mcp.sync import SyncOutcome
 
 log = logging.getLogger(__name__)
 
@@ -233,18 +234,30 @@ async def apply_mcp(request: Request) -> JSONResponse:
 
 
 async def restart_sessions(request: Request) -> JSONResponse:
-    """``POST /api/sessions/restart``: every ``restart_sessions()`` implementation, counts summed."""
+    """``POST /api/sessions/restart``: render the agent file, then every ``restart_sessions()`` implementation.
+
+    The render comes first so the processes that replace the drained ones load the current
+    MCP configuration; a render that fails or overruns its cap is reported
+    (``mcpSyncOk`` false) and the restart goes ahead anyway (reference §7.1).
+    """
     from starlette.responses import JSONResponse
 
     from kirocrew_core.plugins import acall_hook
 
+    from kirocrew_mcp.sync import sync_agent_file_async
+
     reason = _restart_reason(await read_json_object(request, limit=MAX_BODY_BYTES, default={}))
-    call = await acall_hook(_pm(request), "restart_sessions", on_error="skip", check=_count_problem, reason=reason)
+    pm = _pm(request)
+    synced = await sync_agent_file_async(pm)
+    if not synced.ok:
+        log.warning("restart: rendering the agent file failed (%s): %s; restarting anyway", synced.code, synced.error)
+    call = await acall_hook(pm, "restart_sessions", on_error="skip", check=_count_problem, reason=reason)
     total = sum(result.value or 0 for result in call.results)
     handled = [result.plugin for result in call.results]
     failed = [{"plugin": failure.plugin, "error": failure.error} for failure in call.failures]
-    await asyncio.to_thread(_audit_restart, reason, total, handled, failed)
-    answer: dict[str, Any] = {"ok": not failed, "restarted": total, "handledBy": handled, "failed": failed}
+    await asyncio.to_thread(_audit_restart, reason, total, handled, failed, synced)
+    answer: dict[str, Any] = {"ok": not failed, "restarted": total, "handledBy": handled, "failed": failed,
+                              **synced.as_fields()}
     if failed:
         return error_response(KirocrewError("a plugin could not restart its sessions", code="restart_failed"),
                               extra=answer)
@@ -265,12 +278,14 @@ def _restart_reason(body: dict[str, Any]) -> str:
     return reason
 
 
-def _audit_restart(reason: str, total: int, handled: list[str], failed: list[dict[str, str]]) -> None:
+def _audit_restart(reason: str, total: int, handled: list[str], failed: list[dict[str, str]],
+                   synced: SyncOutcome) -> None:
     from kirocrew_core import audit
 
     try:
         audit.record("sessions_restart", actor="owner", outcome="error" if failed else "ok",
-                     reason=reason, restarted=total, handled_by=handled, failed=[f["plugin"] for f in failed])
+                     reason=reason, restarted=total, handled_by=handled, failed=[f["plugin"] for f in failed],
+                     mcp_synced=synced.servers, mcp_sync_ok=synced.ok, mcp_sync_code=synced.code)
     except Exception as exc:  # noqa: BLE001 - auditing must not undo the restart
         log.warning("could not record sessions_restart in the security event log: %s", exc)
 

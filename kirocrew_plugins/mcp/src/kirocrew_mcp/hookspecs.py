@@ -23,14 +23,16 @@ def restart_sessions(reason: str) -> int | Awaitable[int] | None:
     """Drain pre-spawned kiro-cli processes so the next session loads the current MCP config.
 
     Called by the gateway route ``POST /api/sessions/restart`` that
-    kirocrew-mcp adds, when the owner asks for a restart after
-    ``POST /api/mcp/apply`` has rebuilt the agent file (the dashboard's
-    "Apply & Restart" button that will send it arrives with a later issue). Not
-    called by the apply itself: a restart ends work in progress, so only the
-    owner asks for one. A process serving a conversation right now should be
-    replaced when its turn ends, not killed mid-turn. No plugin in the open
-    edition implements it yet: the long-lived host that keeps pre-spawned
-    kiro-cli processes, a later issue, will.
+    kirocrew-mcp adds (served by the host, ``kirocrew serve``), when the owner
+    asks for a restart after ``POST /api/mcp/apply`` has rebuilt the agent file
+    (the dashboard's "Apply & Restart" button that will send it arrives with a
+    later issue). The route re-renders the agent file first, so every process
+    started after this call loads the current servers; a failed render is
+    reported in the route's answer and the hook is still called. Not called by
+    the apply itself: a restart ends work in progress, so only the owner asks
+    for one. A process serving a conversation right now should be replaced when
+    its turn ends, not killed mid-turn. kirocrew-conversations implements it
+    for the workers its orchestrator keeps in the host.
 
     :param reason: why the restart was asked for (the request's ``reason``,
         e.g. ``"mcp_apply"``; ``"owner_request"`` when it gives none), for the

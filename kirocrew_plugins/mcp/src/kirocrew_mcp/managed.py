@@ -95,8 +95,9 @@ def managed_invocation(server: ManagedMcpServer, executable: str | None = None) 
     """``(command, args)`` that start ``server`` with the code running now.
 
     ``server.command`` wins when a plugin set one; otherwise the live
-    ``kirocrew`` executable, or this interpreter running the CLI module when no
-    console script exists (a source checkout).
+    ``kirocrew`` executable, or this interpreter running ``-m kirocrew_core`` (the same
+    launcher: a bare ``mcp-<server>`` is the relay) when no console script exists (a
+    source checkout).
     """
     args = [str(arg) for arg in server.args]
     if server.command:
@@ -104,7 +105,7 @@ def managed_invocation(server: ManagedMcpServer, executable: str | None = None) 
     exe = executable if executable is not None else kirocrew_executable()
     if exe:
         return exe, args
-    return sys.executable, ["-m", "kirocrew_core.cli", *args]
+    return sys.executable, ["-m", "kirocrew_core", *args]
 
 
 def _launcher_env_key(key: str) -> bool:

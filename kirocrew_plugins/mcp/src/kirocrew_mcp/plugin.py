@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kirocrew_core import hookimpl
-from kirocrew_core.contributions import DoctorCheck, DoctorResult, DoctorStatus
+from kirocrew_core.contributions import DoctorCheck, DoctorResult, DoctorStatus, HostService
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -120,6 +120,14 @@ def gateway_shutdown(app: Starlette) -> Any:
     from kirocrew_mcp.api import shutdown
 
     return shutdown(app)
+
+
+@hookimpl
+def host_services() -> list[HostService]:
+    """Render the agent file when the host starts (in the background; a failure is logged)."""
+    from kirocrew_mcp.hosted import StartupRender
+
+    return [StartupRender().service()]
 
 
 @hookimpl
