@@ -1,37 +1,41 @@
 #!/usr/bin/env python3
-"""Where a relay's start goes: the phases of ``kirocrew mcp-<server>`` timed inside one fresh process.
+"""Where a relay's start goes: the steps of ``kirocrew mcp-<server>`` timed inside one fresh process.
 
 Not a benchmark itself: ``relay_start.py`` runs ``python benchmarks/_relay_probe.py mcp-echo``
-with a host up and reads one line of ``phase=ms`` pairs: the relay's imports, building the
-relay (its code fingerprint and caller block), connecting and the host's welcome, then the
-``initialize`` and ``tools/list`` round trips over the relay's own host socket. Only ``time``
-(a built-in module) is imported before the clock starts, so ``import`` is what the relay pays.
+with a host up and reads one line of ``step=ms`` pairs. The steps are the relay's, made with the
+same public pieces it uses: its imports (``kirocrew_core.relay``), the code fingerprint, the
+connection (the socket directory and the peer checked), the hello and the host's welcome, then
+the ``initialize`` and ``tools/list`` round trips on that connection. Only ``time`` (a built-in
+module) is imported before the clock starts, so ``import`` is what the relay pays.
 """
 
 import time
 
 _start = time.perf_counter()
 
-import sys  # noqa: E402  (built in, already loaded: costs nothing)
+import os  # noqa: E402  (already loaded by the interpreter's start: costs nothing)
+import sys  # noqa: E402
 
-from kirocrew_core import relay  # noqa: E402
+from kirocrew_core import relay  # noqa: E402, F401  (what the relay imports, timed)
 
 _imported = time.perf_counter()
 
 
 def main() -> None:
     from kirocrew_core.host import client, protocol
+    from kirocrew_core.host.fingerprint import code_fingerprint
 
     command = sys.argv[1] if len(sys.argv) > 1 else "mcp-echo"
-    built_at = time.perf_counter()
-    hop = relay.Relay(command)
-    built = time.perf_counter()
-    if not hop.open(first=True) or hop.sock is None:
-        raise SystemExit(f"the host does not serve {command}")
-    opened = time.perf_counter()
-    sock = hop.sock
-    sock.setblocking(True)
-    buffer = bytearray(hop.from_host)
+    began = time.perf_counter()
+    fingerprint = code_fingerprint()
+    fingerprinted = time.perf_counter()
+    sock = client.connect(None)
+    connected = time.perf_counter()
+    block = protocol.caller_block("", protocol.SESSION_TYPE_RELAY, os.getpid(), os.getppid())
+    sock.sendall(protocol.hello(protocol.KIND_MCP, server=command, fingerprint=fingerprint, caller=block))
+    buffer = bytearray()
+    client.parse_answer(client.read_line(sock, buffer), protocol.WELCOME)
+    welcomed = time.perf_counter()
     init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "0"}}
     sock.sendall(protocol.encode({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}))
     client.read_line(sock, buffer, protocol.MAX_LINE_BYTES)
@@ -40,10 +44,11 @@ def main() -> None:
                  + protocol.encode({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
     client.read_line(sock, buffer, protocol.MAX_LINE_BYTES)
     listed = time.perf_counter()
-    hop.close()
-    phases = {"import": _imported - _start, "fingerprint+block": built - built_at, "connect+welcome": opened - built,
-              "initialize": initialized - opened, "tools/list": listed - initialized}
-    print(" ".join(f"{name}={seconds * 1000:.3f}" for name, seconds in phases.items()))
+    sock.close()
+    steps = {"import": _imported - _start, "fingerprint": fingerprinted - began, "connect": connected - fingerprinted,
+             "hello+welcome": welcomed - connected, "initialize": initialized - welcomed,
+             "tools/list": listed - initialized}
+    print(" ".join(f"{name}={seconds * 1000:.3f}" for name, seconds in steps.items()))
 
 
 if __name__ == "__main__":
