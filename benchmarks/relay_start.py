@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Spawn to a ``tools/list`` answer: a relay to a running host, next to the in-process servers and the process floor.
 
-    .venv/bin/python benchmarks/relay_start.py [--runs 20] [--cold-runs 8] [--no-bytecode-cache]
+    .venv/bin/python benchmarks/relay_start.py [--runs 20] [--cold-runs 8] [--inherit-bytecode]
 
 What an MCP client waits for before it can offer a server's tools, measured the same way for
 every server: a raw stdio JSON-RPC driver (write a line, read a line; no SDK on the client
@@ -24,8 +24,8 @@ starts one (``kirocrew serve --background``, every installed plugin) and the clo
 the ``tools/list`` answer; the host is stopped between samples.
 
 Python's bytecode cache is on (in a throwaway prefix) as it is for an installed wheel;
-``--no-bytecode-cache`` keeps the inherited setting (a checkout under
-``PYTHONDONTWRITEBYTECODE=1`` then recompiles every kirocrew module in every process).
+``--inherit-bytecode`` keeps the inherited settings instead: under ``PYTHONDONTWRITEBYTECODE=1``
+a checkout without ``__pycache__`` files then recompiles every kirocrew module in every process.
 
 How to read it: the target is a relay at most 4x ``python -c pass`` at the median (the Node
 SDK reference servers take about 40x); the on-demand figure is paid once per crew home until
@@ -108,15 +108,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20, help="samples per server with the host up")
     parser.add_argument("--cold-runs", type=int, default=8, help="on-demand host starts per relay command")
-    parser.add_argument("--no-bytecode-cache", action="store_true",
-                        help="keep the inherited bytecode setting instead of a throwaway cache")
+    parser.add_argument("--inherit-bytecode", action="store_true",
+                        help="keep the inherited bytecode settings instead of a throwaway cache")
     args = parser.parse_args()
     kirocrew = kirocrew_argv()
     py = sys.executable
     with tempfile.TemporaryDirectory(prefix="kirocrew-bench-") as tmp:
         root = Path(tmp)
         env = echo_host_environment(root)
-        if not args.no_bytecode_cache:
+        if not args.inherit_bytecode:
             env = with_bytecode_cache(env, root)
         use_environment(env)
         load_before = machine_load()
@@ -167,7 +167,7 @@ def main() -> int:
 
     floor = statistics.median(exit_samples[FLOOR])
     floor_min = min(exit_samples[FLOOR])
-    cache = "inherited bytecode setting" if args.no_bytecode_cache else "bytecode cached"
+    cache = "inherited bytecode settings" if args.inherit_bytecode else "bytecode cached"
     print(f"spawn -> tools/list answered over raw stdio JSON-RPC, {args.runs} interleaved runs each "
           f"({cache}; host pid {pong.get('pid')} up, every installed plugin loaded)")
     print(f"machine: {load_before} before, {load_after.split(', ', 1)[1]} after")
