@@ -86,3 +86,195 @@ def time_gets(client: Any, path: str, count: int) -> list[float]:
         samples.append((time.perf_counter() - start) * 1000)
         response.raise_for_status()
     return samples
+
+
+# -- the host and its relays ----------------------------------------------------------------------------
+
+# The MCP client's initialize params every raw driver sends.
+INIT_PARAMS = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}
+# Bounds that only stop a hung benchmark; they measure nothing.
+ANSWER_TIMEOUT_SECS = 120.0
+
+
+def machine_load() -> str:
+    """``N CPUs, load average a b c``: printed with figures taken on a machine others may be using."""
+    one, five, fifteen = os.getloadavg()
+    return f"{os.cpu_count()} CPUs, load average {one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def echo_host_environment(root: Path) -> dict[str, str]:
+    """:func:`fake_kiro_environment` whose host also serves the echo test server (``kirocrew mcp-echo``).
+
+    The echo plugin is a throwaway distribution on ``PYTHONPATH``, laid out as the test
+    fixture ``echo_host_env`` does, so only hosts started with this environment serve it.
+    Conversations keep their state in ``root/state-host`` (the host's own directory).
+    """
+    from kirocrew_testing.distributions import make_plugin_distribution
+    from kirocrew_testing.fixtures import ECHO_HOST_PLUGIN_SOURCE
+
+    env = fake_kiro_environment(root)
+    plugin = make_plugin_distribution(root / "echo-host-plugin", distribution="kirocrew-echo-host",
+                                      module="kirocrew_echo_host_plugin", source=ECHO_HOST_PLUGIN_SOURCE,
+                                      entry_point="echo-host")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(plugin), env.get("PYTHONPATH", "")) if p)
+    env["KIRO_CONVERSATIONS_STATE_DIR"] = str(root / "state-host")
+    env.pop("KIROCREW_SESSION_KEY", None)
+    return env
+
+
+def with_bytecode_cache(env: dict[str, str], root: Path) -> dict[str, str]:
+    """``env`` with Python's bytecode cache on, in ``root/pycache``: as an installed wheel runs.
+
+    ``pip install`` compiles every module, so an installed kirocrew never compiles its source
+    at startup; a checkout run with ``PYTHONDONTWRITEBYTECODE=1`` recompiles every kirocrew
+    module in every process, which would dominate a start-up figure. The cache goes to a
+    throwaway prefix, so the checkout stays clean; the first (uncounted) run fills it.
+    """
+    out = {key: value for key, value in env.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    out["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
+    return out
+
+
+def use_environment(env: dict[str, str]) -> None:
+    """Make ``env`` this process's environment: the host client finds the crew home through it."""
+    os.environ.clear()
+    os.environ.update(env)
+
+
+def start_host() -> dict[str, Any]:
+    """The pong of this environment's host, started in the background as a relay would start it."""
+    from kirocrew_core.host import client
+
+    return client.ensure_host()
+
+
+def stop_host() -> None:
+    """Stop this environment's host, if one runs, and wait until its process is gone."""
+    from kirocrew_core.host import client
+
+    with contextlib.suppress(client.HostError):
+        client.request_stop()
+
+
+def proc_status_kib(pid: int, field: str = "VmRSS") -> int:
+    """A ``/proc/<pid>/status`` memory field (``VmRSS``, ``VmHWM``) in KiB; 0 when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class LinePeer:
+    """An MCP peer spoken to with raw JSON-RPC lines on two file descriptors: the same client cost for every server.
+
+    ``send`` writes one line; ``answer(id)`` reads lines until the response to ``id`` (other
+    lines, such as notifications, are skipped). :class:`RawPeer` is a spawned stdio server;
+    a connected socket's descriptor serves as both ends.
+    """
+
+    def __init__(self, read_fd: int, write_fd: int, buffer: bytes = b"") -> None:
+        self.read_fd = read_fd
+        self.write_fd = write_fd
+        self.buffer = bytearray(buffer)
+        self.next_id = 0
+        self.name = f"fd {read_fd}"
+
+    def send(self, line: bytes) -> None:
+        view = memoryview(line)
+        while view:
+            view = view[os.write(self.write_fd, view):]
+
+    def line(self) -> bytes:
+        """The next line the peer writes (without its newline); ``EOFError`` when it closed its end."""
+        while True:
+            end = self.buffer.find(b"\n")
+            if end >= 0:
+                line = bytes(self.buffer[:end])
+                del self.buffer[:end + 1]
+                return line
+            chunk = os.read(self.read_fd, 1 << 16)
+            if not chunk:
+                raise EOFError(f"{self.name} closed its output")
+            self.buffer += chunk
+
+    def request_line(self, method: str, params: dict[str, Any] | None = None) -> tuple[int, bytes]:
+        import json
+
+        self.next_id += 1
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        return self.next_id, json.dumps(message, separators=(",", ":")).encode() + b"\n"
+
+    def answer(self, request_id: int) -> dict[str, Any]:
+        import json
+
+        while True:
+            message = json.loads(self.line())
+            if isinstance(message, dict) and message.get("id") == request_id and "method" not in message:
+                if "error" in message:
+                    raise RuntimeError(f"{self.name} answered request {request_id} with {message['error']}")
+                return message
+
+    def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        request_id, line = self.request_line(method, params)
+        self.send(line)
+        return self.answer(request_id)
+
+    def initialize(self) -> dict[str, Any]:
+        """``initialize`` answered, then ``notifications/initialized`` sent (what every MCP client does first)."""
+        answer = self.request("initialize", INIT_PARAMS)
+        self.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        return answer
+
+
+class RawPeer(LinePeer):
+    """A stdio MCP server process (``argv``) driven as a :class:`LinePeer`."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], *, stderr: Any = None) -> None:
+        import subprocess
+
+        self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL if stderr is None else stderr, bufsize=0)
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        super().__init__(self.proc.stdout.fileno(), self.proc.stdin.fileno())
+        self.name = " ".join(argv)
+
+    def close(self, timeout: float = ANSWER_TIMEOUT_SECS) -> int:
+        """Close stdin (the MCP way to stop a stdio server) and return its exit status; killed if it lingers."""
+        import subprocess
+
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()
+        try:
+            status = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            status = self.proc.wait()
+        self.proc.stdout.close()
+        return status
+
+
+def host_session(server: str) -> tuple[Any, LinePeer]:
+    """A direct MCP session with this environment's host, no relay: ``(socket, peer)``; close the socket after.
+
+    Says the hello a relay says (this process's fingerprint, its own pid as the relay's) and
+    returns once the host welcomed it.
+    """
+    from kirocrew_core.host import client, protocol
+    from kirocrew_core.host.fingerprint import code_fingerprint
+
+    sock = client.connect(ANSWER_TIMEOUT_SECS)
+    block = protocol.caller_block("", protocol.SESSION_TYPE_RELAY, os.getpid(), os.getppid())
+    sock.sendall(protocol.hello(protocol.KIND_MCP, server=server, fingerprint=code_fingerprint(), caller=block))
+    buffer = bytearray()
+    client.parse_answer(client.read_line(sock, buffer), protocol.WELCOME)
+    sock.settimeout(None)  # blocking: the peer reads and writes its descriptor directly
+    peer = LinePeer(sock.fileno(), sock.fileno(), bytes(buffer))
+    peer.name = f"host session {server}"
+    return sock, peer
