@@ -8,7 +8,6 @@ host and every relay compute the same place from the crew home alone.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 from pathlib import Path
@@ -57,7 +56,9 @@ def socket_path() -> Path:
     preferred = Path(home) / HOST_DIR_NAME / SOCKET_NAME
     if len(os.fsencode(preferred)) <= MAX_SOCKET_PATH_BYTES:
         return preferred
-    digest = hashlib.sha256(os.fsencode(home)).hexdigest()[:16]
+    from kirocrew_core.host.fingerprint import sha256
+
+    digest = sha256(os.fsencode(home)).hexdigest()[:16]
     return _short_base() / f"kirocrew-{os.getuid()}-{digest}" / SOCKET_NAME
 
 
