@@ -154,3 +154,13 @@ def test_processes_racing_to_start_a_host_start_exactly_one(isolated_homes, host
     assert len({pid for pid, _ in answers}) == 1
     assert sum(int(started) for _, started in answers) == 1
     assert int(answers[0][0]) == client.ping()["pid"]
+
+
+def test_a_host_log_past_its_bound_is_moved_aside_before_the_next_host_starts(isolated_homes, host_env) -> None:
+    paths.ensure_socket_dir()
+    old = b"an old host's line\n" * (client.LOG_ROTATE_BYTES // 19 + 1)
+    paths.log_file().write_bytes(old)
+    client.ensure_host(env=host_env)
+    assert Path(f"{paths.log_file()}.1").read_bytes() == old
+    assert paths.log_file().stat().st_size < client.LOG_ROTATE_BYTES
+    assert paths.log_file().stat().st_mode & 0o777 == 0o600

@@ -35,6 +35,8 @@ STOP_TIMEOUT_SECS = 30.0
 RESPAWN_AFTER_SECS = 2.0
 # How much of host.log an error quotes when a host did not start.
 LOG_TAIL_BYTES = 4096
+# A host log past this size is moved aside (to host.log.1) before the next host starts.
+LOG_ROTATE_BYTES = 5 * 1024 * 1024
 # Variables a host must not inherit from the relay that starts it: the host serves every session.
 _NOT_INHERITED = ("KIROCREW_SESSION_KEY",)
 # Crew-home variables made absolute for the host, which runs in its own directory.
@@ -313,9 +315,20 @@ def host_environment(env: dict[str, str] | None = None) -> dict[str, str]:
     return out
 
 
+def _rotate_log() -> None:
+    """Keep ``host.log`` bounded: past :data:`LOG_ROTATE_BYTES` it becomes ``host.log.1`` (one generation)."""
+    path = paths.log_file()
+    try:
+        if os.stat(path).st_size > LOG_ROTATE_BYTES:
+            os.replace(path, f"{path}.1")
+    except OSError:
+        pass  # absent, or not ours to move: the host appends to what is there
+
+
 def _spawn_host(env: dict[str, str] | None) -> Any:
     import subprocess
 
+    _rotate_log()  # under start.lock: no other starter is writing it
     log = os.open(paths.log_file(), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         child = subprocess.Popen(
