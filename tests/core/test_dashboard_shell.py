@@ -118,6 +118,20 @@ def test_pages_of_third_party_plugins_appear_in_the_navigation_after_the_overvie
     assert '<a href="/" aria-current="page">Overview</a>' in nav
 
 
+def test_a_page_with_path_parameters_is_served_but_not_listed(plugin_manager):
+    async def thing(request: Request) -> HTMLResponse:
+        return render_page(request, "core/refusal.html", title="Thing", status=200, code="-",
+                           message=f"thing {request.path_params['id']}")
+
+    _third_party(plugin_manager, "things", dashboard_pages=lambda: [DashboardPage("/things/{id}", "A thing", thing)])
+    with _client(plugin_manager) as client:
+        overview = client.get("/").text
+        page = client.get("/things/42")
+    assert "A thing" not in overview and "/things/" not in overview
+    assert page.status_code == 200 and "thing 42" in page.text
+    assert '<a href="/">Overview</a>' in page.text  # the shell's navigation is still there
+
+
 @pytest.mark.parametrize("package", ["no_such_package_anywhere", "textwrap", "core", ""])
 def test_a_page_naming_a_package_without_folders_is_skipped_with_a_warning(plugin_manager, package):
     async def page(request: Request) -> HTMLResponse:

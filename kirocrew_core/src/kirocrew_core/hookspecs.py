@@ -112,7 +112,8 @@ def dashboard_pages() -> list[DashboardPage]:
     Called once by :func:`kirocrew_core.gateway.app.create_app` while building
     the app. Each page is mounted at its ``path`` (not under ``/api/``) behind
     owner authentication, listed in the shell's navigation and linked from the
-    Overview. A page names the package that ships its ``templates/`` and
+    Overview (unless its path has parameters, ``/things/{id}``: other pages link
+    to those). A page names the package that ships its ``templates/`` and
     ``static/`` folders (``DashboardPage.package``) and renders with
     :func:`kirocrew_core.gateway.shell.render_page`, extending
     ``core/base.html``; its scripts and styles are files under

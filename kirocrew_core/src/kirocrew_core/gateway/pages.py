@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kirocrew_core.gateway.shell import render_page
+from kirocrew_core.gateway.shell import is_listed, render_page
 from kirocrew_core.gateway.shell import render_refusal as _render_refusal
 
 if TYPE_CHECKING:
@@ -32,5 +32,6 @@ async def home(request: Request) -> HTMLResponse:
 
     state = request.app.state.kirocrew
     outcomes = await run_in_threadpool(run_checks, state.pm)
-    return render_page(request, "core/overview.html", title="Overview", pages=state.pages, outcomes=outcomes,
+    pages = [c for c in state.pages if is_listed(c.value)]
+    return render_page(request, "core/overview.html", title="Overview", pages=pages, outcomes=outcomes,
                        records=state.pm.loaded_records())

@@ -84,6 +84,15 @@ def package_dir(package: str) -> Path:
     return Path(locations[0]).resolve()
 
 
+def is_listed(page: DashboardPage) -> bool:
+    """Whether ``page`` is linked from the navigation and the Overview.
+
+    A path with parameters (``/things/{id}``) names many pages and no single one to
+    link to; other pages link to it instead.
+    """
+    return "{" not in page.path
+
+
 class Shell:
     """The template environment, the static folders and the navigation of one gateway app."""
 
@@ -99,7 +108,8 @@ class Shell:
         packages: dict[str, Path] = {}
         for contribution in pages:
             page: DashboardPage = contribution.value
-            nav.append(NavItem(page.path, page.title))
+            if is_listed(page):
+                nav.append(NavItem(page.path, page.title))
             if page.package:
                 packages[page.package] = package_dir(page.package)
         return cls(packages, nav)
