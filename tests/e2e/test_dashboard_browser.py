@@ -107,6 +107,42 @@ def test_a_plugin_page_posts_through_the_shared_module_and_announces_the_answer(
     assert [e for e in opened.console_errors if "400" not in e] == [], opened.console_errors
 
 
+_CALL_API = """async (calls) => {
+  const { api } = await import("/static/core/shell.js");
+  const out = {};
+  for (const [name, path, options] of calls) {
+    try {
+      out[name] = {answer: await api(path, options)};
+    } catch (e) {
+      out[name] = {name: e.name, code: e.code, status: e.status, message: e.message};
+    }
+  }
+  return out;
+}"""
+
+
+def test_the_shared_api_helper_sends_what_the_gateway_requires_and_reads_its_errors(dashboard):
+    opened = dashboard.open("/")
+    page = opened.page
+    results = page.evaluate(_CALL_API, [
+        ["health", "/api/health", {}],
+        ["missing", "/api/no-such-route", {}],
+        ["not json", "/no-such-page", {}],
+        # Answered by the route, not refused with foreign_origin: the POST carried this gateway's Origin.
+        ["bad body", "/api/dashboard-demo/echo", {"method": "POST", "body": [1]}],
+    ])
+    assert results["health"]["answer"]["ok"] is True
+    assert results["missing"] == {"name": "ApiError", "code": "not_found", "status": 404,
+                                  "message": results["missing"]["message"]}
+    assert (results["not json"]["code"], results["not json"]["status"]) == ("bad_response", 404)
+    assert (results["bad body"]["code"], results["bad body"]["status"]) == ("bad_json", 400)
+    assert results["bad body"]["message"] == "the request body is not a JSON object"
+
+    page.context.clear_cookies()
+    signed_out = page.evaluate(_CALL_API, [["health", "/api/health", {}]])["health"]
+    assert (signed_out["code"], signed_out["status"]) == ("unauthenticated", 401)
+
+
 def test_every_page_sends_the_strict_policy_and_nothing_on_them_violates_it(dashboard):
     opened = dashboard.open("/")
     page = opened.page
