@@ -123,13 +123,16 @@ def test_a_page_with_path_parameters_is_served_but_not_listed(plugin_manager):
         return render_page(request, "core/refusal.html", title="Thing", status=200, code="-",
                            message=f"thing {request.path_params['id']}")
 
-    _third_party(plugin_manager, "things", dashboard_pages=lambda: [DashboardPage("/things/{id}", "A thing", thing)])
+    _third_party(plugin_manager, "things", dashboard_pages=lambda: [DashboardPage("/things", "Things", thing),
+                                                                     DashboardPage("/things/{id}", "A thing", thing)])
     with _client(plugin_manager) as client:
         overview = client.get("/").text
         page = client.get("/things/42")
-    assert "A thing" not in overview and "/things/" not in overview
+    assert "A thing" not in overview and "/things/{id}" not in overview and "/things/42" not in overview
     assert page.status_code == 200 and "thing 42" in page.text
-    assert '<a href="/">Overview</a>' in page.text  # the shell's navigation is still there
+    # The shell's navigation is still there, and marks the list the page belongs to.
+    assert '<a href="/">Overview</a>' in page.text
+    assert '<a href="/things" aria-current="true">Things</a>' in page.text
 
 
 @pytest.mark.parametrize("package", ["no_such_package_anywhere", "textwrap", "core", ""])

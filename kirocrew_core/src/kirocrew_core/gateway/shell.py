@@ -66,6 +66,15 @@ class NavItem:
     path: str
     title: str
 
+    def current_for(self, path: str) -> str | None:
+        """The link's ``aria-current`` on the page at ``path``: ``page`` on its own page,
+        ``true`` on a page below it (``/things/42`` under ``/things``), else none."""
+        if path == self.path:
+            return "page"
+        if self.path != "/" and path.startswith(self.path.rstrip("/") + "/"):
+            return "true"
+        return None
+
 
 def package_dir(package: str) -> Path:
     """The folder of the importable package ``package``, which holds its ``templates/`` and ``static/``.
