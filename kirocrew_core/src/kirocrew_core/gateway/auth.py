@@ -6,13 +6,13 @@ opening it sets an HttpOnly, SameSite=Strict cookie holding the token and
 redirects (303) to the same page without the query, so the token leaves the
 address bar and the history. Scripts send ``Authorization: Bearer <t>``.
 
+Every HTTP answer carries the dashboard's Content-Security-Policy
+(:data:`~kirocrew_core.gateway.shell.CONTENT_SECURITY_POLICY`). The only paths
+open without a credential are the sign-in page's stylesheet and icon
+(:data:`~kirocrew_core.gateway.shell.PUBLIC_STATIC_PATHS`); the Host guard still applies to them.
+
 :class:`OwnerAuthMiddleware` runs three guards on every HTTP and WebSocket
 request, before routing (so an unknown path answers 401, not 404):
-
-Every HTTP answer carries the dashboard's Content-Security-Policy
-(:data:`~kirocrew_core.gateway.shell.CONTENT_SECURITY_POLICY`). The one path
-open without a credential is the sign-in page's stylesheet
-(:data:`~kirocrew_core.gateway.shell.PUBLIC_STATIC_PATHS`); the Host guard still applies to it.
 
 1. **Host**, when the gateway is bound to loopback: a page on ``evil.example``
    whose DNS later resolves to 127.0.0.1 (DNS rebinding) still sends
@@ -238,7 +238,7 @@ class OwnerAuthMiddleware:
             )
 
         if not websocket and method in ("GET", "HEAD") and scope["path"] in PUBLIC_STATIC_PATHS:
-            return None  # the sign-in page's stylesheet (see PUBLIC_STATIC_PATHS)
+            return None  # the sign-in page's stylesheet and icon (see PUBLIC_STATIC_PATHS)
         bearer = _bearer(conn.headers.get("authorization"))
         if bearer is not None:
             if not token_matches(bearer, self.token):
