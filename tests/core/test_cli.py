@@ -12,7 +12,7 @@ import pytest
 
 from kirocrew_testing.distributions import make_plugin_distribution
 
-HEAVY_MODULES = ("mcp", "acp", "uvicorn", "starlette", "httpx", "anyio", "pydantic")
+HEAVY_MODULES = ("mcp", "acp", "uvicorn", "starlette", "httpx", "anyio", "pydantic", "jinja2", "playwright")
 
 COMMAND_PLUGIN = '''
 from kirocrew_core import hookimpl

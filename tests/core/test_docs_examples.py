@@ -37,3 +37,49 @@ def test_the_kiro_seam_usage_example_drives_a_session_with_mcp_and_tools(fake_ki
     assert result.stop_reason == "end_turn"
     assert namespace["updates"], "the update sink saw the turn"
     assert isinstance(servers, list) and any(t["source"] == "built-in" for t in tools)
+
+
+def _section(page: str, heading: str) -> str:
+    text = (DOCS / page).read_text()
+    start = text.index(f"## {heading}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:] if end == -1 else text[start:end]
+
+
+def test_the_dashboard_page_example_is_the_example_plugin_verbatim():
+    from kirocrew_core.gateway.shell import CONTENT_SECURITY_POLICY
+    from kirocrew_testing import dashboard_demo
+
+    section = _section("plugins/writing-plugins.md", "Adding a dashboard page")
+    package = Path(dashboard_demo.__file__).parent
+    sources = {"python": (package / "__init__.py").read_text(),
+               "html": (package / "templates" / "echo.html").read_text(),
+               "js": (package / "static" / "echo.js").read_text()}
+    blocks = re.findall(r"```(python|html|js)\n(.*?)```", section, re.S)
+    assert sorted({lang for lang, _ in blocks}) == ["html", "js", "python"]
+    for lang, block in blocks:
+        assert block in sources[lang], f"a {lang} block of 'Adding a dashboard page' is not in the example plugin"
+    assert f"`Content-Security-Policy: {CONTENT_SECURITY_POLICY}`" in section
+
+
+def test_the_browser_testing_example_passes_as_a_plugins_own_test(chromium_path, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    [example] = re.findall(r"```python\n(.*?)```", _section("plugins/testing-plugins.md", "The dashboard in a browser"),
+                           re.S)
+    suite = tmp_path / "plugin-tests"
+    suite.mkdir()
+    (suite / "conftest.py").write_text(
+        "import pytest\n\npytest_plugins = ['kirocrew_testing.fixtures', 'kirocrew_testing.process_guard']\n\n\n"
+        "@pytest.fixture(autouse=True)\ndef _isolation(process_guard, isolated_homes, write_guard):\n    yield\n")
+    (suite / "test_example.py").write_text(example)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(suite), "--basetemp",
+         str(tmp_path / "basetemp"), str(suite)],
+        capture_output=True, text=True, timeout=180, cwd=suite, env=dict(os.environ), stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "1 passed" in done.stdout
+    assert list((tmp_path / "basetemp").rglob("echo-dark-400px.png"))

@@ -43,7 +43,7 @@ def test_a_present_program_is_found_and_an_absent_one_names_its_package(monkeypa
 
 
 def test_every_program_a_test_requires_is_installed_by_ci_and_hidden_by_the_bare_machine_check():
-    """A test asking for a system program names its Debian package: .ci/run must install that package,
+    """A test (or the test kit) asking for a system program names its Debian package: .ci/run must install it,
     and .ci/without-system-deps must hide the program, or the two kinds of run would not both be checked."""
     import re
     from pathlib import Path
@@ -52,7 +52,9 @@ def test_every_program_a_test_requires_is_installed_by_ci_and_hidden_by_the_bare
     ci = (root / ".ci" / "run").read_text()
     hidden = (root / ".ci" / "without-system-deps").read_text()
     calls = set()
-    for source in (root / "tests").rglob("*.py"):
+    # The test kit asks too (kirocrew_testing.browser finds chromium for every browser test).
+    sources = [*(root / "tests").rglob("*.py"), *(root / "kirocrew_testing" / "src").rglob("*.py")]
+    for source in sources:
         if source == Path(__file__).resolve():
             continue  # this file's examples name made-up programs
         calls |= set(re.findall(r'executable\("([^"]+)", apt="([^"]+)"', source.read_text()))

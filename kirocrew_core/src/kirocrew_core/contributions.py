@@ -151,16 +151,21 @@ class DoctorCheck:
 
 @dataclass(frozen=True)
 class DashboardPage:
-    """A page a plugin adds to the dashboard; the home page links to it.
+    """A page a plugin adds to the dashboard; the navigation and the overview link to it.
 
     ``endpoint`` is a Starlette endpoint (``async def endpoint(request)``); the
-    gateway mounts it at ``path`` behind owner authentication.
+    gateway mounts it at ``path`` behind owner authentication. ``package`` names
+    the importable Python package that ships the page's ``templates/`` and
+    ``static/`` folders: its templates load as ``"<package>/<name>"`` through
+    :func:`kirocrew_core.gateway.shell.render_page`, its files are served at
+    ``/static/<package>/<name>``. Empty when the page brings no files of its own.
     """
 
     path: str
     title: str
     endpoint: Callable[..., Awaitable[Any]] | Callable[..., Any]
     description: str = ""
+    package: str = ""
 
 
 @dataclass(frozen=True)

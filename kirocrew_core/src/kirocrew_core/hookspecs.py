@@ -110,13 +110,20 @@ def dashboard_pages() -> list[DashboardPage]:
     """Return the dashboard pages a plugin contributes.
 
     Called once by :func:`kirocrew_core.gateway.app.create_app` while building
-    the app. Each page is mounted at its ``path`` behind owner authentication
-    and linked from the home page. No plugin in the open edition implements it
-    yet; the dashboard's own pages arrive with a later issue.
+    the app. Each page is mounted at its ``path`` (not under ``/api/``) behind
+    owner authentication, listed in the shell's navigation and linked from the
+    Overview (unless its path has parameters, ``/things/{id}``: other pages link
+    to those). A page names the package that ships its ``templates/`` and
+    ``static/`` folders (``DashboardPage.package``) and renders with
+    :func:`kirocrew_core.gateway.shell.render_page`, extending
+    ``core/base.html``; its scripts and styles are files under
+    ``/static/<package>/``, since the Content-Security-Policy refuses inline
+    ones. No plugin in the open edition implements it yet.
 
     :return: a list of :class:`~kirocrew_core.contributions.DashboardPage`;
         concatenated, core built-ins first, then the others in call order. A
-        path already taken is refused.
+        path already taken, or a ``package`` that is not an importable
+        package, is refused (the page is skipped).
     """
 
 

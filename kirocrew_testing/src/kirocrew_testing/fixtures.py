@@ -123,6 +123,13 @@ def kirocrew(isolated_homes: IsolatedHomes) -> Any:
     return run_kirocrew
 
 from kirocrew_testing.mcp_fixtures import *  # noqa: E402, F403
+from kirocrew_testing.browser import (  # noqa: E402, F401 - the dashboard-in-a-browser fixtures
+    chromium_path,
+    dashboard,
+    dashboard_demo_env,
+    gateway_env,
+    served_gateway,
+)
 
 
 # -- fake kiro-cli (kirocrew_testing.fake_kiro) -----------------------------------

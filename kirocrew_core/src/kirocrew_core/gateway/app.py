@@ -1,8 +1,9 @@
 """The gateway app factory: plugin routes and pages behind owner authentication, plus lifecycle hooks.
 
 Core routes come from the built-in plugin ``kirocrew_core.builtin.api`` through
-the same ``gateway_routes()`` hook third parties use; only the home page ``/``
-is the factory's own. Plugins are read in hook call order (``tryfirst``, plain,
+the same ``gateway_routes()`` hook third parties use; only the Overview ``/`` and
+the static files ``/static/{package}/...`` (:mod:`kirocrew_core.gateway.shell`)
+are the factory's own. Plugins are read in hook call order (``tryfirst``, plain,
 ``trylast``, each by plugin name) but core built-ins first whatever their tier,
 so a third-party plugin can never take a core path; a path another
 plugin already holds is refused with a :class:`~kirocrew_core.plugins.PluginWarning`.
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 from kirocrew_core.contributions import Contribution, DashboardPage, flatten
 from kirocrew_core.errors import KirocrewError
 from kirocrew_core.gateway.auth import LOOPBACK_HOSTS, OwnerAuthMiddleware, is_api_path, load_or_create_token
+from kirocrew_core.gateway.shell import Shell, package_dir, static_file
 from kirocrew_core.home import Homes
 from kirocrew_core.plugins import (
     KirocrewPluginManager,
@@ -51,6 +53,7 @@ class GatewayState:
     token: str
     homes: Homes
     pages: list[Contribution] = field(default_factory=list)
+    shell: Shell = field(default_factory=lambda: Shell({}, ()))  # templates, static folders, navigation
     host: Host | None = None  # the long-lived host when ``kirocrew serve`` runs this app
 
 
@@ -94,6 +97,11 @@ class _RouteTable:
         elif not page.path.startswith("/") or is_api_path(page.path):
             # /api/ answers in JSON; a page there would get JSON refusals, not the sign-in page.
             problem = ValueError(f"page path {page.path!r} must start with '/' and not be under /api/")
+        elif page.package:
+            try:
+                package_dir(page.package)
+            except ValueError as exc:
+                problem = exc
         if problem is not None:
             self.pm.plugin_failed(contribution.plugin, "returned a bad item from dashboard_pages()", problem)
             return False
@@ -140,6 +148,8 @@ def create_app(
 
     table = _RouteTable(pm)
     table.claim("/", CORE, Route("/", home, methods=["GET"], name="home"))
+    table.claim("/static/{package}/{path:path}", CORE, Route("/static/{package}/{path:path}", static_file,
+                                                             methods=["GET"], name="static"))
     for contribution in _core_first(pm, flatten(collect(pm, "gateway_routes"))):
         table.add_route(contribution)
     pages = [c for c in _core_first(pm, flatten(collect(pm, "dashboard_pages"))) if table.add_page(c)]
@@ -153,7 +163,8 @@ def create_app(
         exception_handlers={HTTPException: _http_error, KirocrewError: _kirocrew_error},
         lifespan=_lifespan,
     )
-    app.state.kirocrew = GatewayState(pm=pm, token=token, homes=Homes.current(), pages=pages, host=host)
+    app.state.kirocrew = GatewayState(pm=pm, token=token, homes=Homes.current(), pages=pages, host=host,
+                                      shell=Shell.for_pages(pages))
     return app
 
 

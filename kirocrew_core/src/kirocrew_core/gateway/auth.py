@@ -6,6 +6,11 @@ opening it sets an HttpOnly, SameSite=Strict cookie holding the token and
 redirects (303) to the same page without the query, so the token leaves the
 address bar and the history. Scripts send ``Authorization: Bearer <t>``.
 
+Every HTTP answer carries the dashboard's Content-Security-Policy
+(:data:`~kirocrew_core.gateway.shell.CONTENT_SECURITY_POLICY`). The only paths
+open without a credential are the sign-in page's stylesheet and icon
+(:data:`~kirocrew_core.gateway.shell.PUBLIC_STATIC_PATHS`); the Host guard still applies to them.
+
 :class:`OwnerAuthMiddleware` runs three guards on every HTTP and WebSocket
 request, before routing (so an unknown path answers 401, not 404):
 
@@ -40,6 +45,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from kirocrew_core import home
 from kirocrew_core.errors import MalformedFileError, UnreadableFileError
+from kirocrew_core.gateway.shell import CONTENT_SECURITY_POLICY, PUBLIC_STATIC_PATHS
 from kirocrew_core.jsonfile import write_bytes_atomic
 
 if TYPE_CHECKING:
@@ -61,6 +67,8 @@ _SECURITY_HEADERS = (
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"no-referrer"),
 )
+# Added even when the app set a policy of its own: a browser enforces both, so a page can only tighten it.
+_CSP_HEADER = (b"content-security-policy", CONTENT_SECURITY_POLICY.encode("ascii"))
 
 
 class TokenFileWarning(UserWarning):
@@ -229,6 +237,8 @@ class OwnerAuthMiddleware:
                 json=True,
             )
 
+        if not websocket and method in ("GET", "HEAD") and scope["path"] in PUBLIC_STATIC_PATHS:
+            return None  # the sign-in page's stylesheet and icon (see PUBLIC_STATIC_PATHS)
         bearer = _bearer(conn.headers.get("authorization"))
         if bearer is not None:
             if not token_matches(bearer, self.token):
@@ -318,13 +328,14 @@ def _refusal(scope: Scope, status: int, code: str, message: str, *, json: bool =
 
 
 def _with_security_headers(send: Send) -> Send:
-    """Add anti-framing, no-sniff and no-referrer headers unless the app set its own."""
+    """Add anti-framing, no-sniff and no-referrer headers unless the app set its own, and the CSP always."""
 
     async def send_with_headers(message: MutableMapping[str, Any]) -> None:
         if message["type"] == "http.response.start":
             headers = list(message.get("headers", []))
             present = {bytes(name).lower() for name, _ in headers}
             headers.extend(h for h in _SECURITY_HEADERS if h[0] not in present)
+            headers.append(_CSP_HEADER)
             message = {**message, "headers": headers}
         await send(message)
 

@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Dashboard pages in headless Chromium: navigation → usable, and the bytes each page sends.
+
+    .venv/bin/python benchmarks/dashboard_pages.py [--runs 30]
+
+Runs under a throwaway HOME with the fake kiro-cli (the Overview's doctor checks ask it
+for its version) and the example page plugin ``kirocrew_testing.dashboard_demo`` (``/demo/echo``,
+a page with a module that imports ``shell.js``). It starts a real ``kirocrew serve --port 0``
+and Debian's ``chromium`` through Playwright (``executable_path``), signs in once, then for
+each page times ``--runs`` navigations in the same tab, interleaved, reading the browser's
+own Navigation Timing: response start (TTFB), DOMContentLoaded and load, from navigation
+start; a page is usable at DOMContentLoaded (module scripts have run by then). A *first
+visit* is a fresh browser context (empty cache, the session cookie copied in); a *repeat
+visit* is the same tab again, where the static files are revalidated (304). Also the
+sign-in page a stranger gets (no session), and the server's time to answer ``GET /`` over
+httpx (the doctor checks included; kiro-cli's version is cached briefly, so only the warm-up
+spawns it) next to ``GET /api/health``. Bytes are the bodies as
+sent on a first visit (the gateway does not compress): the document, its scripts, its
+stylesheets, and the icon.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _bench import GatewayFailed, fake_kiro_environment, machine_load, row, serve_gateway, time_gets
+
+PAGES = (("Overview /", "/"), ("Echo /demo/echo (example plugin)", "/demo/echo"))
+TIMING = """(() => {
+  const n = performance.getEntriesByType("navigation")[0];
+  const bytes = {html: n.encodedBodySize, js: 0, css: 0, icon: 0};
+  for (const r of performance.getEntriesByType("resource")) {
+    const kind = r.name.endsWith(".js") ? "js" : r.name.endsWith(".css") ? "css" : "icon";
+    bytes[kind] += r.encodedBodySize;
+  }
+  return {ttfb: n.responseStart - n.startTime, dcl: n.domContentLoadedEventEnd - n.startTime,
+          load: n.loadEventEnd - n.startTime, bytes};
+})()"""
+
+
+def _environment(root: Path) -> dict[str, str]:
+    from kirocrew_testing.browser import DEMO_PLUGIN_SOURCE
+    from kirocrew_testing.distributions import make_plugin_distribution
+
+    env = fake_kiro_environment(root)
+    plugin = make_plugin_distribution(root / "demo-plugin", distribution="kirocrew-dashboard-demo",
+                                      module="kirocrew_dashboard_demo_plugin", source=DEMO_PLUGIN_SOURCE)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(plugin), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def _navigate(page: Any, url: str) -> dict[str, Any]:
+    page.goto(url, wait_until="load")
+    # loadEventEnd is written just after the load event's handlers, and the icon loads after it:
+    # poll until both are in (page.wait_for_function would need eval, which the CSP refuses).
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        sample = page.evaluate(TIMING)
+        if sample["load"] > 0 and sample["bytes"]["icon"] > 0:
+            return sample
+        time.sleep(0.005)
+    raise RuntimeError(f"{url}: the page never finished loading")
+
+
+def _bytes_line(label: str, sample: dict[str, Any]) -> str:
+    b = sample["bytes"]
+    total = b["html"] + b["js"] + b["css"]
+    return (f"{label:<40} HTML {b['html']:>6} B   JS {b['js']:>5} B   CSS {b['css']:>5} B   "
+            f"total {total:>6} B   (icon: {b['icon']} B)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=30)
+    args = parser.parse_args()
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        print("needs chromium (apt: chromium)", file=sys.stderr)
+        return 2
+    from playwright.sync_api import sync_playwright
+
+    print(machine_load())
+    with tempfile.TemporaryDirectory(prefix="kirocrew-bench-") as tmp:
+        root = Path(tmp)
+        try:
+            with serve_gateway(_environment(root), root, timeout=120) as client:
+                base = str(client.base_url).rstrip("/")
+                token = client.headers["authorization"].removeprefix("Bearer ")
+                client.get("/").raise_for_status()  # warm-up: kiro-cli asked for its version once
+                server_home = time_gets(client, "/", args.runs)
+                server_health = time_gets(client, "/api/health", args.runs)
+                with sync_playwright() as playwright:
+                    browser = playwright.chromium.launch(executable_path=chromium)
+                    signed_in = browser.new_page()
+                    signed_in.goto(f"{base}/?token={token}")
+                    stranger = browser.new_page()
+                    cookies: Any = signed_in.context.cookies()
+                    targets = [(label, signed_in, base + path) for label, path in PAGES]
+                    targets.append(("sign-in page (no session)", stranger, base + "/"))
+                    for _, page, url in targets:  # warm-up, not counted
+                        _navigate(page, url)
+                    repeat: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in targets}
+                    first: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in targets}
+                    for _ in range(args.runs):
+                        for label, page, url in targets:
+                            repeat[label].append(_navigate(page, url))
+                            context = browser.new_context()
+                            if page is signed_in:
+                                context.add_cookies(cookies)
+                            first[label].append(_navigate(context.new_page(), url))
+                            context.close()
+                    browser.close()
+        except GatewayFailed as exc:
+            print(exc, file=sys.stderr)
+            return 1
+
+    print(f"\nserver: GET over httpx, {args.runs} each")
+    print(row("GET / (doctor checks included)", server_home))
+    print(row("GET /api/health (floor)", server_health))
+    for label in first:
+        print(f"\n{label}: {args.runs} navigations each in headless chromium")
+        for visit, samples in (("first visit", first), ("repeat visit", repeat)):
+            for key, name in (("ttfb", "response start"), ("dcl", "DOMContentLoaded (usable)"), ("load", "load")):
+                print(row(f"  {visit}: {name}", [r[key] for r in samples[label]], width=44))
+    print("\nbytes sent per page on a first visit (bodies, uncompressed)")
+    for label, runs in first.items():
+        print(_bytes_line(label, runs[-1]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""The dashboard in a real browser: Playwright for Python on Debian's ``chromium``, against a real ``kirocrew serve``.
+
+Playwright's own browser download is never used: the browser is the system ``chromium``
+(``executable_path``), found through :func:`kirocrew_testing.requirements.executable`, so
+a machine without it skips and ``KIROCREW_REQUIRE_SYSTEM_DEPS=1`` fails.
+
+Fixtures (``pytest_plugins = ["kirocrew_testing.fixtures"]`` brings them):
+
+* ``gateway_env``: the environment ``kirocrew serve`` runs with (override it in a test
+  module to add plugins; ``dashboard_demo_env`` adds the example page plugin).
+* ``served_gateway``: a real ``kirocrew serve --port 0`` in the test's homes (:class:`ServedGateway`).
+* ``dashboard``: a :class:`Dashboard` that opens signed-in pages in light or dark, at any
+  width, and saves screenshots under ``<tmp_path>/screenshots`` (run pytest with
+  ``--basetemp DIR`` to keep them somewhere known).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import pytest
+
+from kirocrew_testing.homes import IsolatedHomes
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
+CHROMIUM_ARGS = ("--disable-gpu", "--disable-quic", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run")
+
+# Records what the page's Content-Security-Policy blocked. Playwright injects init scripts
+# through the DevTools protocol, so the policy does not block this one itself.
+_CSP_WATCH = """
+window.__cspViolations = [];
+document.addEventListener("securitypolicyviolation", (e) => {
+  window.__cspViolations.push(`${e.violatedDirective} ${e.blockedURI}`);
+});
+"""
+
+DEMO_PLUGIN_SOURCE = "from kirocrew_testing.dashboard_demo import dashboard_pages, gateway_routes\n"
+
+
+@dataclass
+class ServedGateway:
+    """A running ``kirocrew serve``: its base ``url`` (no trailing slash) and ``sign_in_url``."""
+
+    url: str
+    sign_in_url: str
+    process: subprocess.Popen[str]
+
+
+@dataclass
+class OpenedPage:
+    """A signed-in page and every console error it logged."""
+
+    page: Page
+    console_errors: list[str] = field(default_factory=list)
+
+    def csp_violations(self) -> list[str]:
+        """What the Content-Security-Policy blocked on the current document."""
+        return list(self.page.evaluate("window.__cspViolations || []"))
+
+
+class Dashboard:
+    """Opens signed-in pages of ``gateway`` in ``browser``; one browser context per page."""
+
+    def __init__(self, browser: Browser, gateway: ServedGateway, artifacts: Path) -> None:
+        self.browser = browser
+        self.gateway = gateway
+        self.artifacts = artifacts
+
+    def open(self, path: str = "/", *, color_scheme: Literal["light", "dark"] = "light", width: int = 1280,
+             height: int = 900, signed_in: bool = True) -> OpenedPage:
+        """A new context (own cookies) showing ``path``, signed in through the printed URL unless told not to."""
+        context = self.browser.new_context(viewport={"width": width, "height": height}, color_scheme=color_scheme,
+                                           reduced_motion="reduce")
+        context.add_init_script(_CSP_WATCH)
+        opened = OpenedPage(context.new_page())
+        opened.page.on("console", lambda msg: opened.console_errors.append(msg.text) if msg.type == "error" else None)
+        if signed_in:
+            opened.page.goto(self.gateway.sign_in_url)  # sets the session cookie, redirects to /
+        if not signed_in or path != "/":
+            opened.page.goto(self.gateway.url + path)
+        return opened
+
+    def screenshot(self, opened: OpenedPage, name: str, *, full_page: bool = True) -> Path:
+        """A PNG ``<tmp_path>/screenshots/<name>.png`` of the whole page (or the viewport), a test artifact."""
+        self.artifacts.mkdir(parents=True, exist_ok=True)
+        path = self.artifacts / f"{name}.png"
+        opened.page.screenshot(path=str(path), full_page=full_page)
+        return path
+
+
+@pytest.fixture
+def chromium_path() -> str:
+    """Debian's chromium, or a skip (a failure under ``KIROCREW_REQUIRE_SYSTEM_DEPS=1``)."""
+    from kirocrew_testing.requirements import executable
+
+    return executable("chromium", apt="chromium", also=("chromium-browser",))
+
+
+@pytest.fixture
+def gateway_env(isolated_homes: IsolatedHomes) -> dict[str, str]:
+    """The environment of ``served_gateway``: the test's own (isolated homes)."""
+    return dict(os.environ)
+
+
+@pytest.fixture
+def dashboard_demo_env(tmp_path: Path, isolated_homes: IsolatedHomes) -> dict[str, str]:
+    """An environment whose ``kirocrew serve`` also loads :mod:`kirocrew_testing.dashboard_demo` (``/demo/echo``)."""
+    from kirocrew_testing.distributions import make_plugin_distribution
+
+    root = make_plugin_distribution(tmp_path / "dashboard-demo-plugin", distribution="kirocrew-dashboard-demo",
+                                    module="kirocrew_dashboard_demo_plugin", source=DEMO_PLUGIN_SOURCE)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+@pytest.fixture
+def served_gateway(gateway_env: dict[str, str], tmp_path: Path) -> Iterator[ServedGateway]:
+    """A real ``kirocrew serve --port 0`` under ``gateway_env``; its stderr goes to ``<tmp_path>/serve.stderr``."""
+    from kirocrew_core import proc
+
+    exe = Path(sys.executable).with_name("kirocrew")
+    argv = [str(exe)] if exe.exists() else [sys.executable, "-m", "kirocrew_core"]
+    with open(tmp_path / "serve.stderr", "w") as stderr:
+        server = proc.spawn([*argv, "serve", "--port", "0"], env=gateway_env, stdin=proc.DEVNULL,
+                            stderr=stderr, text=True)
+    assert server.stdout is not None
+    try:
+        line = server.stdout.readline().strip()
+        if not line.startswith("kirocrew gateway: http://127.0.0.1:"):
+            pytest.fail(f"kirocrew serve printed {line!r}; stderr:\n{(tmp_path / 'serve.stderr').read_text()[-2000:]}")
+        sign_in_url = line.removeprefix("kirocrew gateway: ")
+        yield ServedGateway(sign_in_url.split("/?", 1)[0], sign_in_url, server)
+    finally:
+        proc.terminate(server)
+
+
+@pytest.fixture
+def dashboard(chromium_path: str, served_gateway: ServedGateway, tmp_path: Path) -> Iterator[Dashboard]:
+    """Headless Debian chromium through Playwright, closed (driver included) when the test ends."""
+    from playwright.sync_api import sync_playwright
+
+    playwright: Any = sync_playwright().start()
+    try:
+        browser = playwright.chromium.launch(executable_path=chromium_path, args=list(CHROMIUM_ARGS))
+        try:
+            yield Dashboard(browser, served_gateway, tmp_path / "screenshots")
+        finally:
+            browser.close()
+    finally:
+        playwright.stop()
