@@ -63,6 +63,7 @@ def stop_host(crew_home: Path | str, timeout: float = HOST_STOP_TIMEOUT_SECS) ->
             return None  # no host ever ran here: the common case costs one stat
         pid = _lock_holder(lock_path)
         if pid is None:
+            _remove_short_socket_dir()
             return None
         try:
             client.request_stop(wait=timeout)
@@ -71,9 +72,21 @@ def stop_host(crew_home: Path | str, timeout: float = HOST_STOP_TIMEOUT_SECS) ->
         if not client.wait_gone(pid, HOST_KILL_TIMEOUT_SECS):
             _signal(pid, signal.SIGKILL)
             client.wait_gone(pid, HOST_KILL_TIMEOUT_SECS)
+        _remove_short_socket_dir()
     with contextlib.suppress(ChildProcessError, OSError):
         os.waitpid(pid, os.WNOHANG)
     return pid
+
+
+def _remove_short_socket_dir() -> None:
+    """The short socket directory a long crew home uses, left by a killed host: removed when empty."""
+    from kirocrew_core.host import paths
+
+    directory = paths.socket_path().parent
+    if directory != paths.host_dir():
+        with contextlib.suppress(OSError):
+            (directory / paths.SOCKET_NAME).unlink(missing_ok=True)
+            directory.rmdir()
 
 
 def _lock_holder(lock_path: Path) -> int | None:
