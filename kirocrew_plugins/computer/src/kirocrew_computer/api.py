@@ -1,4 +1,4 @@
-"""``GET/PUT /api/computer-use/config``: the dashboard's keystone switch.
+"""``GET/PUT /api/computer-use/config``: the dashboard's keystone switch (and the page's read-only routes).
 
 The gateway authenticates every ``/api`` route as the owner, so this is the
 owner-only write path besides ``kirocrew computer keystone``. PUT replaces the
@@ -44,5 +44,9 @@ async def put_config(request: Request) -> JSONResponse:
 def routes() -> list[BaseRoute]:
     from starlette.routing import Route
 
-    return [Route("/api/computer-use/config", get_config, methods=["GET"], name="computer_use_config"),
+    from kirocrew_computer.page import calls, doctor
+
+    return [Route("/api/computer-use/doctor", doctor, methods=["GET"], name="computer_use_doctor"),
+            Route("/api/computer-use/calls", calls, methods=["GET"], name="computer_use_calls"),
+            Route("/api/computer-use/config", get_config, methods=["GET"], name="computer_use_config"),
             Route("/api/computer-use/config", put_config, methods=["PUT"], name="computer_use_config_put")]

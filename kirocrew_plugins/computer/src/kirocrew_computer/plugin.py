@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kirocrew_core import hookimpl
-from kirocrew_core.contributions import HostedMcpServer, HostService, ManagedMcpServer
+from kirocrew_core.contributions import DashboardPage, HostedMcpServer, HostService, ManagedMcpServer
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
@@ -63,6 +63,15 @@ def gateway_routes() -> list[BaseRoute]:
     from kirocrew_computer.api import routes
 
     return routes()
+
+
+@hookimpl
+def dashboard_pages() -> list[DashboardPage]:
+    from kirocrew_computer.page import PACKAGE, computer_page
+
+    return [DashboardPage("/computer", "Computer use", computer_page,
+                          "The keystone, allowed and denied apps, the doctor and the recent audited calls",
+                          package=PACKAGE)]
 
 
 @hookimpl
