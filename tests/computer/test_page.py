@@ -47,6 +47,7 @@ def test_the_page_is_in_the_navigation_and_shows_keystone_doctor_and_no_calls_ye
     for check in ("Platform", "Keystone", "Display", "Accessibility bus", "Backend"):
         assert f'<td data-label="Check">{check}</td>' in html
     assert "No computer-use call has been audited yet." in html
+    assert "Stored in <code>~/.kiro/crew/computer_use.json</code>" in html
     assert "<style" not in html and "<script>" not in html  # nothing inline
 
 

@@ -11,6 +11,7 @@ Starlette is imported inside functions.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -55,6 +56,13 @@ def doctor_findings(report: dict[str, Any]) -> list[dict[str, str]]:
     return rows
 
 
+def home_relative(path: str) -> str:
+    """``path`` with the user's home folder written ``~``, as a person reads it (the page shows it)."""
+    home = Path.home()
+    candidate = Path(path)
+    return f"~/{candidate.relative_to(home)}" if candidate.is_relative_to(home) else path
+
+
 async def doctor(request: Request) -> Response:
     """``GET /api/computer-use/doctor``: the doctor report, as ``kirocrew computer doctor --json`` prints it."""
     from starlette.responses import JSONResponse
@@ -80,5 +88,6 @@ async def computer_page(request: Request) -> Response:
 
     report = await asyncio.to_thread(doctor_report)
     return render_page(request, f"{PACKAGE}/computer.html", title="Computer use", keystone=report["keystone"],
-                       findings=doctor_findings(report), calls=await asyncio.to_thread(recent_calls),
+                       findings=doctor_findings(report), keystone_path=home_relative(report["keystone"]["path"]),
+                       calls=await asyncio.to_thread(recent_calls),
                        max_apps=MAX_APPS, max_app_chars=MAX_APP_CHARS, max_calls=MAX_CALLS)
