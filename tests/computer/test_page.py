@@ -109,3 +109,13 @@ def test_the_page_and_its_routes_refuse_a_caller_without_the_owner_session(gatew
             assert anonymous.get(path).status_code == 401
         refused = anonymous.get("/computer")
         assert refused.status_code in (401, 403) and "Keystone" not in refused.text
+
+
+def test_an_app_name_from_the_audit_log_is_shown_as_text_never_markup(gateway_client) -> None:
+    from kirocrew_core import audit
+
+    audit.record("computer_use.call", actor="owner", outcome="refused", tool="computer_click",
+                 app='<img src=x onerror="alert(1)">', code="app_denied")
+    html = gateway_client.get("/computer").text
+    assert "<img src=x" not in html
+    assert "&lt;img src=x onerror=&#34;alert(1)&#34;&gt;" in html
