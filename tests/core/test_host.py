@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import stat
 import subprocess
@@ -208,8 +207,9 @@ def test_a_client_that_never_reads_is_disconnected_and_others_are_served(env: di
 
 def test_another_user_is_refused_by_peer_uid_even_through_an_open_socket(env: dict[str, str],
                                                                          tmp_path: Path) -> None:
-    if os.getuid() != 0 or not shutil.which("setpriv"):
-        pytest.skip("needs root and setpriv to connect as another user")
+    from kirocrew_testing.requirements import as_another_user
+
+    as_other = as_another_user([sys.executable, "-I", "-c"])
     with running_host(env):
         path = socket_path(env)
         # Simulate a careless chmod: the directory and socket open to everyone.
@@ -227,9 +227,7 @@ def test_another_user_is_refused_by_peer_uid_even_through_an_open_socket(env: di
                       "    s.sendall(b'{\"kirocrew\":\"hello\",\"version\":1,\"kind\":\"ping\"}\\n')\n"
                       "    print(repr(s.recv(1000)))\n"
                       "except (BrokenPipeError, ConnectionResetError):\n    print(repr(b''))\n")
-            result = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                                     sys.executable, "-I", "-c", script, str(path)],
-                                    capture_output=True, text=True, timeout=60)
+            result = subprocess.run([*as_other, script, str(path)], capture_output=True, text=True, timeout=60)
         finally:
             for p, mode in modes.items():
                 os.chmod(p, mode)

@@ -61,17 +61,17 @@ def test_a_symlink_in_place_of_the_socket_directory_is_refused(short_crew_home, 
 
 
 def test_a_listener_of_another_uid_is_refused(short_crew_home) -> None:
-    if os.getuid() != 0 or not Path("/usr/bin/setpriv").exists():
-        pytest.skip("needs root and setpriv to run a listener as another uid")
+    from kirocrew_testing.requirements import as_another_user
+
+    as_other = as_another_user([sys.executable, "-c"])
     paths.ensure_socket_dir()
     bound = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     bound.bind(str(paths.socket_path()))
     # The other uid calls listen(): SO_PEERCRED reports the credentials in effect at listen time.
     script = ("import socket, sys\ns = socket.socket(fileno=int(sys.argv[1]))\ns.listen()\nprint('ready', flush=True)\n"
               "conn, _ = s.accept()\nconn.recv(1)\n")
-    other = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
-                              script, str(bound.fileno())], pass_fds=[bound.fileno()], stdout=subprocess.PIPE,
-                             text=True)
+    other = subprocess.Popen([*as_other, script, str(bound.fileno())], pass_fds=[bound.fileno()],
+                             stdout=subprocess.PIPE, text=True)
     try:
         assert other.stdout is not None and other.stdout.readline() == "ready\n"
         error = _error(client.connect)

@@ -46,9 +46,21 @@ def without_file_privileges(argv: list[str]) -> list[str]:
     """
     if os.geteuid() != 0:
         return list(argv)
-    import shutil
-
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        unavailable("running without file privileges needs setpriv (util-linux)")
+    setpriv = executable("setpriv", apt="util-linux")
     return [setpriv, "--bounding-set", "-dac_override,-dac_read_search", "--", *argv]
+
+
+NOBODY = 65534
+
+
+def as_another_user(argv: list[str]) -> list[str]:
+    """``argv`` run as uid/gid 65534 (``nobody``) through ``setpriv``, for tests of uid checks on sockets.
+
+    Changing uid needs root: ``.ci/run`` runs as root (it installs packages with apt-get), so under
+    ``KIROCREW_REQUIRE_SYSTEM_DEPS=1`` a non-root run fails instead of skipping, like a missing
+    ``setpriv`` does.
+    """
+    setpriv = executable("setpriv", apt="util-linux")
+    if os.geteuid() != 0:
+        unavailable("acting as another user needs root (setpriv --reuid); .ci/run runs as root")
+    return [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *argv]
