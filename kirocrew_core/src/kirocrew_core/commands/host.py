@@ -13,16 +13,10 @@ from typing import Any
 import click
 
 from kirocrew_core.errors import KirocrewError
-
-
-def _client() -> Any:
-    import kirocrew_core.host.client
-
-    return kirocrew_core.host.client
+from kirocrew_core.host import client  # standard library only: cheap to import
 
 
 def _running() -> dict[str, Any] | None:
-    client = _client()
     try:
         return dict(client.ping())
     except client.HostError as exc:
@@ -68,7 +62,6 @@ def status(ctx: click.Context, as_json: bool) -> None:
               help="Seconds to wait for the host to finish stopping.")
 def stop(timeout: float) -> None:
     """Stop the host gracefully: runs in progress become interrupted, relays start a new host when next used."""
-    client = _client()
     try:
         pid = client.request_stop(wait=timeout)
     except client.HostError as exc:
@@ -89,7 +82,7 @@ def dashboard(open_browser: bool, no_start: bool) -> None:
     """
     from kirocrew_core.gateway.auth import load_or_create_token
 
-    pong = _running() if no_start else _client().ensure_host()
+    pong = _running() if no_start else client.ensure_host()
     if pong is None:
         raise KirocrewError("no kirocrew host runs for this crew home", code="host_unavailable")
     url = f"{pong['url']}?token={load_or_create_token()}"
