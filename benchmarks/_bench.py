@@ -77,6 +77,53 @@ def serve_gateway(env: dict[str, str], root: Path, *, timeout: float = 60) -> It
             proc.terminate(gateway, reason="benchmark done")
 
 
+def write_fixture_mcp_servers(env: dict[str, str], total: int, *, tools: int = 5) -> list[str]:
+    """``total`` stdio fixture servers, a third each in the crew store, the Kiro global and ``~/.claude.json``.
+
+    ``env`` is a :func:`fake_kiro_environment` (its ``HOME`` and ``KIROCREW_HOME`` say where the files go);
+    every server is the MCP fixture server with ``tools`` tools, so a probe really starts and lists each.
+    Answers the server names.
+    """
+    import json
+
+    from kirocrew_testing.mcp_fixtures import stdio_server_argv
+
+    argv = stdio_server_argv("--tools", str(tools))
+    specs = {f"srv-{i}": {"command": argv[0], "args": argv[1:]} for i in range(total)}
+    names = list(specs)
+    third = len(names) // 3
+    home = Path(env["HOME"])
+    for path, chosen in ((Path(env["KIROCREW_HOME"]) / "mcp.json", names[:third]),
+                         (home / ".kiro" / "settings" / "mcp.json", names[third:2 * third]),
+                         (home / ".claude.json", names[2 * third:])):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"mcpServers": {n: specs[n] for n in chosen}}, indent=2))
+    return names
+
+
+def rebuild_agent_file(env: dict[str, str]) -> None:
+    """``kirocrew mcp rebuild`` under ``env``; a failure stops the benchmark with its stderr."""
+    from kirocrew_core import proc
+
+    rebuild = proc.spawn([*kirocrew_argv(), "mcp", "rebuild"], env=env, stdin=proc.DEVNULL, text=True)
+    _, err = rebuild.communicate(timeout=120)
+    if rebuild.returncode != 0:
+        raise SystemExit(f"rebuild failed: {err}")
+
+
+def warm_probe_cache(client: Any) -> tuple[float, int]:
+    """Wait out the background probe a first ``GET /api/mcp`` starts, then probe every server once.
+
+    Answers the seconds the full probe took and how many rows it answered, so a page load after
+    it finds every row probed (as a person's dashboard is after its first minutes).
+    """
+    while client.get("/api/mcp").json()["backgroundProbe"]["inFlight"]:
+        time.sleep(0.2)
+    start = time.perf_counter()
+    rows = client.post("/api/mcp/probe", json={"all": True}).json()["servers"]
+    return time.perf_counter() - start, len(rows)
+
+
 def time_gets(client: Any, path: str, count: int) -> list[float]:
     """``count`` sequential GETs of ``path``, in milliseconds each; any error status stops the run."""
     samples = []

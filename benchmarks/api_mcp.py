@@ -21,38 +21,25 @@ what the MCP endpoint itself costs.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from _bench import GatewayFailed, kirocrew_argv, row, serve_gateway, time_gets
+from _bench import (
+    GatewayFailed,
+    fake_kiro_environment,
+    rebuild_agent_file,
+    row,
+    serve_gateway,
+    time_gets,
+    warm_probe_cache,
+    write_fixture_mcp_servers,
+)
 
 
 def _row(label: str, samples: list[float]) -> str:
     return row(label, samples, width=34, fmt="7.2f")
-
-
-def _write(path: Path, servers: dict[str, object]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"mcpServers": servers}, indent=2))
-
-
-def _setup(root: Path, total: int) -> dict[str, str]:
-    from kirocrew_testing.mcp_fixtures import stdio_server_argv
-
-    user = root / "home"
-    env = {**os.environ, "HOME": str(user), "KIRO_HOME": str(user / ".kiro"), "KIROCREW_HOME": str(root / "crew")}
-    argv = stdio_server_argv("--tools", "5")
-    specs = {f"srv-{i}": {"command": argv[0], "args": argv[1:]} for i in range(total)}
-    names = list(specs)
-    third = len(names) // 3
-    _write(root / "crew" / "mcp.json", {n: specs[n] for n in names[:third]})
-    _write(user / ".kiro" / "settings" / "mcp.json", {n: specs[n] for n in names[third:2 * third]})
-    _write(user / ".claude.json", {n: specs[n] for n in names[2 * third:]})
-    return env
 
 
 def main() -> int:
@@ -61,28 +48,19 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=200)
     args = parser.parse_args()
 
-    from kirocrew_core import proc
-
     with tempfile.TemporaryDirectory(prefix="kirocrew-bench-") as tmp:
         root = Path(tmp)
-        env = _setup(root, args.servers)
-        rebuild = proc.spawn([*kirocrew_argv(), "mcp", "rebuild"], env=env, stdin=proc.DEVNULL, text=True)
-        out, err = rebuild.communicate(timeout=120)
-        if rebuild.returncode != 0:
-            print(f"rebuild failed: {err}", file=sys.stderr)
-            return 1
+        env = fake_kiro_environment(root)
+        write_fixture_mcp_servers(env, args.servers)
+        rebuild_agent_file(env)
         try:
             with serve_gateway(env, root, timeout=600) as client:
                 start = time.perf_counter()
                 cold = client.get("/api/mcp")
                 cold_ms = (time.perf_counter() - start) * 1000
                 # The cold load started a background probe; wait for it, then probe all for a full cache.
-                while client.get("/api/mcp").json()["backgroundProbe"]["inFlight"]:
-                    time.sleep(0.2)
-                start = time.perf_counter()
-                probed = client.post("/api/mcp/probe", json={"all": True}).json()["servers"]
-                probe_s = time.perf_counter() - start
-                statuses = {row["status"] for row in probed}
+                probe_s, _ = warm_probe_cache(client)
+                statuses = {row["status"] for row in client.get("/api/mcp").json()["servers"]}
                 warm = client.get("/api/mcp").json()
                 samples = time_gets(client, "/api/mcp", args.requests)
                 floor = time_gets(client, "/api/health", args.requests)
