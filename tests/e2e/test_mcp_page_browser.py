@@ -239,3 +239,39 @@ def test_the_page_reads_well_in_light_and_dark_and_at_400_px(dashboard, scheme) 
     narrow = open_mcp(dashboard, color_scheme=scheme, width=400)
     assert narrow.page.evaluate("document.documentElement.scrollWidth") <= 400
     dashboard.screenshot(narrow, f"mcp-{scheme}-400")
+
+
+def test_a_change_refused_at_apply_is_shown_with_its_code_at_its_row_and_nothing_is_written(dashboard) -> None:
+    write(home.kiro_global_mcp_file(), {"mcpServers": {"srv": fixture_spec()}})
+    rebuild()
+    opened = open_mcp(dashboard)
+    page = opened.page
+    kiro = badge(page, "srv", "Kiro")
+    kiro.focus()
+    page.keyboard.press("Space")  # a badge stages from the keyboard too
+    assert "srv: remove it from Kiro." in page.get_by_role("region", name="1 staged change").inner_text()
+    # The crew store breaks after the page loaded: the preservation copy would have to go there.
+    write(home.crew_mcp_file(), '{"mcpServers": [')
+    before = snapshot()
+    page.get_by_role("button", name="Apply", exact=True).click()
+    page.locator("#alerts").filter(has_text="refused: srv (scope_file_malformed)").wait_for()
+    assert "Refused (scope_file_malformed)" in row(page, "srv").inner_text()
+    assert snapshot() == before
+    assert page.get_by_role("alert").filter(has_text="Problems").is_visible()  # the re-read list says why
+
+
+def test_apply_and_restart_applies_the_staged_changes_first_and_reports_a_failed_render(dashboard) -> None:
+    write(home.kiro_global_mcp_file(), {"theme": "dark", "mcpServers": {"srv": fixture_spec()}})
+    rebuild()
+    opened = open_mcp(dashboard)
+    page = opened.page
+    badge(page, "srv", "Claude").click()
+    agent = home.rendered_agent_file()
+    agent.unlink()
+    agent.mkdir()  # the render after the apply cannot read it: the restart goes ahead and says so
+    page.get_by_role("button", name="Apply & Restart").click()
+    result = page.locator("#restart-result")
+    result.filter(has_text="rendering the MCP servers failed").wait_for()
+    assert "(agent_file_unreadable)" in result.inner_text()
+    assert json.loads((home.user_home() / ".claude.json").read_text())["mcpServers"]["srv"] == fixture_spec()
+    assert json.loads(home.kiro_global_mcp_file().read_text())["theme"] == "dark"

@@ -305,8 +305,9 @@ async function onRestart(button) {
     let urgent = false;
     try {
       const outcome = await applyStaged("Applied before the restart");
-      if (outcome && !outcome.ok) {
-        message = "Not restarted: a staged change was refused or the agent file was not rendered (see the rows)";
+      // A refused change stops here, so the owner can see it; a failed render does not (the restart renders again).
+      if (outcome && outcome.results.some((r) => !r.ok)) {
+        message = "Not restarted: a staged change was refused (see its row); nothing was restarted";
         urgent = true;
       } else {
         const out = await api("/api/sessions/restart", { method: "POST", body: { reason: "mcp_apply" } });
