@@ -190,6 +190,9 @@ def test_the_page_refuses_a_caller_without_the_owner_session(gateway_client) -> 
         assert refused.status_code in (401, 403) and "secret-srv" not in refused.text
         post = anonymous.post("/api/mcp/servers", json={"name": "x", "command": "/bin/cat", "scopes": ["kirocrew"]})
         assert post.status_code == 401
+    foreign = gateway_client.post("/api/mcp/servers", json={"name": "x", "command": "/bin/cat", "scopes": ["kirocrew"]},
+                                  headers={"Origin": "http://evil.example"})
+    assert foreign.status_code == 403
     assert not home.crew_mcp_file().exists()
 
 

@@ -312,7 +312,7 @@ async function onRestart(button) {
       } else {
         const out = await api("/api/sessions/restart", { method: "POST", body: { reason: "mcp_apply" } });
         message = `Restarted: ${out.restarted} kiro-cli session${out.restarted === 1 ? "" : "s"} closed or replaced`
-          + " when idle; new sessions load the current MCP servers";
+          + " (idle ones now, busy ones when their run ends); new sessions load the current MCP servers";
         if (!out.mcpSyncOk) {
           message = `Sessions restarted (${out.restarted}), but rendering the MCP servers failed`
             + ` (${out.mcpSyncError?.code}): ${out.mcpSyncError?.error}. Check the gateway log.`;
