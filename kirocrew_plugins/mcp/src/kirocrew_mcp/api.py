@@ -1,5 +1,5 @@
-"""The MCP HTTP API (owner-authenticated by the gateway), for any owner's HTTP client and the planned
-dashboard MCP panel (issue 15).
+"""The MCP HTTP API (owner-authenticated by the gateway), for any owner's HTTP client and the
+dashboard's MCP servers page (:mod:`kirocrew_mcp.page`).
 
 =========================  ==========================================================
 ``GET /api/mcp``           every server (discovery rows with cached probe results),
@@ -9,6 +9,8 @@ dashboard MCP panel (issue 15).
                            now and answer the fresh rows
 ``GET /api/mcp/scopes``    the scopes an Apply may name, with each file's state
 ``POST /api/mcp/apply``    a change list (:mod:`kirocrew_mcp.apply`), then one rebuild
+``POST /api/mcp/servers``  declare a new (custom) server (:mod:`kirocrew_mcp.add`),
+                           then one rebuild
 ``POST /api/sessions/restart``  render the agent file, then ask every ``restart_sessions()``
                            implementation to drain pre-spawned kiro-cli processes
 =========================  ==========================================================
@@ -51,6 +53,8 @@ log = logging.getLogger(__name__)
 
 #: A 200-change Apply with tool overrides is a few tens of KiB; anything this big is not one.
 MAX_BODY_BYTES = 1024 * 1024
+#: A new server's spec: 64 args and 64 env values of 4 KiB fit; anything bigger is not one.
+MAX_ADD_BODY_BYTES = 600 * 1024
 _REASON = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 DEFAULT_RESTART_REASON = "owner_request"
 
@@ -157,10 +161,8 @@ def _scope_dicts(pm: KirocrewPluginManager) -> list[dict[str, Any]]:
 # -- endpoints -------------------------------------------------------------------------
 
 
-async def list_mcp(request: Request) -> JSONResponse:
-    """``GET /api/mcp``: rows, scopes and problems; rows never probed start one background probe."""
-    from starlette.responses import JSONResponse
-
+async def listing(request: Request) -> dict[str, Any]:
+    """What ``GET /api/mcp`` answers (and the MCP servers page shows); rows never probed start one background probe."""
     from kirocrew_mcp.discovery import discover
     from kirocrew_mcp.probe import STATUS_UNKNOWN
 
@@ -170,12 +172,19 @@ async def list_mcp(request: Request) -> JSONResponse:
     unprobed = [row for row in found.rows if not row.disabled and row.status == STATUS_UNKNOWN]
     started = probe.start(unprobed, cache)
     probing = probe.names if probe.in_flight else frozenset()
-    return JSONResponse({
+    return {
         "servers": _row_dicts(found.rows, probing),
         "scopes": [{"id": s.id, "label": s.label, "kind": s.kind, "path": str(s.path)} for s in found.scopes],
         "problems": [p.as_dict() for p in found.problems],
         "backgroundProbe": {"started": started, "inFlight": probe.in_flight},
-    })
+    }
+
+
+async def list_mcp(request: Request) -> JSONResponse:
+    """``GET /api/mcp``: rows, scopes and problems (:func:`listing`)."""
+    from starlette.responses import JSONResponse
+
+    return JSONResponse(await listing(request))
 
 
 async def probe_mcp(request: Request) -> JSONResponse:
@@ -231,6 +240,20 @@ async def apply_mcp(request: Request) -> JSONResponse:
         raise BadInputError('send {"changes": [...]}', code="bad_changes")
     outcome = await asyncio.to_thread(apply_changes, body, pm=_pm(request), actor="owner")
     return JSONResponse(outcome.as_dict())
+
+
+async def add_server(request: Request) -> JSONResponse:
+    """``POST /api/mcp/servers``: declare a new server (:mod:`kirocrew_mcp.add`); a refusal names its ``field``."""
+    from starlette.responses import JSONResponse
+
+    from kirocrew_mcp import add
+
+    body = await read_json_object(request, limit=MAX_ADD_BODY_BYTES)
+    try:
+        outcome = await asyncio.to_thread(add.add_server, body, pm=_pm(request), actor="owner")
+    except (add.FieldError, add.ServerExistsError, add.ScopeUnusableError) as exc:
+        return error_response(exc, extra={"field": exc.field})
+    return JSONResponse({"name": body["name"], **outcome.as_dict()})
 
 
 async def restart_sessions(request: Request) -> JSONResponse:
@@ -299,5 +322,6 @@ def routes() -> list[BaseRoute]:
         Route("/api/mcp/probe", probe_mcp, methods=["POST"], name="mcp_probe"),
         Route("/api/mcp/scopes", list_scopes, methods=["GET"], name="mcp_scopes"),
         Route("/api/mcp/apply", apply_mcp, methods=["POST"], name="mcp_apply"),
+        Route("/api/mcp/servers", add_server, methods=["POST"], name="mcp_add_server"),
         Route("/api/sessions/restart", restart_sessions, methods=["POST"], name="sessions_restart"),
     ]

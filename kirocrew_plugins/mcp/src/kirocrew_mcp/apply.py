@@ -91,7 +91,7 @@ EFFECTIVE_KEY = "kirocrew"
 _FIXED_KEYS = ("name", "uninstall", "toolOverrides")
 # Kept out of a spec copied into a shared file: kirocrew-only preferences, and grants that
 # would auto-approve in plain kiro-cli sessions, which kirocrew's governance never sees.
-_NOT_SHARED = ("disabled", "disabledTools", "autoApprove")
+NOT_SHARED = ("disabled", "disabledTools", "autoApprove")
 _LAUNCH_KEYS = ("command", "url")
 
 ADDED = "added"
@@ -337,7 +337,7 @@ class ApplyOutcome:
 # -- the batch ------------------------------------------------------------------------
 
 
-class _Batch:
+class Batch:
     """Every scope file and the agent file's servers, read once under the lock."""
 
     def __init__(self, scopes: list[Scope], managed_names: set[str], reserved_names: set[str]) -> None:
@@ -365,10 +365,10 @@ class _Batch:
         for file in [self.store, *self.shared]:
             for _, entry in file.entries(name):
                 if _has_launch(entry):
-                    return _without(entry, ("disabled",))
+                    return without(entry, ("disabled",))
         for entry in self.agent_entries(name):
             if _has_launch(entry):
-                return _without(entry, ("disabled",))
+                return without(entry, ("disabled",))
         return None
 
     def effective(self, name: str) -> bool:
@@ -390,11 +390,11 @@ class _Batch:
         return name
 
 
-def _without(entry: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
+def without(entry: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
     return {k: copy.deepcopy(v) for k, v in entry.items() if k not in keys}
 
 
-def _needed_files(change: Change, batch: _Batch) -> list[_ScopeFile]:
+def _needed_files(change: Change, batch: Batch) -> list[_ScopeFile]:
     """The scope files this change may write; all must be usable or the change is refused."""
     if change.uninstall:
         return list(batch.files.values())
@@ -405,7 +405,7 @@ def _needed_files(change: Change, batch: _Batch) -> list[_ScopeFile]:
     return needed
 
 
-def _check(change: Change, batch: _Batch, result: ChangeResult) -> bool:
+def _check(change: Change, batch: Batch, result: ChangeResult) -> bool:
     """Refuse the change (nothing of it is written) when its name or its files cannot be trusted."""
     problem = name_problem(change.name)
     if problem is not None:
@@ -430,7 +430,7 @@ def _check(change: Change, batch: _Batch, result: ChangeResult) -> bool:
 # -- the four phases --------------------------------------------------------------------
 
 
-def _uninstall(change: Change, batch: _Batch, result: ChangeResult) -> None:
+def _uninstall(change: Change, batch: Batch, result: ChangeResult) -> None:
     for file in batch.files.values():
         keys = file.keys(change.name)
         if keys:
@@ -450,7 +450,7 @@ def _enable_entries(file: _ScopeFile, name: str) -> bool:
     return bool(muted)
 
 
-def _add(change: Change, batch: _Batch, spec: dict[str, Any] | None, result: ChangeResult) -> None:
+def _add(change: Change, batch: Batch, spec: dict[str, Any] | None, result: ChangeResult) -> None:
     for sid, wanted in change.scopes.items():
         if not wanted or sid == EFFECTIVE_KEY:
             continue
@@ -461,7 +461,7 @@ def _add(change: Change, batch: _Batch, spec: dict[str, Any] | None, result: Cha
             result.actions[sid] = MISSING_SPEC
             result.fail(MISSING_SPEC, f"no scope declares {change.name}, so there is no spec to copy")
         else:
-            file.edit()[change.name] = _without(spec, _NOT_SHARED)
+            file.edit()[change.name] = without(spec, NOT_SHARED)
             result.actions[sid] = ADDED
     if change.scopes.get(EFFECTIVE_KEY) is True:
         store = batch.store
@@ -480,7 +480,7 @@ def _add(change: Change, batch: _Batch, spec: dict[str, Any] | None, result: Cha
         result.actions[EFFECTIVE_KEY] = action
 
 
-def _preserve(change: Change, batch: _Batch, spec: dict[str, Any] | None, result: ChangeResult) -> None:
+def _preserve(change: Change, batch: Batch, spec: dict[str, Any] | None, result: ChangeResult) -> None:
     """Before the last shared declaration goes, make sure the crew store can launch the server.
 
     It applies when kirocrew keeps the server, and also when the crew store
@@ -503,13 +503,13 @@ def _preserve(change: Change, batch: _Batch, spec: dict[str, Any] | None, result
     servers = batch.store.edit()
     if entries:
         for key, entry in entries:  # keep the store's preferences, add the launch spec under them
-            servers[key] = {**_without(spec, ("disabledTools", "autoApprove")), **entry}
+            servers[key] = {**without(spec, ("disabledTools", "autoApprove")), **entry}
     else:
         servers[change.name] = copy.deepcopy(spec)
     result.actions[EFFECTIVE_KEY] = PRESERVED
 
 
-def _remove(change: Change, batch: _Batch, spec: dict[str, Any] | None, result: ChangeResult) -> None:
+def _remove(change: Change, batch: Batch, spec: dict[str, Any] | None, result: ChangeResult) -> None:
     _preserve(change, batch, spec, result)
     for sid, wanted in change.scopes.items():
         if wanted or sid == EFFECTIVE_KEY:
@@ -525,7 +525,7 @@ def _remove(change: Change, batch: _Batch, spec: dict[str, Any] | None, result: 
         result.actions[EFFECTIVE_KEY] = _disable_in_store(change.name, batch, spec)
 
 
-def _store_entries_for_prefs(name: str, batch: _Batch, spec: dict[str, Any] | None) -> list[dict[str, Any]]:
+def _store_entries_for_prefs(name: str, batch: Batch, spec: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The crew-store entries a preference goes on, creating one when there is none.
 
     A new entry is a preference-only stub when a shared scope still declares
@@ -546,7 +546,7 @@ def _store_entries_for_prefs(name: str, batch: _Batch, spec: dict[str, Any] | No
     return [entry]
 
 
-def _disable_in_store(name: str, batch: _Batch, spec: dict[str, Any] | None) -> str:
+def _disable_in_store(name: str, batch: Batch, spec: dict[str, Any] | None) -> str:
     existing = batch.store.entries(name)
     if existing and all(is_muted(e) for _, e in existing):
         return NOOP
@@ -558,7 +558,7 @@ def _disable_in_store(name: str, batch: _Batch, spec: dict[str, Any] | None) -> 
     return DISABLED
 
 
-def _effective_disabled_tools(name: str, batch: _Batch) -> list[str]:
+def _effective_disabled_tools(name: str, batch: Batch) -> list[str]:
     """``disabledTools`` as discovery reads it: the first scope holding the key wins, then the agent file."""
     for file in [batch.store, *batch.shared]:
         for _, entry in file.entries(name):
@@ -572,7 +572,7 @@ def _effective_disabled_tools(name: str, batch: _Batch) -> list[str]:
     return []
 
 
-def _override_tools(change: Change, batch: _Batch, spec: dict[str, Any] | None, result: ChangeResult) -> None:
+def _override_tools(change: Change, batch: Batch, spec: dict[str, Any] | None, result: ChangeResult) -> None:
     wanted: dict[str, bool] = {}
     for tool, enabled in change.tool_overrides.items():
         if TOOL_PATTERN.fullmatch(tool):
@@ -604,7 +604,7 @@ def _override_tools(change: Change, batch: _Batch, spec: dict[str, Any] | None, 
 # -- the whole apply -------------------------------------------------------------------
 
 
-def _audit(event: str, actor: str, warnings: list[str], **fields: Any) -> None:
+def audit_event(event: str, actor: str, warnings: list[str], **fields: Any) -> None:
     from kirocrew_core import audit
 
     try:
@@ -613,7 +613,7 @@ def _audit(event: str, actor: str, warnings: list[str], **fields: Any) -> None:
         warnings.append(f"could not record {event} in the security event log: {exc}")
 
 
-def _shown(name: str) -> str:
+def shown(name: str) -> str:
     """A name as the SEL may record it: a hostile one is cut short and kept printable."""
     return name[:MAX_NAME_CHARS].encode("unicode_escape").decode("ascii")
 
@@ -648,13 +648,13 @@ def apply_changes(
         warnings.append(str(exc))
 
     with named_lock(LOCK_NAME):
-        batch = _Batch(scopes, managed_names, reserved_managed_names(manager))
+        batch = Batch(scopes, managed_names, reserved_managed_names(manager))
         accepted: list[tuple[Change, ChangeResult]] = []
         for change, result in zip(changes, results, strict=True):
             if _check(change, batch, result):
                 accepted.append((change, result))
             elif result.code == "invalid_name":
-                _audit(AUDIT_REJECTED_NAME, actor, warnings, outcome="denied", name=_shown(change.name))
+                audit_event(AUDIT_REJECTED_NAME, actor, warnings, outcome="denied", name=shown(change.name))
         # Resolved once, before any file changes, so every phase copies the same spec.
         specs = {c.index: batch.find_spec(c.name) for c, _ in accepted}
         uninstalls = [(c, r) for c, r in accepted if c.uninstall]
@@ -669,11 +669,11 @@ def apply_changes(
             if change.tool_overrides:
                 _override_tools(change, batch, specs[change.index], result)
 
-        written = _flush(batch, accepted, warnings)
+        written = flush(batch, accepted, warnings)
         if accepted:
             dropped = [c.name for c, _ in uninstalls] if written and batch.agent_known else []
             refresh = remove_then_rebuild(dropped, pm=manager)
-            rebuild = _rebuild_result(refresh)
+            rebuild = rebuild_result(refresh)
             if written:
                 for change, result in uninstalls:
                     if not batch.agent_known:
@@ -683,15 +683,15 @@ def apply_changes(
 
         for change, result in accepted:
             if result.tools_rejected:
-                _audit(AUDIT_REJECTED_TOOL, actor, warnings, outcome="denied", server=change.name,
-                       tools=[_shown(t) for t in result.tools_rejected])
+                audit_event(AUDIT_REJECTED_TOOL, actor, warnings, outcome="denied", server=change.name,
+                       tools=[shown(t) for t in result.tools_rejected])
             event = AUDIT_UNINSTALL if change.uninstall else AUDIT_SCOPE_APPLY
-            _audit(event, actor, warnings, outcome="ok" if result.ok else "error", server=change.name,
+            audit_event(event, actor, warnings, outcome="ok" if result.ok else "error", server=change.name,
                    actions=result.actions, tools=result.tools, code=result.code or None)
     return ApplyOutcome(results, rebuild, warnings)
 
 
-def _flush(batch: _Batch, accepted: list[tuple[Change, ChangeResult]], warnings: list[str]) -> bool:
+def flush(batch: Batch, accepted: list[tuple[Change, ChangeResult]], warnings: list[str]) -> bool:
     """Write every changed file: the crew store first, so a preserved spec lands before its source goes.
 
     A failed store write stops the shared writes (nothing is lost); a failed
@@ -717,7 +717,7 @@ def _flush(batch: _Batch, accepted: list[tuple[Change, ChangeResult]], warnings:
     return True
 
 
-def _rebuild_result(refresh: AgentRefresh) -> dict[str, Any]:
+def rebuild_result(refresh: AgentRefresh) -> dict[str, Any]:
     if refresh.error is not None:
         return {"ok": False, "ran": True, "error": refresh.error.message, "code": refresh.error.code}
     assert refresh.report is not None

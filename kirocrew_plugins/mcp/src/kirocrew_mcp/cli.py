@@ -137,6 +137,57 @@ def apply_command(ctx: click.Context, source: Any) -> None:
     ctx.exit(0 if outcome.ok else 1)
 
 
+def _pairs(values: tuple[str, ...], separator: str, option: str) -> dict[str, str]:
+    out = {}
+    for value in values:
+        key, found, rest = value.partition(separator)
+        if not found or not key.strip():
+            code = "bad_headers" if option == "--header" else "bad_env"
+            raise BadInputError(f"{option} {value!r}: expected NAME{separator}VALUE", code=code)
+        out[key.strip()] = rest.strip() if separator == ":" else rest
+    return out
+
+
+@mcp.command("add")
+@click.argument("name")
+@click.option("--command", "command", metavar="CMD", help="Start a local server with CMD (stdio).")
+@click.option("--arg", "args", multiple=True, metavar="ARG", help="An argument for CMD (repeatable, in order).")
+@click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="An environment variable (repeatable).")
+@click.option("--url", metavar="URL", help="Talk to a remote server at URL (https; http only on this machine).")
+@click.option("--header", "headers", multiple=True, metavar="'NAME: VALUE'", help="An HTTP header (repeatable).")
+@click.option("--scope", "scopes", multiple=True, metavar="ID",
+              help="Who sees it: kirocrew (the default), kiro, or a seam scope id such as cc (repeatable).")
+@click.pass_context
+def add_command(ctx: click.Context, name: str, command: str | None, args: tuple[str, ...], env: tuple[str, ...],
+                url: str | None, headers: tuple[str, ...], scopes: tuple[str, ...]) -> None:
+    """Declare a new MCP server NAME (the dashboard's "Add a custom server"), then rebuild once.
+
+    Without --scope, kirocrew sessions see it (it goes into ~/.kiro/crew/mcp.json);
+    --scope kiro declares it in the Kiro global instead. Prints the result as
+    JSON. Exits 2 when the request is refused (nothing changed), 1 when the
+    name is taken or the rebuild failed.
+    """
+    from kirocrew_mcp.add import add_server
+
+    payload: dict[str, Any] = {"name": name, "scopes": list(scopes or ("kirocrew",))}
+    if command is not None:
+        payload["command"] = command
+        payload["args"] = list(args)
+        payload["env"] = _pairs(env, "=", "--env")
+    if url is not None:
+        payload["url"] = url
+        payload["headers"] = _pairs(headers, ":", "--header")
+    if command is None and (args or env):
+        raise BadInputError("--arg and --env go with --command", code="bad_args" if args else "bad_env")
+    if url is None and headers:
+        raise BadInputError("--header goes with --url", code="bad_headers")
+    outcome = add_server(payload, actor="owner")
+    _echo_json({"name": name, **outcome.as_dict()})
+    for warning in outcome.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    ctx.exit(0 if outcome.ok else 1)
+
+
 @mcp.command("rebuild")
 @click.option("--clean", is_flag=True, help="Ignore the existing agent file as the merge base.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rebuild report as JSON.")

@@ -25,8 +25,8 @@ def restart_sessions(reason: str) -> int | Awaitable[int] | None:
     Called by the gateway route ``POST /api/sessions/restart`` that
     kirocrew-mcp adds (served by the host, ``kirocrew serve``), when the owner
     asks for a restart after ``POST /api/mcp/apply`` has rebuilt the agent file
-    (the dashboard's "Apply & Restart" button that will send it arrives with a
-    later issue). The route re-renders the agent file first, so every process
+    (the dashboard's "Apply & Restart" button on the MCP servers page sends
+    it). The route re-renders the agent file first, so every process
     started after this call loads the current servers; a failed render is
     reported in the route's answer and the hook is still called. Not called by
     the apply itself: a restart ends work in progress, so only the owner asks

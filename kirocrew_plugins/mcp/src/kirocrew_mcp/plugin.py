@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kirocrew_core import hookimpl
-from kirocrew_core.contributions import DoctorCheck, DoctorResult, DoctorStatus, HostService
+from kirocrew_core.contributions import DashboardPage, DoctorCheck, DoctorResult, DoctorStatus, HostService
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -113,6 +113,15 @@ def gateway_routes() -> list[BaseRoute]:
     from kirocrew_mcp.api import routes
 
     return routes()
+
+
+@hookimpl
+def dashboard_pages() -> list[DashboardPage]:
+    from kirocrew_mcp.page import PACKAGE, mcp_page
+
+    return [DashboardPage("/mcp", "MCP servers", mcp_page,
+                          "Which MCP servers kiro-cli sessions load: scopes, probes, tools, add and uninstall",
+                          package=PACKAGE)]
 
 
 @hookimpl

@@ -1,0 +1,277 @@
+"""The MCP servers page in a real headless Chromium (Playwright, Debian's chromium) against a real `kirocrew serve`.
+
+Every flow is checked where it lands: the scope files on disk (byte for byte when nothing may
+change) and, for Apply & Restart, the kiro-cli process of a real conversation worker in the host.
+The served gateway loads every installed plugin, so the companion's Claude scope is on the page
+too. Elements are found by role and accessible name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kirocrew_core import home
+from kirocrew_core.host import client as host_client
+from kirocrew_testing.fixtures import run_kirocrew
+from kirocrew_testing.mcp_fixtures import stdio_server_argv
+
+WAIT_SECS = 60.0  # a bound on waiting for a process to exit, never a timing assertion
+RECORD_PID = "!shell echo $PPID >> kiro.pids\n"
+
+
+@pytest.fixture
+def gateway_env(fake_kiro_cli: Any, isolated_homes: Any, tmp_path: Path) -> dict[str, str]:
+    """The served gateway runs conversations on the fake kiro-cli with the test's state directory."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KIRO_CONVERSATIONS_") and k != "KIROCREW_NO_HOST"}
+    env["KIRO_CONVERSATIONS_STATE_DIR"] = str(tmp_path / "conversations-state")
+    return env
+
+
+def fixture_spec() -> dict[str, Any]:
+    argv = stdio_server_argv()
+    return {"command": argv[0], "args": argv[1:]}
+
+
+def write(path: Path, document: Any) -> bytes:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = (document if isinstance(document, str) else json.dumps(document, indent=2) + "\n").encode()
+    path.write_bytes(data)
+    return data
+
+
+def rebuild() -> None:
+    """Render the agent file as the host does at start (the files were written after it started)."""
+    done = run_kirocrew("mcp", "rebuild")
+    assert done.returncode == 0, done.stderr
+
+
+def snapshot() -> dict[str, bytes | None]:
+    paths = [home.crew_mcp_file(), home.kiro_global_mcp_file(), home.user_home() / ".claude.json"]
+    return {str(p): p.read_bytes() if p.exists() else None for p in paths}
+
+
+def badge(page: Any, server: str, label: str) -> Any:
+    return page.get_by_role("button", name=re.compile(rf"^{re.escape(server)} in {re.escape(label)}($| \()"))
+
+
+def status_says(page: Any, text: str) -> None:
+    page.locator("#announcer").filter(has_text=text).wait_for()
+
+
+def open_mcp(dashboard: Any, **kwargs: Any) -> Any:
+    opened = dashboard.open("/mcp", **kwargs)
+    assert opened.page.get_by_role("heading", name="MCP servers", level=1).is_visible()
+    return opened
+
+
+def row(page: Any, name: str) -> Any:
+    return page.locator(f'tr[data-name="{name}"]')
+
+
+def test_a_staged_badge_click_is_discarded_without_a_write_then_applied_to_the_kiro_global(dashboard) -> None:
+    write(home.kiro_global_mcp_file(), {"theme": "dark", "mcpServers": {"srv": fixture_spec(),
+                                                                         "keep": fixture_spec()}})
+    rebuild()
+    before = snapshot()
+    opened = open_mcp(dashboard)
+    page = opened.page
+    kiro = badge(page, "srv", "Kiro")
+    assert kiro.get_attribute("aria-pressed") == "true"
+    assert badge(page, "srv", "Claude").get_attribute("aria-pressed") == "false"  # the seam scope, from the list
+
+    kiro.click()
+    changes = page.get_by_role("region", name="1 staged change")
+    changes.wait_for()
+    assert "srv: remove it from Kiro." in changes.inner_text()
+    assert "the preservation rule" in changes.inner_text()  # kirocrew keeps srv, no other file declares it
+    assert badge(page, "srv", "Kiro").get_attribute("aria-pressed") == "false"
+    dashboard.screenshot(opened, "mcp-staged-light")
+
+    page.get_by_role("button", name="Discard").click()
+    status_says(page, "Discarded 1 staged change; nothing was written")
+    assert snapshot() == before  # byte for byte
+    assert changes.is_hidden()
+    assert badge(page, "srv", "Kiro").get_attribute("aria-pressed") == "true"
+
+    badge(page, "srv", "Kiro").click()
+    page.get_by_role("button", name="Apply", exact=True).click()
+    status_says(page, "Applied: 1 of 1 change applied")
+    on_disk = json.loads(home.kiro_global_mcp_file().read_text())
+    assert on_disk["theme"] == "dark" and set(on_disk["mcpServers"]) == {"keep"}  # the user's other keys kept
+    assert json.loads(home.crew_mcp_file().read_text())["mcpServers"]["srv"] == fixture_spec()  # preserved
+    assert "Kept for kirocrew" in row(page, "srv").inner_text()
+    assert badge(page, "srv", "Kiro").get_attribute("aria-pressed") == "false"
+    assert badge(page, "srv", "kirocrew").get_attribute("aria-pressed") == "true"
+    assert opened.csp_violations() == [] and opened.console_errors == []
+
+
+def test_a_tool_toggle_is_staged_and_applied_as_disabled_tools(dashboard) -> None:
+    write(home.crew_mcp_file(), {"mcpServers": {"echo": fixture_spec()}})
+    opened = open_mcp(dashboard)
+    page = opened.page
+    page.get_by_role("button", name="Probe echo").click()
+    status_says(page, "Probed echo: Online")
+    page.get_by_text("2 tools", exact=True).click()
+    tool = page.get_by_role("button", name=re.compile(r"^echo tool tool_1"))
+    assert tool.get_attribute("aria-pressed") == "true"
+    tool.click()
+    assert "turn tool tool_1 off" in page.get_by_role("region", name="1 staged change").inner_text()
+    page.get_by_role("button", name="Apply", exact=True).click()
+    status_says(page, "Applied: 1 of 1 change applied")
+    assert json.loads(home.crew_mcp_file().read_text())["mcpServers"]["echo"]["disabledTools"] == ["tool_1"]
+    assert "2 tools (1 off)" in row(page, "echo").inner_text()
+    assert opened.console_errors == []
+
+
+def test_a_custom_server_is_refused_at_its_field_then_added(dashboard) -> None:
+    opened = open_mcp(dashboard)
+    page = opened.page
+    name = page.get_by_label("Name", exact=True)
+    name.fill("bad name!")
+    page.get_by_label("Command", exact=True).fill("/bin/cat")
+    page.get_by_role("button", name="Add server").click()
+    page.get_by_role("alert").filter(has_text="Not added").wait_for()
+    assert name.get_attribute("aria-invalid") == "true"
+    assert name.evaluate("e => e === document.activeElement")
+    described = name.evaluate("e => e.getAttribute('aria-describedby').split(' ')"
+                              ".map(id => document.getElementById(id).textContent).join(' ')")
+    assert "Use letters, digits" in described
+    assert not home.crew_mcp_file().exists()
+
+    name.fill("notes")
+    page.get_by_label("Talks to a URL (http)").check()
+    url = page.get_by_label("URL", exact=True)
+    url.fill("http://mcp.example.com/mcp")  # passes the page's check; the API refuses plain http off this machine
+    page.get_by_role("button", name="Add server").click()
+    page.get_by_role("alert").filter(has_text="plain http://").wait_for()
+    assert url.get_attribute("aria-invalid") == "true" and name.get_attribute("aria-invalid") is None
+    assert "plain http:// is allowed only" in page.locator("#add-url-error").inner_text()
+    assert not home.crew_mcp_file().exists()
+
+    url.fill("https://mcp.example.com/mcp")
+    page.get_by_label("Headers", exact=True).fill("X-Team: crew")
+    page.get_by_role("button", name="Add server").click()
+    status_says(page, "Added notes")
+    stored = json.loads(home.crew_mcp_file().read_text())["mcpServers"]["notes"]
+    assert stored == {"url": "https://mcp.example.com/mcp", "headers": {"X-Team": "crew"}}
+    assert row(page, "notes").is_visible()
+    assert page.get_by_label("Name", exact=True).input_value() == ""  # the form was reset
+    assert opened.csp_violations() == []
+
+
+def test_uninstall_asks_first_and_then_removes_the_server_from_every_scope(dashboard) -> None:
+    write(home.kiro_global_mcp_file(), {"theme": "dark", "mcpServers": {"srv": fixture_spec(),
+                                                                         "keep": fixture_spec()}})
+    rebuild()
+    before = snapshot()
+    opened = open_mcp(dashboard)
+    page = opened.page
+    page.get_by_role("button", name="Uninstall srv").click()
+    dialog = page.get_by_role("dialog", name="Uninstall srv?")
+    dialog.wait_for()
+    dashboard.screenshot(opened, "mcp-uninstall-light", full_page=False)
+    dialog.get_by_role("button", name="Cancel").click()
+    assert dialog.is_hidden() and snapshot() == before
+
+    page.get_by_role("button", name="Uninstall srv").click()
+    dialog.get_by_role("button", name="Uninstall", exact=True).click()
+    status_says(page, "Uninstalled srv: 1 of 1 change applied")
+    on_disk = json.loads(home.kiro_global_mcp_file().read_text())
+    assert on_disk["theme"] == "dark" and set(on_disk["mcpServers"]) == {"keep"}
+    assert row(page, "srv").count() == 0 and row(page, "keep").is_visible()
+
+
+def test_a_malformed_scope_file_is_shown_as_a_problem_and_left_alone(dashboard) -> None:
+    broken = write(home.kiro_global_mcp_file(), '{"mcpServers": {"half": ')
+    write(home.crew_mcp_file(), {"mcpServers": {"mine": fixture_spec()}})
+    opened = open_mcp(dashboard)
+    page = opened.page
+    problem = page.get_by_role("alert").filter(has_text="Problems")
+    assert "is malformed" in problem.inner_text() and ".kiro/settings/mcp.json" in problem.inner_text()
+    assert badge(page, "mine", "Kiro").count() == 0  # an unknowable scope offers no button to stage a removal
+    assert home.kiro_global_mcp_file().read_bytes() == broken
+
+
+def test_apply_and_restart_closes_an_idle_conversation_worker(dashboard, gateway_env, tmp_path: Path) -> None:
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    done = run_kirocrew("conversations", "--json", "delegate", "--name", "idle", "--workspace", str(workspace),
+                        RECORD_PID + "!say idle", env=gateway_env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert host_client.ping()["pid"] == dashboard.gateway.process.pid  # the served gateway is the host
+    [pid] = [int(line) for line in (workspace / "kiro.pids").read_text().split()]
+    assert not host_client.pid_gone(pid), "the worker keeps its kiro-cli while idle"
+
+    opened = open_mcp(dashboard)
+    page = opened.page
+    page.get_by_role("button", name="Apply & Restart").click()
+    status_says(page, "Restarted: 1 kiro-cli session closed or replaced")
+    assert "Restarted: 1" in page.locator("#restart-result").inner_text()
+    deadline = time.monotonic() + WAIT_SECS
+    while not host_client.pid_gone(pid):
+        assert time.monotonic() < deadline, "the idle worker's kiro-cli did not exit after the restart"
+        time.sleep(0.05)
+    assert opened.console_errors == []
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_page_reads_well_in_light_and_dark_and_at_400_px(dashboard, scheme) -> None:
+    write(home.kiro_global_mcp_file(), {"mcpServers": {"github": {"url": "https://api.githubcopilot.com/mcp/"},
+                                                       "notes": fixture_spec()}})
+    write(home.crew_mcp_file(), {"mcpServers": {"echo": {**fixture_spec(), "disabledTools": ["tool_2"]},
+                                                "broken": {"command": "/nonexistent/server"}}})
+    rebuild()
+    opened = open_mcp(dashboard, color_scheme=scheme)
+    page = opened.page
+    page.get_by_role("button", name="Probe MCP servers").click()
+    status_says(page, "Probed")
+    page.get_by_text("2 tools (1 off)", exact=True).click()
+    badge(page, "notes", "Claude").click()
+    dashboard.screenshot(opened, f"mcp-{scheme}")
+    assert opened.csp_violations() == [] and opened.console_errors == []
+    narrow = open_mcp(dashboard, color_scheme=scheme, width=400)
+    assert narrow.page.evaluate("document.documentElement.scrollWidth") <= 400
+    dashboard.screenshot(narrow, f"mcp-{scheme}-400")
+
+
+def test_a_change_refused_at_apply_is_shown_with_its_code_at_its_row_and_nothing_is_written(dashboard) -> None:
+    write(home.kiro_global_mcp_file(), {"mcpServers": {"srv": fixture_spec()}})
+    rebuild()
+    opened = open_mcp(dashboard)
+    page = opened.page
+    kiro = badge(page, "srv", "Kiro")
+    kiro.focus()
+    page.keyboard.press("Space")  # a badge stages from the keyboard too
+    assert "srv: remove it from Kiro." in page.get_by_role("region", name="1 staged change").inner_text()
+    # The crew store breaks after the page loaded: the preservation copy would have to go there.
+    write(home.crew_mcp_file(), '{"mcpServers": [')
+    before = snapshot()
+    page.get_by_role("button", name="Apply", exact=True).click()
+    page.locator("#alerts").filter(has_text="refused: srv (scope_file_malformed)").wait_for()
+    assert "Refused (scope_file_malformed)" in row(page, "srv").inner_text()
+    assert snapshot() == before
+    assert page.get_by_role("alert").filter(has_text="Problems").is_visible()  # the re-read list says why
+
+
+def test_apply_and_restart_applies_the_staged_changes_first_and_reports_a_failed_render(dashboard) -> None:
+    write(home.kiro_global_mcp_file(), {"theme": "dark", "mcpServers": {"srv": fixture_spec()}})
+    rebuild()
+    opened = open_mcp(dashboard)
+    page = opened.page
+    badge(page, "srv", "Claude").click()
+    agent = home.rendered_agent_file()
+    agent.unlink()
+    agent.mkdir()  # the render after the apply cannot read it: the restart goes ahead and says so
+    page.get_by_role("button", name="Apply & Restart").click()
+    result = page.locator("#restart-result")
+    result.filter(has_text="rendering the MCP servers failed").wait_for()
+    assert "(agent_file_unreadable)" in result.inner_text()
+    assert json.loads((home.user_home() / ".claude.json").read_text())["mcpServers"]["srv"] == fixture_spec()
+    assert json.loads(home.kiro_global_mcp_file().read_text())["theme"] == "dark"
