@@ -96,23 +96,29 @@ async def line_transport(stream: Any, *, inspect: Inspect | None = None, observe
 
 
 async def owner_only_listener(path: Any) -> Any:
-    """An anyio unix listener on ``path``: any file there is replaced, the socket is 0600 from birth.
+    """An anyio unix listener on ``path``, in a directory only this user can enter; the socket is 0600.
 
     The caller must own the place (it holds the lock that makes it the only server there),
-    so a leftover socket file is a dead server's. Peers' uids are still checked per
-    connection (:func:`peer_credentials`): a mode can be loosened later, a uid cannot lie.
+    so a leftover socket file is a dead server's. The directory must already be private
+    (ours, no group or other bits, not a symlink): the socket is born there with the umask's
+    mode and tightened right after, and nobody else can reach it in between. The process
+    umask is never narrowed for the bind: it is shared by every thread, and another thread
+    creating a folder at that moment would get a mode it never asked for. Peers' uids are
+    still checked per connection (:func:`peer_credentials`): a mode can be loosened later,
+    a uid cannot lie.
     """
     import os
+    import stat
+    from pathlib import Path
 
     import anyio
 
+    parent = os.lstat(Path(path).parent)
+    if not stat.S_ISDIR(parent.st_mode) or parent.st_uid != os.getuid() or parent.st_mode & 0o077:
+        raise PermissionError(f"refusing to listen on {path}: its directory is not private to this user")
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
-    old = os.umask(0o177)
-    try:
-        listener = await anyio.create_unix_listener(path)
-    finally:
-        os.umask(old)
+    listener = await anyio.create_unix_listener(path)
     os.chmod(path, 0o600)
     return listener
 
