@@ -217,6 +217,12 @@ def test_follow_up_cancel_archive_and_delete_with_the_exact_name(
     assert [r["status"] for r in detail["runs"]] == ["completed", "cancelled"]
 
     assert error_of(owner.request("DELETE", base, json={"confirmName": "chain"})) == (409, "conversation_not_archived")
+    configured = owner.patch(f"{base}/settings", json={"effort": "high", "authority": "unrestricted"})
+    assert configured.status_code == 200 and configured.json()["defaults"]["effort"] == "high"
+    assert error_of(owner.patch(f"{base}/settings", json={"effort": "huge"})) == (400, "invalid_arguments")
+    assert rows(state_dir, "SELECT effort FROM conversations WHERE id = ?", cid) == [("high",)]
+    assert error_of(owner.get(f"{base}/worktree")) == (400, "not_a_worktree_conversation")
+    assert error_of(owner.post(f"{base}/worktree/cleanup")) == (400, "not_a_worktree_conversation")
     assert owner.post(f"{base}/archive").json()["state"] == "archived"
     assert error_of(owner.post(f"{base}/messages", json={"message": "x", "delivery": "queue"})) == (
         409, "conversation_archived")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +152,18 @@ def test_a_run_is_cancelled_then_the_conversation_archived_and_deleted_with_its_
     page.get_by_role("heading", name=re.compile("Run 1: cancelled")).wait_for(timeout=TIMEOUT_MS)
     assert rows(state_dir, "SELECT status FROM runs WHERE conversation_id = ?", cid) == [("cancelled",)]
 
+    page.get_by_label("Effort").select_option("high")
+    page.get_by_label("Model").fill("no-such-model")
+    page.get_by_role("button", name="Save settings").click()
+    model = page.get_by_label("Model")
+    expect(model).to_have_attribute("aria-invalid", "true")
+    expect(model).to_have_accessible_description(re.compile("unknown_model"))
+    assert rows(state_dir, "SELECT model, effort FROM conversations WHERE id = ?", cid) == [(None, None)]
+    model.fill("")
+    page.get_by_role("button", name="Save settings").click()
+    expect(page.get_by_role("definition").filter(has_text="high")).to_be_visible()
+    assert rows(state_dir, "SELECT model, effort FROM conversations WHERE id = ?", cid) == [(None, "high")]
+
     page.get_by_role("button", name="Archive conversation").click()
     confirm = page.get_by_label(re.compile("Type the name"))
     confirm.wait_for(timeout=TIMEOUT_MS)
@@ -168,4 +181,48 @@ def test_a_run_is_cancelled_then_the_conversation_archived_and_deleted_with_its_
     assert page.get_by_text("No archived conversation.").is_visible()
     assert rows(state_dir, "SELECT COUNT(*) FROM conversations WHERE id = ?", cid) == [(0,)]
     assert opened.csp_violations() == []
-    assert opened.console_errors == []
+    # The refused model's 400 is the one failed request the browser logs.
+    assert [e for e in opened.console_errors if "status of 400" not in e] == []
+
+
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+def test_a_worktree_conversation_is_inspected_and_cleaned_up_from_the_page(
+        dashboard: Any, tmp_path: Path, state_dir: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "README").write_text("hello\n")
+    _git(repo, "add", "README")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "first")
+    opened = dashboard.open("/conversations")
+    page = opened.page
+    page.get_by_label("Name").fill("tree")
+    page.get_by_label("Workspace", exact=True).fill(str(repo))
+    page.get_by_role("radio", name=re.compile("Worktree")).check()
+    page.get_by_label("Message").fill("!write notes.txt scratch\n!say wrote")
+    page.get_by_role("button", name="Start conversation").click()
+    page.wait_for_url(re.compile(r"/conversations/conv_[0-9a-f]+$"), timeout=TIMEOUT_MS)
+    cid = page.url.rsplit("/", 1)[1]
+    page.get_by_role("heading", name=re.compile("Run 1: completed")).wait_for(timeout=TIMEOUT_MS)
+    ((path, branch),) = rows(state_dir, "SELECT worktree_path, worktree_branch FROM conversations WHERE id = ?", cid)
+    assert (Path(path) / "notes.txt").read_text() == "scratch"
+
+    page.get_by_role("button", name="Inspect worktree").click()
+    report = page.get_by_role("status").filter(has_text="Branch")
+    expect(report).to_contain_text(f"Branch {branch}")
+    expect(report).to_contain_text("Uncommitted changes")
+    expect(report).to_contain_text("notes.txt")
+    page.get_by_role("button", name="Clean up worktree").click()
+    expect(page.get_by_role("alert").filter(has_text="worktree_dirty")).to_be_attached()
+    assert Path(path).exists()
+
+    (Path(path) / "notes.txt").unlink()
+    page.get_by_role("button", name="Clean up worktree").click()
+    expect(page.get_by_role("definition").filter(has_text="retired")).to_be_visible(timeout=TIMEOUT_MS)
+    assert not Path(path).exists() and _git(repo, "branch", "--list", branch) == ""
+    assert page.get_by_role("button", name="Inspect worktree").count() == 0
+    assert opened.csp_violations() == []

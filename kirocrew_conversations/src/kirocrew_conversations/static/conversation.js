@@ -132,5 +132,71 @@ if (deleteForm) {
   });
 }
 
+const configForm = document.getElementById("config-form");
+if (configForm) {
+  configForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    clearErrors(configForm);
+    const button = configForm.querySelector("button[type=submit]");
+    button.disabled = true;
+    try {
+      const saved = await api(`${base}/settings`, { method: "PATCH", body: values(configForm) });
+      const d = saved.defaults;
+      announce(`Saved: model ${d.model || "default"}, agent ${d.mode || "default"}, effort ${d.effort || "default"}, `
+        + `authority ${d.authority}`);
+      await refreshNow();
+    } catch (err) {
+      if (err instanceof ApiError) showError(configForm, "config", err, "Not saved");
+      else announce(`Not saved: ${err}`, { urgent: true });
+    } finally {
+      button.disabled = false;
+    }
+  });
+}
+
+// The worktree report as text: a list of facts and the changed files.
+function showWorktree(report) {
+  const target = document.getElementById("worktree-report");
+  const list = document.createElement("ul");
+  const facts = [
+    `Branch ${report.branch}, based on ${report.baseRef}`,
+    report.clean ? "No uncommitted changes" : "Uncommitted changes",
+    `Merge state: ${report.mergeState}`,
+    `Unfinished runs: ${report.activeRuns}`,
+    `Ignored files: ${report.ignoredFiles}`,
+    `Changed files: ${report.changedFiles.length}${report.changedFilesTruncated ? "+" : ""}`,
+    ...report.changedFiles.map((file) => `${file.status} ${file.path}`),
+  ];
+  for (const fact of facts) {
+    const item = document.createElement("li");
+    item.textContent = fact;
+    list.append(item);
+  }
+  target.replaceChildren(list);
+}
+
+const inspect = document.getElementById("worktree-inspect");
+if (inspect) {
+  inspect.addEventListener("click", async () => {
+    try {
+      showWorktree(await api(`${base}/worktree`));
+    } catch (err) {
+      announce(`Not inspected: ${err.message} (${err.code || "error"})`, { urgent: true });
+    }
+  });
+  const cleanup = document.getElementById("worktree-cleanup");
+  cleanup.addEventListener("click", async () => {
+    cleanup.disabled = true;
+    try {
+      const done = await api(`${base}/worktree/cleanup`, { method: "POST" });
+      announce(`Cleaned up: branch ${done.removedBranch} removed; the conversation is ${done.state}`);
+      window.location.reload();
+    } catch (err) {
+      announce(`Not cleaned up: ${err.message} (${err.code || "error"})`, { urgent: true });
+      cleanup.disabled = false;
+    }
+  });
+}
+
 ready();
 schedule();
