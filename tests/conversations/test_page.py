@@ -240,6 +240,21 @@ def test_follow_up_cancel_archive_and_delete_with_the_exact_name(
     assert owner.get(f"/conversations/{cid}").status_code == 404
 
 
+def test_an_interrupting_follow_up_replaces_the_running_run(owner: httpx.Client, workspace: Path) -> None:
+    started = start(owner, workspace, "busy", "!hang")
+    cid = started["conversationId"]
+    detail_when(owner, cid, lambda d: d["runs"][0]["status"] == "running")
+    queued = owner.post(f"/api/conversations/{cid}/messages", json={"message": "!say queued", "delivery": "queue"})
+    assert queued.json()["queuePosition"] == 1
+    sent = owner.post(f"/api/conversations/{cid}/messages", json={"message": "!say instead", "delivery": "interrupt"})
+    assert sent.status_code == 200, sent.text
+    assert sent.json()["interruptedRunId"] == started["runId"] and sent.json()["supersededRunCount"] == 1
+    done = detail_when(owner, cid, settled)
+    assert [(r["status"], (r["error"] or {}).get("code")) for r in done["runs"]] == [
+        ("cancelled", "run_replaced"), ("cancelled", "run_superseded"), ("completed", None)]
+    assert done["runs"][-1]["reply"]["text"] == "instead"
+
+
 def test_bad_input_is_refused_with_stable_codes_and_changes_nothing(
         owner: httpx.Client, workspace: Path, state_dir: Path) -> None:
     refusals = [

@@ -18,6 +18,7 @@ functions.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from typing import TYPE_CHECKING, Any
@@ -86,10 +87,10 @@ async def call_tool(request: Request, tool: str, arguments: dict[str, Any], *, a
         result = await service.call(tool, arguments)
     except KirocrewError as exc:
         if audited:
-            _audit(tool, arguments, outcome="refused", code=exc.code)
+            await asyncio.to_thread(_audit, tool, arguments, outcome="refused", code=exc.code)
         raise _as_http_error(exc) from exc
     if audited:
-        _audit(tool, arguments, outcome="ok", code="ok")
+        await asyncio.to_thread(_audit, tool, arguments, outcome="ok", code="ok")
     return result
 
 
