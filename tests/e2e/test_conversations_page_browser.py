@@ -53,6 +53,16 @@ def rows(state_dir: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         db.close()
 
 
+def tab_to(page: Any, target: Any, limit: int = 60) -> None:
+    """Press Tab from the top of the page until ``target`` has the focus (it is reachable by keyboard)."""
+    page.locator("body").focus()
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        if target.evaluate("el => el === document.activeElement"):
+            return
+    pytest.fail(f"{target} was not reached with {limit} Tab presses")
+
+
 def start_from_page(page: Any, workspace: Path, name: str, message: str, authority: str | None = None) -> str:
     """Fill and submit the Start form; the conversation's id from the page it opens."""
     page.get_by_label("Name").fill(name)
@@ -82,7 +92,9 @@ def test_a_conversation_started_on_the_page_asks_a_permission_answered_on_the_pa
     card.wait_for(timeout=TIMEOUT_MS)
     assert rows(state_dir, "SELECT status FROM runs WHERE conversation_id = ?", cid) == [("needs_attention",)]
     dashboard.screenshot(opened, "conversation-attention-light")
-    card.get_by_role("button", name="Allow once").click()
+    allow = card.get_by_role("button", name="Allow once")
+    tab_to(page, allow)
+    page.keyboard.press("Enter")
 
     reply = page.get_by_role("region", name="Reply of run 1")
     reply.get_by_role("heading", name="Written").wait_for(timeout=TIMEOUT_MS)

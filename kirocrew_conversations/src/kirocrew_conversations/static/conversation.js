@@ -29,13 +29,19 @@ async function redraw() {
   if (focused && document.getElementById(focused)) document.getElementById(focused).focus();
 }
 
+let lastProblem = null;
+
 async function check() {
   timer = null;
   try {
     const detail = await api(base);
+    lastProblem = null;
     if (detail.revision !== live.dataset.revision) await redraw();
   } catch (err) {
-    announce(`Could not refresh: ${err.message}`);
+    // Said once, not every poll; a conversation deleted meanwhile ends the polling.
+    if (err.message !== lastProblem) announce(`Could not refresh: ${err.message}`, { urgent: true });
+    lastProblem = err.message;
+    if (err.code === "conversation_not_found") return;
   }
   schedule();
 }
