@@ -215,3 +215,19 @@ def test_a_kiro_cli_installed_under_tmp_stays_visible_inside_the_private_tmp():
 
     assert installation(Path("/tmp/checkout/.venv/bin/kiro-cli")) == [Path("/tmp/checkout")]
     assert installation(Path("/usr/local/bin/kiro-cli")) == [Path("/usr/local/bin")]
+
+
+def test_the_preflight_passes_while_another_thread_has_narrowed_the_umask() -> None:
+    # The host narrows the process-wide umask to 0o177 while it binds its socket; a preflight running
+    # meanwhile in a worker thread once created its scratch workspace without the search bit, so
+    # bwrap could not chdir into it and read_only/workspace_write were reported unavailable.
+    import shutil
+
+    from kirocrew_conversations.sandbox.bwrap import BwrapBackend
+
+    old = os.umask(0o177)
+    try:
+        verdict = BwrapBackend()._preflight(shutil.which("bwrap"))
+    finally:
+        os.umask(old)
+    assert verdict[0] is True, verdict

@@ -75,6 +75,14 @@ class HostedConversations:
             await closing
             raise
 
+    async def ready(self) -> ConversationsService:
+        """The running service for an in-process caller (the dashboard's routes); started if it is not.
+
+        Like a connection, a caller after a failed start tries the start again, and gets the
+        failure's code if it fails again (``server_stopped`` while the host stops).
+        """
+        return await self._ensure_started()
+
     def busy(self) -> str | None:
         """``"N runs in progress"`` while runs execute or wait for a worker; the host must not exit then."""
         service = self._service

@@ -12,9 +12,17 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from kirocrew_core import hookimpl
-from kirocrew_core.contributions import AuthorityBackend, HostedMcpServer, HostService, ManagedMcpServer
+from kirocrew_core.contributions import (
+    AuthorityBackend,
+    DashboardPage,
+    HostedMcpServer,
+    HostService,
+    ManagedMcpServer,
+)
 
 if TYPE_CHECKING:
+    from starlette.routing import BaseRoute
+
     from kirocrew_core.cli import KirocrewCLI
 
 SERVER_NAME = "kirocrew-conversations"
@@ -60,6 +68,24 @@ def host_mcp_servers() -> list[HostedMcpServer]:
     from kirocrew_conversations.hosted import hosted
 
     return [hosted().hosted_server()]
+
+
+@hookimpl
+def gateway_routes() -> list[BaseRoute]:
+    """``/api/conversations…``: the dashboard's JSON routes over the host's service (one per tool it uses)."""
+    from kirocrew_conversations.api import routes
+
+    return routes()
+
+
+@hookimpl
+def dashboard_pages() -> list[DashboardPage]:
+    from kirocrew_conversations.page import PACKAGE, conversation_page, list_page
+
+    return [DashboardPage("/conversations", "Conversations", list_page,
+                          "Start, follow and answer Kiro conversations", package=PACKAGE),
+            DashboardPage("/conversations/{conversation_id}", "Conversation", conversation_page,
+                          "One conversation's runs, replies, events and actions", package=PACKAGE)]
 
 
 # optionalhook: kirocrew-mcp declares this hook; without it installed there is simply nobody to ask.

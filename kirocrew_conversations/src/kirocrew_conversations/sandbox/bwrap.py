@@ -108,6 +108,10 @@ class BwrapBackend:
         with tempfile.TemporaryDirectory(prefix="kirocrew-preflight-") as scratch:
             workspace = Path(scratch) / "workspace"
             workspace.mkdir()
+            # Modes set explicitly: the umask is process-wide, and the host narrows it for a moment
+            # while it binds its socket, maybe while this preflight runs in a worker thread.
+            os.chmod(scratch, 0o700)
+            os.chmod(workspace, 0o700)
             policy = build_policy(READ_ONLY, workspace)
             prefix = launcher(bwrap, policy)
             outside = home.user_home() / f".kirocrew-sandbox-probe-{os.getpid()}"

@@ -1,0 +1,208 @@
+// One conversation's page. While a run is unfinished it polls GET /api/conversations/{id} every few
+// seconds and, when the answer's revision differs from the page's, redraws the live part (#live) from
+// this page's own server-rendered HTML. Buttons inside #live (answer a permission, cancel a run) work
+// by delegation, so they keep working after a redraw. Every change goes through /api/conversations.
+import { api, announce, ApiError } from "/static/core/shell.js";
+import { clearErrors, ready, showError, values } from "./forms.js";
+
+let live = document.getElementById("live");
+const id = live.dataset.conversation;
+const base = `/api/conversations/${encodeURIComponent(id)}`;
+const pollMs = Number(live.dataset.pollSeconds || 2) * 1000;
+let timer = null;
+
+async function redraw() {
+  const response = await fetch(window.location.pathname, { credentials: "same-origin", cache: "no-store" });
+  if (!response.ok) return;
+  const fresh = new DOMParser().parseFromString(await response.text(), "text/html").getElementById("live");
+  if (!fresh) return;
+  const focused = document.activeElement && live.contains(document.activeElement) ? document.activeElement.id : null;
+  // Event lists the reader opened stay open (matched by their summary's id).
+  const open = new Set([...live.querySelectorAll("details[open] > summary")].map((s) => s.id));
+  for (const summary of fresh.querySelectorAll("details > summary")) {
+    if (open.has(summary.id)) summary.parentElement.open = true;
+  }
+  // A new attention card is role="alert": inserting it is what announces it.
+  live.replaceWith(fresh);
+  live = fresh;
+  ready(live);
+  if (focused && document.getElementById(focused)) document.getElementById(focused).focus();
+}
+
+let lastProblem = null;
+
+async function check() {
+  timer = null;
+  try {
+    const detail = await api(base);
+    lastProblem = null;
+    if (detail.revision !== live.dataset.revision) await redraw();
+  } catch (err) {
+    // Said once, not every poll; a conversation deleted meanwhile ends the polling.
+    if (err.message !== lastProblem) announce(`Could not refresh: ${err.message}`, { urgent: true });
+    lastProblem = err.message;
+    if (err.code === "conversation_not_found") return;
+  }
+  schedule();
+}
+
+function schedule() {
+  if (timer === null && live.dataset.live === "true") timer = window.setTimeout(check, pollMs);
+}
+
+async function refreshNow() {
+  if (timer !== null) window.clearTimeout(timer);
+  timer = null;
+  await check();
+}
+
+document.addEventListener("click", async (event) => {
+  const button = event.target.closest("#live button[data-action]");
+  if (!button) return;
+  const run = encodeURIComponent(button.dataset.run);
+  button.disabled = true;
+  try {
+    if (button.dataset.action === "decide") {
+      const path = `${base}/runs/${run}/permissions/${encodeURIComponent(button.dataset.permission)}`;
+      await api(path, { method: "POST", body: { decision: button.dataset.decision } });
+      announce(`Your answer was recorded: ${button.textContent}`);
+    } else if (button.dataset.action === "cancel") {
+      const done = await api(`${base}/runs/${run}/cancel`, { method: "POST" });
+      announce(`Run ${done.changed ? "cancelled" : "had already ended"}: ${done.status}`);
+    }
+  } catch (err) {
+    announce(`Not done: ${err.message} (${err.code || "error"})`, { urgent: true });
+    button.disabled = false;
+    button.focus();
+  }
+  await refreshNow();
+});
+
+const sendForm = document.getElementById("send-form");
+if (sendForm) {
+  sendForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    clearErrors(sendForm);
+    const button = sendForm.querySelector("button[type=submit]");
+    button.disabled = true;
+    try {
+      const sent = await api(`${base}/messages`, { method: "POST", body: values(sendForm) });
+      sendForm.reset();
+      announce(sent.delivery === "interrupt"
+        ? `Sent; it interrupted the running run and replaced ${sent.supersededRunCount} queued run(s)`
+        : `Sent; ${sent.queuePosition ? `${sent.queuePosition} run(s) ahead of it` : "it runs next"}`);
+      live.dataset.live = "true";
+      await refreshNow();
+    } catch (err) {
+      if (err instanceof ApiError) showError(sendForm, "send", err, "Not sent");
+      else announce(`Not sent: ${err}`, { urgent: true });
+    } finally {
+      button.disabled = false;
+    }
+  });
+}
+
+const archiveButton = document.getElementById("archive-button");
+if (archiveButton) {
+  archiveButton.addEventListener("click", async () => {
+    archiveButton.disabled = true;
+    try {
+      await api(`${base}/archive`, { method: "POST" });
+      announce("Archived");
+      window.location.reload();
+    } catch (err) {
+      announce(`Not archived: ${err.message} (${err.code || "error"})`, { urgent: true });
+      archiveButton.disabled = false;
+    }
+  });
+}
+
+const deleteForm = document.getElementById("delete-form");
+if (deleteForm) {
+  deleteForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    clearErrors(deleteForm);
+    const typed = deleteForm.elements.confirmName.value;
+    const error = { code: "confirmation_mismatch", message: `type the exact name ${live.dataset.name} to delete it` };
+    if (typed !== live.dataset.name) {
+      showError(deleteForm, "delete", error, "Not deleted");
+      return;
+    }
+    try {
+      await api(base, { method: "DELETE", body: { confirmName: typed } });
+      announce("Deleted");
+      window.location.assign("/conversations?archive=archived");
+    } catch (err) {
+      showError(deleteForm, "delete", err, "Not deleted");
+    }
+  });
+}
+
+const configForm = document.getElementById("config-form");
+if (configForm) {
+  configForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    clearErrors(configForm);
+    const button = configForm.querySelector("button[type=submit]");
+    button.disabled = true;
+    try {
+      const saved = await api(`${base}/settings`, { method: "PATCH", body: values(configForm) });
+      const d = saved.defaults;
+      announce(`Saved: model ${d.model || "default"}, agent ${d.mode || "default"}, effort ${d.effort || "default"}, `
+        + `authority ${d.authority}`);
+      await refreshNow();
+    } catch (err) {
+      if (err instanceof ApiError) showError(configForm, "config", err, "Not saved");
+      else announce(`Not saved: ${err}`, { urgent: true });
+    } finally {
+      button.disabled = false;
+    }
+  });
+}
+
+// The worktree report as text: a list of facts and the changed files.
+function showWorktree(report) {
+  const target = document.getElementById("worktree-report");
+  const list = document.createElement("ul");
+  const facts = [
+    `Branch ${report.branch}, based on ${report.baseRef}`,
+    report.clean ? "No uncommitted changes" : "Uncommitted changes",
+    `Merge state: ${report.mergeState}`,
+    `Unfinished runs: ${report.activeRuns}`,
+    `Ignored files: ${report.ignoredFiles}`,
+    `Changed files: ${report.changedFiles.length}${report.changedFilesTruncated ? "+" : ""}`,
+    ...report.changedFiles.map((file) => `${file.status} ${file.path}`),
+  ];
+  for (const fact of facts) {
+    const item = document.createElement("li");
+    item.textContent = fact;
+    list.append(item);
+  }
+  target.replaceChildren(list);
+}
+
+const inspect = document.getElementById("worktree-inspect");
+if (inspect) {
+  inspect.addEventListener("click", async () => {
+    try {
+      showWorktree(await api(`${base}/worktree`));
+    } catch (err) {
+      announce(`Not inspected: ${err.message} (${err.code || "error"})`, { urgent: true });
+    }
+  });
+  const cleanup = document.getElementById("worktree-cleanup");
+  cleanup.addEventListener("click", async () => {
+    cleanup.disabled = true;
+    try {
+      const done = await api(`${base}/worktree/cleanup`, { method: "POST" });
+      announce(`Cleaned up: branch ${done.removedBranch} removed; the conversation is ${done.state}`);
+      window.location.reload();
+    } catch (err) {
+      announce(`Not cleaned up: ${err.message} (${err.code || "error"})`, { urgent: true });
+      cleanup.disabled = false;
+    }
+  });
+}
+
+ready();
+schedule();

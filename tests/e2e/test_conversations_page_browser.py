@@ -1,0 +1,240 @@
+"""The Conversations pages in a real headless Chromium (Playwright, Debian's chromium) against a real `kirocrew serve`.
+
+The host runs the conversations with the fake kiro-cli: a conversation is started from the
+page, the fake asks a permission (a write under the read_only authority), the card is answered
+on the page, the reply renders as safe Markdown, and the store on disk is checked; a follow-up,
+a cancel, an archive and a delete with the exact name go through the page too. Elements are
+found by role and accessible name.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from kirocrew_conversations.state_paths import DATABASE_NAME
+
+TIMEOUT_MS = 60_000
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> Path:
+    return tmp_path / "conversations-state"
+
+
+@pytest.fixture
+def gateway_env(fake_kiro_cli: Any, state_dir: Path) -> dict[str, str]:
+    """``kirocrew serve`` with the fake kiro-cli and the test's state directory; its host runs conversations."""
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith("KIRO_CONVERSATIONS_") and key != "KIROCREW_NO_HOST"}
+    env["KIRO_CONVERSATIONS_STATE_DIR"] = str(state_dir)
+    return env
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "project"
+    path.mkdir()
+    return path
+
+
+def rows(state_dir: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    db = sqlite3.connect(state_dir / DATABASE_NAME)
+    try:
+        return db.execute(sql, params).fetchall()
+    finally:
+        db.close()
+
+
+def tab_to(page: Any, target: Any, limit: int = 60) -> None:
+    """Press Tab from the top of the page until ``target`` has the focus (it is reachable by keyboard)."""
+    page.locator("body").focus()
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        if target.evaluate("el => el === document.activeElement"):
+            return
+    pytest.fail(f"{target} was not reached with {limit} Tab presses")
+
+
+def start_from_page(page: Any, workspace: Path, name: str, message: str, authority: str | None = None) -> str:
+    """Fill and submit the Start form; the conversation's id from the page it opens."""
+    page.get_by_label("Name").fill(name)
+    page.get_by_label("Workspace", exact=True).fill(str(workspace))
+    page.get_by_label("Message").fill(message)
+    if authority:
+        page.get_by_text("Settings", exact=True).click()
+        page.get_by_label("Authority").select_option(authority)
+    page.get_by_role("button", name="Start conversation").click()
+    page.wait_for_url(re.compile(r"/conversations/conv_[0-9a-f]+$"), timeout=TIMEOUT_MS)
+    page.get_by_role("heading", name=name, level=1).wait_for()
+    return str(page.url.rsplit("/", 1)[1])
+
+
+def test_a_conversation_started_on_the_page_asks_a_permission_answered_on_the_page_then_takes_a_follow_up(
+        dashboard: Any, workspace: Path, state_dir: Path) -> None:
+    opened = dashboard.open("/conversations")
+    page = opened.page
+    assert page.get_by_role("heading", name="Conversations", level=1).is_visible()
+    assert page.get_by_text("No conversation yet.").is_visible()
+    dashboard.screenshot(opened, "conversations-empty-light")
+
+    cid = start_from_page(page, workspace, "browser-run",
+                          "!tool fs_write {}\n!say # Written\\n\\n**bold** <script>window.pwned=1</script> "
+                          "[bad](javascript:window.pwned=2)", authority="read_only")
+    card = page.get_by_role("alert", name="Kiro asks to use fs_write")
+    card.wait_for(timeout=TIMEOUT_MS)
+    assert rows(state_dir, "SELECT status FROM runs WHERE conversation_id = ?", cid) == [("needs_attention",)]
+    dashboard.screenshot(opened, "conversation-attention-light")
+    allow = card.get_by_role("button", name="Allow once")
+    tab_to(page, allow)
+    page.keyboard.press("Enter")
+
+    reply = page.get_by_role("region", name="Reply of run 1")
+    reply.get_by_role("heading", name="Written").wait_for(timeout=TIMEOUT_MS)
+    assert reply.locator("strong").inner_text() == "bold"
+    assert "<script>window.pwned=1</script>" in reply.inner_text()  # shown as text, never run
+    assert reply.get_by_role("link").count() == 0
+    assert page.evaluate("window.pwned === undefined")
+    assert page.get_by_role("alert", name="Kiro asks to use fs_write").count() == 0
+    assert rows(state_dir, "SELECT status, reply_text IS NOT NULL FROM runs WHERE conversation_id = ?", cid) == [
+        ("completed", 1)]
+    assert rows(state_dir, "SELECT state, decided_option FROM permission_requests WHERE run_id IN "
+                           "(SELECT id FROM runs WHERE conversation_id = ?)", cid) == [("decided", "allow_once")]
+
+    page.get_by_role("textbox", name="Message").fill("!say second *reply*")
+    page.get_by_role("button", name="Send").click()
+    page.get_by_role("region", name="Reply of run 2").locator("em").filter(has_text="reply").wait_for(
+        timeout=TIMEOUT_MS)
+    assert rows(state_dir, "SELECT COUNT(*) FROM runs WHERE conversation_id = ? AND status = 'completed'", cid) == [
+        (2,)]
+    page.get_by_text("Events of run 2").click()
+    assert page.get_by_text("final reply of", exact=False).last.is_visible()
+    dashboard.screenshot(opened, "conversation-light")
+    assert opened.csp_violations() == []
+    assert opened.console_errors == []
+
+    listing = dashboard.open("/conversations", color_scheme="dark")
+    row = listing.page.get_by_role("row").filter(has=listing.page.get_by_role("link", name="browser-run"))
+    assert "completed" in row.inner_text() and "read_only" in row.inner_text()
+    dashboard.screenshot(listing, "conversations-dark")
+    dark = dashboard.open(f"/conversations/{cid}", color_scheme="dark")
+    dark.page.get_by_role("region", name="Reply of run 2").wait_for()
+    dashboard.screenshot(dark, "conversation-dark")
+    narrow = dashboard.open(f"/conversations/{cid}", width=400)
+    narrow.page.get_by_role("region", name="Reply of run 1").wait_for()
+    assert narrow.page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    dashboard.screenshot(narrow, "conversation-400px")
+
+
+def test_a_refused_start_is_shown_at_its_field(dashboard: Any, workspace: Path, state_dir: Path) -> None:
+    opened = dashboard.open("/conversations")
+    page = opened.page
+    page.get_by_label("Name").fill("Not Lowercase")
+    page.get_by_label("Workspace", exact=True).fill(str(workspace))
+    page.get_by_label("Message").fill("hello")
+    page.get_by_role("button", name="Start conversation").click()
+    name = page.get_by_label("Name")
+    expect(name).to_have_attribute("aria-invalid", "true")
+    expect(name).to_have_accessible_description(re.compile("invalid_arguments"))
+    assert name.evaluate("el => el === document.activeElement")
+    name.fill("fine")
+    page.get_by_label("Workspace", exact=True).fill(str(workspace / "missing"))
+    page.get_by_role("button", name="Start conversation").click()
+    workspace_field = page.get_by_label("Workspace", exact=True)
+    expect(workspace_field).to_have_attribute("aria-invalid", "true")
+    expect(workspace_field).to_have_accessible_description(re.compile("workspace_not_found"))
+    assert not (state_dir / DATABASE_NAME).exists() or rows(state_dir, "SELECT COUNT(*) FROM conversations") == [(0,)]
+    assert opened.csp_violations() == []
+
+
+def test_a_run_is_cancelled_then_the_conversation_archived_and_deleted_with_its_exact_name(
+        dashboard: Any, workspace: Path, state_dir: Path) -> None:
+    opened = dashboard.open("/conversations")
+    page = opened.page
+    cid = start_from_page(page, workspace, "to-delete", "!hang")
+    page.get_by_role("heading", name=re.compile("Run 1: running")).wait_for(timeout=TIMEOUT_MS)
+    page.get_by_role("button", name="Cancel run 1").click()
+    page.get_by_role("heading", name=re.compile("Run 1: cancelled")).wait_for(timeout=TIMEOUT_MS)
+    assert rows(state_dir, "SELECT status FROM runs WHERE conversation_id = ?", cid) == [("cancelled",)]
+
+    page.get_by_label("Effort").select_option("high")
+    page.get_by_label("Model").fill("no-such-model")
+    page.get_by_role("button", name="Save settings").click()
+    model = page.get_by_label("Model")
+    expect(model).to_have_attribute("aria-invalid", "true")
+    expect(model).to_have_accessible_description(re.compile("unknown_model"))
+    assert rows(state_dir, "SELECT model, effort FROM conversations WHERE id = ?", cid) == [(None, None)]
+    model.fill("")
+    page.get_by_role("button", name="Save settings").click()
+    expect(page.get_by_role("definition").filter(has_text="high")).to_be_visible()
+    assert rows(state_dir, "SELECT model, effort FROM conversations WHERE id = ?", cid) == [(None, "high")]
+
+    page.get_by_role("button", name="Archive conversation").click()
+    confirm = page.get_by_label(re.compile("Type the name"))
+    confirm.wait_for(timeout=TIMEOUT_MS)
+    assert rows(state_dir, "SELECT state FROM conversations WHERE id = ?", cid) == [("archived",)]
+    assert page.get_by_role("button", name="Send").count() == 0
+
+    confirm.fill("to-delet")
+    page.get_by_role("button", name="Delete permanently").click()
+    expect(confirm).to_have_attribute("aria-invalid", "true")
+    expect(confirm).to_have_accessible_description(re.compile("confirmation_mismatch"))
+    assert rows(state_dir, "SELECT name FROM conversations WHERE id = ?", cid) == [("to-delete",)]
+    confirm.fill("to-delete")
+    page.get_by_role("button", name="Delete permanently").click()
+    page.wait_for_url(re.compile(r"/conversations\?archive=archived$"), timeout=TIMEOUT_MS)
+    assert page.get_by_text("No archived conversation.").is_visible()
+    assert rows(state_dir, "SELECT COUNT(*) FROM conversations WHERE id = ?", cid) == [(0,)]
+    assert opened.csp_violations() == []
+    # The refused model's 400 is the one failed request the browser logs.
+    assert [e for e in opened.console_errors if "status of 400" not in e] == []
+
+
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+def test_a_worktree_conversation_is_inspected_and_cleaned_up_from_the_page(
+        dashboard: Any, tmp_path: Path, state_dir: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "README").write_text("hello\n")
+    _git(repo, "add", "README")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "first")
+    opened = dashboard.open("/conversations")
+    page = opened.page
+    page.get_by_label("Name").fill("tree")
+    page.get_by_label("Workspace", exact=True).fill(str(repo))
+    page.get_by_role("radio", name=re.compile("Worktree")).check()
+    page.get_by_label("Message").fill("!write notes.txt scratch\n!say wrote")
+    page.get_by_role("button", name="Start conversation").click()
+    page.wait_for_url(re.compile(r"/conversations/conv_[0-9a-f]+$"), timeout=TIMEOUT_MS)
+    cid = page.url.rsplit("/", 1)[1]
+    page.get_by_role("heading", name=re.compile("Run 1: completed")).wait_for(timeout=TIMEOUT_MS)
+    ((path, branch),) = rows(state_dir, "SELECT worktree_path, worktree_branch FROM conversations WHERE id = ?", cid)
+    assert (Path(path) / "notes.txt").read_text() == "scratch"
+
+    page.get_by_role("button", name="Inspect worktree").click()
+    report = page.get_by_role("status").filter(has_text="Branch")
+    expect(report).to_contain_text(f"Branch {branch}")
+    expect(report).to_contain_text("Uncommitted changes")
+    expect(report).to_contain_text("notes.txt")
+    page.get_by_role("button", name="Clean up worktree").click()
+    expect(page.get_by_role("alert").filter(has_text="worktree_dirty")).to_be_attached()
+    assert Path(path).exists()
+
+    (Path(path) / "notes.txt").unlink()
+    page.get_by_role("button", name="Clean up worktree").click()
+    expect(page.get_by_role("definition").filter(has_text="retired")).to_be_visible(timeout=TIMEOUT_MS)
+    assert not Path(path).exists() and _git(repo, "branch", "--list", branch) == ""
+    assert page.get_by_role("button", name="Inspect worktree").count() == 0
+    assert opened.csp_violations() == []
