@@ -12,7 +12,8 @@ import pytest
 
 from kirocrew_testing.distributions import make_plugin_distribution
 
-HEAVY_MODULES = ("mcp", "acp", "uvicorn", "starlette", "httpx", "anyio", "pydantic", "jinja2", "playwright")
+HEAVY_MODULES = ("mcp", "acp", "uvicorn", "starlette", "httpx", "anyio", "pydantic", "jinja2", "playwright",
+                 "markdown_it")
 
 COMMAND_PLUGIN = '''
 from kirocrew_core import hookimpl
