@@ -234,3 +234,15 @@ def test_a_page_that_sends_its_own_policy_is_held_to_the_gateways_as_well(plugin
     with _client(plugin_manager) as client:
         policies = client.get("/loose").headers.get_list("content-security-policy")
     assert sorted(policies) == sorted(["script-src *", CONTENT_SECURITY_POLICY])
+
+
+def test_a_path_under_the_home_folder_is_shown_with_a_tilde_and_others_as_they_are(tmp_path: Path,
+                                                                                     monkeypatch: Any) -> None:
+    from kirocrew_core.gateway.shell import _environment, home_relative
+
+    monkeypatch.setenv("HOME", str(tmp_path / "me"))
+    assert home_relative(str(tmp_path / "me" / ".kiro" / "settings" / "mcp.json")) == "~/.kiro/settings/mcp.json"
+    assert home_relative(str(tmp_path / "mine" / "x.json")) == str(tmp_path / "mine" / "x.json")
+    assert home_relative("/etc/passwd") == "/etc/passwd"
+    template = _environment(()).from_string("{{ path | home_relative }}")
+    assert template.render(path=str(tmp_path / "me" / "a<b>.json")) == "~/a&lt;b&gt;.json"

@@ -137,6 +137,16 @@ class Shell:
         return self.env.get_template(template).render(nav=self.nav, **context)
 
 
+def home_relative(path: str) -> str:
+    """``path`` with the user's home folder written ``~``, as a person reads it (a template filter too).
+
+    Pages show where a file lives without spelling out the home folder, which a screenshot or a
+    shared screen would otherwise carry along.
+    """
+    home, candidate = Path.home(), Path(path)
+    return f"~/{candidate.relative_to(home)}" if candidate.is_relative_to(home) else path
+
+
 def static_url(package: str, name: str) -> str:
     """The URL of ``name`` in ``package``'s static folder (``core`` for the shell's own files)."""
     return f"/static/{package}/{name}"
@@ -151,6 +161,7 @@ def _environment(roots: tuple[tuple[str, Path], ...]) -> Environment:
     env = Environment(loader=loader, autoescape=True, undefined=StrictUndefined, trim_blocks=True,
                       lstrip_blocks=True)
     env.globals.update(product=PRODUCT, version=__version__, static=static_url)
+    env.filters["home_relative"] = home_relative
     return env
 
 

@@ -11,7 +11,6 @@ Starlette is imported inside functions.
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -56,12 +55,6 @@ def doctor_findings(report: dict[str, Any]) -> list[dict[str, str]]:
     return rows
 
 
-def home_relative(path: str) -> str:
-    """``path`` with the user's home folder written ``~``, as a person reads it (the page shows it)."""
-    home = Path.home()
-    candidate = Path(path)
-    return f"~/{candidate.relative_to(home)}" if candidate.is_relative_to(home) else path
-
 
 async def doctor(request: Request) -> Response:
     """``GET /api/computer-use/doctor``: the doctor report, as ``kirocrew computer doctor --json`` prints it."""
@@ -81,7 +74,7 @@ async def calls(request: Request) -> Response:
 
 async def computer_page(request: Request) -> Response:
     """``GET /computer``: the keystone switch and app lists, the doctor's findings and the recent audited calls."""
-    from kirocrew_core.gateway.shell import render_page
+    from kirocrew_core.gateway.shell import home_relative, render_page
 
     from kirocrew_computer.cli import doctor_report
     from kirocrew_computer.keystone import MAX_APP_CHARS, MAX_APPS

@@ -141,7 +141,7 @@ def page_rows(listing: dict[str, Any], owners: dict[str, str]) -> list[dict[str,
 
 async def mcp_page(request: Request) -> Response:
     """``GET /mcp``: every server with its scope badges, status, tools and actions; problems; the add form."""
-    from kirocrew_core.gateway.shell import render_page
+    from kirocrew_core.gateway.shell import home_relative, render_page
 
     from kirocrew_mcp import add
     from kirocrew_mcp.api import listing
@@ -161,13 +161,3 @@ async def mcp_page(request: Request) -> Response:
                        limits={"name": 128, "command": add.MAX_COMMAND_CHARS, "url": add.MAX_URL_CHARS,
                                "args": add.MAX_ARGS, "env": add.MAX_ENV, "headers": add.MAX_HEADERS})
 
-
-def home_relative(path: str) -> str:
-    """``path`` with the user's home folder written ``~``, as a person reads it.
-
-    The same rule as the Computer use page's; a shared shell filter would own it.
-    """
-    from pathlib import Path
-
-    home, candidate = Path.home(), Path(path)
-    return f"~/{candidate.relative_to(home)}" if candidate.is_relative_to(home) else path
