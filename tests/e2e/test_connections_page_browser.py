@@ -1,0 +1,175 @@
+"""The Connections page in a real headless Chromium against a real ``kirocrew serve --override-origin``.
+
+Black-box: the gateway runs with the fake kiro-cli on its PATH and routes Notion's origin
+(``https://mcp.notion.com``) to the OAuth-protected MCP fixture server on 127.0.0.1, so the
+whole Connect flow (install, mint, consent in the tab the click opened, the grant, Test,
+Disconnect) runs against real processes. Outcomes are checked on disk (the crew store, the
+grant pair) and in the process table, not only in the page. Elements are found by role and
+accessible name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kirocrew_core import grants, home
+
+NOTION_ORIGIN = "https://mcp.notion.com"
+WAIT_MS = 90_000
+
+
+@pytest.fixture
+def gateway_env(fake_kiro_cli: Any, isolated_homes: Any) -> dict[str, str]:
+    """The served gateway's environment: the fake kiro-cli first on PATH (and in KIRO_CLI_PATH)."""
+    return dict(os.environ)
+
+
+@pytest.fixture
+def gateway_args(oauth_mcp_server: Any) -> list[str]:
+    return ["--override-origin", f"{NOTION_ORIGIN}={oauth_mcp_server.base_url}"]
+
+
+def _crew_servers() -> dict[str, Any]:
+    path = home.crew_home() / "mcp.json"
+    return json.loads(path.read_text()).get("mcpServers", {}) if path.exists() else {}
+
+
+def _mint_processes() -> list[int]:
+    """Pids of live processes running a mint's dedicated agent spec (``--agent kirocrew-mint-notion-…``)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                cmdline = handle.read().decode(errors="replace")
+            with open(f"/proc/{entry}/stat") as handle:
+                zombie = handle.read().rsplit(")", 1)[1].split()[0] == "Z"
+        except OSError:
+            continue
+        if "kirocrew-mint-notion-" in cmdline and not zombie:
+            found.append(int(entry))
+    return found
+
+
+def _wait_until(predicate: Callable[[], bool], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never happened: {what}")
+        time.sleep(0.1)
+
+
+def _notion(page: Any) -> Any:
+    return page.get_by_role("article", name="Notion")
+
+
+def _open(dashboard: Any, **kwargs: Any) -> Any:
+    opened = dashboard.open("/connections", **kwargs)
+    assert opened.page.get_by_role("heading", name="Connections", level=1).is_visible()
+    return opened
+
+
+def _connect_and_take_the_consent_tab(page: Any) -> Any:
+    """Click Connect on the Notion card; the tab the click opened, once it shows the provider's consent page."""
+    with page.context.expect_page() as opened_tab:
+        _notion(page).get_by_role("button", name="Connect").click()
+    consent = opened_tab.value
+    consent.wait_for_url("**/consent?request=*", timeout=WAIT_MS)
+    return consent
+
+
+def test_a_full_connect_completes_consent_in_the_tab_the_click_opened_then_test_and_disconnect(
+        dashboard: Any, oauth_mcp_server: Any) -> None:
+    opened = _open(dashboard)
+    page = opened.page
+    banner = page.get_by_role("status").filter(has_text="Development gateway")
+    assert f"Requests for {NOTION_ORIGIN} go to {oauth_mcp_server.base_url}" in banner.inner_text()
+    card = _notion(page)
+    assert card.get_by_text("Not connected", exact=True).is_visible()
+    dashboard.screenshot(opened, "connections-light")
+
+    consent = _connect_and_take_the_consent_tab(page)
+    fixture_url = oauth_mcp_server.mcp_url
+    assert _crew_servers()["notion"] == {"url": fixture_url}  # installed before the mint, at the routed URL
+    card.get_by_text("Waiting for approval", exact=True).wait_for()
+    card.get_by_role("link", name="Re-open approval").wait_for(timeout=WAIT_MS)
+    assert card.get_by_text("Finish approving in your browser…").is_visible()
+    dashboard.screenshot(opened, "connections-waiting-light")
+
+    consent.get_by_role("link", name="Allow").click()
+    card.get_by_text("Connected", exact=True).wait_for(timeout=WAIT_MS)
+    assert grants.grant_presence(fixture_url) is True
+    assert card.get_by_text("Connected since").is_visible()
+    _wait_until(lambda: not _mint_processes(), "the mint's kiro-cli exited after the grant")
+
+    card.get_by_role("button", name="Test").click()
+    card.get_by_role("status").filter(has_text="Connection is healthy").wait_for(timeout=WAIT_MS)
+    dashboard.screenshot(opened, "connections-connected-light")
+
+    # Another server configured at the same endpoint shares the grant: Disconnect keeps it and says so.
+    kiro_settings = home.kiro_home() / "settings" / "mcp.json"
+    kiro_settings.parent.mkdir(parents=True, exist_ok=True)
+    kiro_settings.write_text(json.dumps({"mcpServers": {"team-notion": {"url": fixture_url}}}))
+    card.get_by_role("button", name="Disconnect").click()
+    alert = card.get_by_role("alert")
+    alert.wait_for(timeout=WAIT_MS)
+    kept = "The stored grant was kept because the same endpoint is also configured by: team-notion"
+    assert kept in alert.inner_text()
+    revoke = card.get_by_role("link", name="Revoke at Notion")
+    assert revoke.get_attribute("href") == "https://app.notion.com"
+    assert "notion" not in _crew_servers()
+    assert grants.grant_presence(fixture_url) is True  # the sharer still uses it
+    dashboard.screenshot(opened, "connections-disconnected-light")
+    assert opened.csp_violations() == []
+    assert opened.console_errors == []
+
+
+def test_cancel_mid_consent_uninstalls_what_the_new_connect_installed_and_ends_the_mint(
+        dashboard: Any, oauth_mcp_server: Any) -> None:
+    opened = _open(dashboard)
+    page = opened.page
+    _connect_and_take_the_consent_tab(page)
+    card = _notion(page)
+    card.get_by_role("link", name="Re-open approval").wait_for(timeout=WAIT_MS)
+    assert _crew_servers()["notion"] == {"url": oauth_mcp_server.mcp_url}
+    assert _mint_processes(), "the mint holds a kiro-cli while the user consents"
+
+    card.get_by_role("button", name="Cancel").click()
+    card.get_by_text("Not connected", exact=True).wait_for(timeout=WAIT_MS)
+    _wait_until(lambda: "notion" not in _crew_servers(), "the entry the connect created was uninstalled")
+    _wait_until(lambda: not _mint_processes(), "the mint's kiro-cli exited")
+    assert grants.grant_presence(oauth_mcp_server.mcp_url) is False
+    assert card.get_by_role("button", name="Connect").is_enabled()
+    assert opened.console_errors == []
+
+
+def test_the_page_searches_shows_gated_providers_behind_their_switch_and_fits_400px(dashboard: Any) -> None:
+    opened = _open(dashboard, color_scheme="dark")
+    page = opened.page
+    dashboard.screenshot(opened, "connections-dark")
+    search = page.get_by_role("searchbox", name="Search services")
+    assert page.get_by_role("article", name="Sentry").is_hidden()
+    page.get_by_role("switch", name="Show providers not offered yet").check()
+    assert page.get_by_role("article", name="Sentry").is_visible()
+    assert page.get_by_role("article", name="Sentry").get_by_role("button").count() == 0
+    search.fill("linear")
+    assert page.get_by_role("article", name="Linear").is_visible()
+    assert _notion(page).is_hidden()
+    search.fill("no such service")
+    assert page.get_by_text("No services match this search.").is_visible()
+    github = page.get_by_role("article", name="GitHub")
+    search.fill("github")
+    assert github.get_by_text("Needs configuration", exact=True).is_visible()
+    assert github.get_by_role("button").count() == 0
+
+    narrow = _open(dashboard, width=400)
+    assert narrow.page.evaluate("document.documentElement.scrollWidth <= 400")
+    dashboard.screenshot(narrow, "connections-narrow-light")
+    assert opened.csp_violations() == [] and narrow.csp_violations() == []
