@@ -173,3 +173,80 @@ def test_the_page_searches_shows_gated_providers_behind_their_switch_and_fits_40
     assert narrow.page.evaluate("document.documentElement.scrollWidth <= 400")
     dashboard.screenshot(narrow, "connections-narrow-light")
     assert opened.csp_violations() == [] and narrow.csp_violations() == []
+
+
+def _write_crew_servers(servers: dict[str, Any]) -> None:
+    path = home.crew_home() / "mcp.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"mcpServers": servers}))
+
+
+def test_reconnect_re_enables_a_disabled_entry_and_a_cancelled_reconnect_keeps_it(
+        dashboard: Any, oauth_mcp_server: Any) -> None:
+    fixture_url = oauth_mcp_server.mcp_url
+    _write_crew_servers({"notion": {"url": fixture_url, "disabled": True, "timeout": 30000}})
+    opened = _open(dashboard)
+    page = opened.page
+    card = _notion(page)
+    assert card.get_by_text("Needs attention", exact=True).is_visible()
+
+    with page.context.expect_page() as opened_tab:
+        card.get_by_role("button", name="Reconnect").click()
+    opened_tab.value.wait_for_url("**/consent?request=*", timeout=WAIT_MS)
+    card.get_by_role("link", name="Re-open approval").wait_for(timeout=WAIT_MS)
+    assert _crew_servers()["notion"] == {"url": fixture_url, "timeout": 30000}  # enabled, other keys kept
+
+    card.get_by_role("button", name="Cancel").click()
+    _wait_until(lambda: not _mint_processes(), "the mint's kiro-cli exited")
+    card.get_by_text("Not verified", exact=True).wait_for(timeout=WAIT_MS)
+    assert _crew_servers()["notion"] == {"url": fixture_url, "timeout": 30000}  # a reconnect's entry is kept
+    assert card.get_by_role("button", name="Connect").is_enabled()
+
+    consent = _connect_and_take_the_consent_tab(page)
+    consent.get_by_role("link", name="Allow").click()
+    card.get_by_text("Connected", exact=True).wait_for(timeout=WAIT_MS)
+    assert grants.grant_presence(fixture_url) is True
+    assert opened.console_errors == []
+
+
+def test_a_refused_connect_leaves_the_card_as_it_was_with_the_error_and_closes_the_blank_tab(
+        dashboard: Any) -> None:
+    crew = home.crew_home() / "mcp.json"
+    crew.parent.mkdir(parents=True, exist_ok=True)
+    crew.write_text("{ not json")
+    opened = _open(dashboard)
+    page = opened.page
+    card = _notion(page)
+    with page.context.expect_page() as opened_tab:
+        card.get_by_role("button", name="Connect").click()
+    blank = opened_tab.value
+    alert = card.get_by_role("alert")
+    alert.wait_for(timeout=WAIT_MS)
+    assert alert.inner_text().startswith("Action failed: ")
+    assert "fix it, then connect again" in alert.inner_text()
+    _wait_until(blank.is_closed, "the blank approval tab was closed")
+    assert card.get_by_text("Not connected", exact=True).is_visible()
+    assert crew.read_text() == "{ not json"
+    assert not _mint_processes()
+
+
+@pytest.mark.parametrize(("reply", "kind", "text"), [
+    ({"grantRemoved": True, "entryRemoved": True}, "success",
+     "Disconnected locally. Revoke access at the provider to cancel the grant completely."),
+    ({"grantRemoved": False, "grantSurviving": ["token"], "entryRemoved": True}, "error",
+     "Part of the stored grant could not be removed. Revoke access at the provider."),
+    ({"grantRemoved": False, "entryRemoved": True, "grantCensusIncomplete": True,
+      "grantCensusUnreadable": ["/x/mcp.json"]}, "warning",
+     "The stored grant was kept because /x/mcp.json could not be read to rule out another server using it. "
+     "Fix or remove that file and disconnect again."),
+    ({"grantRemoved": True, "entryRemoved": False}, "success", "The stored grant was removed."),
+    ({"grantRemoved": False, "entryRemoved": False}, "warning",
+     "Your server configuration was left unchanged. You can manage this entry from the MCP servers page."),
+])
+def test_the_disconnect_message_is_two_clauses_and_its_kind_follows_the_reply(
+        dashboard: Any, reply: dict[str, Any], kind: str, text: str) -> None:
+    page = _open(dashboard).page
+    message = page.evaluate(
+        "async (reply) => (await import('/static/kirocrew_connections/connections.js')).disconnectMessage(reply)",
+        reply)
+    assert message == {"kind": kind, "text": text}
