@@ -15,6 +15,7 @@ const PENDING_KEY = "kirocrew.connections.pending";
 
 const busy = new Set();          // slugs with an action in flight (their card is not swapped by the poll)
 const mintPolls = new Map();     // slug -> interval id
+const mintReads = new Set();     // slugs whose mint read is in flight (a slow answer never overlaps the next tick)
 const approvalTabs = new Map();  // slug -> {win, navigated}: the tab opened on this click
 let testing = null;              // the slug whose Test runs (one at a time)
 
@@ -178,6 +179,16 @@ function stopMintPoll(slug) {
 }
 
 async function pollMint(slug) {
+  if (mintReads.has(slug)) return;
+  mintReads.add(slug);
+  try {
+    await readMint(slug);
+  } finally {
+    mintReads.delete(slug);
+  }
+}
+
+async function readMint(slug) {
   let view;
   try {
     view = await api(`/api/connections/mint?slug=${encodeURIComponent(slug)}`);
