@@ -239,3 +239,58 @@ def test_under_an_override_connect_installs_the_routed_url_and_every_page_shows_
 
 def test_without_an_override_no_banner_is_shown(gateway_client: Any) -> None:
     assert "override-banner" not in gateway_client.get("/connections").text
+
+
+# -- POST /api/connections/relay ------------------------------------------------------------------------
+
+WAITING_VIEW = {"slug": "notion", "state": "waiting", "token": "t1",
+                "oauth_url": "https://auth.test/authorize?client_id=c&redirect_uri=http%3A%2F%2F127.0.0.1%3A4567%2F"}
+
+
+@pytest.mark.parametrize("pasted", [
+    "", "   ", 42, "http://127.0.0.1/?code=a",              # no port
+    "https://127.0.0.1:4567/?code=a",                     # not http
+    "http://example.test:4567/?code=a",                   # not loopback
+    "http://u:p@127.0.0.1:4567/?code=a",                  # userinfo
+    "http://127.0.0.1:4567/?code=a#frag",
+    "http://127.0.0.1:4567/?code=a&code=b", "http://127.0.0.1:4567/?code=", "http://127.0.0.1:4567/?state=s",
+])
+def test_a_return_address_that_is_not_one_loopback_callback_is_refused(pasted: object) -> None:
+    from kirocrew_core.errors import BadInputError
+
+    from kirocrew_connections.relay import return_address
+
+    with pytest.raises(BadInputError) as refused:
+        return_address(pasted)
+    assert refused.value.code == "invalid_return_address"
+
+
+def test_only_the_waiting_mints_own_listener_can_be_opened() -> None:
+    from kirocrew_core.errors import BadInputError, ConflictError
+
+    from kirocrew_connections.relay import relay_target, return_address
+
+    pasted = return_address("127.0.0.1:4567/?code=abc&state=s")
+    assert relay_target(WAITING_VIEW, pasted, "t1") == "http://127.0.0.1:4567/?code=abc&state=s"
+    assert relay_target(WAITING_VIEW, return_address("http://localhost:4567/?code=abc"), None).startswith(
+        "http://127.0.0.1:4567/?")
+    with pytest.raises(BadInputError, match="not the one"):
+        relay_target(WAITING_VIEW, return_address("http://127.0.0.1:4568/?code=abc"), None)
+    with pytest.raises(BadInputError, match="not the one"):
+        relay_target(WAITING_VIEW, return_address("http://127.0.0.1:4567/elsewhere?code=abc"), None)
+    with pytest.raises(ConflictError) as stale:
+        relay_target(WAITING_VIEW, pasted, "another-tab")
+    assert stale.value.code == "no_consent_waiting"
+    with pytest.raises(ConflictError):
+        relay_target({"slug": "notion", "state": "granted", "token": "t1"}, pasted, None)
+
+
+def test_the_relay_route_refuses_bad_bodies_and_a_provider_with_no_consent_waiting(gateway_client: Any) -> None:
+    refused = gateway_client.post("/api/connections/relay", json={"slug": "nope", "redirect_url": "x"})
+    assert (refused.status_code, refused.json()["code"]) == (400, "unknown_provider")
+    refused = gateway_client.post("/api/connections/relay", json={"slug": "notion", "redirect_url": "nope"})
+    assert (refused.status_code, refused.json()["code"]) == (400, "invalid_return_address")
+    idle = gateway_client.post("/api/connections/relay",
+                               json={"slug": "notion", "redirect_url": "http://127.0.0.1:4567/?code=abc"})
+    assert (idle.status_code, idle.json()["code"]) == (409, "no_consent_waiting")
+    assert "abc" not in idle.text  # the code is never echoed

@@ -333,6 +333,71 @@ async function disconnect(slug) {
   if (message.kind === "success") announce(`${nameOf(slug)} disconnected`);
 }
 
+// -- the return address of a browser on another computer (§2.8) -------------------------------------
+
+const RETURN_ADDRESS_HELP = "Paste the full http://127.0.0.1:PORT/?code=… address from your browser.";
+
+export function validReturnAddress(raw) {
+  const text = raw.trim();
+  let url;
+  try { url = new URL(text.includes("://") ? text : `http://${text}`); } catch { return false; }
+  const loopback = ["127.0.0.1", "[::1]", "localhost"].includes(url.hostname);
+  const codes = url.searchParams.getAll("code");
+  return url.protocol === "http:" && loopback && url.port !== "" && !url.username && !url.password &&
+    !url.hash && codes.length === 1 && codes[0] !== "";
+}
+
+function fieldError(input, message) {
+  const error = document.getElementById(input.id.replace("return-address-", "return-address-error-"));
+  if (message) {
+    input.setAttribute("aria-invalid", "true");
+    error.textContent = message;
+    error.hidden = false;
+  } else {
+    input.removeAttribute("aria-invalid");
+    error.textContent = "";
+    error.hidden = true;
+  }
+}
+
+async function relay(form) {
+  const slug = form.closest("article.connection-card").dataset.slug;
+  const input = form.elements.redirect_url;
+  const button = form.querySelector("button[type=submit]");
+  if (!validReturnAddress(input.value)) {
+    fieldError(input, RETURN_ADDRESS_HELP);
+    input.focus();
+    return;
+  }
+  fieldError(input, null);
+  button.disabled = true;
+  button.textContent = "Sending…";
+  try {
+    await api("/api/connections/relay", {
+      method: "POST", body: { slug, redirect_url: input.value.trim(), token: pendingFor(slug)?.token ?? null },
+    });
+    input.value = "";
+    feedback(slug, { kind: "success", text: "Return address delivered. Checking the connection…" });
+    startMintPoll(slug);
+  } catch (err) {
+    fieldError(input, failure(err));
+    input.focus();
+  } finally {
+    button.disabled = false;
+    button.textContent = "Complete";
+  }
+}
+
+grid.addEventListener("submit", (event) => {
+  const form = event.target.closest("form[data-relay]");
+  if (!form) return;
+  event.preventDefault();
+  relay(form);
+});
+grid.addEventListener("input", (event) => {
+  if (event.target.name === "redirect_url") fieldError(event.target, null);
+});
+
 // -- search, the gated switch, the 30 s status poll -------------------------------------------------
 
 function applyFilter() {
