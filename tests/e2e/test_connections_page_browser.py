@@ -24,15 +24,27 @@ NOTION_ORIGIN = "https://mcp.notion.com"
 WAIT_MS = 90_000
 
 
+LINEAR_ORIGIN = "https://mcp.linear.app"
+#: Linear is routed to a closed loopback port: a card can show it connected (a seeded grant), nothing answers.
+LINEAR_ROUTED_URL = "http://127.0.0.1:9/mcp/readonly"
+
+
 @pytest.fixture
-def gateway_env(fake_kiro_cli: Any, isolated_homes: Any) -> dict[str, str]:
+def kiro_switches() -> dict[str, str]:
+    """Fake kiro-cli switches for the served gateway (a test parametrizes this name to set some)."""
+    return {}
+
+
+@pytest.fixture
+def gateway_env(fake_kiro_cli: Any, isolated_homes: Any, kiro_switches: dict[str, str]) -> dict[str, str]:
     """The served gateway's environment: the fake kiro-cli first on PATH (and in KIRO_CLI_PATH)."""
-    return dict(os.environ)
+    return fake_kiro_cli.env(**kiro_switches)
 
 
 @pytest.fixture
 def gateway_args(oauth_mcp_server: Any) -> list[str]:
-    return ["--override-origin", f"{NOTION_ORIGIN}={oauth_mcp_server.base_url}"]
+    return ["--override-origin", f"{NOTION_ORIGIN}={oauth_mcp_server.base_url}",
+            "--override-origin", f"{LINEAR_ORIGIN}=http://127.0.0.1:9"]
 
 
 def _crew_servers() -> dict[str, Any]:
@@ -41,19 +53,23 @@ def _crew_servers() -> dict[str, Any]:
 
 
 def _mint_processes() -> list[int]:
-    """Pids of live processes running a mint's dedicated agent spec (``--agent kirocrew-mint-notion-…``)."""
+    """Live processes running a Notion mint's dedicated agent spec (``--agent kirocrew-mint-notion-…``)
+    under this test's crew home (tests in other workers run their own)."""
+    crew_home = f"KIROCREW_HOME={os.environ['KIROCREW_HOME']}".encode()
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                cmdline = handle.read().decode(errors="replace")
+                cmdline = handle.read()
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                environ = handle.read().split(b"\0")
             with open(f"/proc/{entry}/stat") as handle:
                 zombie = handle.read().rsplit(")", 1)[1].split()[0] == "Z"
         except OSError:
             continue
-        if "kirocrew-mint-notion-" in cmdline and not zombie:
+        if b"kirocrew-mint-notion-" in cmdline and crew_home in environ and not zombie:
             found.append(int(entry))
     return found
 
@@ -290,3 +306,34 @@ def test_a_return_address_pasted_from_another_computer_completes_the_consent(
     assert grants.grant_presence(oauth_mcp_server.mcp_url) is True
     # The refused address's 400 is the only thing the browser logged.
     assert [e for e in opened.console_errors if "status of 400" not in e] == []
+
+
+def _seed_grant(url: str) -> None:
+    """Grant files where kiro-cli keeps them (what a card stats; their content is never read by kirocrew)."""
+    token, registration = grants.artifact_paths(url)
+    token.parent.mkdir(parents=True, exist_ok=True)
+    registration.write_text("{}")
+    token.write_text("{}")
+
+
+@pytest.mark.parametrize("kiro_switches", [{"commands_delay": "4"}])
+def test_one_connection_test_runs_at_a_time_and_the_other_cards_say_which_is_testing(
+        dashboard: Any, oauth_mcp_server: Any, kiro_switches: dict[str, str]) -> None:
+    _write_crew_servers({"notion": {"url": oauth_mcp_server.mcp_url}, "linear": {"url": LINEAR_ROUTED_URL}})
+    _seed_grant(oauth_mcp_server.mcp_url)
+    _seed_grant(LINEAR_ROUTED_URL)
+    opened = _open(dashboard)
+    page = opened.page
+    notion, linear = _notion(page), page.get_by_role("article", name="Linear")
+    assert linear.get_by_text("Connected", exact=True).is_visible()
+
+    notion.get_by_role("button", name="Test").click()
+    testing = notion.get_by_role("button", name="Testing…")
+    testing.wait_for()
+    assert testing.is_disabled() and notion.get_by_role("button", name="Disconnect").is_disabled()
+    locked = linear.get_by_role("button", name="One connection test runs at a time — Notion is testing")
+    assert locked.is_disabled() and locked.inner_text() == "Test"  # the visible text stays "Test"
+
+    notion.get_by_role("alert").or_(notion.get_by_role("status")).wait_for(timeout=WAIT_MS)  # a verdict
+    assert linear.get_by_role("button", name="Test", exact=True).is_enabled()
+    assert notion.get_by_role("button", name="Test", exact=True).is_enabled()
