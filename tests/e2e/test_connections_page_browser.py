@@ -42,6 +42,19 @@ def gateway_env(fake_kiro_cli: Any, isolated_homes: Any, kiro_switches: dict[str
 
 
 @pytest.fixture
+def file_privileges() -> bool:
+    """Whether the served gateway may ignore file permissions as root (a test parametrizes it False)."""
+    return True
+
+
+@pytest.fixture
+def gateway_command(gateway_command: list[str], file_privileges: bool) -> list[str]:
+    from kirocrew_testing.requirements import without_file_privileges
+
+    return gateway_command if file_privileges else without_file_privileges(gateway_command)
+
+
+@pytest.fixture
 def gateway_args(oauth_mcp_server: Any) -> list[str]:
     return ["--override-origin", f"{NOTION_ORIGIN}={oauth_mcp_server.base_url}",
             "--override-origin", f"{LINEAR_ORIGIN}=http://127.0.0.1:9"]
@@ -337,3 +350,26 @@ def test_one_connection_test_runs_at_a_time_and_the_other_cards_say_which_is_tes
     notion.get_by_role("alert").or_(notion.get_by_role("status")).wait_for(timeout=WAIT_MS)  # a verdict
     assert linear.get_by_role("button", name="Test", exact=True).is_enabled()
     assert notion.get_by_role("button", name="Test", exact=True).is_enabled()
+
+
+@pytest.mark.parametrize("file_privileges", [False])
+def test_a_grant_that_could_not_be_removed_is_an_alert_with_the_revoke_link(
+        dashboard: Any, oauth_mcp_server: Any, file_privileges: bool) -> None:
+    _write_crew_servers({"notion": {"url": oauth_mcp_server.mcp_url}})
+    _seed_grant(oauth_mcp_server.mcp_url)
+    cache = home.oauth_cache_dir()
+    opened = _open(dashboard)
+    card = _notion(opened.page)
+    assert card.get_by_text("Connected", exact=True).is_visible()
+    cache.chmod(0o555)  # the grant files cannot be unlinked by the (unprivileged) gateway
+    try:
+        card.get_by_role("button", name="Disconnect").click()
+        alert = card.get_by_role("alert")
+        alert.wait_for(timeout=WAIT_MS)
+        assert alert.inner_text() == "Part of the stored grant could not be removed. Revoke access at the provider."
+        assert grants.grant_presence(oauth_mcp_server.mcp_url) is True
+    finally:
+        cache.chmod(0o700)
+    assert card.get_by_role("link", name="Revoke at Notion").get_attribute("href") == "https://app.notion.com"
+    assert "notion" not in _crew_servers()
+    dashboard.screenshot(opened, "connections-grant-surviving-light")

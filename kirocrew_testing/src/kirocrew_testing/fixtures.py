@@ -128,6 +128,7 @@ from kirocrew_testing.browser import (  # noqa: E402, F401 - the dashboard-in-a-
     dashboard,
     dashboard_demo_env,
     gateway_args,
+    gateway_command,
     gateway_env,
     served_gateway,
 )
