@@ -298,6 +298,7 @@ def test_a_return_address_pasted_from_another_computer_completes_the_consent(
     assert landed.startswith("http://127.0.0.1:") and "code=" in landed
 
     card.get_by_text("Approved in a browser on another computer?").click()
+    dashboard.screenshot(opened, "connections-relay-light")
     field = card.get_by_role("textbox", name="Return address")
     complete = card.get_by_role("button", name="Complete")
     field.fill("http://127.0.0.1:1/?state=x")  # no code: refused before anything is sent

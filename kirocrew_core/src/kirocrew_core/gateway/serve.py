@@ -13,6 +13,10 @@ sends stderr to ``<crew home>/host/host.log``), a free port when the configured 
 taken, and an exit after ``host.idle_secs`` without use. Ctrl-C, SIGTERM or
 ``kirocrew host stop`` stops it: open requests get a few seconds, the shutdown hooks and
 the services' stops run, and the command exits 0 (a stop is the normal end of ``serve``).
+
+``--override-origin ORIGIN=URL`` (development only, see :mod:`kirocrew_core.origin_overrides`)
+routes a connection provider's origin to a loopback fixture; it is refused off loopback and
+in a background host, announced on stderr, and shown on every dashboard page.
 """
 
 from __future__ import annotations
