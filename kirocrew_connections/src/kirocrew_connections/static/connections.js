@@ -113,6 +113,8 @@ function feedback(slug, { kind, text, revoke = false } = {}) {
   message.setAttribute("role", kind === "success" ? "status" : "alert");
   message.textContent = text;
   slot.append(message);
+  // A role=status element inserted with its text is not read by every screen reader; the shell's region is.
+  if (kind === "success") announce(`${nameOf(slug)}: ${text}`);
   if (revoke) {
     const link = document.createElement("a");
     link.href = cardOf(slug).dataset.revoke;
