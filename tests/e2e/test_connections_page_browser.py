@@ -95,6 +95,14 @@ def _wait_until(predicate: Callable[[], bool], what: str, timeout: float = 60) -
         time.sleep(0.1)
 
 
+def _wait_for_no_other_tab(page: Any, timeout: float = 30) -> None:
+    """Until ``page`` is its context's only open tab (the approval tab a failed Connect opened is closed)."""
+    deadline = time.monotonic() + timeout
+    while [p for p in page.context.pages if p is not page and not p.is_closed()]:
+        assert time.monotonic() < deadline, "the blank approval tab was never closed"
+        page.wait_for_timeout(100)  # lets Playwright take in the close event (a bare sleep would not)
+
+
 def _notion(page: Any) -> Any:
     return page.get_by_role("article", name="Notion")
 
@@ -251,11 +259,7 @@ def test_a_refused_connect_leaves_the_card_as_it_was_with_the_error_and_closes_t
     alert.wait_for(timeout=WAIT_MS)
     assert alert.inner_text().startswith("Action failed: ")
     assert "fix it, then connect again" in alert.inner_text()
-    # The tab opened on the click is closed again: no blank "Connecting…" tab is left behind.
-    deadline = time.monotonic() + 30
-    while [p for p in page.context.pages if p is not page and not p.is_closed()]:
-        assert time.monotonic() < deadline, "the blank approval tab was never closed"
-        page.wait_for_timeout(100)  # lets Playwright take in the close event (a bare sleep would not)
+    _wait_for_no_other_tab(page)  # the tab opened on the click: no blank "Connecting…" tab is left behind
     assert card.get_by_text("Not connected", exact=True).is_visible()
     assert crew.read_text() == "{ not json"
     assert not _mint_processes()
@@ -374,3 +378,17 @@ def test_a_grant_that_could_not_be_removed_is_an_alert_with_the_revoke_link(
     assert card.get_by_role("link", name="Revoke at Notion").get_attribute("href") == "https://app.notion.com"
     assert "notion" not in _crew_servers()
     dashboard.screenshot(opened, "connections-grant-surviving-light")
+
+
+def test_a_mint_that_fails_says_why_on_the_card_and_keeps_the_entry(dashboard: Any) -> None:
+    opened = _open(dashboard)
+    page = opened.page
+    linear = page.get_by_role("article", name="Linear")  # routed to a closed port: nothing answers
+    linear.get_by_role("button", name="Connect").click()
+    alert = linear.get_by_role("alert")
+    alert.wait_for(timeout=WAIT_MS)
+    assert alert.inner_text().startswith("Action failed: ")
+    assert "Try connecting again." in alert.inner_text()
+    assert _crew_servers()["linear"] == {"url": LINEAR_ROUTED_URL}  # no terminal state deletes configuration
+    assert linear.get_by_role("button", name="Connect").is_enabled()
+    _wait_for_no_other_tab(page)
