@@ -392,3 +392,14 @@ def test_a_mint_that_fails_says_why_on_the_card_and_keeps_the_entry(dashboard: A
     assert _crew_servers()["linear"] == {"url": LINEAR_ROUTED_URL}  # no terminal state deletes configuration
     assert linear.get_by_role("button", name="Connect").is_enabled()
     _wait_for_no_other_tab(page)
+
+
+def test_the_status_poll_updates_a_card_without_a_reload(dashboard: Any, oauth_mcp_server: Any) -> None:
+    _write_crew_servers({"notion": {"url": oauth_mcp_server.mcp_url}})
+    opened = _open(dashboard)
+    card = _notion(opened.page)
+    assert card.get_by_text("Not verified", exact=True).is_visible()
+    opened.page.evaluate("window.__sameDocument = true")
+    _seed_grant(oauth_mcp_server.mcp_url)  # a grant appears outside the page (kiro-cli elsewhere)
+    card.get_by_text("Connected", exact=True).wait_for(timeout=45_000)  # the 30 s poll
+    assert opened.page.evaluate("window.__sameDocument === true")  # not a reload
