@@ -7,6 +7,8 @@
 ``POST /api/connections/cancel``       dispose a mint (token-fenced, idempotent)
 ``POST /api/connections/test``         a promptless session: does the connection answer?
 ``POST /api/connections/disconnect``   remove the entry and, when nobody shares it, the grant
+``POST /api/connections/install``      Connect's first step: the provider's MCP entry, enabled
+``POST /api/connections/relay``        a remote browser's return address, delivered to kiro-cli's listener
 =====================================  ============================================
 
 Handlers are imported when a request arrives, so building the gateway (and the
@@ -30,6 +32,8 @@ ROUTES: tuple[tuple[str, str, str], ...] = (
     ("POST", "/api/connections/cancel", "kirocrew_connections.mint_api:post_cancel"),
     ("POST", "/api/connections/test", "kirocrew_connections.liveness_api:post_test"),
     ("POST", "/api/connections/disconnect", "kirocrew_connections.disconnect_api:post_disconnect"),
+    ("POST", "/api/connections/install", "kirocrew_connections.page:post_install"),
+    ("POST", "/api/connections/relay", "kirocrew_connections.relay:post_relay"),
 )
 
 

@@ -66,7 +66,6 @@ from kirocrew_mcp.public import (
 
 from kirocrew_connections.disconnect import normalized_endpoint
 from kirocrew_connections.metadata_check import (
-    OriginOverrides,
     origin_override_option,
     run_options,
     run_standalone,
@@ -76,6 +75,8 @@ from kirocrew_connections.metadata_check import (
 )
 
 if TYPE_CHECKING:
+    from kirocrew_core.origin_overrides import OriginOverrides
+
     from kirocrew_connections.registry import Provider
 
 SCHEMA_VERSION = 1

@@ -49,6 +49,9 @@ from urllib.parse import urlsplit
 
 import click
 
+from kirocrew_core.errors import BadInputError
+from kirocrew_core.origin_overrides import OriginOverrides, parse_overrides
+
 from kirocrew_connections.disconnect import DEFAULT_PORTS, split_url
 
 if TYPE_CHECKING:
@@ -83,50 +86,11 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 # -- shared with L1: origin overrides, provider selection, reports, standalone runs ----------
 
 
-def _origin(url: str) -> str | None:
-    """``scheme://host[:port]`` of an origin-only URL (no path beyond ``/``, query or fragment)."""
-    try:
-        parts = urlsplit(url.strip())
-        parts.port  # noqa: B018 - ValueError on a malformed port
-    except ValueError:
-        return None
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
-        return None
-    if parts.query or parts.fragment or "@" in parts.netloc:
-        return None
-    return f"{parts.scheme}://{parts.netloc.lower()}"
-
-
-@dataclass(frozen=True)
-class OriginOverrides:
-    """Where requests for an origin really go; empty in a real run."""
-
-    mapping: Mapping[str, str] = field(default_factory=dict)
-
-    def __bool__(self) -> bool:
-        return bool(self.mapping)
-
-    def apply(self, url: str) -> str:
-        parts = urlsplit(url)
-        origin = f"{parts.scheme.lower()}://{parts.netloc.lower()}"
-        target = self.mapping.get(origin)
-        if target is None:
-            return url
-        return target + url[len(origin):]
-
-    def as_dict(self) -> dict[str, str]:
-        return dict(self.mapping)
-
-
 def _parse_overrides(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> OriginOverrides:
-    mapping: dict[str, str] = {}
-    for value in values:
-        source, sep, target = value.partition("=")
-        src, dst = _origin(source), _origin(target)
-        if not sep or src is None or dst is None:
-            raise click.BadParameter(f"expected ORIGIN=URL with two http(s) origins, got {value!r}")
-        mapping[src] = dst
-    return OriginOverrides(mapping)
+    try:
+        return parse_overrides(values)
+    except BadInputError as exc:
+        raise click.BadParameter(exc.message) from None
 
 
 def origin_override_option(function: _F) -> _F:

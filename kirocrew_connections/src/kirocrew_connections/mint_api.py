@@ -32,12 +32,12 @@ async def read_provider(request: Request, raw: object) -> Provider:
 
     A caller can only ever point the connections endpoints at a provider we ship.
     """
-    from kirocrew_connections.registry import load_registry
+    from kirocrew_connections.registry import routed_registry
 
     slug = raw.strip().lower() if isinstance(raw, str) else ""
     if not slug or len(slug) > MAX_SLUG_CHARS or not _SLUG_RE.match(slug):
         raise BadInputError("unknown provider", code="unknown_provider")
-    registry = await asyncio.to_thread(load_registry, request.app.state.kirocrew.pm)
+    registry = await asyncio.to_thread(routed_registry, request.app.state.kirocrew.pm)
     return registry.get(slug)
 
 

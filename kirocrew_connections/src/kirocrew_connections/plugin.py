@@ -10,7 +10,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from kirocrew_core import hookimpl
-from kirocrew_core.contributions import HostService
+from kirocrew_core.contributions import DashboardPage, HostService
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -30,6 +30,15 @@ def gateway_routes() -> list[BaseRoute]:
     from kirocrew_connections.api import routes
 
     return routes()
+
+
+@hookimpl
+def dashboard_pages() -> list[DashboardPage]:
+    from kirocrew_connections.page import PACKAGE, connections_page
+
+    return [DashboardPage("/connections", "Connections", connections_page,
+                          "Connect accounts (Notion, Linear, …): Connect, Test and Disconnect per provider",
+                          package=PACKAGE)]
 
 
 @hookimpl

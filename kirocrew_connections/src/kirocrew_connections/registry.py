@@ -529,6 +529,25 @@ def load_registry(pm: Any = None) -> Registry:
         return registry
 
 
+def routed_registry(pm: Any = None) -> Registry:
+    """The registry as the gateway acts on it: each ``mcp_url`` through the active origin overrides.
+
+    Empty overrides (every real run) give :func:`load_registry`'s own registry.
+    Under ``kirocrew serve --override-origin`` the entry a Connect installs, the
+    mint, Test, Disconnect and the grant stat all use the routed URL, so they
+    agree on one endpoint; the registry's https rule is checked before routing.
+    """
+    from dataclasses import replace
+
+    from kirocrew_core.origin_overrides import active
+
+    registry = load_registry(pm)
+    overrides = active()
+    if not overrides:
+        return registry
+    return Registry.of(replace(p, mcp_url=overrides.apply(p.mcp_url)) for p in registry.all())
+
+
 def clear_registry_cache() -> None:
     global _cache
     with _lock:

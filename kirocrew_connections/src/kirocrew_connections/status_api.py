@@ -25,10 +25,10 @@ async def get_status(request: Request) -> Response:
     from starlette.responses import JSONResponse
 
     from kirocrew_connections import status
-    from kirocrew_connections.registry import load_registry
+    from kirocrew_connections.registry import routed_registry
 
     pm = request.app.state.kirocrew.pm
-    registry = await asyncio.to_thread(load_registry, pm)
+    registry = await asyncio.to_thread(routed_registry, pm)
     providers = status.status_providers(registry)
     mint_states = status.current_mint_states(providers)
     rows = await asyncio.to_thread(status.collect_statuses, providers, mint_states)

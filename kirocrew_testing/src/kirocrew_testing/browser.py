@@ -8,6 +8,10 @@ Fixtures (``pytest_plugins = ["kirocrew_testing.fixtures"]`` brings them):
 
 * ``gateway_env``: the environment ``kirocrew serve`` runs with (override it in a test
   module to add plugins; ``dashboard_demo_env`` adds the example page plugin).
+* ``gateway_args``: extra ``kirocrew serve`` arguments (none; override it in a test module, say
+  for ``--override-origin``).
+* ``gateway_command``: the argv that starts ``kirocrew`` (a test module may wrap it, say in
+  :func:`kirocrew_testing.requirements.without_file_privileges`).
 * ``served_gateway``: a real ``kirocrew serve --port 0`` in the test's homes (:class:`ServedGateway`).
 * ``dashboard``: a :class:`Dashboard` that opens signed-in pages in light or dark, at any
   width, and saves screenshots under ``<tmp_path>/screenshots`` (run pytest with
@@ -124,14 +128,27 @@ def dashboard_demo_env(tmp_path: Path, isolated_homes: IsolatedHomes) -> dict[st
 
 
 @pytest.fixture
-def served_gateway(gateway_env: dict[str, str], tmp_path: Path) -> Iterator[ServedGateway]:
-    """A real ``kirocrew serve --port 0`` under ``gateway_env``; its stderr goes to ``<tmp_path>/serve.stderr``."""
+def gateway_args() -> list[str]:
+    """Extra arguments of ``served_gateway``'s ``kirocrew serve`` (none unless a test module overrides it)."""
+    return []
+
+
+@pytest.fixture
+def gateway_command() -> list[str]:
+    """The argv that starts ``kirocrew`` for ``served_gateway``: the installed script, else ``python -m``."""
+    exe = Path(sys.executable).with_name("kirocrew")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "kirocrew_core"]
+
+
+@pytest.fixture
+def served_gateway(gateway_env: dict[str, str], gateway_args: list[str], gateway_command: list[str],
+                   tmp_path: Path) -> Iterator[ServedGateway]:
+    """A real ``kirocrew serve --port 0 *gateway_args`` under ``gateway_env``; stderr to ``<tmp_path>/serve.stderr``."""
     from kirocrew_core import proc
 
-    exe = Path(sys.executable).with_name("kirocrew")
-    argv = [str(exe)] if exe.exists() else [sys.executable, "-m", "kirocrew_core"]
+    argv = gateway_command
     with open(tmp_path / "serve.stderr", "w") as stderr:
-        server = proc.spawn([*argv, "serve", "--port", "0"], env=gateway_env, stdin=proc.DEVNULL,
+        server = proc.spawn([*argv, "serve", "--port", "0", *gateway_args], env=gateway_env, stdin=proc.DEVNULL,
                             stderr=stderr, text=True)
     assert server.stdout is not None
     try:

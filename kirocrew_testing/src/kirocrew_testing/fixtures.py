@@ -127,6 +127,8 @@ from kirocrew_testing.browser import (  # noqa: E402, F401 - the dashboard-in-a-
     chromium_path,
     dashboard,
     dashboard_demo_env,
+    gateway_args,
+    gateway_command,
     gateway_env,
     served_gateway,
 )

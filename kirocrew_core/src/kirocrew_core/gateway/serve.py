@@ -13,6 +13,10 @@ sends stderr to ``<crew home>/host/host.log``), a free port when the configured 
 taken, and an exit after ``host.idle_secs`` without use. Ctrl-C, SIGTERM or
 ``kirocrew host stop`` stops it: open requests get a few seconds, the shutdown hooks and
 the services' stops run, and the command exits 0 (a stop is the normal end of ``serve``).
+
+``--override-origin ORIGIN=URL`` (development only, see :mod:`kirocrew_core.origin_overrides`)
+routes a connection provider's origin to a loopback fixture; it is refused off loopback and
+in a background host, announced on stderr, and shown on every dashboard page.
 """
 
 from __future__ import annotations
@@ -188,7 +192,16 @@ def _configured(name: str) -> Any:
     help="Run as a host started on demand (what relays do): print nothing, take a free port if the configured "
          "one is taken, and exit after host.idle_secs without clients, runs or dashboard use.",
 )
-def serve(host: str | None, port: int | None, allow_remote: bool, background: bool) -> None:
+@click.option(
+    "--override-origin",
+    "override_origin",
+    multiple=True,
+    metavar="ORIGIN=URL",
+    help="Development only: send a connection provider's requests for ORIGIN to URL (http(s) on a loopback "
+         "host; the gateway must listen on loopback). Repeatable; announced on stderr and on every page.",
+)
+def serve(host: str | None, port: int | None, allow_remote: bool, background: bool,
+          override_origin: tuple[str, ...] = ()) -> None:
     """Run the host: the gateway and dashboard, and the socket every kirocrew MCP server relays to.
 
     The gateway listens on 127.0.0.1 and serves only its owner: the URL it
@@ -199,7 +212,7 @@ def serve(host: str | None, port: int | None, allow_remote: bool, background: bo
     """
     import logging
 
-    from kirocrew_core import ownership
+    from kirocrew_core import origin_overrides, ownership
     from kirocrew_core.gateway.app import create_app
     from kirocrew_core.gateway.auth import LOOPBACK_HOSTS, load_or_create_token
     from kirocrew_core.host import paths
@@ -217,6 +230,8 @@ def serve(host: str | None, port: int | None, allow_remote: bool, background: bo
             code="non_loopback_bind",
             exit_code=2,
         )
+    overrides = origin_overrides.parse_overrides(override_origin)
+    origin_overrides.require_development(overrides, gateway_loopback=address.is_loopback, background=background)
     idle = idle_secs()
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
                         format="%(asctime)s kirocrew host: %(levelname)s: %(name)s: %(message)s"
@@ -243,6 +258,10 @@ def serve(host: str | None, port: int | None, allow_remote: bool, background: bo
             if not address.is_loopback:
                 sys.stderr.write(_REMOTE_WARNING.format(where=f"{address.ip} port {bound_port}", port=bound_port))
                 sys.stderr.flush()
+            origin_overrides.activate(overrides)
+            for line in origin_overrides.announcement(overrides):
+                sys.stderr.write(line + "\n")
+            sys.stderr.flush()
             url = sign_in_url(address, bound_port, token)
             the_host = Host(get_plugin_manager(), background=background, url=url.split("?", 1)[0],
                             idle_secs=idle, fingerprint=code_fingerprint())

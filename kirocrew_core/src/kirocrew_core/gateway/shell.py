@@ -160,9 +160,16 @@ def _environment(roots: tuple[tuple[str, Path], ...]) -> Environment:
     loader = PrefixLoader({prefix: FileSystemLoader(root / "templates") for prefix, root in roots}, delimiter="/")
     env = Environment(loader=loader, autoescape=True, undefined=StrictUndefined, trim_blocks=True,
                       lstrip_blocks=True)
-    env.globals.update(product=PRODUCT, version=__version__, static=static_url)
+    env.globals.update(product=PRODUCT, version=__version__, static=static_url, origin_overrides=active_overrides)
     env.filters["home_relative"] = home_relative
     return env
+
+
+def active_overrides() -> list[tuple[str, str]]:
+    """``kirocrew serve --override-origin`` mappings in force, sorted: every page's header announces them."""
+    from kirocrew_core.origin_overrides import active
+
+    return sorted(active().mapping.items())
 
 
 @lru_cache(maxsize=1)
@@ -177,7 +184,8 @@ def render_page(request: Request, template: str, *, title: str, status_code: int
 
     The template usually ``{% extends "core/base.html" %}`` and fills ``content`` (and
     ``scripts`` for its modules). It sees ``context`` plus ``title``, ``nav``,
-    ``current_path``, ``product``, ``version`` and ``static(package, name)``. Every
+    ``current_path``, ``product``, ``version``, ``static(package, name)`` and
+    ``origin_overrides()`` (the development routing the header announces). Every
     value is escaped unless the template marks it safe. The answer is never cached.
     """
     from starlette.responses import HTMLResponse
