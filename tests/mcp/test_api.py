@@ -458,6 +458,51 @@ def test_a_failing_restart_implementation_is_reported_and_never_stops_the_others
     assert survivor.reasons == ["owner_request"]
 
 
+class Managers:
+    """An ``mcp_server_managers`` implementation answering ``answer`` (or raising it) and recording its calls."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.seen: list[list[str]] = []
+
+    @hookimpl
+    def mcp_server_managers(self, servers):
+        self.seen.append(sorted(row["name"] for row in servers))
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def _row(html: str, name: str) -> str:
+    start = html.index(f'<tr data-name="{name}"')
+    return html[start:html.index("</tr>", start)]
+
+
+def test_hook_mcp_server_managers(gateway_client, plugin_manager, caplog):
+    from kirocrew_mcp.public import ServerManager
+
+    write(home.kiro_global_mcp_file(), {"synced": CAT, "shared": CAT, "mine": CAT})
+    first = Managers({"synced": ServerManager("Sync", "/sync"), "shared": ServerManager("Sync"),
+                      "not-a-row": ServerManager("Ghost")})
+    plugin_manager.register(first, name="a-sync")
+    plugin_manager.register(Managers({"shared": ServerManager("Later", "/later")}), name="b-later")
+    plugin_manager.register(Managers(RuntimeError("registry unreadable")), name="c-broken")
+    plugin_manager.register(Managers(["synced"]), name="d-junk")
+    plugin_manager.register(Managers({"mine": ServerManager("Evil", "javascript:alert(1)")}), name="e-evil")
+
+    html = gateway_client.get("/mcp").text
+
+    assert first.seen == [["mine", "shared", "synced"]]
+    synced, shared, mine = _row(html, "synced"), _row(html, "shared"), _row(html, "mine")
+    assert '<a class="badge managed" href="/sync">Managed by Sync</a>' in synced
+    assert "Uninstall" not in synced and "data-scope=" not in synced
+    assert '<span class="badge managed">Managed by Sync</span>' in shared  # the first implementation wins
+    assert "Managed by" not in mine and "Uninstall" in mine  # a failed or refused answer marks nothing
+    assert "Ghost" not in html and "javascript:" not in html
+    warned = " ".join(r.getMessage() for r in caplog.records)
+    assert "c-broken" in warned and "d-junk" in warned and "e-evil" in warned
+
+
 @pytest.mark.parametrize("body, code", [('{"reason": "Has Spaces"}', "bad_request"), ('{"why": "x"}', "bad_request"),
                                         ("[]", "bad_json")])
 def test_a_restart_with_a_bad_reason_is_400(gateway_client, body, code):

@@ -147,15 +147,24 @@ class Card:
         return f"{self.name} {self.slug} {self.mcp_url}".lower()
 
 
-def matching_server(provider: Provider, rows: Sequence[ServerRow]) -> ServerRow | None:
-    """The configured entry for ``provider``: its slug AND its endpoint (a same-named stranger is not it)."""
+def is_provider_entry(provider: Provider, name: object, url: object) -> bool:
+    """Whether an MCP entry is ``provider``'s: its slug AND its endpoint (a same-named stranger is not it)."""
     from kirocrew_connections.disconnect import normalized_endpoint
 
-    endpoint = normalized_endpoint(provider.mcp_url)
-    for row in rows:
-        if row.name == provider.slug and normalized_endpoint(row.spec.get("url")) == endpoint:
-            return row
-    return None
+    return name == provider.slug and normalized_endpoint(url) == normalized_endpoint(provider.mcp_url)
+
+
+def matching_server(provider: Provider, rows: Sequence[ServerRow]) -> ServerRow | None:
+    """The configured entry for ``provider`` (:func:`is_provider_entry`), or ``None``."""
+    return next((row for row in rows if is_provider_entry(provider, row.name, row.spec.get("url"))), None)
+
+
+def managed_entries(providers: Sequence[Provider], servers: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The names among ``servers`` (``GET /api/mcp`` rows) that are one of ``providers``' entries."""
+    by_slug = {provider.slug: provider for provider in providers}
+    return [row["name"] for row in servers
+            if (provider := by_slug.get(str(row.get("name")))) is not None
+            and is_provider_entry(provider, row["name"], row.get("url"))]
 
 
 def build_card(provider: Provider, status: ConnectionStatus | None, server: ServerRow | None,

@@ -7,6 +7,7 @@ registered by import path and the routes import their handlers only per request.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kirocrew_core import hookimpl
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
     from kirocrew_core.cli import KirocrewCLI
+    from kirocrew_mcp.public import ServerManager
 
 
 @hookimpl
@@ -39,6 +41,18 @@ def dashboard_pages() -> list[DashboardPage]:
     return [DashboardPage("/connections", "Connections", connections_page,
                           "Connect accounts (Notion, Linear, …): Connect, Test and Disconnect per provider",
                           package=PACKAGE)]
+
+
+@hookimpl
+def mcp_server_managers(servers: Sequence[Mapping[str, Any]]) -> dict[str, ServerManager]:
+    """The entries Connect installed (a visible provider's slug with its MCP URL) are the Connections page's."""
+    from kirocrew_mcp.public import ServerManager
+
+    from kirocrew_connections.cards import managed_entries
+    from kirocrew_connections.registry import routed_registry
+
+    manager = ServerManager("Connections", "/connections")
+    return {name: manager for name in managed_entries(routed_registry().visible(), servers)}
 
 
 @hookimpl

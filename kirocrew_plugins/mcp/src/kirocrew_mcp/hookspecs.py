@@ -4,7 +4,10 @@ kirocrew-mcp changes which MCP servers a kiro-cli session loads, but a
 kiro-cli process reads its agent file only when it starts. Processes that are
 already running (a warm pool of pre-spawned sessions) keep the old servers
 until someone restarts them, and kirocrew-mcp does not own those processes:
-the plugin that spawns them does. These hooks are how it asks.
+the plugin that spawns them does. ``restart_sessions`` is how it asks. Some
+servers in the scope files are another plugin's to manage (the entry a
+Connect installed); ``mcp_server_managers`` is how the MCP servers page learns
+which, without kirocrew-mcp importing the plugins that build on it.
 
 Results are combined the way the core hooks are: every implementation is
 called in core's call order (``tryfirst``, plain, ``trylast``, each tier by
@@ -13,9 +16,23 @@ plugin name), never in load order.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from kirocrew_core.markers import hookspec
+
+
+@dataclass(frozen=True)
+class ServerManager:
+    """Who manages a listed MCP server: the page shows "Managed by <label>" and no controls for it.
+
+    ``page`` is the dashboard path where it is managed instead (the badge links there), or
+    ``None`` when there is no such page.
+    """
+
+    label: str
+    page: str | None = None
 
 
 @hookspec
@@ -42,4 +59,26 @@ def restart_sessions(reason: str) -> int | Awaitable[int] | None:
         and the counts are summed; ``None`` counts as 0. An implementation that
         raises, or returns something that is not a count, is reported by
         plugin name and never stops the others.
+    """
+
+
+@hookspec
+def mcp_server_managers(servers: Sequence[Mapping[str, Any]]) -> Mapping[str, ServerManager] | None:
+    """Name the listed MCP servers this plugin manages, so the MCP servers page marks and locks them.
+
+    Called by the MCP servers page (``GET /mcp``, served by the host) each
+    time it renders, with the rows ``GET /api/mcp`` answers. A server this
+    plugin installed and keeps in step with something else (kirocrew-connections:
+    the entry named by a provider's slug whose URL is the provider's MCP URL)
+    should be changed there, not by staging scope changes on the page.
+    kirocrew-connections implements it.
+
+    :param servers: the listing's rows (``name``, and ``url`` or ``command``,
+        as ``GET /api/mcp`` answers them); read-only.
+    :return: ``{server name: ServerManager}`` for the rows it manages, or
+        ``None``. Every implementation is called, in call order; a server
+        named by more than one keeps the first. Names that are not rows are
+        ignored. An implementation that raises, or returns something that is
+        not such a mapping, is logged by plugin name and skipped: the page
+        still renders, with its rows unmarked.
     """

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+from kirocrew_mcp.hookspecs import ServerManager
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -26,7 +29,8 @@ log = logging.getLogger(__name__)
 PACKAGE = "kirocrew_mcp"
 #: Why a row cannot be edited here, by the ``managedBy`` value the page gives it.
 MANAGED_BY_KIROCREW = "kirocrew"
-MANAGED_BY_CONNECTIONS = "connections"
+#: A server another plugin says it manages (``mcp_server_managers()``).
+MANAGED_ELSEWHERE = "plugin"
 
 DECLARED_HINT = ("Tool list read from the package's declaration; the server was not spawned to verify it "
                  "starts.")
@@ -78,32 +82,30 @@ def probed_at_view(probed_at: float | None, now: dt.datetime | None = None) -> d
             "full": when.strftime("%Y-%m-%d %H:%M:%S %Z")}
 
 
-def connection_servers(pm: KirocrewPluginManager) -> dict[str, str]:
-    """``"<slug>\\0<endpoint>"`` -> provider name for what kirocrew-connections manages, ``{}`` without it.
+def server_managers(pm: KirocrewPluginManager, rows: list[dict[str, Any]]) -> dict[str, ServerManager]:
+    """``{server name: ServerManager}`` from every ``mcp_server_managers()`` implementation (first one wins)."""
+    from kirocrew_core.plugins import call_hook
 
-    A row is the provider's when its name is the provider's slug and its URL
-    is the registry's ``mcp_url`` (reference §1.8). kirocrew-connections is
-    optional: when it is not loaded in this gateway no row is its.
-    """
-    if pm.get_plugin("connections") is None:
-        return {}
-    try:
-        from kirocrew_connections.disconnect import normalized_endpoint
-        from kirocrew_connections.registry import load_registry
-
-        providers = load_registry(pm).visible()
-    except Exception as exc:  # noqa: BLE001 - a broken registry must not take the MCP page down
-        log.warning("MCP page: could not read the connections registry: %s", exc)
-        return {}
-    return {f"{p.slug}\x00{normalized_endpoint(p.mcp_url)}": p.name for p in providers}
-
-
-def _connection_owner(row: dict[str, Any], owners: dict[str, str]) -> str | None:
-    if not owners or not isinstance(row.get("url"), str):
+    def problem(value: Any) -> str | None:
+        if value is None:
+            return None
+        if not (isinstance(value, Mapping) and all(
+                isinstance(k, str) and isinstance(v, ServerManager) for k, v in value.items())):
+            return f"returned {type(value).__name__}, not a mapping of server names to ServerManager"
+        pages = [v.page for v in value.values() if v.page is not None]
+        if not all(page.startswith("/") and not page.startswith("//") for page in pages):
+            return f"named a page that is not a dashboard path: {pages!r}"
         return None
-    from kirocrew_connections.disconnect import normalized_endpoint
 
-    return owners.get(f"{row['name']}\x00{normalized_endpoint(row['url'])}")
+    # A failed answer is logged by plugin name (on_error="skip") and marks nothing.
+    call = call_hook(pm, "mcp_server_managers", on_error="skip", check=problem, servers=rows)
+    names = {row["name"] for row in rows}
+    managers: dict[str, ServerManager] = {}
+    for result in call.contributions:
+        for name, manager in result.value.items():
+            if name in names:
+                managers.setdefault(name, manager)
+    return managers
 
 
 def launch_line(row: dict[str, Any]) -> tuple[str, str]:
@@ -119,19 +121,20 @@ def launch_line(row: dict[str, Any]) -> tuple[str, str]:
     return " ".join([PurePath(command).name, *args]), " ".join([command, *args])
 
 
-def page_rows(listing: dict[str, Any], owners: dict[str, str]) -> list[dict[str, Any]]:
+def page_rows(listing: dict[str, Any], managers: Mapping[str, ServerManager]) -> list[dict[str, Any]]:
     """The listing's rows with what the template needs beside the JSON: status, last probed, managed by."""
     out = []
     for row in listing["servers"]:
         view = dict(row)
         view["statusView"] = status_view(row)
         view["probedView"] = probed_at_view(row.get("probedAt"))
-        provider = _connection_owner(row, owners)
+        manager = managers.get(row["name"])
+        view["managedPage"] = None
         if row.get("managed"):
             view["managedBy"], view["managedLabel"] = MANAGED_BY_KIROCREW, "Managed by kirocrew"
-        elif provider is not None:
-            view["managedBy"], view["managedLabel"] = MANAGED_BY_CONNECTIONS, "Managed by Connections"
-            view["provider"] = provider
+        elif manager is not None:
+            view["managedBy"], view["managedLabel"] = MANAGED_ELSEWHERE, f"Managed by {manager.label}"
+            view["managedPage"] = manager.page
         else:
             view["managedBy"], view["managedLabel"] = "", ""
         view["launch"], view["launchFull"] = launch_line(row)
@@ -149,15 +152,14 @@ async def mcp_page(request: Request) -> Response:
 
     found = await listing(request)
     pm = request.app.state.kirocrew.pm
-    owners = connection_servers(pm)
+    managers = server_managers(pm, found["servers"])
     scopes = [{**s, "shown_path": home_relative(s["path"])} for s in found["scopes"]]
     shared = [s for s in scopes if s["kind"] != KIND_CREW]
     crew = next(s for s in scopes if s["kind"] == KIND_CREW)
-    return render_page(request, f"{PACKAGE}/mcp.html", title="MCP servers", rows=page_rows(found, owners),
+    return render_page(request, f"{PACKAGE}/mcp.html", title="MCP servers", rows=page_rows(found, managers),
                        scopes=scopes, shared_scopes=shared, crew_scope=crew,
                        problems=[{**p, "shown_path": home_relative(p["path"])} for p in found["problems"]],
                        probing=found["backgroundProbe"]["inFlight"],
-                       connections_page=pm.get_plugin("connections") is not None,
                        limits={"name": 128, "command": add.MAX_COMMAND_CHARS, "url": add.MAX_URL_CHARS,
                                "args": add.MAX_ARGS, "env": add.MAX_ENV, "headers": add.MAX_HEADERS})
 

@@ -26,6 +26,11 @@ Redaction and header expansion (what may leave the machine, and what an error ma
 - ``url_secrets(url)``, ``redact(text, secrets)``,
   ``finish_error(message, secrets, *, limit=...)``, ``has_placeholder(value)``.
 
+The MCP servers page:
+
+- ``ServerManager(label, page=None)``: what an ``mcp_server_managers()``
+  implementation answers for a server it manages.
+
 The HTTP MCP client:
 
 - ``HttpMcpChannel``: JSON-RPC over POST to a streamable-HTTP MCP endpoint,
@@ -36,6 +41,7 @@ from __future__ import annotations
 
 from kirocrew_mcp.aliases import mcp_server_alias
 from kirocrew_mcp.discovery import Discovery, ServerRow, discover
+from kirocrew_mcp.hookspecs import ServerManager
 from kirocrew_mcp.handshake import ProbeFailure, finish_error, has_placeholder, redact
 from kirocrew_mcp.probe_http import (
     HttpMcpChannel,
@@ -53,6 +59,7 @@ __all__ = [
     "HttpMcpChannel",
     "ProbeFailure",
     "Scope",
+    "ServerManager",
     "ServerRow",
     "all_scopes",
     "bearer_challenge",
