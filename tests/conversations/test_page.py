@@ -7,45 +7,22 @@ the same orchestrator the MCP tools use. The store is checked on disk (read-only
 
 from __future__ import annotations
 
-import os
-import sqlite3
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from kirocrew_testing.browser import ServedGateway
 
 from kirocrew_conversations.markdown import render_markdown
 from kirocrew_conversations.state_paths import DATABASE_NAME
 
-STATE_ENV = "KIRO_CONVERSATIONS_STATE_DIR"
 
 
 @pytest.fixture
-def state_dir(tmp_path: Path) -> Path:
-    return tmp_path / "conversations-state"
-
-
-@pytest.fixture
-def gateway_env(fake_kiro_cli: Any, state_dir: Path) -> dict[str, str]:
-    """``kirocrew serve`` with the fake kiro-cli, the test's state directory, and its host running conversations."""
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith("KIRO_CONVERSATIONS_") and key != "KIROCREW_NO_HOST"}
-    env[STATE_ENV] = str(state_dir)
-    return env
-
-
-@pytest.fixture
-def owner(served_gateway: ServedGateway) -> Iterator[httpx.Client]:
-    """An HTTP client on the served gateway, authenticated as the owner like a script (Bearer token)."""
-    token = parse_qs(urlsplit(served_gateway.sign_in_url).query)["token"][0]
-    with httpx.Client(base_url=served_gateway.url, headers={"Authorization": f"Bearer {token}"},
-                      timeout=60) as client:
-        yield client
+def gateway_env(hosted_gateway_env: dict[str, str]) -> dict[str, str]:
+    """``kirocrew serve`` with the fake kiro-cli; its host runs conversations in ``conversations_state_dir``."""
+    return hosted_gateway_env
 
 
 @pytest.fixture
@@ -53,15 +30,6 @@ def workspace(tmp_path: Path) -> Path:
     path = tmp_path / "project"
     path.mkdir()
     return path
-
-
-def rows(state_dir: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    """What the store holds on disk (a plain reader beside the host, which owns the database)."""
-    db = sqlite3.connect(state_dir / DATABASE_NAME)
-    try:
-        return db.execute(sql, params).fetchall()
-    finally:
-        db.close()
 
 
 def start(owner: httpx.Client, workspace: Path, name: str, message: str, **settings: Any) -> dict[str, Any]:
@@ -139,16 +107,16 @@ def test_hostile_markdown_renders_as_text_and_web_links_only() -> None:
 
 
 def test_a_conversation_started_over_the_routes_runs_and_its_page_renders_the_reply_safely(
-        owner: httpx.Client, workspace: Path, state_dir: Path) -> None:
+        owner_client: httpx.Client, workspace: Path, conversations_rows: Any) -> None:
     reply = "# Done\n\n<script>alert(1)</script> **safe** [x](javascript:alert(1)) ![i](https://e.example/i.png)"
-    started = start(owner, workspace, "first", "!say " + reply.replace("\n", "\\n"), effort="low")
+    started = start(owner_client, workspace, "first", "!say " + reply.replace("\n", "\\n"), effort="low")
     assert started["createdConversation"] is True and started["settings"]["effort"] == "low"
-    detail = detail_when(owner, started["conversationId"], settled)
+    detail = detail_when(owner_client, started["conversationId"], settled)
     (run,) = detail["runs"]
     assert run["status"] == "completed" and run["reply"]["text"] == reply
     assert [e["kind"] for e in run["events"]][:1] == ["phase"] and detail["attention"] is None
 
-    page = owner.get(f"/conversations/{started['conversationId']}")
+    page = owner_client.get(f"/conversations/{started['conversationId']}")
     assert page.status_code == 200
     html = page.text
     assert "<h1>first</h1>" in html and "<h4>Done</h4>" in html and "<strong>safe</strong>" in html
@@ -157,35 +125,36 @@ def test_a_conversation_started_over_the_routes_runs_and_its_page_renders_the_re
     assert "erased once Kiro received it" in html
     assert "script-src 'self'" in page.headers["content-security-policy"]
 
-    listing = owner.get("/api/conversations").json()
+    listing = owner_client.get("/api/conversations").json()
     assert [(c["name"], c["state"], c["latestRun"]["status"]) for c in listing["conversations"]] == [
         ("first", "idle", "completed")]
-    assert '<a href="/conversations/' + started["conversationId"] + '">first</a>' in owner.get("/conversations").text
-    assert rows(state_dir, "SELECT status FROM runs WHERE id = ?", started["runId"]) == [("completed",)]
+    listed = owner_client.get("/conversations").text
+    assert '<a href="/conversations/' + started["conversationId"] + '">first</a>' in listed
+    assert conversations_rows("SELECT status FROM runs WHERE id = ?", started["runId"]) == [("completed",)]
 
 
 def test_a_permission_is_answered_over_the_routes_and_the_run_goes_on(
-        owner: httpx.Client, workspace: Path, state_dir: Path) -> None:
-    started = start(owner, workspace, "asks", "!tool fs_write {}\n!say after the tool", authority="read_only")
+        owner_client: httpx.Client, workspace: Path, conversations_rows: Any) -> None:
+    started = start(owner_client, workspace, "asks", "!tool fs_write {}\n!say after the tool", authority="read_only")
     cid, rid = started["conversationId"], started["runId"]
-    waiting = detail_when(owner, cid, lambda d: d["attention"] is not None)
+    waiting = detail_when(owner_client, cid, lambda d: d["attention"] is not None)
     attention = waiting["attention"]
     assert attention["toolName"] == "fs_write" and set(attention["options"]) == {"allow_once", "reject_once"}
-    html = owner.get(f"/conversations/{cid}").text
+    html = owner_client.get(f"/conversations/{cid}").text
     assert 'role="alert"' in html and "Kiro asks to use fs_write" in html
     assert ">Allow once</button>" in html and ">Reject once</button>" in html
 
     path = f"/api/conversations/{cid}/runs/{rid}/permissions/{attention['permissionRequestId']}"
-    assert error_of(owner.post(path, json={"decision": "allow_always"})) == (400, "invalid_arguments")
-    assert error_of(owner.post(path.replace(attention["permissionRequestId"], "perm_nope"),
+    assert error_of(owner_client.post(path, json={"decision": "allow_always"})) == (400, "invalid_arguments")
+    assert error_of(owner_client.post(path.replace(attention["permissionRequestId"], "perm_nope"),
                                json={"decision": "allow_once"}))[0] == 400
-    decided = owner.post(path, json={"decision": "allow_once"})
+    decided = owner_client.post(path, json={"decision": "allow_once"})
     assert decided.status_code == 200 and decided.json()["decision"] == "allow_once"
-    done = detail_when(owner, cid, settled)
+    done = detail_when(owner_client, cid, settled)
     assert done["runs"][0]["status"] == "completed" and done["runs"][0]["reply"]["text"] == "after the tool"
-    assert rows(state_dir, "SELECT state, decided_option FROM permission_requests WHERE run_id = ?", rid) == [
+    assert conversations_rows("SELECT state, decided_option FROM permission_requests WHERE run_id = ?", rid) == [
         ("decided", "allow_once")]
-    assert error_of(owner.post(path, json={"decision": "allow_once"})) == (409, "permission_not_pending")
+    assert error_of(owner_client.post(path, json={"decision": "allow_once"})) == (409, "permission_not_pending")
 
     from kirocrew_core import audit
 
@@ -200,103 +169,109 @@ def test_a_permission_is_answered_over_the_routes_and_the_run_goes_on(
 
 
 def test_follow_up_cancel_archive_and_delete_with_the_exact_name(
-        owner: httpx.Client, workspace: Path, state_dir: Path) -> None:
-    started = start(owner, workspace, "chain", "!say one")
+        owner_client: httpx.Client, workspace: Path, conversations_rows: Any) -> None:
+    started = start(owner_client, workspace, "chain", "!say one")
     cid = started["conversationId"]
-    detail_when(owner, cid, settled)
+    detail_when(owner_client, cid, settled)
     base = f"/api/conversations/{cid}"
-    sent = owner.post(f"{base}/messages", json={"message": "!hang", "delivery": "queue"})
+    sent = owner_client.post(f"{base}/messages", json={"message": "!hang", "delivery": "queue"})
     assert sent.status_code == 200 and sent.json()["delivery"] == "queue"
     hanging = sent.json()["runId"]
-    detail_when(owner, cid, lambda d: d["runs"][-1]["status"] == "running")
-    assert error_of(owner.post(f"{base}/archive")) == (409, "conversation_busy")
-    assert error_of(owner.post(f"{base}/runs/{hanging}/cancel", json={"why": 1})) == (400, "invalid_arguments")
-    cancelled = owner.post(f"{base}/runs/{hanging}/cancel")
+    detail_when(owner_client, cid, lambda d: d["runs"][-1]["status"] == "running")
+    assert error_of(owner_client.post(f"{base}/archive")) == (409, "conversation_busy")
+    assert error_of(owner_client.post(f"{base}/runs/{hanging}/cancel", json={"why": 1})) == (400, "invalid_arguments")
+    cancelled = owner_client.post(f"{base}/runs/{hanging}/cancel")
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
-    detail = detail_when(owner, cid, settled)
+    detail = detail_when(owner_client, cid, settled)
     assert [r["status"] for r in detail["runs"]] == ["completed", "cancelled"]
 
-    assert error_of(owner.request("DELETE", base, json={"confirmName": "chain"})) == (409, "conversation_not_archived")
-    configured = owner.patch(f"{base}/settings", json={"effort": "high", "authority": "unrestricted"})
+    assert error_of(owner_client.request("DELETE", base, json={"confirmName": "chain"})) == (
+        409, "conversation_not_archived")
+    configured = owner_client.patch(f"{base}/settings", json={"effort": "high", "authority": "unrestricted"})
     assert configured.status_code == 200 and configured.json()["defaults"]["effort"] == "high"
-    assert error_of(owner.patch(f"{base}/settings", json={"effort": "huge"})) == (400, "invalid_arguments")
-    assert rows(state_dir, "SELECT effort FROM conversations WHERE id = ?", cid) == [("high",)]
-    assert error_of(owner.get(f"{base}/worktree")) == (400, "not_a_worktree_conversation")
-    assert error_of(owner.post(f"{base}/worktree/cleanup")) == (400, "not_a_worktree_conversation")
-    assert owner.post(f"{base}/archive").json()["state"] == "archived"
-    assert error_of(owner.post(f"{base}/messages", json={"message": "x", "delivery": "queue"})) == (
+    assert error_of(owner_client.patch(f"{base}/settings", json={"effort": "huge"})) == (400, "invalid_arguments")
+    assert conversations_rows("SELECT effort FROM conversations WHERE id = ?", cid) == [("high",)]
+    assert error_of(owner_client.get(f"{base}/worktree")) == (400, "not_a_worktree_conversation")
+    assert error_of(owner_client.post(f"{base}/worktree/cleanup")) == (400, "not_a_worktree_conversation")
+    assert owner_client.post(f"{base}/archive").json()["state"] == "archived"
+    assert error_of(owner_client.post(f"{base}/messages", json={"message": "x", "delivery": "queue"})) == (
         409, "conversation_archived")
-    assert [c["name"] for c in owner.get("/api/conversations?archive=archived").json()["conversations"]] == ["chain"]
-    assert owner.get("/api/conversations").json()["conversations"] == []
-    archived_page = owner.get(f"/conversations/{cid}").text
+    archived = owner_client.get("/api/conversations?archive=archived").json()["conversations"]
+    assert [c["name"] for c in archived] == ["chain"]
+    assert owner_client.get("/api/conversations").json()["conversations"] == []
+    archived_page = owner_client.get(f"/conversations/{cid}").text
     assert "Delete permanently" in archived_page and 'id="send-form"' not in archived_page
 
-    assert error_of(owner.request("DELETE", base, json={"confirmName": "chain2"})) == (400, "confirmation_mismatch")
-    assert rows(state_dir, "SELECT name FROM conversations WHERE id = ?", cid) == [("chain",)]
-    deleted = owner.request("DELETE", base, json={"confirmName": "chain"})
+    assert error_of(owner_client.request("DELETE", base, json={"confirmName": "chain2"})) == (
+        400, "confirmation_mismatch")
+    assert conversations_rows("SELECT name FROM conversations WHERE id = ?", cid) == [("chain",)]
+    deleted = owner_client.request("DELETE", base, json={"confirmName": "chain"})
     assert deleted.json() == {"conversationId": cid, "deleted": True}
-    assert rows(state_dir, "SELECT name FROM conversations WHERE id = ?", cid) == []
-    assert error_of(owner.get(base)) == (400, "conversation_not_found")
-    assert owner.get(f"/conversations/{cid}").status_code == 404
+    assert conversations_rows("SELECT name FROM conversations WHERE id = ?", cid) == []
+    assert error_of(owner_client.get(base)) == (400, "conversation_not_found")
+    assert owner_client.get(f"/conversations/{cid}").status_code == 404
 
 
-def test_an_interrupting_follow_up_replaces_the_running_run(owner: httpx.Client, workspace: Path) -> None:
-    started = start(owner, workspace, "busy", "!hang")
+def test_an_interrupting_follow_up_replaces_the_running_run(owner_client: httpx.Client, workspace: Path) -> None:
+    started = start(owner_client, workspace, "busy", "!hang")
     cid = started["conversationId"]
-    detail_when(owner, cid, lambda d: d["runs"][0]["status"] == "running")
-    queued = owner.post(f"/api/conversations/{cid}/messages", json={"message": "!say queued", "delivery": "queue"})
+    detail_when(owner_client, cid, lambda d: d["runs"][0]["status"] == "running")
+    messages = f"/api/conversations/{cid}/messages"
+    queued = owner_client.post(messages, json={"message": "!say queued", "delivery": "queue"})
     assert queued.json()["queuePosition"] == 1
-    sent = owner.post(f"/api/conversations/{cid}/messages", json={"message": "!say instead", "delivery": "interrupt"})
+    sent = owner_client.post(messages, json={"message": "!say instead", "delivery": "interrupt"})
     assert sent.status_code == 200, sent.text
     assert sent.json()["interruptedRunId"] == started["runId"] and sent.json()["supersededRunCount"] == 1
-    done = detail_when(owner, cid, settled)
+    done = detail_when(owner_client, cid, settled)
     assert [(r["status"], (r["error"] or {}).get("code")) for r in done["runs"]] == [
         ("cancelled", "run_replaced"), ("cancelled", "run_superseded"), ("completed", None)]
     assert done["runs"][-1]["reply"]["text"] == "instead"
 
 
 def test_bad_input_is_refused_with_stable_codes_and_changes_nothing(
-        owner: httpx.Client, workspace: Path, state_dir: Path) -> None:
+        owner_client: httpx.Client, workspace: Path, conversations_rows: Any, conversations_state_dir: Path) -> None:
     refusals = [
-        (owner.post("/api/conversations", content=b"{nope", headers={"Content-Type": "application/json"}),
+        (owner_client.post("/api/conversations", content=b"{nope", headers={"Content-Type": "application/json"}),
          (400, "bad_json")),
-        (owner.post("/api/conversations", json=[1]), (400, "bad_json")),
-        (owner.post("/api/conversations", json={"name": "<script>x</script>", "workspace": str(workspace),
+        (owner_client.post("/api/conversations", json=[1]), (400, "bad_json")),
+        (owner_client.post("/api/conversations", json={"name": "<script>x</script>", "workspace": str(workspace),
                                                 "message": "hi"}), (400, "invalid_arguments")),
-        (owner.post("/api/conversations", json={"name": "ok", "workspace": str(workspace / "missing"),
+        (owner_client.post("/api/conversations", json={"name": "ok", "workspace": str(workspace / "missing"),
                                                 "message": "hi"}), (400, "workspace_not_found")),
-        (owner.post("/api/conversations", json={"name": "ok", "workspace": str(workspace), "message": "hi",
+        (owner_client.post("/api/conversations", json={"name": "ok", "workspace": str(workspace), "message": "hi",
                                                 "conversation": "conv_other"}), (400, "invalid_arguments")),
-        (owner.post("/api/conversations", json={"name": "ok", "workspace": str(workspace), "message": "hi",
+        (owner_client.post("/api/conversations", json={"name": "ok", "workspace": str(workspace), "message": "hi",
                                                 "authority": "root"}), (400, "invalid_arguments")),
-        (owner.get("/api/conversations?archive=<x>"), (400, "invalid_arguments")),
-        (owner.get("/api/conversations/conv_doesnotexist"), (400, "conversation_not_found")),
-        (owner.get("/api/conversations/<script>"), (400, "invalid_arguments")),
-        (owner.post("/api/conversations/conv_doesnotexist/messages", json={"message": "x", "delivery": "queue"}),
+        (owner_client.get("/api/conversations?archive=<x>"), (400, "invalid_arguments")),
+        (owner_client.get("/api/conversations/conv_doesnotexist"), (400, "conversation_not_found")),
+        (owner_client.get("/api/conversations/<script>"), (400, "invalid_arguments")),
+        (owner_client.post("/api/conversations/conv_doesnotexist/messages", json={"message": "x", "delivery": "queue"}),
          (400, "conversation_not_found")),
-        (owner.patch("/api/conversations/conv_doesnotexist/settings", json={"effort": "low"}),
+        (owner_client.patch("/api/conversations/conv_doesnotexist/settings", json={"effort": "low"}),
          (400, "conversation_not_found")),
-        (owner.post("/api/conversations/conv_doesnotexist/archive"), (400, "conversation_not_found")),
-        (owner.request("DELETE", "/api/conversations/conv_doesnotexist", json={"confirmName": "x"}),
+        (owner_client.post("/api/conversations/conv_doesnotexist/archive"), (400, "conversation_not_found")),
+        (owner_client.request("DELETE", "/api/conversations/conv_doesnotexist", json={"confirmName": "x"}),
          (400, "conversation_not_found")),
-        (owner.get("/api/conversations/conv_doesnotexist/worktree"), (400, "conversation_not_found")),
+        (owner_client.get("/api/conversations/conv_doesnotexist/worktree"), (400, "conversation_not_found")),
     ]
     for answer, expected in refusals:
         assert error_of(answer) == expected, answer.request.url
-    assert not (state_dir / DATABASE_NAME).exists() or rows(state_dir, "SELECT COUNT(*) FROM conversations") == [(0,)]
-    page = owner.get("/conversations/%3Cscript%3Ealert(1)%3C%2Fscript%3E")
+    assert not (conversations_state_dir / DATABASE_NAME).exists() or conversations_rows(
+        "SELECT COUNT(*) FROM conversations") == [(0,)]
+    page = owner_client.get("/conversations/%3Cscript%3Ealert(1)%3C%2Fscript%3E")
     assert page.status_code == 404 and "<script>alert(1)" not in page.text
 
 
 def test_hostile_strings_from_a_model_and_the_store_are_escaped_on_both_pages(
-        owner: httpx.Client, workspace: Path) -> None:
-    started = start(owner, workspace, "esc", "!tool <img/src=x/onerror=alert(1)>\n!say ok", authority="read_only")
+        owner_client: httpx.Client, workspace: Path) -> None:
+    started = start(owner_client, workspace, "esc", "!tool <img/src=x/onerror=alert(1)>\n!say ok",
+                    authority="read_only")
     cid = started["conversationId"]
-    detail_when(owner, cid, lambda d: d["attention"] is not None)
-    html = owner.get(f"/conversations/{cid}").text
+    detail_when(owner_client, cid, lambda d: d["attention"] is not None)
+    html = owner_client.get(f"/conversations/{cid}").text
     assert "<img/src" not in html and "&lt;img/src=x/onerror=alert(1)&gt;" in html
     rid = started["runId"]
-    assert owner.post(f"/api/conversations/{cid}/runs/{rid}/cancel").status_code == 200
-    detail_when(owner, cid, settled)
-    listing = owner.get("/conversations").text
+    assert owner_client.post(f"/api/conversations/{cid}/runs/{rid}/cancel").status_code == 200
+    detail_when(owner_client, cid, settled)
+    listing = owner_client.get("/conversations").text
     assert "<img" not in listing

@@ -9,9 +9,7 @@ found by role and accessible name.
 
 from __future__ import annotations
 
-import os
 import re
-import sqlite3
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -25,17 +23,9 @@ TIMEOUT_MS = 60_000
 
 
 @pytest.fixture
-def state_dir(tmp_path: Path) -> Path:
-    return tmp_path / "conversations-state"
-
-
-@pytest.fixture
-def gateway_env(fake_kiro_cli: Any, state_dir: Path) -> dict[str, str]:
-    """``kirocrew serve`` with the fake kiro-cli and the test's state directory; its host runs conversations."""
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith("KIRO_CONVERSATIONS_") and key != "KIROCREW_NO_HOST"}
-    env["KIRO_CONVERSATIONS_STATE_DIR"] = str(state_dir)
-    return env
+def gateway_env(hosted_gateway_env: dict[str, str]) -> dict[str, str]:
+    """``kirocrew serve`` with the fake kiro-cli; its host runs conversations in ``conversations_state_dir``."""
+    return hosted_gateway_env
 
 
 @pytest.fixture
@@ -43,14 +33,6 @@ def workspace(tmp_path: Path) -> Path:
     path = tmp_path / "project"
     path.mkdir()
     return path
-
-
-def rows(state_dir: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    db = sqlite3.connect(state_dir / DATABASE_NAME)
-    try:
-        return db.execute(sql, params).fetchall()
-    finally:
-        db.close()
 
 
 def tab_to(page: Any, target: Any, limit: int = 60) -> None:
@@ -78,7 +60,7 @@ def start_from_page(page: Any, workspace: Path, name: str, message: str, authori
 
 
 def test_a_conversation_started_on_the_page_asks_a_permission_answered_on_the_page_then_takes_a_follow_up(
-        dashboard: Any, workspace: Path, state_dir: Path) -> None:
+        dashboard: Any, workspace: Path, conversations_rows: Any) -> None:
     opened = dashboard.open("/conversations")
     page = opened.page
     assert page.get_by_role("heading", name="Conversations", level=1).is_visible()
@@ -90,7 +72,7 @@ def test_a_conversation_started_on_the_page_asks_a_permission_answered_on_the_pa
                           "[bad](javascript:window.pwned=2)", authority="read_only")
     card = page.get_by_role("alert", name="Kiro asks to use fs_write")
     card.wait_for(timeout=TIMEOUT_MS)
-    assert rows(state_dir, "SELECT status FROM runs WHERE conversation_id = ?", cid) == [("needs_attention",)]
+    assert conversations_rows("SELECT status FROM runs WHERE conversation_id = ?", cid) == [("needs_attention",)]
     dashboard.screenshot(opened, "conversation-attention-light")
     allow = card.get_by_role("button", name="Allow once")
     tab_to(page, allow)
@@ -103,16 +85,16 @@ def test_a_conversation_started_on_the_page_asks_a_permission_answered_on_the_pa
     assert reply.get_by_role("link").count() == 0
     assert page.evaluate("window.pwned === undefined")
     assert page.get_by_role("alert", name="Kiro asks to use fs_write").count() == 0
-    assert rows(state_dir, "SELECT status, reply_text IS NOT NULL FROM runs WHERE conversation_id = ?", cid) == [
+    assert conversations_rows("SELECT status, reply_text IS NOT NULL FROM runs WHERE conversation_id = ?", cid) == [
         ("completed", 1)]
-    assert rows(state_dir, "SELECT state, decided_option FROM permission_requests WHERE run_id IN "
+    assert conversations_rows("SELECT state, decided_option FROM permission_requests WHERE run_id IN "
                            "(SELECT id FROM runs WHERE conversation_id = ?)", cid) == [("decided", "allow_once")]
 
     page.get_by_role("textbox", name="Message").fill("!say second *reply*")
     page.get_by_role("button", name="Send").click()
     page.get_by_role("region", name="Reply of run 2").locator("em").filter(has_text="reply").wait_for(
         timeout=TIMEOUT_MS)
-    assert rows(state_dir, "SELECT COUNT(*) FROM runs WHERE conversation_id = ? AND status = 'completed'", cid) == [
+    assert conversations_rows("SELECT COUNT(*) FROM runs WHERE conversation_id = ? AND status = 'completed'", cid) == [
         (2,)]
     page.get_by_text("Events of run 2").click()
     assert page.get_by_text("final reply of", exact=False).last.is_visible()
@@ -133,7 +115,8 @@ def test_a_conversation_started_on_the_page_asks_a_permission_answered_on_the_pa
     dashboard.screenshot(narrow, "conversation-400px")
 
 
-def test_a_refused_start_is_shown_at_its_field(dashboard: Any, workspace: Path, state_dir: Path) -> None:
+def test_a_refused_start_is_shown_at_its_field(dashboard: Any, workspace: Path, conversations_rows: Any,
+                                               conversations_state_dir: Path) -> None:
     opened = dashboard.open("/conversations")
     page = opened.page
     page.get_by_label("Name").fill("Not Lowercase")
@@ -150,19 +133,20 @@ def test_a_refused_start_is_shown_at_its_field(dashboard: Any, workspace: Path, 
     workspace_field = page.get_by_label("Workspace", exact=True)
     expect(workspace_field).to_have_attribute("aria-invalid", "true")
     expect(workspace_field).to_have_accessible_description(re.compile("workspace_not_found"))
-    assert not (state_dir / DATABASE_NAME).exists() or rows(state_dir, "SELECT COUNT(*) FROM conversations") == [(0,)]
+    assert not (conversations_state_dir / DATABASE_NAME).exists() or conversations_rows(
+        "SELECT COUNT(*) FROM conversations") == [(0,)]
     assert opened.csp_violations() == []
 
 
 def test_a_run_is_cancelled_then_the_conversation_archived_and_deleted_with_its_exact_name(
-        dashboard: Any, workspace: Path, state_dir: Path) -> None:
+        dashboard: Any, workspace: Path, conversations_rows: Any) -> None:
     opened = dashboard.open("/conversations")
     page = opened.page
     cid = start_from_page(page, workspace, "to-delete", "!hang")
     page.get_by_role("heading", name=re.compile("Run 1: running")).wait_for(timeout=TIMEOUT_MS)
     page.get_by_role("button", name="Cancel run 1").click()
     page.get_by_role("heading", name=re.compile("Run 1: cancelled")).wait_for(timeout=TIMEOUT_MS)
-    assert rows(state_dir, "SELECT status FROM runs WHERE conversation_id = ?", cid) == [("cancelled",)]
+    assert conversations_rows("SELECT status FROM runs WHERE conversation_id = ?", cid) == [("cancelled",)]
 
     page.get_by_label("Effort").select_option("high")
     page.get_by_label("Model").fill("no-such-model")
@@ -170,28 +154,28 @@ def test_a_run_is_cancelled_then_the_conversation_archived_and_deleted_with_its_
     model = page.get_by_label("Model")
     expect(model).to_have_attribute("aria-invalid", "true")
     expect(model).to_have_accessible_description(re.compile("unknown_model"))
-    assert rows(state_dir, "SELECT model, effort FROM conversations WHERE id = ?", cid) == [(None, None)]
+    assert conversations_rows("SELECT model, effort FROM conversations WHERE id = ?", cid) == [(None, None)]
     model.fill("")
     page.get_by_role("button", name="Save settings").click()
     expect(page.get_by_role("definition").filter(has_text="high")).to_be_visible()
-    assert rows(state_dir, "SELECT model, effort FROM conversations WHERE id = ?", cid) == [(None, "high")]
+    assert conversations_rows("SELECT model, effort FROM conversations WHERE id = ?", cid) == [(None, "high")]
 
     page.get_by_role("button", name="Archive conversation").click()
     confirm = page.get_by_label(re.compile("Type the name"))
     confirm.wait_for(timeout=TIMEOUT_MS)
-    assert rows(state_dir, "SELECT state FROM conversations WHERE id = ?", cid) == [("archived",)]
+    assert conversations_rows("SELECT state FROM conversations WHERE id = ?", cid) == [("archived",)]
     assert page.get_by_role("button", name="Send").count() == 0
 
     confirm.fill("to-delet")
     page.get_by_role("button", name="Delete permanently").click()
     expect(confirm).to_have_attribute("aria-invalid", "true")
     expect(confirm).to_have_accessible_description(re.compile("confirmation_mismatch"))
-    assert rows(state_dir, "SELECT name FROM conversations WHERE id = ?", cid) == [("to-delete",)]
+    assert conversations_rows("SELECT name FROM conversations WHERE id = ?", cid) == [("to-delete",)]
     confirm.fill("to-delete")
     page.get_by_role("button", name="Delete permanently").click()
     page.wait_for_url(re.compile(r"/conversations\?archive=archived$"), timeout=TIMEOUT_MS)
     assert page.get_by_text("No archived conversation.").is_visible()
-    assert rows(state_dir, "SELECT COUNT(*) FROM conversations WHERE id = ?", cid) == [(0,)]
+    assert conversations_rows("SELECT COUNT(*) FROM conversations WHERE id = ?", cid) == [(0,)]
     assert opened.csp_violations() == []
     # The refused model's 400 is the one failed request the browser logs.
     assert [e for e in opened.console_errors if "status of 400" not in e] == []
@@ -203,7 +187,7 @@ def _git(repo: Path, *args: str) -> str:
 
 
 def test_a_worktree_conversation_is_inspected_and_cleaned_up_from_the_page(
-        dashboard: Any, tmp_path: Path, state_dir: Path) -> None:
+        dashboard: Any, tmp_path: Path, conversations_rows: Any) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
     _git(repo, "init", "-q", "-b", "main")
@@ -220,7 +204,7 @@ def test_a_worktree_conversation_is_inspected_and_cleaned_up_from_the_page(
     page.wait_for_url(re.compile(r"/conversations/conv_[0-9a-f]+$"), timeout=TIMEOUT_MS)
     cid = page.url.rsplit("/", 1)[1]
     page.get_by_role("heading", name=re.compile("Run 1: completed")).wait_for(timeout=TIMEOUT_MS)
-    ((path, branch),) = rows(state_dir, "SELECT worktree_path, worktree_branch FROM conversations WHERE id = ?", cid)
+    ((path, branch),) = conversations_rows("SELECT worktree_path, worktree_branch FROM conversations WHERE id = ?", cid)
     assert (Path(path) / "notes.txt").read_text() == "scratch"
 
     page.get_by_role("button", name="Inspect worktree").click()

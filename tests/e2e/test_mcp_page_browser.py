@@ -9,7 +9,6 @@ too. Elements are found by role and accessible name.
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from pathlib import Path
@@ -27,11 +26,9 @@ RECORD_PID = "!shell echo $PPID >> kiro.pids\n"
 
 
 @pytest.fixture
-def gateway_env(fake_kiro_cli: Any, isolated_homes: Any, tmp_path: Path) -> dict[str, str]:
+def gateway_env(hosted_gateway_env: dict[str, str]) -> dict[str, str]:
     """The served gateway runs conversations on the fake kiro-cli with the test's state directory."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KIRO_CONVERSATIONS_") and k != "KIROCREW_NO_HOST"}
-    env["KIRO_CONVERSATIONS_STATE_DIR"] = str(tmp_path / "conversations-state")
-    return env
+    return hosted_gateway_env
 
 
 def fixture_spec() -> dict[str, Any]:
@@ -75,11 +72,15 @@ def row(page: Any, name: str) -> Any:
     return page.locator(f'tr[data-name="{name}"]')
 
 
-def test_a_staged_badge_click_is_discarded_without_a_write_then_applied_to_the_kiro_global(dashboard) -> None:
-    write(home.kiro_global_mcp_file(), {"theme": "dark", "mcpServers": {"srv": fixture_spec(),
-                                                                         "keep": fixture_spec()}})
+def two_servers_in_the_kiro_global() -> dict[str, bytes | None]:
+    """``srv`` and ``keep`` declared in the Kiro global file (beside a key kirocrew must keep); the snapshot before."""
+    write(home.kiro_global_mcp_file(), {"theme": "dark", "mcpServers": {"srv": fixture_spec(), "keep": fixture_spec()}})
     rebuild()
-    before = snapshot()
+    return snapshot()
+
+
+def test_a_staged_badge_click_is_discarded_without_a_write_then_applied_to_the_kiro_global(dashboard) -> None:
+    before = two_servers_in_the_kiro_global()
     opened = open_mcp(dashboard)
     page = opened.page
     kiro = badge(page, "srv", "Kiro")
@@ -167,10 +168,7 @@ def test_a_custom_server_is_refused_at_its_field_then_added(dashboard) -> None:
 
 
 def test_uninstall_asks_first_and_then_removes_the_server_from_every_scope(dashboard) -> None:
-    write(home.kiro_global_mcp_file(), {"theme": "dark", "mcpServers": {"srv": fixture_spec(),
-                                                                         "keep": fixture_spec()}})
-    rebuild()
-    before = snapshot()
+    before = two_servers_in_the_kiro_global()
     opened = open_mcp(dashboard)
     page = opened.page
     page.get_by_role("button", name="Uninstall srv").click()

@@ -7,12 +7,17 @@ a machine without it skips and ``KIROCREW_REQUIRE_SYSTEM_DEPS=1`` fails.
 Fixtures (``pytest_plugins = ["kirocrew_testing.fixtures"]`` brings them):
 
 * ``gateway_env``: the environment ``kirocrew serve`` runs with (override it in a test
-  module to add plugins; ``dashboard_demo_env`` adds the example page plugin).
+  module to add plugins; ``dashboard_demo_env`` adds the example page plugin;
+  ``hosted_gateway_env`` runs conversations on the fake kiro-cli in ``conversations_state_dir``).
 * ``gateway_args``: extra ``kirocrew serve`` arguments (none; override it in a test module, say
   for ``--override-origin``).
 * ``gateway_command``: the argv that starts ``kirocrew`` (a test module may wrap it, say in
   :func:`kirocrew_testing.requirements.without_file_privileges`).
 * ``served_gateway``: a real ``kirocrew serve --port 0`` in the test's homes (:class:`ServedGateway`).
+* ``owner_client``: an ``httpx.Client`` on ``served_gateway`` authenticated as the owner like a
+  script (the Bearer token of the printed sign-in URL).
+* :func:`sqlite_rows` reads a database beside the process that owns it (the repository's
+  ``conversations_rows`` fixture reads the served host's conversations store with it).
 * ``dashboard``: a :class:`Dashboard` that opens signed-in pages in light or dark, at any
   width, and saves screenshots under ``<tmp_path>/screenshots`` (run pytest with
   ``--basetemp DIR`` to keep them somewhere known).
@@ -21,18 +26,21 @@ Fixtures (``pytest_plugins = ["kirocrew_testing.fixtures"]`` brings them):
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from kirocrew_testing.homes import IsolatedHomes
 
 if TYPE_CHECKING:
+    import httpx
     from playwright.sync_api import Browser, Page
 
 CHROMIUM_ARGS = ("--disable-gpu", "--disable-quic", "--disable-background-networking",
@@ -128,6 +136,32 @@ def dashboard_demo_env(tmp_path: Path, isolated_homes: IsolatedHomes) -> dict[st
 
 
 @pytest.fixture
+def conversations_state_dir(tmp_path: Path) -> Path:
+    """The state directory of the served gateway's conversations host (``hosted_gateway_env``)."""
+    return tmp_path / "conversations-state"
+
+
+@pytest.fixture
+def hosted_gateway_env(fake_kiro_cli: Any, isolated_homes: IsolatedHomes,
+                       conversations_state_dir: Path) -> dict[str, str]:
+    """``kirocrew serve``'s environment with the fake kiro-cli first on PATH and its own host running conversations
+    in ``conversations_state_dir``; a test module returns it from its ``gateway_env``."""
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith("KIRO_CONVERSATIONS_") and key != "KIROCREW_NO_HOST"}
+    env["KIRO_CONVERSATIONS_STATE_DIR"] = str(conversations_state_dir)
+    return env
+
+
+def sqlite_rows(database: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    """What ``database`` holds on disk: a plain reader beside the process that owns it."""
+    db = sqlite3.connect(database)
+    try:
+        return db.execute(sql, params).fetchall()
+    finally:
+        db.close()
+
+
+@pytest.fixture
 def gateway_args() -> list[str]:
     """Extra arguments of ``served_gateway``'s ``kirocrew serve`` (none unless a test module overrides it)."""
     return []
@@ -159,6 +193,16 @@ def served_gateway(gateway_env: dict[str, str], gateway_args: list[str], gateway
         yield ServedGateway(sign_in_url.split("/?", 1)[0], sign_in_url, server)
     finally:
         proc.terminate(server)
+
+
+@pytest.fixture
+def owner_client(served_gateway: ServedGateway) -> Iterator[httpx.Client]:
+    """An HTTP client on ``served_gateway``, authenticated as the owner like a script (Bearer token)."""
+    import httpx
+
+    token = parse_qs(urlsplit(served_gateway.sign_in_url).query)["token"][0]
+    with httpx.Client(base_url=served_gateway.url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as client:
+        yield client
 
 
 @pytest.fixture

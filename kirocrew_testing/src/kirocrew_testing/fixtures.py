@@ -125,11 +125,14 @@ def kirocrew(isolated_homes: IsolatedHomes) -> Any:
 from kirocrew_testing.mcp_fixtures import *  # noqa: E402, F403
 from kirocrew_testing.browser import (  # noqa: E402, F401 - the dashboard-in-a-browser fixtures
     chromium_path,
+    conversations_state_dir,
     dashboard,
     dashboard_demo_env,
     gateway_args,
     gateway_command,
     gateway_env,
+    hosted_gateway_env,
+    owner_client,
     served_gateway,
 )
 

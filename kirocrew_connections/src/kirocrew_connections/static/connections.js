@@ -1,7 +1,7 @@
 // The Connections page: Connect, Cancel, Test and Disconnect per card, the 2 s mint poll and the 30 s status poll.
 // Cards are rendered on the server; to refresh one, this module fetches the page again and swaps that card's
 // HTML, so what a state looks like is decided in one place (the template), never re-built here.
-import { api, announce, ApiError } from "/static/core/shell.js";
+import { api, announce, clearFieldErrors, fetchPage, showFieldError } from "/static/core/shell.js";
 
 const root = document.getElementById("connections");
 const grid = document.getElementById("connections-grid");
@@ -44,12 +44,6 @@ function setPending(slug, value) {
 const cardOf = (slug) => document.getElementById(`connection-${slug}`);
 const nameOf = (slug) => cardOf(slug)?.dataset.name || slug;
 
-async function freshPage() {
-  const response = await fetch(window.location.pathname, { credentials: "same-origin", cache: "no-store" });
-  if (!response.ok) throw new ApiError(`the page could not be reloaded (HTTP ${response.status})`, "page_reload", response.status);
-  return new DOMParser().parseFromString(await response.text(), "text/html");
-}
-
 function swapCard(fresh, { force = false } = {}) {
   const old = cardOf(fresh.dataset.slug);
   if (!old) return;
@@ -65,7 +59,7 @@ function swapCard(fresh, { force = false } = {}) {
 }
 
 async function refreshCards(slugs = null) {
-  const page = await freshPage();
+  const page = await fetchPage();
   for (const fresh of page.querySelectorAll("article.connection-card")) {
     if (slugs === null) swapCard(fresh);
     else if (slugs.includes(fresh.dataset.slug)) swapCard(fresh, { force: true });
@@ -349,18 +343,8 @@ export function validReturnAddress(raw) {
     !url.hash && codes.length === 1 && codes[0] !== "";
 }
 
-function fieldError(input, message) {
-  const error = document.getElementById(input.id.replace("return-address-", "return-address-error-"));
-  if (message) {
-    input.setAttribute("aria-invalid", "true");
-    error.textContent = message;
-    error.hidden = false;
-  } else {
-    input.removeAttribute("aria-invalid");
-    error.textContent = "";
-    error.hidden = true;
-  }
-}
+// The return address's error sits at its field (the shell's helpers); the card's own feedback is not used.
+const fieldError = (input, message) => showFieldError(input, message, { alert: null });
 
 async function relay(form) {
   const slug = form.closest("article.connection-card").dataset.slug;
@@ -368,10 +352,9 @@ async function relay(form) {
   const button = form.querySelector("button[type=submit]");
   if (!validReturnAddress(input.value)) {
     fieldError(input, RETURN_ADDRESS_HELP);
-    input.focus();
     return;
   }
-  fieldError(input, null);
+  clearFieldErrors(form);
   button.disabled = true;
   button.textContent = "Sending…";
   try {
@@ -383,7 +366,6 @@ async function relay(form) {
     startMintPoll(slug);
   } catch (err) {
     fieldError(input, failure(err));
-    input.focus();
   } finally {
     button.disabled = false;
     button.textContent = "Complete";
@@ -397,7 +379,7 @@ grid.addEventListener("submit", (event) => {
   relay(form);
 });
 grid.addEventListener("input", (event) => {
-  if (event.target.name === "redirect_url") fieldError(event.target, null);
+  if (event.target.name === "redirect_url") clearFieldErrors(event.target.form);
 });
 
 // -- search, the gated switch, the 30 s status poll -------------------------------------------------

@@ -2,8 +2,8 @@
 // seconds and, when the answer's revision differs from the page's, redraws the live part (#live) from
 // this page's own server-rendered HTML. Buttons inside #live (answer a permission, cancel a run) work
 // by delegation, so they keep working after a redraw. Every change goes through /api/conversations.
-import { api, announce, ApiError } from "/static/core/shell.js";
-import { clearErrors, ready, showError, values } from "./forms.js";
+import { api, announce, ApiError, clearFieldErrors, fetchPage } from "/static/core/shell.js";
+import { ready, showError, values } from "./forms.js";
 
 let live = document.getElementById("live");
 const id = live.dataset.conversation;
@@ -12,9 +12,14 @@ const pollMs = Number(live.dataset.pollSeconds || 2) * 1000;
 let timer = null;
 
 async function redraw() {
-  const response = await fetch(window.location.pathname, { credentials: "same-origin", cache: "no-store" });
-  if (!response.ok) return;
-  const fresh = new DOMParser().parseFromString(await response.text(), "text/html").getElementById("live");
+  let page;
+  try {
+    page = await fetchPage();
+  } catch (err) {
+    if (err.code === "page_reload") return; // the next poll reads it again
+    throw err;
+  }
+  const fresh = page.getElementById("live");
   if (!fresh) return;
   const focused = document.activeElement && live.contains(document.activeElement) ? document.activeElement.id : null;
   // Event lists the reader opened stay open (matched by their summary's id).
@@ -82,7 +87,7 @@ const sendForm = document.getElementById("send-form");
 if (sendForm) {
   sendForm.addEventListener("submit", async (event) => {
     event.preventDefault();
-    clearErrors(sendForm);
+    clearFieldErrors(sendForm);
     const button = sendForm.querySelector("button[type=submit]");
     button.disabled = true;
     try {
@@ -121,7 +126,7 @@ const deleteForm = document.getElementById("delete-form");
 if (deleteForm) {
   deleteForm.addEventListener("submit", async (event) => {
     event.preventDefault();
-    clearErrors(deleteForm);
+    clearFieldErrors(deleteForm);
     const typed = deleteForm.elements.confirmName.value;
     const error = { code: "confirmation_mismatch", message: `type the exact name ${live.dataset.name} to delete it` };
     if (typed !== live.dataset.name) {
@@ -142,7 +147,7 @@ const configForm = document.getElementById("config-form");
 if (configForm) {
   configForm.addEventListener("submit", async (event) => {
     event.preventDefault();
-    clearErrors(configForm);
+    clearFieldErrors(configForm);
     const button = configForm.querySelector("button[type=submit]");
     button.disabled = true;
     try {

@@ -1,14 +1,14 @@
 // The Conversations list page: starts a conversation through POST /api/conversations (kiro_spawn)
 // and opens its page. A refused start is shown at its field.
-import { api, announce, ApiError } from "/static/core/shell.js";
-import { clearErrors, ready, showError, values } from "./forms.js";
+import { api, announce, ApiError, clearFieldErrors } from "/static/core/shell.js";
+import { ready, showError, values } from "./forms.js";
 
 const form = document.getElementById("start-form");
 if (form) {
   const button = form.querySelector("button[type=submit]");
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
-    clearErrors(form);
+    clearFieldErrors(form);
     const body = values(form);
     if (body.workspaceMode !== "worktree") delete body.baseRef;
     button.disabled = true;

@@ -1,7 +1,7 @@
 // Field errors for the Conversations pages' forms. A refused request's message names the argument
 // ("kiro_spawn: arguments.name has an invalid format", "missing required name"); the field for it
-// (id "<prefix>-<argument>") gets aria-invalid and the message, and focus. Candidate for core's shell.js.
-import { announce } from "/static/core/shell.js";
+// (id "<prefix>-<argument>") gets the message through the shell's showFieldError.
+import { announce, showFieldError } from "/static/core/shell.js";
 
 // The codes that belong to one argument whatever the message says.
 const FIELD_OF_CODE = {
@@ -19,16 +19,9 @@ const FIELD_OF_CODE = {
   confirmation_mismatch: "confirm",
 };
 
-export function clearErrors(form) {
-  for (const input of form.querySelectorAll("[aria-invalid]")) input.removeAttribute("aria-invalid");
-  for (const error of form.querySelectorAll(".field-error")) {
-    error.hidden = true;
-    error.textContent = "";
-  }
-}
-
 function argumentOf(err) {
   if (FIELD_OF_CODE[err.code]) return FIELD_OF_CODE[err.code];
+  if (err.field) return err.field;
   const named = /arguments\.([A-Za-z]+)|required ([A-Za-z]+)/.exec(err.message || "");
   return named ? named[1] || named[2] : null;
 }
@@ -38,13 +31,9 @@ export function showError(form, prefix, err, what) {
   const name = argumentOf(err);
   const input = name ? document.getElementById(`${prefix}-${name}`) : null;
   const error = name ? document.getElementById(`${prefix}-${name}-error`) : null;
-  if (input && error) {
-    input.setAttribute("aria-invalid", "true");
-    error.textContent = `${err.message} (${err.code})`;
-    error.hidden = false;
-    input.focus();
-  }
-  announce(`${what}: ${err.message} (${err.code || "error"})`, { urgent: true });
+  const alert = `${what}: ${err.message} (${err.code || "error"})`;
+  if (input && error) showFieldError(input, `${err.message} (${err.code})`, { error, alert });
+  else announce(alert, { urgent: true });
 }
 
 // The form's non-empty fields as a JSON object (radio groups give their checked value).

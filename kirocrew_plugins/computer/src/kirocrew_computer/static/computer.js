@@ -1,6 +1,6 @@
 // The Computer use page: saves the keystone (switch and app lists) through PUT /api/computer-use/config.
 // A refused list is shown at its field and announced through the shell's role="alert" region.
-import { api, announce, ApiError } from "/static/core/shell.js";
+import { api, announce, ApiError, clearFieldErrors, showFieldError } from "/static/core/shell.js";
 
 const form = document.getElementById("keystone-form");
 const enabled = document.getElementById("keystone-enabled");
@@ -13,30 +13,17 @@ const fields = {
 
 const lines = (textarea) => textarea.value.split("\n").map((line) => line.trim()).filter((line) => line !== "");
 
-function clearErrors() {
-  for (const [input, error] of Object.values(fields)) {
-    input.removeAttribute("aria-invalid");
-    error.hidden = true;
-    error.textContent = "";
-  }
-}
-
 function showError(err) {
   // The server names the list it refused at the start of its message ("allowed_apps entries must ...").
   const key = Object.keys(fields).find((name) => err.message.startsWith(name));
-  if (key) {
-    const [input, error] = fields[key];
-    input.setAttribute("aria-invalid", "true");
-    error.textContent = err.message;
-    error.hidden = false;
-    input.focus();
-  }
-  announce(`Not saved: ${err.message}`, { urgent: true });
+  const alert = `Not saved: ${err.message}`;
+  if (key) showFieldError(fields[key][0], err.message, { error: fields[key][1], alert });
+  else announce(alert, { urgent: true });
 }
 
 form.addEventListener("submit", async (event) => {
   event.preventDefault();
-  clearErrors();
+  clearFieldErrors(form);
   button.disabled = true;
   try {
     const body = {

@@ -2,7 +2,7 @@
 // Apply writes (POST /api/mcp/apply). Probe, uninstall (after a confirmation), add a custom server
 // (POST /api/mcp/servers) and Apply & Restart (POST /api/sessions/restart) call their routes. After any
 // of them the page re-reads itself and swaps the server list in: the server renders, this only stages.
-import { api, announce, ApiError } from "/static/core/shell.js";
+import { api, announce, clearFieldErrors, fetchPage, showFieldError } from "/static/core/shell.js";
 
 const POLL_MS = 2000; // while a background probe runs, re-read the list this often
 const CREW = "kirocrew";
@@ -131,15 +131,7 @@ function changeList() {
 async function refresh() {
   const focused = document.activeElement?.closest?.("#servers-live") ? focusKey(document.activeElement) : null;
   const open = new Set(rows().filter((tr) => tr.querySelector("details[open]")).map((tr) => tr.dataset.name));
-  let response;
-  try {
-    response = await fetch(window.location.pathname, { credentials: "same-origin", cache: "no-store",
-      headers: { Accept: "text/html" } });
-  } catch (err) {
-    throw new ApiError(`the gateway could not be reached (${err.message})`, "network_error", 0);
-  }
-  if (!response.ok) throw new ApiError(`reading the list failed (HTTP ${response.status})`, "reload_failed", response.status);
-  const fresh = new DOMParser().parseFromString(await response.text(), "text/html").getElementById("servers-live");
+  const fresh = (await fetchPage()).getElementById("servers-live");
   $("servers-live").replaceWith(document.adoptNode(fresh));
   for (const tr of rows()) if (open.has(tr.dataset.name)) tr.querySelector("details")?.setAttribute("open", "");
   paint();
@@ -334,33 +326,12 @@ async function onRestart(button) {
 const NAME_RE = /^[@A-Za-z0-9][@A-Za-z0-9/_.:-]*$/;
 const ENV_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const HEADER_RE = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-// Which field an API refusal belongs to, by its stable code.
-const FIELD_BY_CODE = {
-  invalid_name: "name", server_exists: "name", managed_server: "name", bad_command: "command",
-  bad_args: "args", bad_env: "env", bad_url: "url", insecure_url: "url", bad_headers: "headers",
-  bad_scopes: "scopes", unknown_scope: "scopes", no_scope: "scopes", scope_file_malformed: "scopes",
-  scope_file_unreadable: "scopes",
-};
 const lines = (id) => $(id).value.split("\n").map((l) => l.trim()).filter((l) => l !== "");
-const fieldInput = (field) => (field === "scopes" ? document.querySelector("#add-scopes input") : $(`add-${field}`));
+// The inputs of a field of the add form (the scope checkboxes are one field) and where its message goes.
+const fieldInputs = (field) => (field === "scopes" ? [...document.querySelectorAll("#add-scopes input")] : [$(`add-${field}`)]);
 
-function clearFieldErrors() {
-  for (const error of document.querySelectorAll("#add-form .field-error")) {
-    error.hidden = true;
-    error.textContent = "";
-  }
-  for (const input of document.querySelectorAll("#add-form [aria-invalid]")) input.removeAttribute("aria-invalid");
-}
-
-function fieldError(field, message) {
-  const error = $(`add-${field}-error`);
-  const inputs = field === "scopes" ? [...document.querySelectorAll("#add-scopes input")] : [fieldInput(field)];
-  for (const input of inputs) {
-    input.setAttribute("aria-invalid", "true");
-    if (field === "scopes") input.setAttribute("aria-describedby", "add-scopes-error");
-  }
-  error.textContent = message;
-  error.hidden = false;
+function fieldError(field, message, options) {
+  showFieldError(fieldInputs(field), message, { error: $(`add-${field}-error`), ...options });
 }
 
 function pairs(id, separator, keyRe, what) {
@@ -408,11 +379,10 @@ function readForm() {
 
 async function onAdd(event) {
   event.preventDefault();
-  clearFieldErrors();
+  clearFieldErrors($("add-form"));
   const { body, errors } = readForm();
   if (errors.length) {
-    for (const [field, message] of errors) fieldError(field, message);
-    fieldInput(errors[0][0]).focus();
+    errors.forEach(([field, message], at) => fieldError(field, message, { focus: at === 0, alert: null }));
     announce(`Not added: ${errors.map(([, m]) => m).join(" ")}`, { urgent: true });
     return;
   }
@@ -426,12 +396,9 @@ async function onAdd(event) {
       report(outcome, `Added ${outcome.name}`);
       showRowResult(outcome.name, "Added.", "ok");
     } catch (err) {
-      const field = err instanceof ApiError ? FIELD_BY_CODE[err.code] : undefined;
-      if (field) {
-        fieldError(field, err.message);
-        fieldInput(field).focus();
-      }
-      announce(`Not added: ${err.message}`, { urgent: true });
+      // The API names the field it refused (err.field); a refusal without one is only announced.
+      if (err.field && $(`add-${err.field}-error`)) fieldError(err.field, err.message, { alert: `Not added: ${err.message}` });
+      else announce(`Not added: ${err.message}`, { urgent: true });
     }
   });
 }
