@@ -120,7 +120,10 @@ def warm_probe_cache(client: Any) -> tuple[float, int]:
     while client.get("/api/mcp").json()["backgroundProbe"]["inFlight"]:
         time.sleep(0.2)
     start = time.perf_counter()
-    rows = client.post("/api/mcp/probe", json={"all": True}).json()["servers"]
+    answer = client.post("/api/mcp/probe", json={"all": True})
+    if answer.status_code != 200:
+        raise GatewayFailed(f"POST /api/mcp/probe answered {answer.status_code}: {answer.text[:500]}")
+    rows = answer.json()["servers"]
     return time.perf_counter() - start, len(rows)
 
 
