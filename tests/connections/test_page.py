@@ -61,7 +61,7 @@ def test_the_page_is_in_the_navigation_and_shows_a_card_per_offered_provider(gat
     assert "Search your Notion workspace and read pages and databases." in notion
     github = card_html(html, "github")  # pre-registered, no client configured
     assert 'data-state="needs-configuration"' in github and "<button" not in github
-    assert "KIROCREW_CONNECTIONS_GITHUB_CLIENT_ID" in github
+    assert "Not yet connectable" in github and "cannot hand to kiro-cli yet" in github
     sentry = card_html(html, "sentry")  # gated: listed behind the switch, never offered
     assert "data-gated hidden" in sentry and "<button" not in sentry
     assert 'id="connection-figma"' not in html  # hidden: vendor approval pending

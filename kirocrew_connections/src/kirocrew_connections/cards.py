@@ -136,7 +136,6 @@ class Card:
     error: str
     rejected: bool
     grant_present: bool | None
-    client_env: tuple[str, str] | None
 
     @property
     def label(self) -> str:
@@ -169,8 +168,6 @@ def managed_entries(providers: Sequence[Provider], servers: Sequence[Mapping[str
 
 def build_card(provider: Provider, status: ConnectionStatus | None, server: ServerRow | None,
                mint: Mapping[str, Any], *, offered: bool = True) -> Card:
-    from kirocrew_connections.status import client_env_names
-
     state = card_state(status, server, mint) if offered else GATED
     since_iso = status.connected_since if status is not None else None
     grant = None if status is None or status.grant_indeterminate else status.grant_present
@@ -182,7 +179,6 @@ def build_card(provider: Provider, status: ConnectionStatus | None, server: Serv
         connected_since_iso=since_iso,
         oauth_url=safe_approval_url(mint.get("oauth_url")) if state == WAITING else None,
         error=error, rejected=error_indicates_rejection(error), grant_present=grant,
-        client_env=client_env_names(provider.slug) if provider.preregistered else None,
     )
 
 
