@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,8 +112,7 @@ def fake_kiro_env(fake_kiro_cli: Any, conversations_state_dir: Path) -> dict[str
     process, as before the host; tests of the host drop it (:func:`hosted_env`).
     """
     env = {key: value for key, value in os.environ.items() if not key.startswith("KIRO_CONVERSATIONS_")}
-    console = Path(sys.executable).with_name("fake-kiro-cli")
-    env["KIRO_CLI_PATH"] = str(console if console.exists() else fake_kiro_cli.path)
+    env["KIRO_CLI_PATH"] = str(fake_kiro_cli.sandboxable_path)
     env[STATE_DIR_ENV] = str(conversations_state_dir)
     env[NO_HOST_ENV] = "1"
     return env

@@ -149,6 +149,7 @@ def hosted_gateway_env(fake_kiro_cli: Any, isolated_homes: IsolatedHomes,
     env = {key: value for key, value in os.environ.items()
            if not key.startswith("KIRO_CONVERSATIONS_") and key != "KIROCREW_NO_HOST"}
     env["KIRO_CONVERSATIONS_STATE_DIR"] = str(conversations_state_dir)
+    env["KIRO_CLI_PATH"] = str(fake_kiro_cli.sandboxable_path)  # sandboxed runs must see its interpreter
     return env
 
 

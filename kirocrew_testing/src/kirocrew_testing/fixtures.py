@@ -155,6 +155,19 @@ class FakeKiroCli:
         self.bin_dir = path.parent
         self._monkeypatch = monkeypatch
 
+    @property
+    def sandboxable_path(self) -> Path:
+        """The fake as a sandboxed run should launch it: the console script next to this Python if installed.
+
+        The wrapper in ``path`` lives in the test's tmp dir and execs this Python; when the
+        checkout itself is under ``/tmp`` (a clean clone there), a sandbox's private ``/tmp``
+        re-exposes only the launched file's own tree, so the interpreter the wrapper names would
+        be hidden and the fake could not start. The console script lives in the environment it
+        runs, so exposing its tree exposes both.
+        """
+        console = Path(sys.executable).with_name("fake-kiro-cli")
+        return console if console.exists() else self.path
+
     @staticmethod
     def switch_name(name: str) -> str:
         upper = name.upper()
