@@ -396,10 +396,14 @@ def test_a_mint_that_fails_says_why_on_the_card_and_keeps_the_entry(dashboard: A
 
 def test_the_status_poll_updates_a_card_without_a_reload(dashboard: Any, oauth_mcp_server: Any) -> None:
     _write_crew_servers({"notion": {"url": oauth_mcp_server.mcp_url}})
-    opened = _open(dashboard)
+    opened = _open(dashboard, controlled_clock=True)
     card = _notion(opened.page)
     assert card.get_by_text("Not verified", exact=True).is_visible()
     opened.page.evaluate("window.__sameDocument = true")
     _seed_grant(oauth_mcp_server.mcp_url)  # a grant appears outside the page (kiro-cli elsewhere)
-    card.get_by_text("Connected", exact=True).wait_for(timeout=45_000)  # the 30 s poll
+    opened.page.clock.fast_forward(29_000)
+    opened.page.wait_for_timeout(500)
+    assert card.get_by_text("Not verified", exact=True).is_visible()  # nothing reads the status before 30 s
+    opened.page.clock.fast_forward(1_500)  # past the 30 s poll
+    card.get_by_text("Connected", exact=True).wait_for(timeout=15_000)
     assert opened.page.evaluate("window.__sameDocument === true")  # not a reload

@@ -88,12 +88,18 @@ class Dashboard:
         self.artifacts = artifacts
 
     def open(self, path: str = "/", *, color_scheme: Literal["light", "dark"] = "light", width: int = 1280,
-             height: int = 900, signed_in: bool = True) -> OpenedPage:
-        """A new context (own cookies) showing ``path``, signed in through the printed URL unless told not to."""
+             height: int = 900, signed_in: bool = True, controlled_clock: bool = False) -> OpenedPage:
+        """A new context (own cookies) showing ``path``, signed in through the printed URL unless told not to.
+
+        ``controlled_clock`` installs Playwright's clock before the page loads: time still flows,
+        and ``opened.page.clock.fast_forward(ms)`` fires a page's long timers (a 30 s poll) at once.
+        """
         context = self.browser.new_context(viewport={"width": width, "height": height}, color_scheme=color_scheme,
                                            reduced_motion="reduce")
         context.add_init_script(_CSP_WATCH)
         opened = OpenedPage(context.new_page())
+        if controlled_clock:
+            opened.page.clock.install()
         opened.page.on("console", lambda msg: opened.console_errors.append(msg.text) if msg.type == "error" else None)
         if signed_in:
             opened.page.goto(self.gateway.sign_in_url)  # sets the session cookie, redirects to /
