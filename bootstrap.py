@@ -121,7 +121,10 @@ def main(argv: list[str]) -> int:
         cmd = [str(BIN / "kirocrew"), "serve", *rest]
     else:
         lint()
-        cmd = [str(PYTHON), "-m", "pytest", "-n", os.environ.get("KIROCREW_TEST_WORKERS", "auto"), *rest]
+        # Most tests wait on subprocesses, sockets and browsers rather than compute, so one worker more
+        # than the CPUs keeps them busy; worksteal evens out the long tests at the end of the run.
+        workers = os.environ.get("KIROCREW_TEST_WORKERS", str((os.cpu_count() or 1) + 1))
+        cmd = [str(PYTHON), "-m", "pytest", "-n", workers, "--dist", "worksteal", *rest]
     os.chdir(ROOT)
     if os.name == "nt":  # pragma: no cover
         return subprocess.call(cmd)

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from kirocrew_testing.requirements import executable
 
 from kirocrew_conversations.markdown import render_markdown
 from kirocrew_conversations.state_paths import DATABASE_NAME
@@ -135,6 +136,7 @@ def test_a_conversation_started_over_the_routes_runs_and_its_page_renders_the_re
 
 def test_a_permission_is_answered_over_the_routes_and_the_run_goes_on(
         owner_client: httpx.Client, workspace: Path, conversations_rows: Any) -> None:
+    executable("bwrap", apt="bubblewrap")  # read_only runs in its sandbox
     started = start(owner_client, workspace, "asks", "!tool fs_write {}\n!say after the tool", authority="read_only")
     cid, rid = started["conversationId"], started["runId"]
     waiting = detail_when(owner_client, cid, lambda d: d["attention"] is not None)
@@ -264,6 +266,7 @@ def test_bad_input_is_refused_with_stable_codes_and_changes_nothing(
 
 def test_hostile_strings_from_a_model_and_the_store_are_escaped_on_both_pages(
         owner_client: httpx.Client, workspace: Path) -> None:
+    executable("bwrap", apt="bubblewrap")  # read_only runs in its sandbox
     started = start(owner_client, workspace, "esc", "!tool <img/src=x/onerror=alert(1)>\n!say ok",
                     authority="read_only")
     cid = started["conversationId"]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kirocrew_testing.requirements import executable
 from playwright.sync_api import expect
 
 from kirocrew_conversations.state_paths import DATABASE_NAME
@@ -61,6 +62,7 @@ def start_from_page(page: Any, workspace: Path, name: str, message: str, authori
 
 def test_a_conversation_started_on_the_page_asks_a_permission_answered_on_the_page_then_takes_a_follow_up(
         dashboard: Any, workspace: Path, conversations_rows: Any) -> None:
+    executable("bwrap", apt="bubblewrap")  # read_only runs in its sandbox
     opened = dashboard.open("/conversations")
     page = opened.page
     assert page.get_by_role("heading", name="Conversations", level=1).is_visible()
