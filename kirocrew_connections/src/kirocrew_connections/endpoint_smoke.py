@@ -34,7 +34,8 @@ Grant presence is :func:`kirocrew_core.grants.grant_presence` itself (a stat
 of the paired artifacts, never opened) on the entry's URL, the one kiro-cli
 keys the grant on. It emits no SEL read audit: this is an operator's own CLI.
 ``--min-exercised N`` turns a run that exercised fewer than N providers into a
-vacuous, failing one, since an all-SKIPPED run establishes nothing.
+vacuous one (exit status 3), since an all-SKIPPED run establishes nothing. The
+report and exit statuses are :mod:`kirocrew_connections.gate_report`'s.
 """
 
 from __future__ import annotations

@@ -32,6 +32,10 @@ must not silently reset the count).
 instead (a staging mirror, or the loopback fixture servers of the tests); every
 check still runs against the logical URLs, and the report lists the overrides so
 such a run is never mistaken for a real gate. L1 takes the same option.
+
+The report and the exit status are :mod:`kirocrew_connections.gate_report`'s, the same
+for L1 and the combined ``kirocrew connections gates``; :func:`run_l0_lane` is the run
+both commands share, :func:`finish` the way every one of them ends.
 """
 
 from __future__ import annotations
