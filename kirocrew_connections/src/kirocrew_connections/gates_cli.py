@@ -39,7 +39,7 @@ def combine(l0_report: dict[str, Any], l1_report: dict[str, Any]) -> dict[str, A
 
 
 @click.command("gates")
-@l0.run_options(report=DEFAULT_REPORT, concurrency=l1.DEFAULT_CONCURRENCY, timeout=l0.DEFAULT_TIMEOUT_SECS,
+@l0.run_options(report=DEFAULT_REPORT, concurrency=l1.DEFAULT_CONCURRENCY, timeout=None,
                 at_once="Providers checked at once (per rung).")
 @click.option("--min-exercised", type=click.IntRange(min=0), default=0, show_default=True,
               help="L1: exit 3 (vacuous) unless at least N providers were exercised (not SKIPPED).")
@@ -52,7 +52,7 @@ def combine(l0_report: dict[str, Any], l1_report: dict[str, Any]) -> dict[str, A
 @click.option("--fail-on-stale", is_flag=True, help="L0: fail when a baseline is older than 60 days.")
 @click.option("--slug", "slugs", multiple=True, help="Only this provider (repeatable).")
 @l0.origin_override_option
-def gates_command(report_path: Path, concurrency: int, timeout: float, min_exercised: int,
+def gates_command(report_path: Path, concurrency: int, timeout: float | None, min_exercised: int,
                   state_path: Path | None, drift_threshold: int, prior_run_expected: bool, fail_on_stale: bool,
                   slugs: tuple[str, ...], origin_overrides: OriginOverrides) -> None:
     """Run L0 then L1 and write one report; the exit status is the worse of the two.
@@ -61,11 +61,11 @@ def gates_command(report_path: Path, concurrency: int, timeout: float, min_exerc
     written (when several apply: 4, then 2, then 1, then 3).
     """
     first = l0.run_l0_lane(l0.L0Options(
-        concurrency=concurrency, timeout=timeout, state_path=state_path, drift_threshold=drift_threshold,
-        prior_run_expected=prior_run_expected, fail_on_stale=fail_on_stale, slugs=slugs,
-        overrides=origin_overrides))
-    second = l1.run_l1_lane(concurrency=concurrency, timeout=timeout, min_exercised=min_exercised, slugs=slugs,
-                            overrides=origin_overrides)
+        concurrency=concurrency, timeout=timeout or l0.DEFAULT_TIMEOUT_SECS, state_path=state_path,
+        drift_threshold=drift_threshold, prior_run_expected=prior_run_expected, fail_on_stale=fail_on_stale,
+        slugs=slugs, overrides=origin_overrides))
+    second = l1.run_l1_lane(concurrency=concurrency, timeout=timeout or l1.DEFAULT_TIMEOUT_SECS,
+                            min_exercised=min_exercised, slugs=slugs, overrides=origin_overrides)
     report = combine(first, second)
     lines = [f"L0 {line}" for line in l0.summary_lines(first)] + [f"L1 {line}" for line in l1.summary_lines(second)]
     lines.append(("ok" if report["ok"] else "FAILED") + f": exit status {report['exit_status']} "

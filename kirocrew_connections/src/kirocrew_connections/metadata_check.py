@@ -72,8 +72,6 @@ MAX_BODY_BYTES = 16 * 1024
 STATE_SCHEMA_VERSION = 1
 PRM_WELL_KNOWN = "/.well-known/oauth-protected-resource"
 AS_WELL_KNOWN = "/.well-known/oauth-authorization-server"
-RUNBOOK = ("Run `kirocrew connections l0 --record` against the live providers, review the baselines "
-           "file, and commit the new l0_expectations (verified_on) into registry.json.")
 
 CHECK_PRM = "protected_resource_metadata"
 CHECK_AS = "authorization_server_metadata"
@@ -111,15 +109,20 @@ def origin_override_option(function: _F) -> _F:
     )(function)
 
 
-def run_options(*, report: str, concurrency: int, timeout: float, at_once: str) -> Callable[[_F], _F]:
-    """``--report``, ``--concurrency`` and ``--timeout`` of both L0 and L1 (each with its defaults)."""
+def run_options(*, report: str, concurrency: int, timeout: float | None, at_once: str) -> Callable[[_F], _F]:
+    """``--report``, ``--concurrency`` and ``--timeout`` of L0, L1 and gates (each with its defaults).
+
+    ``timeout`` None (the combined run) leaves each rung its own default.
+    """
+    per_request = "Seconds per request; a provider's whole budget is 3x this + 1."
     options = (
         click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
                      default=report, show_default=True, help="Where to write the JSON report."),
         click.option("--concurrency", type=click.IntRange(min=1), default=concurrency, show_default=True,
                      help=at_once),
         click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=timeout,
-                     show_default=True, help="Seconds per request; a provider's whole budget is 3x this + 1."),
+                     show_default=timeout is not None,
+                     help=per_request if timeout is not None else per_request + " [default: each rung's own]"),
     )
 
     def apply(function: _F) -> _F:
@@ -478,11 +481,13 @@ def save_state(path: Path, counts: Mapping[str, int]) -> None:
 
 
 def staleness(providers: Sequence[Provider], today: date, *, enforced: bool) -> dict[str, Any]:
+    """Baselines past the warn window; what to do about them is the ``stale-baselines`` runbook row."""
+    from kirocrew_connections import gate_report as gr
     from kirocrew_connections.registry import L0_VERIFICATION_WARN_AGE_DAYS, stale_l0_baselines
 
     overdue = stale_l0_baselines(providers, today, L0_VERIFICATION_WARN_AGE_DAYS)
     return {"warn_after_days": L0_VERIFICATION_WARN_AGE_DAYS, "enforced": enforced,
-            "overdue": [p.slug for p in overdue], "runbook": RUNBOOK}
+            "overdue": [p.slug for p in overdue], "runbook": gr.RUNBOOK_STALE_BASELINES if overdue else None}
 
 
 def _row(result: L0Result, tripped: bool | None) -> dict[str, Any]:
@@ -510,7 +515,7 @@ def build_report(results: Sequence[L0Result], providers: Sequence[Provider], *, 
     tripped = set(drift["tripped"]) if drift is not None else None
     rows = [_row(r, None if tripped is None else r.slug in tripped) for r in results]
     stale = staleness(providers, today, enforced=fail_on_stale)
-    extra = [gr.RUNBOOK_STALE_BASELINES] if stale["overdue"] else []
+    extra = [stale["runbook"]] if stale["runbook"] else []
     finding = any(r["verdict"] == FAIL for r in rows) or bool(fail_on_stale and stale["overdue"])
     report = gr.envelope(RUNG, started_at=started_at, finished_at=utc_now_iso(),
                          exit_status=gr.EXIT_FINDING if finding else gr.EXIT_GREEN, vocabulary=VERDICTS,
