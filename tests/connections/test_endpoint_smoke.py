@@ -18,11 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import jsonschema
 import pytest
 from click.testing import CliRunner, Result
 
 from kirocrew_core import grants, home
 
+from kirocrew_connections import gate_report
 from kirocrew_connections.endpoint_smoke import l1_command
 
 SMOKE_TOOL = "list_things"
@@ -72,6 +74,8 @@ def smoke(tmp_path: Path, *args: str) -> tuple[Result, dict[str, Any]]:
     report_path = tmp_path / "l1-report.json"
     result = CliRunner().invoke(l1_command, ["--report", str(report_path), "--timeout", "10", *args])
     report = json.loads(report_path.read_text()) if report_path.exists() else {}
+    if report:
+        jsonschema.validate(report, gate_report.schema(), cls=jsonschema.Draft202012Validator)
     return result, report
 
 

@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import jsonschema
 import pytest
 from click.testing import CliRunner, Result
 
 
+from kirocrew_connections import gate_report
 from kirocrew_connections.metadata_check import l0_command
 
 MCP_URL = "https://acme.test/mcp"
@@ -74,6 +76,8 @@ def probe(tmp_path: Path, base: str, *args: str) -> tuple[Result, dict[str, Any]
         "--override-origin", f"https://acme.test={base}", "--override-origin", f"https://auth.acme.test={base}",
         *args])
     report = json.loads(report_path.read_text()) if report_path.exists() else {}
+    if report:
+        jsonschema.validate(report, gate_report.schema(), cls=jsonschema.Draft202012Validator)
     return result, report
 
 

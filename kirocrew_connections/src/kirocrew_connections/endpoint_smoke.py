@@ -350,9 +350,8 @@ def run_l1_lane(*, concurrency: int = DEFAULT_CONCURRENCY, timeout: float = DEFA
     except BadInputError:
         raise
     except KirocrewError as exc:
-        report = gr.envelope(RUNG, started_at=started_at, finished_at=utc_now_iso(), exit_status=gr.EXIT_CONFIG,
-                             vocabulary=VERDICTS, rows=[], runbook=[gr.RUNBOOK_CONFIG],
-                             fatal=(exc.code, exc.message))
+        report = gr.config_error(RUNG, started_at=started_at, finished_at=utc_now_iso(), vocabulary=VERDICTS,
+                                 code=exc.code, message=exc.message)
         report.update(exercised_count=0, min_exercised=min_exercised, vacuous=False)
         return report
     rows = asyncio.run(run_l1(providers, entries, timeout=timeout, concurrency=concurrency, overrides=overrides))
@@ -362,12 +361,17 @@ def run_l1_lane(*, concurrency: int = DEFAULT_CONCURRENCY, timeout: float = DEFA
     return report
 
 
+def warnings(report: Mapping[str, Any]) -> list[str]:
+    """What the command prints to stderr for an L1 report: the MCP sources it could not use."""
+    return [f"warning: MCP source not usable, its entries are missing: {problem}"
+            for problem in report.get("unusable_sources", ())]
+
+
 def summary_lines(report: Mapping[str, Any]) -> list[str]:
     """What the command prints for an L1 report (the combined run prints it too)."""
     if "fatal_error" in report:
         return [f"FAILED: nothing checked: {report['fatal_error']['message']}"]
-    lines = [f"warning: MCP source not usable, its entries are missing: {problem}"
-             for problem in report.get("unusable_sources", ())]
+    lines = []
     for row in report["rows"]:
         detail = f" ({row['reason']})" if row["reason"] else ""
         lines.append(f"{row['verdict']:<16} {row['slug']} [{row['depth']}]{detail}")
@@ -398,7 +402,7 @@ def l1_command(report_path: Path, concurrency: int, timeout: float, min_exercise
     """
     report = run_l1_lane(concurrency=concurrency, timeout=timeout, min_exercised=min_exercised, slugs=slugs,
                          overrides=origin_overrides)
-    finish(report_path, report, summary_lines(report))
+    finish(report_path, report, summary_lines(report), warnings(report))
 
 
 if __name__ == "__main__":

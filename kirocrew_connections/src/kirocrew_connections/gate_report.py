@@ -72,6 +72,13 @@ def envelope(rung: str, *, started_at: str, finished_at: str, exit_status: int, 
     return report
 
 
+def config_error(rung: str, *, started_at: str, finished_at: str, vocabulary: Sequence[str], code: str,
+                 message: str) -> dict[str, Any]:
+    """The report of a run whose configuration could not be used: status 2, no rows, the error."""
+    return envelope(rung, started_at=started_at, finished_at=finished_at, exit_status=EXIT_CONFIG,
+                    vocabulary=vocabulary, rows=[], runbook=[RUNBOOK_CONFIG], fatal=(code, message))
+
+
 @cache
 def schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) every gate report validates against."""

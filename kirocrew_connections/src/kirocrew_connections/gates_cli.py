@@ -70,7 +70,7 @@ def gates_command(report_path: Path, concurrency: int, timeout: float | None, mi
     lines = [f"L0 {line}" for line in l0.summary_lines(first)] + [f"L1 {line}" for line in l1.summary_lines(second)]
     lines.append(("ok" if report["ok"] else "FAILED") + f": exit status {report['exit_status']} "
                  f"({report['outcome']})")
-    l0.finish(report_path, report, lines)
+    l0.finish(report_path, report, lines, l1.warnings(second))
 
 
 if __name__ == "__main__":

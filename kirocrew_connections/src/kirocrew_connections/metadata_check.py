@@ -529,15 +529,13 @@ def build_report(results: Sequence[L0Result], providers: Sequence[Provider], *, 
     return report
 
 
-def fatal_report(code: str, message: str, *, started_at: str, exit_status: int | None = None,
+def fatal_report(code: str, message: str, *, started_at: str,
                  overrides: OriginOverrides | None = None) -> dict[str, Any]:
-    """The report of a run that could not check anything (configuration, by default)."""
+    """The report of a run whose configuration (the registry, the drift state) could not be used."""
     from kirocrew_connections import gate_report as gr
 
-    status = gr.EXIT_CONFIG if exit_status is None else exit_status
-    runbook = gr.RUNBOOK_CONFIG if status == gr.EXIT_CONFIG else gr.RUNBOOK_WRITE_FAILED
-    report = gr.envelope(RUNG, started_at=started_at, finished_at=utc_now_iso(), exit_status=status,
-                         vocabulary=VERDICTS, rows=[], runbook=[runbook], fatal=(code, message))
+    report = gr.config_error(RUNG, started_at=started_at, finished_at=utc_now_iso(), vocabulary=VERDICTS,
+                             code=code, message=message)
     report.update(scope=SCOPE, gate=GATE_FATAL, exercised_count=0)
     if overrides:
         report["origin_overrides"] = overrides.as_dict()
@@ -638,13 +636,17 @@ def summary_lines(report: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def finish(report_path: Path, report: Mapping[str, Any], lines: Sequence[str]) -> None:
-    """Write the report, print ``lines`` and exit with the report's status (4 when it cannot be written).
+def finish(report_path: Path, report: Mapping[str, Any], lines: Sequence[str],
+           warnings: Sequence[str] = ()) -> None:
+    """Write the report, print ``warnings`` (stderr) and ``lines``, exit with the report's status.
 
-    Shared by L0, L1 and the combined run, so every path ends the same way.
+    Shared by L0, L1 and the combined run, so every path ends the same way; a report
+    that cannot be written ends it with status 4 after the verdicts were printed.
     """
     from kirocrew_core.errors import KirocrewError
 
+    for warning in warnings:
+        click.echo(warning, err=True)
     for line in lines[:-1]:
         click.echo(line)
     write_report(report_path, report)
