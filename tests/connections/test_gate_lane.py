@@ -327,6 +327,19 @@ def test_baselines_that_cannot_be_written_exit_4_and_the_report_still_says_what_
     assert report["runbook"] == ["write-failed"] and acme(report, "l0")["verdict"] == "PASS"
 
 
+def test_a_drift_state_that_cannot_be_saved_exits_4_and_the_report_still_says_what_was_found(lane):
+    lane.serve(pkce=False)
+    blocker = lane.tmp_path / "not-a-directory"
+    blocker.write_text("")
+
+    done, report = lane.run("l0", "--slug", "acme", "--state", str(blocker / "state.json"))
+
+    assert done.returncode == 4
+    assert "error[state_unwritable]" in done.stderr
+    assert report is not None and report["fatal_error"]["code"] == "state_unwritable"
+    assert report["runbook"] == ["l0-drift", "write-failed"] and acme(report, "l0")["verdict"] == "DRIFTING"
+
+
 # -- the combined run --------------------------------------------------------------------------------------
 
 
