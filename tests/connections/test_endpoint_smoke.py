@@ -18,11 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import jsonschema
 import pytest
 from click.testing import CliRunner, Result
 
 from kirocrew_core import grants, home
 
+from kirocrew_connections import gate_report
 from kirocrew_connections.endpoint_smoke import l1_command
 
 SMOKE_TOOL = "list_things"
@@ -72,6 +74,8 @@ def smoke(tmp_path: Path, *args: str) -> tuple[Result, dict[str, Any]]:
     report_path = tmp_path / "l1-report.json"
     result = CliRunner().invoke(l1_command, ["--report", str(report_path), "--timeout", "10", *args])
     report = json.loads(report_path.read_text()) if report_path.exists() else {}
+    if report:
+        jsonschema.validate(report, gate_report.schema(), cls=jsonschema.Draft202012Validator)
     return result, report
 
 
@@ -88,7 +92,7 @@ def one_provider(providers: list[dict[str, Any]], serve: Any, mcp: dict[str, Any
 
 
 def only_row(report: dict[str, Any]) -> dict[str, Any]:
-    rows = [r for r in report["providers"] if r["slug"] in ("acme", "other", "third")]
+    rows = [r for r in report["rows"] if r["slug"] in ("acme", "other", "third")]
     assert len(rows) == 1, rows
     return rows[0]
 
@@ -108,7 +112,7 @@ def test_a_tokenless_401_with_a_challenge_is_grant_held_and_counts_as_exercised(
     row = only_row(report)
     assert (row["verdict"], row["depth"]) == ("GRANT_HELD", "challenge")
     assert row["grant_present"] is True and row["credential_presented"] is False
-    assert report["ok"] is True and report["exercised_count"] == 1 and report["grant_held_count"] == 1
+    assert report["ok"] is True and report["exercised_count"] == 1 and report["verdict_counts"]["GRANT_HELD"] == 1
     assert result.exit_code == 0, result.output
     assert rpc_methods(base) == ["initialize"]
 
@@ -140,7 +144,7 @@ def test_a_refused_presented_credential_is_needs_reconsent_and_never_reported(pr
 
     row = only_row(report)
     assert (row["verdict"], row["credential_presented"]) == ("NEEDS_RECONSENT", True)
-    assert report["needs_reconsent_count"] == 1 and result.exit_code == 1
+    assert report["verdict_counts"]["NEEDS_RECONSENT"] == 1 and result.exit_code == 1
     assert "stale-secret-value" not in json.dumps(report) + result.output
     assert seen(base)["requests"][0]["authorization"] is True
 
@@ -271,7 +275,7 @@ def test_an_all_skipped_run_is_vacuous_when_a_minimum_was_required(providers, tm
     result, report = smoke(tmp_path, "--slug", "acme", "--min-exercised", "1")
 
     assert (report["vacuous"], report["ok"], report["exercised_count"]) == (True, False, 0)
-    assert result.exit_code == 1
+    assert result.exit_code == 3 and report["runbook"] == ["vacuous"]
     assert "vacuous" in result.output
 
 
@@ -280,7 +284,7 @@ def test_an_all_skipped_run_without_a_minimum_is_ok(providers, tmp_path):
 
     result, report = smoke(tmp_path, "--slug", "acme")
 
-    assert (report["vacuous"], report["ok"], report["skipped_count"]) == (False, True, 1)
+    assert (report["vacuous"], report["ok"], report["verdict_counts"]["SKIPPED"]) == (False, True, 1)
     assert result.exit_code == 0
 
 
@@ -313,7 +317,7 @@ def test_the_sweep_never_has_more_providers_in_flight_than_the_concurrency(provi
 
     _, report = smoke(tmp_path, "--concurrency", "1", *overrides)
 
-    assert report["pass_count"] == 3
+    assert report["verdict_counts"]["PASS"] == 3
     assert seen(base)["max_in_flight"] == 1
 
 
@@ -347,6 +351,6 @@ def test_python_m_l1_runs_the_real_registry_and_skips_what_is_not_configured(tmp
                           env=dict(os.environ))
 
     report = json.loads(report_path.read_text())
-    assert done.returncode == 1, done.stderr
-    assert report["provider_count"] >= 29 and report["skipped_count"] == report["provider_count"]
+    assert done.returncode == 3, done.stderr
+    assert len(report["rows"]) >= 29 and report["verdict_counts"]["SKIPPED"] == len(report["rows"])
     assert report["vacuous"] is True

@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import jsonschema
 import pytest
 from click.testing import CliRunner, Result
 
 
+from kirocrew_connections import gate_report
 from kirocrew_connections.metadata_check import l0_command
 
 MCP_URL = "https://acme.test/mcp"
@@ -74,11 +76,13 @@ def probe(tmp_path: Path, base: str, *args: str) -> tuple[Result, dict[str, Any]
         "--override-origin", f"https://acme.test={base}", "--override-origin", f"https://auth.acme.test={base}",
         *args])
     report = json.loads(report_path.read_text()) if report_path.exists() else {}
+    if report:
+        jsonschema.validate(report, gate_report.schema(), cls=jsonschema.Draft202012Validator)
     return result, report
 
 
 def checks(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    [row] = report["providers"]
+    [row] = report["rows"]
     return {c["name"]: c for c in row["checks"]}
 
 
@@ -100,10 +104,10 @@ def test_metadata_matching_the_expectations_passes_every_check(providers, serve,
     result, report = probe(tmp_path, base)
 
     assert result.exit_code == 0, result.output
-    assert (report["schema_version"], report["scope"], report["gate"], report["ok"]) == (3, "static-metadata",
+    assert (report["schema_version"], report["scope"], report["gate"], report["ok"]) == (4, "static-metadata",
                                                                                        "immediate", True)
     assert list(checks(report)) == CHECKS and failing(report) == []
-    assert report["providers"][0]["observed"] == {"authorization_server": ISSUER, "dcr": True, "pkce": True}
+    assert report["rows"][0]["observed"] == {"authorization_server": ISSUER, "dcr": True, "pkce": True}
     assert checks(report)["pkce_expectation"]["observed"]["pkce"] is True
     assert report["origin_overrides"]["https://acme.test"] == base
     seen = requests_seen(base)
@@ -137,7 +141,7 @@ def test_a_resource_for_another_origin_fails(providers, serve, tmp_path):
     result, report = probe(tmp_path, base)
 
     assert failing(report) == ["protected_resource_metadata"]
-    assert result.exit_code == 1 and report["failed_count"] == 1
+    assert result.exit_code == 1 and report["verdict_counts"]["FAIL"] == 1
 
 
 def test_an_advertised_issuer_other_than_the_committed_one_fails_strict_mode(providers, serve, tmp_path):
@@ -147,7 +151,7 @@ def test_an_advertised_issuer_other_than_the_committed_one_fails_strict_mode(pro
     result, report = probe(tmp_path, base)
 
     assert failing(report) == ["protected_resource_metadata"]
-    assert report["providers"][0]["observed"]["authorization_server"] == "https://login.acme.test"
+    assert report["rows"][0]["observed"]["authorization_server"] == "https://login.acme.test"
     assert result.exit_code == 1
     assert AS_PATH in [r["path"] for r in requests_seen(base)]  # the committed issuer, not the advertised one
 
@@ -180,7 +184,7 @@ def test_a_dcr_or_pkce_difference_fails_its_expectation(providers, serve, tmp_pa
     _, report = probe(tmp_path, base)
 
     assert failing(report) == ["dcr_expectation", "pkce_expectation"]
-    assert report["providers"][0]["observed"] == {"authorization_server": ISSUER, "dcr": False, "pkce": False}
+    assert report["rows"][0]["observed"] == {"authorization_server": ISSUER, "dcr": False, "pkce": False}
 
 
 def test_an_authorization_endpoint_that_is_not_public_https_fails(providers, serve, tmp_path):
@@ -260,7 +264,7 @@ def test_record_mode_never_moves_the_issuer_and_asks_for_approval(providers, ser
     [entry] = json.loads(baselines.read_text())
     assert entry["l0_expectations"]["authorization_server"] == ISSUER
     assert entry["needs_approval"] == {"advertised_authorization_server": "https://login.acme.test"}
-    assert report["providers"][0]["needs_approval"] is True
+    assert report["rows"][0]["needs_approval"] is True
     assert "NEEDS APPROVAL" in checks(report)["protected_resource_metadata"]["error"]
     assert result.exit_code == 1
 
@@ -276,7 +280,7 @@ def test_the_drift_gate_fails_only_after_consecutive_failures_and_a_pass_resets_
 
     first, report = probe(tmp_path, broken, "--state", str(state), "--drift-threshold", "2")
     assert (first.exit_code, report["gate"], report["drift"]["consecutive_failures"]) == (0, "drift", {"acme": 1})
-    assert report["failed_count"] == 1
+    assert report["verdict_counts"]["DRIFTING"] == 1 and report["rows"][0]["runbook"] == "l0-drift"
 
     second, report = probe(tmp_path, broken, "--state", str(state), "--drift-threshold", "2")
     assert (second.exit_code, report["drift"]["tripped"]) == (1, ["acme"])
@@ -292,8 +296,8 @@ def test_a_missing_state_file_is_fatal_when_a_prior_run_is_expected(providers, s
     result, report = probe(tmp_path, base, "--state", str(tmp_path / "lost.json"), "--prior-run-expected")
 
     assert (report["gate"], report["ok"]) == ("fatal", False)
-    assert "--prior-run-expected" in report["fatal_error"]
-    assert getattr(result.exception, "exit_code", None) == 1
+    assert "--prior-run-expected" in report["fatal_error"]["message"]
+    assert report["exit_status"] == 2 and getattr(result.exception, "exit_code", None) == 2
     assert requests_seen(base) == []
 
 

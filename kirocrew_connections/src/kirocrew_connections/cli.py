@@ -11,6 +11,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "providers": ("kirocrew_connections.providers_cli:providers", "List the connection providers and their state."),
     "l0": ("kirocrew_connections.metadata_check:l0_command", "Check providers' OAuth metadata (RFC 9728, RFC 8414)."),
     "l1": ("kirocrew_connections.endpoint_smoke:l1_command", "Tokenless smoke of the providers that hold a grant."),
+    "gates": ("kirocrew_connections.gates_cli:gates_command", "Run L0 then L1: one report, the worse exit status."),
 }
 
 

@@ -34,7 +34,8 @@ Grant presence is :func:`kirocrew_core.grants.grant_presence` itself (a stat
 of the paired artifacts, never opened) on the entry's URL, the one kiro-cli
 keys the grant on. It emits no SEL read audit: this is an operator's own CLI.
 ``--min-exercised N`` turns a run that exercised fewer than N providers into a
-vacuous, failing one, since an all-SKIPPED run establishes nothing.
+vacuous one (exit status 3), since an all-SKIPPED run establishes nothing. The
+report and exit statuses are :mod:`kirocrew_connections.gate_report`'s.
 """
 
 from __future__ import annotations
@@ -66,12 +67,12 @@ from kirocrew_mcp.public import (
 
 from kirocrew_connections.disconnect import normalized_endpoint
 from kirocrew_connections.metadata_check import (
+    finish,
     origin_override_option,
     run_options,
     run_standalone,
     select_providers,
     utc_now_iso,
-    write_report,
 )
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ if TYPE_CHECKING:
 
     from kirocrew_connections.registry import Provider
 
-SCHEMA_VERSION = 1
+RUNG = "l1"
 DEFAULT_REPORT = "connections-l1-report.json"
 DEFAULT_CONCURRENCY = 4
 DEFAULT_TIMEOUT_SECS = 20.0
@@ -94,6 +95,7 @@ GRANT_HELD = "GRANT_HELD"
 NEEDS_RECONSENT = "NEEDS_RECONSENT"
 FAIL = "FAIL"
 SKIPPED = "SKIPPED"
+VERDICTS = (PASS, GRANT_HELD, NEEDS_RECONSENT, FAIL, SKIPPED)
 DEPTH_TOOLS_LIST = "tools_list"
 DEPTH_CHALLENGE = "challenge"
 DEPTH_NONE = "none"
@@ -129,28 +131,36 @@ class L1Row:
     duration_ms: int = 0
 
 
-def build_report(rows: Sequence[L1Row], *, min_exercised: int,
+def _row(row: L1Row) -> dict[str, Any]:
+    """``row`` as a report row: its first error is the reason, and a red verdict names its runbook key."""
+    from kirocrew_connections import gate_report as gr
+
+    reason = row.errors[0] if row.errors else None
+    runbook = None
+    if row.verdict == NEEDS_RECONSENT:
+        runbook = gr.RUNBOOK_NEEDS_RECONSENT
+    elif row.verdict == FAIL:
+        timed_out = reason is not None and gr.TOTAL_TIMEOUT_TEXT in reason
+        runbook = gr.RUNBOOK_TOTAL_TIMEOUT if timed_out else gr.RUNBOOK_L1_FAIL
+    return {"rung": RUNG, "slug": row.slug, "name": row.name, "verdict": row.verdict, "reason": reason,
+            "runbook": runbook, **asdict(row)}
+
+
+def build_report(rows: Sequence[L1Row], *, min_exercised: int, started_at: str,
                  overrides: OriginOverrides | None = None) -> dict[str, Any]:
-    """The report document; ``ok`` needs no FAIL, no NEEDS_RECONSENT and enough exercised rows."""
-    counts = {verdict: sum(1 for r in rows if r.verdict == verdict)
-              for verdict in (PASS, GRANT_HELD, NEEDS_RECONSENT, FAIL, SKIPPED)}
-    exercised = len(rows) - counts[SKIPPED]
+    """The report: a finding is a FAIL or NEEDS_RECONSENT; too few exercised rows are vacuous."""
+    from kirocrew_connections import gate_report as gr
+
+    exercised = sum(1 for r in rows if r.verdict != SKIPPED)
     vacuous = exercised < min_exercised
-    report: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "generated_at": utc_now_iso(),
-        "ok": not vacuous and counts[FAIL] == 0 and counts[NEEDS_RECONSENT] == 0,
-        "vacuous": vacuous,
-        "min_exercised": min_exercised,
-        "exercised_count": exercised,
-        "provider_count": len(rows),
-        "pass_count": counts[PASS],
-        "grant_held_count": counts[GRANT_HELD],
-        "needs_reconsent_count": counts[NEEDS_RECONSENT],
-        "failed_count": counts[FAIL],
-        "skipped_count": counts[SKIPPED],
-        "providers": [asdict(r) for r in rows],
-    }
+    if any(r.verdict in (FAIL, NEEDS_RECONSENT) for r in rows):
+        status = gr.EXIT_FINDING
+    else:
+        status = gr.EXIT_VACUOUS if vacuous else gr.EXIT_GREEN
+    report = gr.envelope(RUNG, started_at=started_at, finished_at=utc_now_iso(), exit_status=status,
+                         vocabulary=VERDICTS, rows=[_row(r) for r in rows],
+                         runbook=[gr.RUNBOOK_VACUOUS] if vacuous else [])
+    report.update(exercised_count=exercised, min_exercised=min_exercised, vacuous=vacuous)
     if overrides:
         report["origin_overrides"] = overrides.as_dict()
     return report
@@ -318,6 +328,62 @@ async def run_l1(providers: Sequence[Provider], entries: Mapping[str, ServerRow]
     return list(await asyncio.gather(*(one(p) for p in providers)))
 
 
+# -- the run -------------------------------------------------------------------------------
+
+
+def run_l1_lane(*, concurrency: int = DEFAULT_CONCURRENCY, timeout: float = DEFAULT_TIMEOUT_SECS,
+                min_exercised: int = 0, slugs: Sequence[str] = (),
+                overrides: OriginOverrides | None = None) -> dict[str, Any]:
+    """One L1 run as a report (``exit_status`` in it); writes nothing.
+
+    An unknown slug raises :class:`~kirocrew_core.errors.BadInputError`; a registry that
+    cannot be used is a report with exit status 2 and no rows.
+    """
+    from kirocrew_core.errors import BadInputError, KirocrewError
+
+    from kirocrew_connections import gate_report as gr
+
+    started_at = utc_now_iso()
+    try:
+        providers = select_providers(slugs)
+        entries, problems = configured_entries()
+    except BadInputError:
+        raise
+    except KirocrewError as exc:
+        report = gr.config_error(RUNG, started_at=started_at, finished_at=utc_now_iso(), vocabulary=VERDICTS,
+                                 code=exc.code, message=exc.message)
+        report.update(exercised_count=0, min_exercised=min_exercised, vacuous=False)
+        return report
+    rows = asyncio.run(run_l1(providers, entries, timeout=timeout, concurrency=concurrency, overrides=overrides))
+    report = build_report(rows, min_exercised=min_exercised, started_at=started_at, overrides=overrides)
+    if problems:
+        report["unusable_sources"] = problems
+    return report
+
+
+def warnings(report: Mapping[str, Any]) -> list[str]:
+    """What the command prints to stderr for an L1 report: the MCP sources it could not use."""
+    return [f"warning: MCP source not usable, its entries are missing: {problem}"
+            for problem in report.get("unusable_sources", ())]
+
+
+def summary_lines(report: Mapping[str, Any]) -> list[str]:
+    """What the command prints for an L1 report (the combined run prints it too)."""
+    if "fatal_error" in report:
+        return [f"FAILED: nothing checked: {report['fatal_error']['message']}"]
+    lines = []
+    for row in report["rows"]:
+        detail = f" ({row['reason']})" if row["reason"] else ""
+        lines.append(f"{row['verdict']:<16} {row['slug']} [{row['depth']}]{detail}")
+    counts = report["verdict_counts"]
+    summary = (f"{report['exercised_count']} exercised, {counts[PASS]} pass, {counts[GRANT_HELD]} grant held, "
+               f"{counts[NEEDS_RECONSENT]} needs reconsent, {counts[FAIL]} failed, {counts[SKIPPED]} skipped")
+    if report["vacuous"]:
+        summary += f"; vacuous: fewer than --min-exercised {report['min_exercised']}"
+    lines.append(("ok: " if report["ok"] else "FAILED: ") + summary)
+    return lines
+
+
 # -- the command -----------------------------------------------------------------------------
 
 
@@ -325,42 +391,18 @@ async def run_l1(providers: Sequence[Provider], entries: Mapping[str, ServerRow]
 @run_options(report=DEFAULT_REPORT, concurrency=DEFAULT_CONCURRENCY, timeout=DEFAULT_TIMEOUT_SECS,
              at_once="Providers smoked at once.")
 @click.option("--min-exercised", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Fail (vacuous) unless at least N providers were exercised (not SKIPPED).")
+              help="Exit 3 (vacuous) unless at least N providers were exercised (not SKIPPED).")
 @click.option("--slug", "slugs", multiple=True, help="Only this provider (repeatable).")
 @origin_override_option
 def l1_command(report_path: Path, concurrency: int, timeout: float, min_exercised: int,
                slugs: tuple[str, ...], origin_overrides: OriginOverrides) -> None:
-    """Tokenless smoke of configured providers holding a grant; never calls a tool."""
-    from kirocrew_core.errors import KirocrewError
+    """Tokenless smoke of configured providers holding a grant; never calls a tool.
 
-    try:
-        providers = select_providers(slugs)
-        entries, problems = configured_entries()
-    except KirocrewError as exc:
-        if exc.exit_code == 2:
-            raise
-        write_report(report_path, {"schema_version": SCHEMA_VERSION, "ok": False,
-                                   "fatal_error": f"{exc.code}: {exc.message}"})
-        raise
-    rows = asyncio.run(run_l1(providers, entries, timeout=timeout, concurrency=concurrency,
-                              overrides=origin_overrides))
-    report = build_report(rows, min_exercised=min_exercised, overrides=origin_overrides)
-    if problems:
-        report["unusable_sources"] = problems
-    write_report(report_path, report)
-    for problem in problems:
-        click.echo(f"warning: MCP source not usable, its entries are missing: {problem}", err=True)
-    for row in rows:
-        detail = f" ({row.errors[0]})" if row.errors else ""
-        click.echo(f"{row.verdict:<16} {row.slug} [{row.depth}]{detail}")
-    summary = (f"{report['exercised_count']} exercised, {report['pass_count']} pass, "
-               f"{report['grant_held_count']} grant held, {report['needs_reconsent_count']} needs reconsent, "
-               f"{report['failed_count']} failed, {report['skipped_count']} skipped")
-    if report["vacuous"]:
-        summary += f"; vacuous: fewer than --min-exercised {min_exercised}"
-    click.echo(("ok: " if report["ok"] else "FAILED: ") + summary + f"; report: {report_path}")
-    if not report["ok"]:
-        raise click.exceptions.Exit(1)
+    Exit status: 0 green, 1 a finding, 2 usage or configuration error, 3 vacuous, 4 the report could not be written.
+    """
+    report = run_l1_lane(concurrency=concurrency, timeout=timeout, min_exercised=min_exercised, slugs=slugs,
+                         overrides=origin_overrides)
+    finish(report_path, report, summary_lines(report), warnings(report))
 
 
 if __name__ == "__main__":

@@ -32,6 +32,10 @@ must not silently reset the count).
 instead (a staging mirror, or the loopback fixture servers of the tests); every
 check still runs against the logical URLs, and the report lists the overrides so
 such a run is never mistaken for a real gate. L1 takes the same option.
+
+The report and the exit status are :mod:`kirocrew_connections.gate_report`'s, the same
+for L1 and the combined ``kirocrew connections gates``; :func:`run_l0_lane` is the run
+both commands share, :func:`finish` the way every one of them ends.
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ from kirocrew_connections.disconnect import DEFAULT_PORTS, split_url
 if TYPE_CHECKING:
     from kirocrew_connections.registry import Provider
 
-SCHEMA_VERSION = 3
+RUNG = "l0"
 SCOPE = "static-metadata"
 DEFAULT_REPORT = "connections-l0-report.json"
 DEFAULT_BASELINES = "connections-l0-baselines.json"
@@ -68,8 +72,6 @@ MAX_BODY_BYTES = 16 * 1024
 STATE_SCHEMA_VERSION = 1
 PRM_WELL_KNOWN = "/.well-known/oauth-protected-resource"
 AS_WELL_KNOWN = "/.well-known/oauth-authorization-server"
-RUNBOOK = ("Run `kirocrew connections l0 --record` against the live providers, review the baselines "
-           "file, and commit the new l0_expectations (verified_on) into registry.json.")
 
 CHECK_PRM = "protected_resource_metadata"
 CHECK_AS = "authorization_server_metadata"
@@ -79,6 +81,11 @@ CHECK_PKCE = "pkce_expectation"
 GATE_IMMEDIATE = "immediate"
 GATE_DRIFT = "drift"
 GATE_FATAL = "fatal"
+
+PASS = "PASS"
+DRIFTING = "DRIFTING"
+FAIL = "FAIL"
+VERDICTS = (PASS, DRIFTING, FAIL)
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -102,15 +109,20 @@ def origin_override_option(function: _F) -> _F:
     )(function)
 
 
-def run_options(*, report: str, concurrency: int, timeout: float, at_once: str) -> Callable[[_F], _F]:
-    """``--report``, ``--concurrency`` and ``--timeout`` of both L0 and L1 (each with its defaults)."""
+def run_options(*, report: str, concurrency: int, timeout: float | None, at_once: str) -> Callable[[_F], _F]:
+    """``--report``, ``--concurrency`` and ``--timeout`` of L0, L1 and gates (each with its defaults).
+
+    ``timeout`` None (the combined run) leaves each rung its own default.
+    """
+    per_request = "Seconds per request; a provider's whole budget is 3x this + 1."
     options = (
         click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
                      default=report, show_default=True, help="Where to write the JSON report."),
         click.option("--concurrency", type=click.IntRange(min=1), default=concurrency, show_default=True,
                      help=at_once),
         click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=timeout,
-                     show_default=True, help="Seconds per request; a provider's whole budget is 3x this + 1."),
+                     show_default=timeout is not None,
+                     help=per_request if timeout is not None else per_request + " [default: each rung's own]"),
     )
 
     def apply(function: _F) -> _F:
@@ -144,7 +156,7 @@ def write_report(path: Path, report: Mapping[str, Any]) -> None:
         write_json_atomic(path, dict(report))
     except OSError as exc:
         raise KirocrewError(f"cannot write the report {path}: {exc.strerror or exc}",
-                            code="report_unwritable") from None
+                            code="report_unwritable", exit_code=4) from None
 
 
 def utc_now_iso() -> str:
@@ -415,7 +427,7 @@ def write_baselines(path: Path, entries: Sequence[Mapping[str, Any]]) -> None:
         write_bytes_atomic(path, text.encode("utf-8"))
     except OSError as exc:
         raise KirocrewError(f"cannot write the baselines {path}: {exc.strerror or exc}",
-                            code="report_unwritable") from None
+                            code="baselines_unwritable", exit_code=4) from None
 
 
 # -- the drift gate ------------------------------------------------------------------------------------
@@ -469,30 +481,47 @@ def save_state(path: Path, counts: Mapping[str, int]) -> None:
 
 
 def staleness(providers: Sequence[Provider], today: date, *, enforced: bool) -> dict[str, Any]:
+    """Baselines past the warn window; what to do about them is the ``stale-baselines`` runbook row."""
+    from kirocrew_connections import gate_report as gr
     from kirocrew_connections.registry import L0_VERIFICATION_WARN_AGE_DAYS, stale_l0_baselines
 
     overdue = stale_l0_baselines(providers, today, L0_VERIFICATION_WARN_AGE_DAYS)
     return {"warn_after_days": L0_VERIFICATION_WARN_AGE_DAYS, "enforced": enforced,
-            "overdue": [p.slug for p in overdue], "runbook": RUNBOOK}
+            "overdue": [p.slug for p in overdue], "runbook": gr.RUNBOOK_STALE_BASELINES if overdue else None}
+
+
+def _row(result: L0Result, tripped: bool | None) -> dict[str, Any]:
+    """``result`` as a report row: ``tripped`` is None under the immediate gate, else whether drift tripped."""
+    from kirocrew_connections import gate_report as gr
+
+    reason = next((c["error"] for c in result.checks if not c["ok"] and c.get("error")), None)
+    if result.ok:
+        verdict, runbook = PASS, None
+    else:
+        verdict = FAIL if tripped is None or tripped else DRIFTING
+        runbook = (gr.RUNBOOK_L0_NEEDS_APPROVAL if result.needs_approval
+                   else gr.RUNBOOK_TOTAL_TIMEOUT if reason and gr.TOTAL_TIMEOUT_TEXT in reason
+                   else gr.RUNBOOK_L0_DRIFT)
+    return {"rung": RUNG, "slug": result.slug, "name": result.name, "verdict": verdict, "reason": reason,
+            "runbook": runbook, **result.as_dict()}
 
 
 def build_report(results: Sequence[L0Result], providers: Sequence[Provider], *, today: date,
-                 fail_on_stale: bool, drift: Mapping[str, Any] | None = None,
+                 fail_on_stale: bool, started_at: str, drift: Mapping[str, Any] | None = None,
                  overrides: OriginOverrides | None = None) -> dict[str, Any]:
-    """The report; ``ok`` follows the gate (immediate: no failure; drift: none past the threshold)."""
-    failed = [r for r in results if not r.ok]
+    """The report; a finding follows the gate (immediate: any failure; drift: one past the threshold)."""
+    from kirocrew_connections import gate_report as gr
+
+    tripped = set(drift["tripped"]) if drift is not None else None
+    rows = [_row(r, None if tripped is None else r.slug in tripped) for r in results]
     stale = staleness(providers, today, enforced=fail_on_stale)
-    if drift is None:
-        ok, gate = not failed, GATE_IMMEDIATE
-    else:
-        ok, gate = not drift["tripped"], GATE_DRIFT
-    if fail_on_stale and stale["overdue"]:
-        ok = False
-    report: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION, "scope": SCOPE, "generated_at": utc_now_iso(), "ok": ok,
-        "provider_count": len(results), "failed_count": len(failed),
-        "providers": [r.as_dict() for r in results], "staleness": stale, "gate": gate,
-    }
+    extra = [stale["runbook"]] if stale["runbook"] else []
+    finding = any(r["verdict"] == FAIL for r in rows) or bool(fail_on_stale and stale["overdue"])
+    report = gr.envelope(RUNG, started_at=started_at, finished_at=utc_now_iso(),
+                         exit_status=gr.EXIT_FINDING if finding else gr.EXIT_GREEN, vocabulary=VERDICTS,
+                         rows=rows, runbook=extra)
+    report.update(scope=SCOPE, gate=GATE_IMMEDIATE if drift is None else GATE_DRIFT,
+                  exercised_count=len(rows), staleness=stale)
     if drift is not None:
         report["drift"] = dict(drift)
     if overrides:
@@ -500,10 +529,134 @@ def build_report(results: Sequence[L0Result], providers: Sequence[Provider], *, 
     return report
 
 
-def fatal_report(message: str) -> dict[str, Any]:
-    return {"schema_version": SCHEMA_VERSION, "scope": SCOPE, "generated_at": utc_now_iso(), "ok": False,
-            "provider_count": 0, "failed_count": 0, "providers": [], "gate": GATE_FATAL,
-            "fatal_error": message}
+def fatal_report(code: str, message: str, *, started_at: str,
+                 overrides: OriginOverrides | None = None) -> dict[str, Any]:
+    """The report of a run whose configuration (the registry, the drift state) could not be used."""
+    from kirocrew_connections import gate_report as gr
+
+    report = gr.config_error(RUNG, started_at=started_at, finished_at=utc_now_iso(), vocabulary=VERDICTS,
+                             code=code, message=message)
+    report.update(scope=SCOPE, gate=GATE_FATAL, exercised_count=0)
+    if overrides:
+        report["origin_overrides"] = overrides.as_dict()
+    return report
+
+
+# -- the run ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class L0Options:
+    """What one L0 run was asked to do (the command's options, shared with ``kirocrew connections gates``)."""
+
+    concurrency: int = DEFAULT_CONCURRENCY
+    timeout: float = DEFAULT_TIMEOUT_SECS
+    state_path: Path | None = None
+    drift_threshold: int = DEFAULT_DRIFT_THRESHOLD
+    prior_run_expected: bool = False
+    record: bool = False
+    baselines_path: Path = Path(DEFAULT_BASELINES)
+    fail_on_stale: bool = False
+    slugs: tuple[str, ...] = ()
+    overrides: OriginOverrides = field(default_factory=OriginOverrides)
+
+
+def run_l0_lane(options: L0Options) -> dict[str, Any]:
+    """One L0 run as a report (``exit_status`` in it); writes the state and baselines, not the report.
+
+    A usage error (an unknown slug, ``--prior-run-expected`` without ``--state``) raises
+    :class:`~kirocrew_core.errors.BadInputError`; a configuration that cannot be used (the
+    registry, the drift state) is a report with exit status 2; a state or baselines file
+    that cannot be written is one with exit status 4 (the probes ran, the report says what they found).
+    """
+    from kirocrew_core.errors import BadInputError, KirocrewError
+
+    from kirocrew_connections import gate_report as gr
+
+    started_at = utc_now_iso()
+    if options.prior_run_expected and options.state_path is None:
+        raise BadInputError("--prior-run-expected needs --state", code="bad_option")
+    try:
+        providers = select_providers(options.slugs)
+        previous = (load_state(options.state_path, prior_run_expected=options.prior_run_expected)
+                    if options.state_path else None)
+    except StateError as exc:
+        return fatal_report("l0_state_unusable", str(exc), started_at=started_at, overrides=options.overrides)
+    except BadInputError:
+        raise
+    except KirocrewError as exc:
+        return fatal_report(exc.code, exc.message, started_at=started_at, overrides=options.overrides)
+    today = datetime.now(UTC).date()
+    results = asyncio.run(run_l0(providers, timeout=options.timeout, concurrency=options.concurrency,
+                                 record=options.record, overrides=options.overrides))
+    drift = None
+    unwritable: KirocrewError | None = None
+    if options.state_path is not None and previous is not None:
+        counts = advance_state(previous, results)
+        try:
+            save_state(options.state_path, counts)
+        except OSError as exc:
+            unwritable = KirocrewError(f"cannot write the state {options.state_path}: {exc.strerror or exc}",
+                                       code="state_unwritable")
+        probed = {r.slug for r in results}
+        drift = {"threshold": options.drift_threshold,
+                 "consecutive_failures": {s: n for s, n in sorted(counts.items()) if s in probed},
+                 "tripped": sorted(s for s, n in counts.items() if s in probed and n >= options.drift_threshold)}
+    report = build_report(results, providers, today=today, fail_on_stale=options.fail_on_stale,
+                          started_at=started_at, drift=drift, overrides=options.overrides)
+    if options.record:
+        entries = baselines(results, today)
+        try:
+            write_baselines(options.baselines_path, entries)
+        except KirocrewError as exc:
+            unwritable = exc
+        else:
+            report["baselines"] = {"path": str(options.baselines_path), "recorded": [e["slug"] for e in entries]}
+    if unwritable is not None:
+        report.update(ok=False, exit_status=gr.EXIT_INFRASTRUCTURE, outcome=gr.OUTCOMES[gr.EXIT_INFRASTRUCTURE],
+                      runbook=sorted({*report["runbook"], gr.RUNBOOK_WRITE_FAILED}),
+                      fatal_error={"code": unwritable.code, "message": unwritable.message})
+    return report
+
+
+def summary_lines(report: Mapping[str, Any]) -> list[str]:
+    """What the command prints for an L0 report (the combined run prints it too)."""
+    if "fatal_error" in report and not report["rows"]:
+        return [f"FAILED: nothing checked: {report['fatal_error']['message']}"]
+    lines = [f"{row['verdict']:<8} {row['slug']}" + (f" ({row['reason']})" if row["reason"] else "")
+             for row in report["rows"]]
+    if report["staleness"]["overdue"]:
+        lines.append(f"stale baselines (>{report['staleness']['warn_after_days']} days): "
+                     + ", ".join(report["staleness"]["overdue"]))
+    if "fatal_error" in report:
+        lines.append(f"error: {report['fatal_error']['message']}")
+    failed = report["verdict_counts"][FAIL] + report["verdict_counts"][DRIFTING]
+    lines.append(("ok: " if report["ok"] else "FAILED: ") + f"{failed} of {len(report['rows'])} failed "
+                 f"(gate {report['gate']})")
+    return lines
+
+
+def finish(report_path: Path, report: Mapping[str, Any], lines: Sequence[str],
+           warnings: Sequence[str] = ()) -> None:
+    """Write the report, print ``warnings`` (stderr) and ``lines``, exit with the report's status.
+
+    Shared by L0, L1 and the combined run, so every path ends the same way; a report
+    that cannot be written ends it with status 4 after the verdicts were printed.
+    """
+    from kirocrew_core.errors import KirocrewError
+
+    for warning in warnings:
+        click.echo(warning, err=True)
+    for line in lines[:-1]:
+        click.echo(line)
+    write_report(report_path, report)
+    click.echo(f"{lines[-1]}; report: {report_path}" if lines else f"report: {report_path}")
+    status = int(report["exit_status"])
+    if "fatal_error" in report:
+        fatal = report["fatal_error"]
+        raise KirocrewError(fatal["message"], code=fatal["code"], exit_code=status)
+    if status:
+        raise click.exceptions.Exit(status)
 
 
 # -- the command --------------------------------------------------------------------------------------------
@@ -529,49 +682,15 @@ def fatal_report(message: str) -> dict[str, Any]:
 def l0_command(report_path: Path, concurrency: int, timeout: float, state_path: Path | None,
                drift_threshold: int, prior_run_expected: bool, record: bool, baselines_path: Path,
                fail_on_stale: bool, slugs: tuple[str, ...], origin_overrides: OriginOverrides) -> None:
-    """Check providers' public OAuth metadata (RFC 9728, RFC 8414) against the committed expectations."""
-    from kirocrew_core.errors import BadInputError, KirocrewError
+    """Check providers' public OAuth metadata (RFC 9728, RFC 8414) against the committed expectations.
 
-    if prior_run_expected and state_path is None:
-        raise BadInputError("--prior-run-expected needs --state", code="bad_option")
-    try:
-        providers = select_providers(slugs)
-        previous = load_state(state_path, prior_run_expected=prior_run_expected) if state_path else None
-    except StateError as exc:
-        write_report(report_path, fatal_report(str(exc)))
-        raise KirocrewError(str(exc), code="l0_state_unusable") from None
-    except KirocrewError as exc:
-        if exc.exit_code != 2:
-            write_report(report_path, fatal_report(f"{exc.code}: {exc.message}"))
-        raise
-    today = datetime.now(UTC).date()
-    results = asyncio.run(run_l0(providers, timeout=timeout, concurrency=concurrency, record=record,
-                                 overrides=origin_overrides))
-    drift = None
-    if state_path is not None and previous is not None:
-        counts = advance_state(previous, results)
-        save_state(state_path, counts)
-        probed = {r.slug for r in results}
-        drift = {"threshold": drift_threshold,
-                 "consecutive_failures": {s: n for s, n in sorted(counts.items()) if s in probed},
-                 "tripped": sorted(s for s, n in counts.items() if s in probed and n >= drift_threshold)}
-    report = build_report(results, providers, today=today, fail_on_stale=fail_on_stale, drift=drift,
-                          overrides=origin_overrides)
-    if record:
-        entries = baselines(results, today)
-        write_baselines(baselines_path, entries)
-        report["baselines"] = {"path": str(baselines_path), "recorded": [e["slug"] for e in entries]}
-    write_report(report_path, report)
-    for result in results:
-        errors = [c["error"] for c in result.checks if not c["ok"] and "error" in c]
-        click.echo(f"{'PASS' if result.ok else 'FAIL':<5} {result.slug}" + (f" ({errors[0]})" if errors else ""))
-    if report["staleness"]["overdue"]:
-        click.echo(f"stale baselines (>{report['staleness']['warn_after_days']} days): "
-                   + ", ".join(report["staleness"]["overdue"]))
-    click.echo(("ok: " if report["ok"] else "FAILED: ") + f"{report['failed_count']} of "
-               f"{report['provider_count']} failed (gate {report['gate']}); report: {report_path}")
-    if not report["ok"]:
-        raise click.exceptions.Exit(1)
+    Exit status: 0 green, 1 a finding, 2 usage or configuration error, 4 a file could not be written.
+    """
+    report = run_l0_lane(L0Options(
+        concurrency=concurrency, timeout=timeout, state_path=state_path, drift_threshold=drift_threshold,
+        prior_run_expected=prior_run_expected, record=record, baselines_path=baselines_path,
+        fail_on_stale=fail_on_stale, slugs=slugs, overrides=origin_overrides))
+    finish(report_path, report, summary_lines(report))
 
 
 if __name__ == "__main__":

@@ -328,11 +328,17 @@ class MintEngine:
         return sum(1 for row in self._rows.values() if row.task is not None and not row.task.done())
 
     def _expire_dead_holder(self, row: MintRow) -> None:
-        """A waiting row whose process died can never be redeemed: say expired, never serve its URL."""
+        """A waiting row whose process died can never be redeemed: say expired, never serve its URL.
+
+        Audited as the watch loop audits the same expiry, so the record does not depend on
+        which reader noticed the death first (the loop's fence then finds the row settled).
+        """
         if row.state == WAITING and row.runtime is not None and row.runtime.returncode is not None:
             row.state, row.reason, row.oauth_url = EXPIRED, "mint_process_gone", None
             if row.task is not None:
                 row.task.cancel()
+            self._spawn_background(self._audit(row, None, outcome="expired", reason="mint_process_gone",
+                                                url_minted=True))
 
     # -- writing --
 
@@ -585,7 +591,7 @@ class MintEngine:
                 if row.runtime is attempt.runtime:
                     row.runtime, row.spec_path = None, None
 
-    async def _audit(self, row: MintRow, provider: Provider, *, outcome: str = "ok", **fields: Any) -> None:
+    async def _audit(self, row: MintRow, provider: Provider | None, *, outcome: str = "ok", **fields: Any) -> None:
         """One ``connections_oauth_mint`` SEL event; best-effort: an SEL outage must not fail the mint.
 
         A tracked task, so cancelling the attempt right after it settled (a
