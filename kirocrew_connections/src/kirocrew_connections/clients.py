@@ -359,9 +359,10 @@ def describe(provider: Provider, *, env: Mapping[str, str] | None = None) -> dic
     """What ``client show`` prints: where the id and secret come from; never the secret itself."""
     problem: ClientConfigError | None = None
     try:
-        client = operator_client(provider, env=env, strict=True)
+        read_secret_file(provider.slug)
     except ClientConfigError as exc:
-        problem, client = exc, operator_client(provider, env=env)
+        problem = exc
+    client = operator_client(provider, env=env)
     id_name, secret_name = client_env_names(provider.slug)
     return {
         "slug": provider.slug,

@@ -623,6 +623,13 @@ class MintEngine:
                 if self._settle(row, GRANTED):
                     await self._audit(row, provider, reason="grant_observed", url_minted=True)
                 return
+            if _server_failed(attempt, server_alias(provider.slug)):
+                # The consent came back and kiro-cli could not finish it (denied, or the provider refused
+                # the client at the token exchange: a wrong client secret); waiting longer cannot help.
+                if self._settle(row, FAILED, "mint_consent_failed"):
+                    await self._audit(row, provider, outcome="error", reason="mint_consent_failed",
+                                      url_minted=True)
+                return
             if attempt.runtime.returncode is not None:
                 if self._settle(row, EXPIRED, "mint_process_gone"):
                     await self._audit(row, provider, outcome="expired", reason="mint_process_gone",
@@ -740,6 +747,11 @@ def _granted(url: str, baseline: tuple[int, int] | None) -> bool:
     if grants.grant_presence(url) is not True:
         return False
     return baseline is None or _fingerprint(url) != baseline
+
+
+def _server_failed(attempt: _Attempt, alias: str) -> bool:
+    status = attempt.session.mcp_status.get(alias)
+    return status is not None and status.state in _SERVER_FAILED
 
 
 def _status_version(state: Any) -> tuple[Any, ...]:

@@ -33,8 +33,9 @@ relocating the SDK's routes for a path issuer, which it mounts at the root:
 A pre-registered client, as GitHub and Asana have: ``--client-id`` is known to
 the authorization server from the start (public, or confidential with
 ``--client-secret``, authenticated at the token endpoint by
-``client_secret_post`` or, with ``--token-auth-method basic``, HTTP Basic;
-a wrong or missing secret is ``invalid_client``); ``--redirect-uri`` is the
+``client_secret_post`` or, with ``--token-auth-method basic``, HTTP Basic,
+the one method the AS metadata then lists; a wrong or missing secret is
+``invalid_client``); ``--redirect-uri`` is the
 one callback it accepts, compared exactly (default
 ``http://127.0.0.1:48101/callback``); ``--no-dcr`` refuses dynamic
 registration: no ``/register`` route and no ``registration_endpoint`` in the
@@ -300,6 +301,21 @@ def _relocate(routes: list[Any], old_path: str, new_paths: list[str]) -> None:
         routes.insert(index + offset, Route(path, endpoint=route.endpoint, methods=route.methods))
 
 
+def _advertise_token_auth(routes: list[Any], paths: list[str], settings: Any, method: str) -> None:
+    """Serve the SDK's AS metadata at ``paths`` with ``token_endpoint_auth_methods_supported`` = [method]."""
+    from mcp.server.auth.handlers.metadata import MetadataHandler
+    from mcp.server.auth.routes import build_metadata, cors_middleware
+    from starlette.routing import Route
+
+    metadata = build_metadata(settings.issuer_url, settings.service_documentation_url,
+                              settings.client_registration_options, settings.revocation_options)
+    metadata.token_endpoint_auth_methods_supported = [method]
+    for index, route in enumerate(routes):
+        if getattr(route, "path", None) in paths:
+            routes[index] = Route(route.path, methods=["GET", "OPTIONS"],
+                                  endpoint=cors_middleware(MetadataHandler(metadata).handle, ["GET", "OPTIONS"]))
+
+
 def _preregistered_client(args: argparse.Namespace) -> Any:
     """The client the operator registered with the provider: its id, secret and one exact redirect URI."""
     from mcp.shared.auth import OAuthClientInformationFull
@@ -398,6 +414,9 @@ def build_app(args: argparse.Namespace, base_url: str) -> tuple[Any, dict[str, s
     routes = app.router.routes
     metadata_paths = _metadata_paths(args.issuer_path, args.as_metadata)
     _relocate(routes, _SDK_AS_METADATA_PATH, metadata_paths)
+    if args.client_secret is not None:  # the AS metadata names the one method the client must use
+        method = "client_secret_basic" if args.token_auth_method == "basic" else "client_secret_post"
+        _advertise_token_auth(routes, metadata_paths, settings, method)
     if trimmed_issuer_path:
         for path in _SDK_AS_PATHS:
             if path == "/register" and args.no_dcr:
