@@ -61,7 +61,7 @@ def test_the_page_is_in_the_navigation_and_shows_a_card_per_offered_provider(gat
     assert "Search your Notion workspace and read pages and databases." in notion
     github = card_html(html, "github")  # pre-registered, no client configured
     assert 'data-state="needs-configuration"' in github and "<button" not in github
-    assert "(planned)" not in github and "Needs your OAuth app" in github
+    assert "(planned)" not in github and "Needs your OAuth app" in github and "<button" not in github
     assert "http://127.0.0.1:48101/callback" in github  # the callback URL to register
     assert "kirocrew connections client set github --client-id" in github
     assert "KIROCREW_CONNECTIONS_GITHUB_CLIENT_ID" in github and "KIROCREW_CONNECTIONS_GITHUB_CLIENT_SECRET" in github
