@@ -117,7 +117,10 @@ async def wait_state(eng: MintEngine, slug: str, states: set[str], timeout: floa
 
 
 def mint_specs() -> list[Path]:
-    agents = home.kiro_agents_dir()
+    """The mint's specs: in its private agents dir, and never one in the global agents dir."""
+    legacy = home.kiro_agents_dir()
+    assert not (legacy.exists() and list(legacy.glob("kirocrew-mint-*.json"))), "a mint spec in ~/.kiro/agents"
+    agents = mint.mint_agents_dir()
     return sorted(agents.glob("kirocrew-mint-*.json")) if agents.exists() else []
 
 
@@ -335,11 +338,32 @@ def test_an_ordinary_pkce_approval_url_passes_the_credential_gate() -> None:
 
 def test_cleanup_never_touches_a_file_it_did_not_record(tmp_path: Path) -> None:
     name, path = mint.write_mint_spec("fixture", "fixture", {"url": "https://a.example/mcp"})
-    planted = home.kiro_agents_dir() / "kirocrew-mint-fixture-1-deadbeef.json"
+    assert path.parent == mint.mint_agents_dir()
+    planted = mint.mint_agents_dir() / "kirocrew-mint-fixture-1-deadbeef.json"
     planted.write_text("{}")
     assert mint.remove_mint_spec(planted) is False and planted.exists()
     assert mint.remove_mint_spec(path) is True and not path.exists()
     assert manifest_paths() == []
+
+
+def test_specs_live_owner_only_in_the_mint_work_dirs_project_agents_and_legacy_rows_are_still_removed() -> None:
+    import stat as stat_module
+
+    name, path = mint.write_mint_spec("fixture", "fixture", {"url": "https://a.example/mcp",
+                                                             "oauth": {"clientSecret": "x"}})
+    assert path == mint.mint_work_dir() / ".kiro" / "agents" / f"{name}.json"
+    assert stat_module.S_IMODE(path.stat().st_mode) == 0o600
+    for directory in (mint.mint_work_dir(), mint.mint_work_dir() / ".kiro", mint.mint_agents_dir()):
+        assert stat_module.S_IMODE(directory.stat().st_mode) == 0o700
+    assert not (home.kiro_agents_dir() / f"{name}.json").exists()
+    # A row an older build recorded in the global agents dir is still cleaned up.
+    legacy = home.kiro_agents_dir() / "kirocrew-mint-fixture-7-0123abcd.json"
+    legacy.parent.mkdir(parents=True, exist_ok=True)
+    legacy.write_text("{}")
+    rows = json.loads(mint.manifest_file().read_text())["specs"] + [{"path": str(legacy), "created_at": 0}]
+    mint.manifest_file().write_text(json.dumps({"schema_version": 1, "specs": rows}))
+    assert mint.sweep_orphan_specs(set()) == [str(legacy)] and not legacy.exists()
+    assert mint.remove_mint_spec(path) is True and manifest_paths() == []
 
 
 def test_a_planted_victim_traversal_or_symlink_row_is_never_unlinked(tmp_path: Path) -> None:

@@ -61,11 +61,26 @@ def test_the_page_is_in_the_navigation_and_shows_a_card_per_offered_provider(gat
     assert "Search your Notion workspace and read pages and databases." in notion
     github = card_html(html, "github")  # pre-registered, no client configured
     assert 'data-state="needs-configuration"' in github and "<button" not in github
-    assert "Not yet connectable" in github and "cannot hand to kiro-cli yet" in github
+    assert "(planned)" not in github and "Needs your OAuth app" in github and "<button" not in github
+    assert "http://127.0.0.1:48101/callback" in github  # the callback URL to register
+    assert "kirocrew connections client set github --client-id" in github
+    assert "KIROCREW_CONNECTIONS_GITHUB_CLIENT_ID" in github and "KIROCREW_CONNECTIONS_GITHUB_CLIENT_SECRET" in github
     sentry = card_html(html, "sentry")  # gated: listed behind the switch, never offered
     assert "data-gated hidden" in sentry and "<button" not in sentry
     assert 'id="connection-figma"' not in html  # hidden: vendor approval pending
     assert 'role="switch"' in html and "Show providers not offered yet" in html
+
+
+def test_a_configured_preregistered_provider_is_an_ordinary_connect_card(
+        gateway_client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KIROCREW_CONNECTIONS_GITHUB_CLIENT_ID", "Iv1.configured")
+    monkeypatch.setenv("KIROCREW_CONNECTIONS_GITHUB_CLIENT_SECRET", "never-shown-on-a-page")
+    html = gateway_client.get("/connections").text
+    github = card_html(html, "github")
+    assert 'data-state="not-connected"' in github and ">Connect</button>" in github
+    assert "Needs your OAuth app" not in github and "never-shown-on-a-page" not in html
+    asana = card_html(html, "asana")  # its own client is still missing
+    assert 'data-state="needs-configuration"' in asana and "http://127.0.0.1:48102/callback" in asana
 
 
 def test_a_connected_provider_shows_since_test_and_disconnect(gateway_client: Any) -> None:

@@ -73,7 +73,7 @@ def test_visibility_is_six_visible_nineteen_gated_four_hidden(plugin_manager):
     assert len(registry.listed()) == 25 and not {p.slug for p in registry.listed()} & set(HIDDEN)
 
 
-def test_pre_registered_providers_are_gated_until_a_client_id_is_configured(plugin_manager):
+def test_pre_registered_providers_are_gated_until_the_operator_client_is_configured(plugin_manager):
     registry = load_registry(plugin_manager)
     github, asana = registry.get("github"), registry.get("asana")
     assert (github.visibility, asana.visibility) == ("gated", "gated")
@@ -85,12 +85,20 @@ def test_pre_registered_providers_are_gated_until_a_client_id_is_configured(plug
     assert registry.get("notion").redirect_uri is None
     assert sum(p.auth is not None for p in registry.all()) == 2
 
+    # The launch gate does not decide a pre-registered provider: the operator's client does.
     doc = _doc()
     for slug in ("github", "asana"):
         _entry(doc, slug).update(launch_gate_passed=True)
     assert [p.visibility for p in parse_providers(doc) if p.slug in ("github", "asana")] == ["gated", "gated"]
     _entry(doc, "github")["client_id"] = "Iv1.kiro-client"
-    assert next(p for p in parse_providers(doc) if p.slug == "github").visibility == "visible"
+    with_id = next(p for p in parse_providers(doc) if p.slug == "github")
+    assert with_id.visibility == "gated"  # confidential: the secret is missing
+    assert dataclasses.replace(with_id, client_secret_set=True).visibility == "visible"
+    assert dataclasses.replace(github, client_id="Iv1.x", client_secret_set=True).visibility == "visible"
+    public = dataclasses.replace(github, auth=dataclasses.replace(github.auth, confidential=False))
+    assert dataclasses.replace(public, client_id="Iv1.x").visibility == "visible"
+    assert dataclasses.replace(github, client_id="Iv1.x", client_secret_set=True,
+                               vendor_approval_pending=True).visibility == "hidden"
 
 
 def test_the_shipped_registry_carries_aliases_smoke_fixtures_and_copy(plugin_manager):

@@ -136,6 +136,8 @@ class Card:
     error: str
     rejected: bool
     grant_present: bool | None
+    callback_url: str | None = None  # a pre-registered provider's registered redirect URI
+    client_env: tuple[str, str] | None = None  # its client id / secret environment variables
 
     @property
     def label(self) -> str:
@@ -172,6 +174,11 @@ def build_card(provider: Provider, status: ConnectionStatus | None, server: Serv
     since_iso = status.connected_since if status is not None else None
     grant = None if status is None or status.grant_indeterminate else status.grant_present
     error = server.error if server is not None else ""
+    client_env = None
+    if provider.preregistered:
+        from kirocrew_connections.clients import client_env_names
+
+        client_env = client_env_names(provider.slug)
     return Card(
         slug=provider.slug, name=provider.name, state=state, description=description(provider),
         mcp_url=provider.mcp_url, docs_url=provider.docs_url, revoke_page_url=provider.revoke_page_url,
@@ -179,6 +186,7 @@ def build_card(provider: Provider, status: ConnectionStatus | None, server: Serv
         connected_since_iso=since_iso,
         oauth_url=safe_approval_url(mint.get("oauth_url")) if state == WAITING else None,
         error=error, rejected=error_indicates_rejection(error), grant_present=grant,
+        callback_url=provider.redirect_uri, client_env=client_env,
     )
 
 

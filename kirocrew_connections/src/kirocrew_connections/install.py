@@ -10,6 +10,14 @@ other keys and only gets the registry URL back and its ``disabled`` flag
 cleared (a Connect click is consent to run it). A shared scope that already
 declares the slug at the provider's endpoint is the user's and is left alone.
 
+A pre-registered provider's entry also carries the operator's client as
+kiro-cli reads it (``oauth: {clientId, redirectUri}`` and ``oauthScopes``,
+the wire spelling, which the render copies into the agent file as it is), so
+the runtime and its refreshes use the app the grant was issued to. Never the
+secret: this entry ends up in the rendered agent file, which the model's file
+tools can read; only the mint's private spec carries it, and kiro-cli keeps it
+with the grant's registration afterwards.
+
 The write happens under the locks every MCP writer takes, through kirocrew-mcp's
 one scope writer, then the agent file is rebuilt once. A crew store that cannot
 be read is reported, never overwritten.
@@ -107,6 +115,8 @@ def install_provider_entry(provider: Provider, *, pm: KirocrewPluginManager | No
             entry = None
         else:
             entry, created = {"url": provider.mcp_url}, not elsewhere
+        if entry is not None and provider.preregistered:
+            _with_operator_client(entry, provider)
         changed = entry is not None and entry != existing
         if changed:
             servers[name] = entry
@@ -115,6 +125,23 @@ def install_provider_entry(provider: Provider, *, pm: KirocrewPluginManager | No
             if refresh.error is not None:
                 warnings.append(f"could not rebuild the agent file: {refresh.error}")
     return InstallResult(provider.slug, name, created, changed, tuple(warnings))
+
+
+def _with_operator_client(entry: dict[str, Any], provider: Provider) -> None:
+    """Put the operator's client id, callback and scopes on ``entry``; drop any secret found there."""
+    from kirocrew_connections.clients import mint_oauth_fields, operator_client
+
+    fields = mint_oauth_fields(provider, operator_client(provider), with_secret=False)
+    existing = entry.get("oauth")
+    oauth = {k: v for k, v in existing.items() if k != "clientSecret"} if isinstance(existing, dict) else {}
+    if fields:
+        oauth.update(fields["oauth"])
+        if not isinstance(entry.get("oauthScopes"), list):
+            entry["oauthScopes"] = fields["oauthScopes"]
+    if oauth:
+        entry["oauth"] = oauth
+    elif "oauth" in entry:
+        del entry["oauth"]
 
 
 async def install_provider(provider: Provider, *, pm: KirocrewPluginManager | None = None) -> InstallResult:

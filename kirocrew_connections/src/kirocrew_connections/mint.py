@@ -14,11 +14,22 @@ row in the table, so a superseded or cancelled attempt can never overwrite its
 successor. States: ``minting`` → ``waiting`` (with ``oauth_url``) →
 ``granted`` | ``failed`` | ``expired``; ``idle`` is the view of no row.
 
-The ephemeral agent spec each attempt mounts is recorded in a manifest before
-it is written, and cleanup unlinks only a path that is a manifest row, a direct
-child of the agents dir, not a symlink, mint-shaped and not the rendered
-``kirocrew.json``, so a planted row can never make the mint delete anything
-else. Filesystem work runs through :func:`asyncio.to_thread`.
+The ephemeral agent spec each attempt mounts lives in the mint work dir's own
+project agents dir (``<mint work dir>/.kiro/agents``, owner-only; kiro-cli
+resolves project agents from its cwd, which is the mint work dir), never in
+the global ``~/.kiro/agents``: a pre-registered provider's spec carries the
+operator's client secret, and only this private dir may hold it. The spec is
+recorded in a manifest before it is written, and cleanup unlinks only a path
+that is a manifest row, a direct child of that dir (or, for rows an older
+build recorded, of the global agents dir), not a symlink, mint-shaped and not
+the rendered ``kirocrew.json``, so a planted row can never make the mint
+delete anything else. Filesystem work runs through :func:`asyncio.to_thread`.
+
+A pre-registered provider's callback port is fixed (it is registered with the
+provider), so two consents for it cannot listen at once: a newer Connect waits
+until the attempt it superseded is disposed (its listener closed) before it
+spawns, and a port something else holds fails the mint with
+``mint_redirect_port_busy`` rather than a server kiro-cli could not start.
 
 The warm table (a later issue) plugs in before :meth:`MintEngine.start`
 reserves a cold row; the row/view contract here does not change for it.
@@ -47,6 +58,7 @@ from kirocrew_core import grants, home
 if TYPE_CHECKING:
     from kirocrew_core.acp_runtime import AcpRuntime, AcpSession
 
+    from kirocrew_connections.clients import OperatorClient
     from kirocrew_connections.registry import Provider
 
 log = logging.getLogger(__name__)
@@ -119,6 +131,31 @@ def mint_work_dir() -> Path:
     return home.state_dir("connections") / "mint"
 
 
+def mint_agents_dir() -> Path:
+    """``<mint work dir>/.kiro/agents``: where the mint's specs live (kiro-cli's project agents for that cwd)."""
+    return mint_work_dir() / ".kiro" / "agents"
+
+
+PRIVATE_DIR_MODE = 0o700
+
+
+def ensure_private_dirs() -> Path:
+    """Create the mint work dir and its agents dir owner-only (0700), tightening any that exist.
+
+    A symlink or another user's directory anywhere on that chain is refused:
+    a spec may carry a client secret and must land only where nobody else can read.
+    """
+    agents = mint_agents_dir()
+    for directory in (mint_work_dir(), agents.parent, agents):
+        directory.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
+        st = os.lstat(directory)
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+            raise PermissionError(errno.EPERM, "not a private directory of this user", str(directory))
+        if stat.S_IMODE(st.st_mode) != PRIVATE_DIR_MODE:
+            os.chmod(directory, PRIVATE_DIR_MODE)
+    return agents
+
+
 def _read_manifest() -> list[dict[str, Any]]:
     """The manifest rows; a missing, malformed or unreadable manifest reads as no rows (nothing to clean)."""
     from kirocrew_core.jsonfile import ReadState, read_json
@@ -163,7 +200,7 @@ def write_mint_spec(slug: str, alias: str, entry: Mapping[str, Any]) -> tuple[st
     from kirocrew_core.locks import named_lock
 
     name = f"{SPEC_PREFIX}{alias}-{os.getpid()}-{secrets.token_hex(4)}"
-    path = home.kiro_agents_dir() / f"{name}.json"
+    path = mint_agents_dir() / f"{name}.json"
     if not SPEC_NAME_RE.match(path.name):
         raise ValueError(f"not a mint spec name: {path.name!r}")
     with named_lock("connections"):
@@ -176,17 +213,22 @@ def write_mint_spec(slug: str, alias: str, entry: Mapping[str, Any]) -> tuple[st
         pass
     else:  # a random name already taken: something planted it; never write through it
         raise FileExistsError(errno.EEXIST, "mint spec name already taken", str(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(path, spec_body(name, alias, entry))
+    ensure_private_dirs()
+    write_json_atomic(path, spec_body(name, alias, entry), secret=True)  # 0600: it may carry a client secret
     return name, path
 
 
 def _removable(path: Path, recorded: set[str]) -> bool:
-    """All five conjuncts: recorded, a direct child of the agents dir, not a symlink, mint-shaped, not ours."""
+    """All five conjuncts: recorded, a direct child of a mint agents dir, not a symlink, mint-shaped, not ours.
+
+    The mint agents dir is the private one; the global agents dir still counts
+    for rows an older build recorded there, so its leftovers are cleaned up too.
+    """
     text = str(path)
     if text not in recorded or not os.path.isabs(text):
         return False
-    if os.path.normpath(text) != text or Path(os.path.dirname(text)) != home.kiro_agents_dir():
+    if os.path.normpath(text) != text or Path(os.path.dirname(text)) not in (mint_agents_dir(),
+                                                                               home.kiro_agents_dir()):
         return False
     if not SPEC_NAME_RE.match(path.name) or path.name in OWNED_AGENT_FILES:
         return False
@@ -226,14 +268,63 @@ def sweep_orphan_specs(live: set[str], older_than: float = 2 * MINT_TTL_SECS) ->
     return removed
 
 
-def mint_entry(provider: Provider, alias: str) -> dict[str, Any]:
-    """The server entry the spec mounts: the rendered spec's own entry when it is this provider's, else the registry's.
+def mint_entry(provider: Provider, alias: str, client: OperatorClient | None = None) -> dict[str, Any]:
+    """The entry a mint spec mounts (cold or warm): the configured one if it is this provider's, else the registry's.
 
     The configured entry wins so kiro-cli authorizes exactly what the runtime
     will use; one whose URL names another grant key (a user's server that
     merely shares the name) is ignored, because the grant it would mint is not
-    the one the card observes.
+    the one the card observes. A pre-registered provider's entry then gets the
+    operator's client (``client``, else the one configured now): ``oauth``
+    with ``clientId``, ``redirectUri`` and, for a confidential client,
+    ``clientSecret``, plus ``oauthScopes`` unless the entry names its own. The
+    result may hold a secret: write it only into a private spec. Blocking.
     """
+    from kirocrew_connections.clients import mint_oauth_fields, operator_client
+
+    entry = _configured_entry(provider, alias)
+    if provider.preregistered:
+        chosen = client if client is not None else operator_client(provider)
+        fields = mint_oauth_fields(provider, chosen, with_secret=True)
+        if fields:
+            entry["oauth"] = fields["oauth"]
+            if "oauthScopes" in fields and not isinstance(entry.get("oauthScopes"), list):
+                entry["oauthScopes"] = fields["oauthScopes"]
+    return entry
+
+
+def redirect_listener(entry: Mapping[str, Any]) -> tuple[str, int] | None:
+    """``(host, port)`` of the fixed callback listener an entry asks kiro-cli for, None for a random one."""
+    oauth = entry.get("oauth")
+    value = oauth.get("redirectUri") if isinstance(oauth, Mapping) else None
+    if not isinstance(value, str):
+        return None
+    netloc = urlsplit(value).netloc if "//" in value else value.split("/", 1)[0]
+    host, _, port = netloc.rpartition(":")
+    return (host, int(port)) if host and port.isdigit() else None
+
+
+def port_is_free(host: str, port: int) -> bool:
+    """Whether a listener could bind ``host:port`` now (what kiro-cli's callback listener will need)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # As asyncio's listeners do: a closed listener's TIME_WAIT connections do not hold the port.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host if host != "localhost" else "127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+class RedirectPortBusyError(Exception):
+    """Something else listens on the registered callback port; kiro-cli could not take the consent."""
+
+    reason = "mint_redirect_port_busy"
+
+
+def _configured_entry(provider: Provider, alias: str) -> dict[str, Any]:
     from kirocrew_core.jsonfile import ReadState, read_json
 
     read = read_json(home.rendered_agent_file())
@@ -276,6 +367,8 @@ class MintRow:
     runtime: AcpRuntime | None = None
     spec_path: Path | None = None
     disposals: list[asyncio.Task[None]] = field(default_factory=list)
+    # The disposal of the attempt this row superseded; a fixed callback port waits for it before spawning.
+    predecessor: asyncio.Task[None] | None = None
 
     def view(self) -> dict[str, Any]:
         """What ``GET /api/connections/mint`` serves: ``oauth_url`` only while waiting."""
@@ -345,9 +438,8 @@ class MintEngine:
     def start(self, provider: Provider) -> MintRow:
         """Reserve a fresh row (superseding any other) and start its attempt; the row is visible on return."""
         previous = self._rows.pop(provider.slug, None)
-        if previous is not None:
-            self._spawn_background(self._stop(previous))
-        row = MintRow(slug=provider.slug, token=uuid.uuid4().hex)
+        stopping = self._spawn_background(self._stop(previous)) if previous is not None else None
+        row = MintRow(slug=provider.slug, token=uuid.uuid4().hex, predecessor=stopping)
         self._rows[provider.slug] = row
         row.task = asyncio.get_running_loop().create_task(self._run(row, provider), name=f"mint-{provider.slug}")
         return row
@@ -385,10 +477,11 @@ class MintEngine:
                 await task
         await asyncio.gather(*row.disposals, return_exceptions=True)
 
-    def _spawn_background(self, coro: Any) -> None:
+    def _spawn_background(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        return task
 
     def _owns(self, row: MintRow) -> bool:
         return self._rows.get(row.slug) is row
@@ -410,7 +503,7 @@ class MintEngine:
             raise
         except Exception as exc:  # noqa: BLE001 - a failed mint is a coarse reason on the row, never a raise
             log.warning("mint for %s failed: %s", row.slug, type(exc).__name__)
-            reason = "mint_" + type(exc).__name__.lower()[:32]
+            reason = getattr(exc, "reason", None) or "mint_" + type(exc).__name__.lower()[:32]
             if self._settle(row, FAILED, reason):
                 await self._audit(row, provider, outcome="error", reason=reason)
 
@@ -463,6 +556,7 @@ class MintEngine:
         """Write the spec, start ``kiro-cli acp --agent <spec>``, open one promptless session."""
         from kirocrew_core.acp_runtime import AcpOptions, AcpRuntime
 
+        await self._free_callback_port(row, entry)
         work_dir = mint_work_dir()
         prepared = asyncio.ensure_future(asyncio.to_thread(_prepare, slug, alias, entry, work_dir))
         try:
@@ -485,6 +579,17 @@ class MintEngine:
             await asyncio.shield(asyncio.to_thread(remove_mint_spec, spec_path))
             raise
         return _Attempt(runtime, session, spec_path)
+
+    async def _free_callback_port(self, row: MintRow, entry: Mapping[str, Any]) -> None:
+        """For a fixed callback port: the superseded attempt's listener gone, and nothing else on the port."""
+        listener = redirect_listener(entry)
+        if listener is None:
+            return
+        if row.predecessor is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(row.predecessor)
+        if not await asyncio.to_thread(port_is_free, *listener):
+            raise RedirectPortBusyError(f"port {listener[1]} is in use")
 
     async def _first_report(self, attempt: _Attempt, alias: str) -> str | None:
         """The approval URL kiro-cli announced for ``alias``, or None when the server settled without one."""
@@ -523,6 +628,13 @@ class MintEngine:
             if await asyncio.to_thread(_granted, url, baseline):
                 if self._settle(row, GRANTED):
                     await self._audit(row, provider, reason="grant_observed", url_minted=True)
+                return
+            if _server_failed(attempt, server_alias(provider.slug)):
+                # The consent came back and kiro-cli could not finish it (denied, or the provider refused
+                # the client at the token exchange: a wrong client secret); waiting longer cannot help.
+                if self._settle(row, FAILED, "mint_consent_failed"):
+                    await self._audit(row, provider, outcome="error", reason="mint_consent_failed",
+                                      url_minted=True)
                 return
             if attempt.runtime.returncode is not None:
                 if self._settle(row, EXPIRED, "mint_process_gone"):
@@ -622,7 +734,7 @@ async def _remove_when_written(prepared: asyncio.Future[tuple[str, Path]]) -> No
 
 
 def _prepare(slug: str, alias: str, entry: Mapping[str, Any], work_dir: Path) -> tuple[str, Path]:
-    work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    ensure_private_dirs()
     return write_mint_spec(slug, alias, entry)
 
 
@@ -641,6 +753,11 @@ def _granted(url: str, baseline: tuple[int, int] | None) -> bool:
     if grants.grant_presence(url) is not True:
         return False
     return baseline is None or _fingerprint(url) != baseline
+
+
+def _server_failed(attempt: _Attempt, alias: str) -> bool:
+    status = attempt.session.mcp_status.get(alias)
+    return status is not None and status.state in _SERVER_FAILED
 
 
 def _status_version(state: Any) -> tuple[Any, ...]:

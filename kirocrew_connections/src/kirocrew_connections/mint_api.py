@@ -13,7 +13,7 @@ import asyncio
 import re
 from typing import TYPE_CHECKING
 
-from kirocrew_core.errors import BadInputError
+from kirocrew_core.errors import BadInputError, ConflictError
 from kirocrew_core.gateway.body import read_json_object
 
 if TYPE_CHECKING:
@@ -49,6 +49,9 @@ async def post_mint(request: Request) -> Response:
 
     body = await read_json_object(request, limit=MAX_BODY_BYTES)
     provider = await read_provider(request, body.get("slug"))
+    if provider.visibility != "visible":
+        # Gated or hidden, including a pre-registered provider whose operator client is not configured.
+        raise ConflictError(f"{provider.name} is not offered for connecting", code="provider_not_offered")
     row = mint_engine().start(provider)
     return JSONResponse({"ok": True, "slug": row.slug, "state": row.state, "token": row.token})
 

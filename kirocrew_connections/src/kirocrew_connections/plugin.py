@@ -13,12 +13,17 @@ from typing import TYPE_CHECKING, Any
 from kirocrew_core import hookimpl
 from kirocrew_core.contributions import DashboardPage, HostService
 
+from kirocrew_connections.clients import register_config_keys
+
 if TYPE_CHECKING:
     from starlette.applications import Starlette
     from starlette.routing import BaseRoute
 
     from kirocrew_core.cli import KirocrewCLI
     from kirocrew_mcp.public import ServerManager
+
+# connections.<slug>.client_id for the shipped pre-registered providers (declared before any config read).
+register_config_keys()
 
 
 @hookimpl

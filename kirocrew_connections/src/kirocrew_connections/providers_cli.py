@@ -6,7 +6,7 @@ import json
 
 import click
 
-from kirocrew_connections.registry import Provider, load_registry
+from kirocrew_connections.registry import Provider, routed_registry
 
 COLUMNS = ("slug", "name", "tier", "category", "visibility", "mcp_url")
 
@@ -21,7 +21,7 @@ def _row(provider: Provider) -> dict[str, object]:
               help="Include hidden providers (vendor approval pending).")
 def providers(as_json: bool, include_hidden: bool) -> None:
     """List the connection providers: visible and gated ones (--all adds hidden ones)."""
-    registry = load_registry()
+    registry = routed_registry()  # with the operator's clients: a configured GitHub is visible
     chosen = registry.all() if include_hidden else registry.listed()
     rows = [_row(p) for p in chosen]
     if as_json:

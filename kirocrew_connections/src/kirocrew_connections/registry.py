@@ -118,6 +118,8 @@ class Provider:
     revoke_manual_path: str | None
     client_id: str | None
     source: str
+    #: Whether the operator's client secret is configured (the secret itself never enters the registry).
+    client_secret_set: bool = False
 
     @property
     def preregistered(self) -> bool:
@@ -128,15 +130,26 @@ class Provider:
         """``visible`` (a Connect card), ``gated`` (listed, waiting on a rung) or ``hidden``.
 
         Hidden: vendor approval pending (tier 3) — the vendor must admit us first.
-        Visible: the manual launch gate passed and, for a pre-registered client, a
-        client id is configured — a visible card is a promise the flow works.
-        Everything else is gated.
+        A pre-registered provider is offered whatever its launch gate says and is
+        visible (connectable) once the operator's client is configured: its id,
+        and its secret when the client is confidential
+        (:func:`kirocrew_connections.clients.with_operator_clients` fills both
+        in); until then it is gated and its card says how to configure it. Any
+        other provider is visible once the manual launch gate passed.
         """
         if self.vendor_approval_pending:
             return "hidden"
-        if self.launch_gate_passed and (not self.preregistered or self.client_id is not None):
-            return "visible"
-        return "gated"
+        if self.preregistered:
+            return "visible" if self.client_configured else "gated"
+        return "visible" if self.launch_gate_passed else "gated"
+
+    @property
+    def client_configured(self) -> bool:
+        """A DCR provider needs nothing; a pre-registered one its client id (and secret when confidential)."""
+        if not self.preregistered:
+            return True
+        needs_secret = self.auth is not None and bool(self.auth.confidential)
+        return self.client_id is not None and (not needs_secret or self.client_secret_set)
 
     @property
     def redirect_uri(self) -> str | None:
@@ -530,9 +543,11 @@ def load_registry(pm: Any = None) -> Registry:
 
 
 def routed_registry(pm: Any = None) -> Registry:
-    """The registry as the gateway acts on it: each ``mcp_url`` through the active origin overrides.
+    """The registry as the gateway acts on it: operator clients filled in, URLs through the origin overrides.
 
-    Empty overrides (every real run) give :func:`load_registry`'s own registry.
+    Every pre-registered provider carries the operator's client id (and
+    whether its secret is set), read now, so a client configured while the
+    gateway runs counts at the next request (:mod:`kirocrew_connections.clients`).
     Under ``kirocrew serve --override-origin`` the entry a Connect installs, the
     mint, Test, Disconnect and the grant stat all use the routed URL, so they
     agree on one endpoint; the registry's https rule is checked before routing.
@@ -541,7 +556,9 @@ def routed_registry(pm: Any = None) -> Registry:
 
     from kirocrew_core.origin_overrides import active
 
-    registry = load_registry(pm)
+    from kirocrew_connections.clients import with_operator_clients
+
+    registry = with_operator_clients(load_registry(pm))
     overrides = active()
     if not overrides:
         return registry

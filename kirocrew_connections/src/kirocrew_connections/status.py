@@ -24,8 +24,6 @@ through ``asyncio.to_thread``.
 from __future__ import annotations
 
 import logging
-import os
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -59,8 +57,6 @@ REASON_CLIENT_NOT_CONFIGURED = "client_not_configured"
 IN_FLIGHT_MINT_STATES = frozenset({"minting", "waiting"})
 MINT_MODULE = "kirocrew_connections.mint"
 
-_ENV_UNSAFE = re.compile(r"[^A-Z0-9]")
-
 
 # -- the grant lookup -------------------------------------------------------------------
 
@@ -87,8 +83,8 @@ def status_providers(registry: Registry) -> tuple[Provider, ...]:
     """The providers a status read reports, in registry order.
 
     The visible grid, plus the pre-registered providers that are not hidden:
-    their card is an operator instruction (register a client) rather than a
-    Connect offer, and ``needsClientConfig`` is what tells the card which one.
+    one without the operator's client is listed with ``needsClientConfig``
+    (its card says how to configure it); with it, it is visible anyway.
     """
     visible = {provider.slug for provider in registry.visible()}
     return tuple(
@@ -97,26 +93,22 @@ def status_providers(registry: Registry) -> tuple[Provider, ...]:
     )
 
 
-def client_env_names(slug: str) -> tuple[str, str]:
-    """``(KIROCREW_CONNECTIONS_<SLUG>_CLIENT_ID, ..._CLIENT_SECRET)`` for a pre-registered provider."""
-    stem = "KIROCREW_CONNECTIONS_" + _ENV_UNSAFE.sub("_", slug.upper())
-    return f"{stem}_CLIENT_ID", f"{stem}_CLIENT_SECRET"
-
-
 def client_configured(provider: Provider, env: Mapping[str, str] | None = None) -> bool:
     """Whether a pre-registered provider has the client it needs to mint (DCR providers always do).
 
-    The id comes from the registry or the environment; a confidential client
-    also needs its secret, which only the environment can supply (the registry
-    never carries one).
+    Without ``env`` this is the routed provider's own answer (the operator's
+    client was filled in when the registry was read); with one, the client is
+    looked up afresh there (:func:`kirocrew_connections.clients.operator_client`,
+    the one owner of where a client comes from).
     """
     if not provider.preregistered:
         return True
-    environ = os.environ if env is None else env
-    id_name, secret_name = client_env_names(provider.slug)
-    has_id = bool(provider.client_id or environ.get(id_name, "").strip())
-    needs_secret = bool(provider.auth is not None and provider.auth.confidential)
-    return has_id and (not needs_secret or bool(environ.get(secret_name, "").strip()))
+    if env is None:
+        return provider.client_configured
+    from kirocrew_connections.clients import operator_client
+
+    client = operator_client(provider, env=env)
+    return client is not None and client.ready_for(provider)
 
 
 def current_mint_state(slug: str) -> str | None:

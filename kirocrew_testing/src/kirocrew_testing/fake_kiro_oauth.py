@@ -22,6 +22,17 @@ What kiro-cli 2.x does for a remote MCP server (``mcp_client/oauth_util.rs``):
    listener, the code exchange and the pair written to disk (registration
    first, then the token).
 
+With a pre-registered client (the entry's ``oauth.clientId``, kiro-cli 2.12+),
+step 3 skips registration and authenticates as that app: ``oauth.redirectUri``
+(``host:port``, or a full loopback URL) fixes the listener's address, a port
+already taken fails the server as kiro-cli does, ``oauth.clientSecret`` makes
+the code exchange a confidential client's (``client_secret_post``, or
+``client_secret_basic`` when that is all the AS metadata lists), and the
+registration written with the token records that client. The redirect URI the
+fake builds from ``host:port`` is ``http://host:port/callback`` (the path our
+registration guides name; kiro's docs say only that kiro builds the full URI).
+``oauthScopes`` replaces the SDK's scope choice in the authorization request.
+
 Steps 1 and 3 are the mcp SDK's ``OAuthClientProvider`` (discovery with the
 path-insertion rules and fallbacks, DCR, PKCE, state and RFC 9207 ``iss``
 checks, token exchange); this module adds kiro-cli's file layout, the loopback
@@ -44,7 +55,7 @@ import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -209,24 +220,48 @@ async def discover(
 # -- the loopback callback listener -------------------------------------------------
 
 
+@dataclass(frozen=True)
+class PreregisteredClient:
+    """An MCP entry's ``oauth`` block and ``oauthScopes``; with ``client_id``, an app registered in advance."""
+
+    client_id: str | None = None
+    client_secret: str | None = field(default=None, repr=False)
+    redirect: str | None = None  # "host:port" or a full loopback URL; None: a random port
+    scopes: tuple[str, ...] = ()
+
+    def listener_address(self) -> tuple[str, int, str]:
+        """``(host, port, redirect_uri)``; port 0 for a random one. Raises ValueError for a bad value."""
+        if not self.redirect:
+            return LOOPBACK, 0, ""
+        text = self.redirect if "://" in self.redirect else f"http://{self.redirect}/callback"
+        parts = urlsplit(text)
+        host, port = parts.hostname or "", parts.port
+        if parts.scheme != "http" or host not in ("127.0.0.1", "localhost") or not port:
+            raise ValueError(f"redirectUri must be a localhost host:port, got {self.redirect!r}")
+        return host, port, text
+
+
 class LoopbackListener:
-    """kiro-cli's one-shot callback server on 127.0.0.1 (ephemeral port).
+    """kiro-cli's one-shot callback server on 127.0.0.1 (ephemeral port, unless a client fixes it).
 
     Any path is accepted (kiro-cli's ``redirect_uri`` has none); the first request
     carrying ``code`` or ``error`` settles it and the listener closes. Other
     requests (a browser's favicon) get a 404 and are otherwise ignored.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = LOOPBACK, port: int = 0, redirect_uri: str = "") -> None:
         self._server: asyncio.Server | None = None
         self._result: asyncio.Future[dict[str, str]] | None = None
+        self._host, self._port, self._fixed_uri = host, port, redirect_uri
         self.redirect_uri = ""
 
     async def start(self) -> str:
+        """Listen; an OSError (the fixed port taken) propagates."""
         self._result = asyncio.get_running_loop().create_future()
-        self._server = await asyncio.start_server(self._serve, LOOPBACK, 0)
+        host = LOOPBACK if self._host == "localhost" else self._host
+        self._server = await asyncio.start_server(self._serve, host, self._port)
         port = self._server.sockets[0].getsockname()[1]
-        self.redirect_uri = f"http://{LOOPBACK}:{port}/"
+        self.redirect_uri = self._fixed_uri or f"http://{LOOPBACK}:{port}/"
         return self.redirect_uri
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -382,8 +417,10 @@ class KiroOAuth(OAuthClientProvider):
     """
 
     def __init__(self, server_url: str, *, on_authorization_url: AuthorizationUrlCallback,
-                 consent_timeout: float | None = None, reauthorize_on_rejection: bool = False) -> None:
+                 consent_timeout: float | None = None, reauthorize_on_rejection: bool = False,
+                 client: PreregisteredClient | None = None) -> None:
         self.store = KiroGrantStore(server_url)
+        self._client = client
         self._on_authorization_url = on_authorization_url
         self._consent_timeout = consent_timeout
         self._reauthorize = reauthorize_on_rejection
@@ -440,6 +477,45 @@ class KiroOAuth(OAuthClientProvider):
         if self._listener is not None:
             await self._listener.aclose()
             self._listener = None
+
+    async def _listen(self) -> str:
+        """Start the callback listener: a random port, or the pre-registered client's fixed address."""
+        try:
+            host, port, fixed = self._client.listener_address() if self._client else (LOOPBACK, 0, "")
+        except ValueError as exc:
+            raise AuthorizationFailedError(str(exc), server_url=self.server_url) from exc
+        self._listener = LoopbackListener(host, port, fixed)
+        try:
+            return await self._listener.start()
+        except OSError as exc:
+            self._listener = None
+            raise AuthorizationFailedError(
+                f"cannot listen on {host}:{port} for the OAuth callback: {exc.strerror or exc}",
+                server_url=self.server_url) from exc
+
+    async def _use_preregistered(self, client_id: str, secret: str | None, redirect_uri: str) -> None:
+        """Skip registration: authenticate as the configured app (recorded with the grant, as DCR's is)."""
+        scopes = self._client.scopes if self._client is not None else ()
+        info = OAuthClientInformationFull(
+            client_id=client_id, client_secret=secret,
+            redirect_uris=[AnyUrl(redirect_uri)], grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"], scope=" ".join(scopes) or None,
+            token_endpoint_auth_method="client_secret_post" if secret else "none")
+        self.context.client_info = info
+        await self.store.set_client_info(info)
+
+    async def _perform_authorization(self) -> httpx2.Request:
+        """The configured scopes, and a confidential client's method as the AS metadata allows it."""
+        if self._client is not None and self._client.scopes:
+            self.context.client_metadata.scope = " ".join(self._client.scopes)
+        info = self.context.client_info
+        metadata = self.context.oauth_metadata
+        if self._client is not None and self._client.client_id and info is not None and info.client_secret \
+                and metadata is not None:
+            methods = metadata.token_endpoint_auth_methods_supported or ["client_secret_basic"]
+            if "client_secret_post" not in methods and "client_secret_basic" in methods:
+                info.token_endpoint_auth_method = "client_secret_basic"
+        return await super()._perform_authorization()
 
     async def _refresh_flow(self, challenge: httpx2.Response | None,
                             outcome: list[bool]) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
@@ -514,9 +590,10 @@ class KiroOAuth(OAuthClientProvider):
             request.headers.pop("Authorization", None)
         # No grant held: the SDK's own flow, with a fresh loopback listener as redirect_uri.
         await self.aclose()
-        self._listener = LoopbackListener()
-        redirect_uri = await self._listener.start()
+        redirect_uri = await self._listen()
         self.context.client_metadata.redirect_uris = [AnyUrl(redirect_uri)]
+        if self._client is not None and self._client.client_id:
+            await self._use_preregistered(self._client.client_id, self._client.client_secret, redirect_uri)
         inner = super()._auth_flow(request)
         try:
             outgoing = await inner.__anext__()
@@ -539,6 +616,7 @@ async def prepare_auth(
     timeout: float = DEFAULT_HTTP_TIMEOUT,
     consent_timeout: float | None = None,
     reauthorize_on_rejection: bool = False,
+    client: PreregisteredClient | None = None,
 ) -> KiroOAuth | None:
     """Everything kiro-cli does before connecting to ``url``: the auth to connect with, or None.
 
@@ -549,7 +627,7 @@ async def prepare_auth(
     ``_kiro.dev/mcp/server_init_failure``.
     """
     auth = KiroOAuth(url, on_authorization_url=on_authorization_url, consent_timeout=consent_timeout,
-                     reauthorize_on_rejection=reauthorize_on_rejection)
+                     reauthorize_on_rejection=reauthorize_on_rejection, client=client)
     async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http:
         if await probe(url, http_client=http) is None:  # a connection error propagates as it is
             return None

@@ -70,6 +70,12 @@ class McpServerSpec:
     auto_approve: tuple[str, ...] = ()
     timeout_ms: int | None = None
     origin: str = "agent"  # "agent" | "mcp.json" | "session"
+    # A remote entry's pre-registered OAuth client (``oauth.clientId``/``clientSecret``/``redirectUri``)
+    # and ``oauthScopes``; the secret is kept out of every repr.
+    oauth_client_id: str | None = None
+    oauth_client_secret: str | None = field(default=None, repr=False)
+    oauth_redirect: str | None = None
+    oauth_scopes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -128,6 +134,12 @@ def parse_mcp_server(name: str, entry: Any, *, where: str, origin: str) -> McpSe
     if transport == "stdio" and not command:
         transport = "http"
     timeout = entry.get("timeout")
+    oauth = entry.get("oauth", {})
+    if not isinstance(oauth, dict):
+        raise SpecError(f"{where}: mcpServers.{name}.oauth: invalid type: {_type_name(oauth)}, expected a map")
+    for key in ("clientId", "clientSecret", "redirectUri"):
+        if key in oauth and not isinstance(oauth[key], str):
+            raise SpecError(f"{where}: mcpServers.{name}.oauth.{key}: expected a string")
     return McpServerSpec(
         name=name,
         command=command or None,
@@ -141,6 +153,10 @@ def parse_mcp_server(name: str, entry: Any, *, where: str, origin: str) -> McpSe
         auto_approve=_strings(entry.get("autoApprove", []), f"{where}: mcpServers.{name}.autoApprove"),
         timeout_ms=timeout if isinstance(timeout, int) and not isinstance(timeout, bool) and timeout > 0 else None,
         origin=origin,
+        oauth_client_id=oauth.get("clientId") or None,
+        oauth_client_secret=oauth.get("clientSecret") or None,
+        oauth_redirect=oauth.get("redirectUri") or None,
+        oauth_scopes=_strings(entry.get("oauthScopes", []), f"{where}: mcpServers.{name}.oauthScopes"),
     )
 
 

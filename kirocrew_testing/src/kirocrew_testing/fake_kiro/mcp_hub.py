@@ -264,8 +264,14 @@ class McpHub:
         """
         from kirocrew_testing import fake_kiro_oauth
 
+        spec = conn.spec
+        client = None
+        if spec.oauth_client_id or spec.oauth_redirect or spec.oauth_scopes:
+            # A client id turns registration off; a redirectUri fixes the listener; oauthScopes are requested.
+            client = fake_kiro_oauth.PreregisteredClient(
+                spec.oauth_client_id, spec.oauth_client_secret, spec.oauth_redirect, spec.oauth_scopes)
         return await fake_kiro_oauth.prepare_auth(
-            url, headers=headers, consent_timeout=OAUTH_CONSENT_SECS,
+            url, headers=headers, consent_timeout=OAUTH_CONSENT_SECS, client=client,
             on_authorization_url=lambda oauth_url: self._oauth_url(conn, oauth_url))
 
     async def _oauth_url(self, conn: ServerConn, oauth_url: str) -> None:

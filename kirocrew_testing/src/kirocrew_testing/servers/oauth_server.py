@@ -1,7 +1,8 @@
 """An OAuth-protected streamable-HTTP MCP fixture server, built on the mcp SDK's auth support.
 
 ``python -m kirocrew_testing.servers.oauth_server --port 0 [--issuer-path /tenant/a/]
-[--mcp-path /mcp] [--access-token-ttl SECS] [--tools N | --names a,b] [discovery switches]``
+[--mcp-path /mcp] [--access-token-ttl SECS] [--tools N | --names a,b] [discovery switches]
+[--client-id ID [--client-secret S] [--token-auth-method post|basic] [--redirect-uri URI] [--no-dcr]]``
 
 Prints one line ``READY {json}`` with ``base_url``, ``mcp_url``, ``issuer``,
 ``resource_metadata_url``, ``authorization_server_metadata_url`` and
@@ -28,6 +29,17 @@ relocating the SDK's routes for a path issuer, which it mounts at the root:
 * Control API (no auth, loopback only): ``GET /_control/pending``,
   ``GET /_control/state``, ``POST /_control/revoke-all``,
   ``POST /_control/expire-access-tokens``.
+
+A pre-registered client, as GitHub and Asana have: ``--client-id`` is known to
+the authorization server from the start (public, or confidential with
+``--client-secret``, authenticated at the token endpoint by
+``client_secret_post`` or, with ``--token-auth-method basic``, HTTP Basic,
+the one method the AS metadata then lists; a wrong or missing secret is
+``invalid_client``); ``--redirect-uri`` is the
+one callback it accepts, compared exactly (default
+``http://127.0.0.1:48101/callback``); ``--no-dcr`` refuses dynamic
+registration: no ``/register`` route and no ``registration_endpoint`` in the
+AS metadata.
 
 Discovery edge cases: ``--issuer-path`` (with or without a trailing slash) makes
 a path issuer whose metadata lives at ``/.well-known/oauth-authorization-server``
@@ -61,6 +73,7 @@ AS_METADATA_CHOICES = ("oauth", "openid-insert", "openid-append")
 PRM_LOCATIONS = ("path", "root", "both")
 DEFAULT_SCOPES = ["mcp:tools", "offline_access"]
 AUTH_CODE_TTL_SECS = 300
+DEFAULT_PREREGISTERED_REDIRECT = "http://127.0.0.1:48101/callback"
 _SDK_AS_PATHS = ("/authorize", "/token", "/register", "/revoke")
 _SDK_AS_METADATA_PATH = "/.well-known/oauth-authorization-server"
 _PRM_ROOT = "/.well-known/oauth-protected-resource"
@@ -83,7 +96,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="omit resource_metadata from the 401 challenge")
     parser.add_argument("--no-iss", action="store_true",
                         help="omit the RFC 9207 iss parameter from the authorization response")
+    parser.add_argument("--client-id", default=None, help="a client registered in advance")
+    parser.add_argument("--client-secret", default=None, help="its secret (a confidential client)")
+    parser.add_argument("--token-auth-method", choices=("post", "basic"), default="post",
+                        help="how the confidential client authenticates at the token endpoint")
+    parser.add_argument("--redirect-uri", default=DEFAULT_PREREGISTERED_REDIRECT,
+                        help="the one redirect URI the pre-registered client may use (exact match)")
+    parser.add_argument("--no-dcr", action="store_true",
+                        help="refuse dynamic client registration (no registration_endpoint)")
     args = parser.parse_args(argv)
+    if args.client_secret is not None and args.client_id is None:
+        parser.error("--client-secret needs --client-id")
     for name in ("mcp_path", "issuer_path"):
         value = getattr(args, name)
         if value and not value.startswith("/"):
@@ -278,6 +301,35 @@ def _relocate(routes: list[Any], old_path: str, new_paths: list[str]) -> None:
         routes.insert(index + offset, Route(path, endpoint=route.endpoint, methods=route.methods))
 
 
+def _advertise_token_auth(routes: list[Any], paths: list[str], settings: Any, method: str) -> None:
+    """Serve the SDK's AS metadata at ``paths`` with ``token_endpoint_auth_methods_supported`` = [method]."""
+    from mcp.server.auth.handlers.metadata import MetadataHandler
+    from mcp.server.auth.routes import build_metadata, cors_middleware
+    from starlette.routing import Route
+
+    metadata = build_metadata(settings.issuer_url, settings.service_documentation_url,
+                              settings.client_registration_options, settings.revocation_options)
+    metadata.token_endpoint_auth_methods_supported = [method]
+    for index, route in enumerate(routes):
+        if getattr(route, "path", None) in paths:
+            routes[index] = Route(route.path, methods=["GET", "OPTIONS"],
+                                  endpoint=cors_middleware(MetadataHandler(metadata).handle, ["GET", "OPTIONS"]))
+
+
+def _preregistered_client(args: argparse.Namespace) -> Any:
+    """The client the operator registered with the provider: its id, secret and one exact redirect URI."""
+    from mcp.shared.auth import OAuthClientInformationFull
+    from pydantic import AnyUrl
+
+    method = "none"
+    if args.client_secret is not None:
+        method = "client_secret_basic" if args.token_auth_method == "basic" else "client_secret_post"
+    return OAuthClientInformationFull(
+        client_id=args.client_id, client_secret=args.client_secret, client_name="pre-registered",
+        redirect_uris=[AnyUrl(args.redirect_uri)], grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"], scope=" ".join(args.scopes), token_endpoint_auth_method=method)
+
+
 def build_app(args: argparse.Namespace, base_url: str) -> tuple[Any, dict[str, str]]:
     """The Starlette app and the URLs the READY line reports."""
     from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, RevocationOptions
@@ -297,9 +349,11 @@ def build_app(args: argparse.Namespace, base_url: str) -> tuple[Any, dict[str, s
         resource_server_url=mcp_url,
         validate_token_resource=True,
         client_registration_options=ClientRegistrationOptions(
-            enabled=True, valid_scopes=args.scopes, default_scopes=args.scopes),
+            enabled=not args.no_dcr, valid_scopes=args.scopes, default_scopes=args.scopes),
         revocation_options=RevocationOptions(enabled=True),
     )
+    if args.client_id is not None:
+        provider.clients[args.client_id] = _preregistered_client(args)
     server = build_mcp_server(args, auth_server_provider=provider, auth=settings)
 
     def _consent_answer(request: Request, allow: bool) -> Response:
@@ -360,8 +414,13 @@ def build_app(args: argparse.Namespace, base_url: str) -> tuple[Any, dict[str, s
     routes = app.router.routes
     metadata_paths = _metadata_paths(args.issuer_path, args.as_metadata)
     _relocate(routes, _SDK_AS_METADATA_PATH, metadata_paths)
+    if args.client_secret is not None:  # the AS metadata names the one method the client must use
+        method = "client_secret_basic" if args.token_auth_method == "basic" else "client_secret_post"
+        _advertise_token_auth(routes, metadata_paths, settings, method)
     if trimmed_issuer_path:
         for path in _SDK_AS_PATHS:
+            if path == "/register" and args.no_dcr:
+                continue  # the SDK mounts no registration route then
             _relocate(routes, path, [trimmed_issuer_path + path])
     prm_path = _PRM_ROOT + (args.mcp_path if args.mcp_path != "/" else "")
     prm_paths = {"path": [prm_path], "root": [_PRM_ROOT], "both": [prm_path, _PRM_ROOT]}
