@@ -368,3 +368,16 @@ def test_with_no_reauth_a_stored_grant_the_server_no_longer_honours_is_an_init_f
     assert [p["serverName"] for p in client.notified(FAILED)] == ["linear"]
     assert client.notified(OAUTH_REQUEST) == []
     assert all(path.exists() for path in grants.artifact_paths(url))
+
+
+def test_tool_aliases_rename_an_mcp_tool_in_tools(fake_kiro_cli: Any, tmp_path: Path) -> None:
+    write_agent("crew", {"tools": ["*"], "mcpServers": {"fx": stdio_entry("--names", "alpha,beta")},
+                         "toolAliases": {"@fx/alpha": "fx_alpha", "@other/beta": "nope"}})
+
+    async def scenario() -> Any:
+        async with acp(fake_kiro_cli, "--agent", "crew") as k:
+            sid = await started(k, tmp_path)
+            await settled(k, "fx")
+            return await k.execute(sid, "tools")
+
+    assert mcp_tool_names(run(scenario()), "fx") == ["fx_alpha", "beta"]
