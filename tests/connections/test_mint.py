@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -518,6 +519,34 @@ def test_a_server_that_cannot_be_reached_fails_with_a_coarse_reason(
     view = poll_get(client, TEST_SLUG, {"failed", "granted", "waiting", "expired"})
     assert view == {"slug": TEST_SLUG, "state": "failed", "token": token, "reason": "mint_server_failed"}
     client.portal.call(mint.mint_engine().aclose)  # waits for the attempt's teardown
+    assert mint_specs() == [] and manifest_paths() == []
+
+
+def test_through_the_gateway_a_revoked_grant_reconnects_through_a_real_consent_page(
+        fake_kiro_cli: Any, providers: LoopbackProviders, oauth_mcp_server: Any, client: Any) -> None:
+    from kirocrew_core.origin_overrides import OriginOverrides, activate
+
+    providers.mcp_url = "https://127.0.0.1:9/mcp"
+    served = urlsplit(oauth_mcp_server.mcp_url)
+    activate(OriginOverrides({"https://127.0.0.1:9": f"{served.scheme}://{served.netloc}"}))
+    try:
+        def connect() -> dict[str, Any]:
+            started = client.post("/api/connections/mint", json={"slug": TEST_SLUG})
+            assert started.status_code == 200, started.text
+            waiting = poll_get(client, TEST_SLUG, {"waiting", "granted", "failed", "expired"})
+            assert waiting["state"] == "waiting" and waiting["token"] == started.json()["token"], waiting
+            oauth_mcp_server.consent(waiting["oauth_url"])
+            return poll_get(client, TEST_SLUG, {"granted", "failed", "expired"})
+
+        assert connect()["state"] == "granted"
+        oauth_mcp_server.revoke_all()  # the provider no longer honours the grant on disk
+        assert connect()["state"] == "granted"  # a real consent page again, then a fresh grant
+        row = next(r for r in client.get("/api/connections/status").json()["connections"]
+                   if r["slug"] == TEST_SLUG)
+        assert row["status"] == "connected"
+    finally:
+        activate(OriginOverrides())
+    client.portal.call(mint.mint_engine().aclose)  # waits for the attempts' teardown
     assert mint_specs() == [] and manifest_paths() == []
 
 
