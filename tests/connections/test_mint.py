@@ -304,11 +304,26 @@ def test_a_dead_pair_that_cannot_be_removed_is_not_reported_granted_and_is_not_r
     if os.geteuid() == 0:
         pytest.skip("root unlinks in a read-only directory")
     view = asyncio.run(scenario())
-    assert (view["state"], view.get("reason")) == ("failed", "mint_grant_unproven")
+    assert (view["state"], view.get("reason")) == ("failed", "mint_dead_grant_kept")
     assert grants.grant_presence(oauth_mcp_server.mcp_url) is True
     removal = [e["fields"] for e in mint_events() if e["fields"]["reason"] == "dead_grant_removed"]
     assert len(removal) == 1 and removal[0]["grant_surviving"] == ["registration", "token"]
     assert mint_specs() == [] and manifest_paths() == []
+
+
+def test_a_dead_pair_is_removed_only_while_it_is_the_pair_the_validation_disproved() -> None:
+    url = "https://mcp.example.com/mcp"
+    token, registration = grants.artifact_paths(url)
+    token.parent.mkdir(parents=True, exist_ok=True)
+    token.write_bytes(b"{}")
+    registration.write_bytes(b"{}")
+    disproved = mint._fingerprint(url)
+    token.write_bytes(b'{"refreshed": true}')  # a consent landed meanwhile: another pair now
+    assert mint._unlink_dead_pair(url, disproved) == (False, [])
+    assert token.exists() and registration.exists()
+    assert mint._unlink_dead_pair(url, None) == (False, [])  # nothing was disproved
+    assert mint._unlink_dead_pair(url, mint._fingerprint(url)) == (True, [])
+    assert not token.exists() and not registration.exists()
 
 
 def test_a_grant_whose_server_exposes_no_tools_is_not_proven_and_not_removed(

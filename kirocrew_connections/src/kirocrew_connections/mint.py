@@ -533,7 +533,7 @@ class MintEngine:
         """Unlink the pair the validation proved dead (stat + unlink, never open), audited; True to spawn again.
 
         Only that same pair: one that changed since (a consent landing meanwhile) is
-        left alone and the mint ends ``mint_grant_unproven``, as does a pair whose
+        left alone and the mint ends ``mint_dead_grant_kept``, as does a pair whose
         unlink did not take. A dead pair holds nothing for anyone sharing it; kiro-cli
         itself deletes a refused token before asking again.
         """
@@ -545,8 +545,8 @@ class MintEngine:
                           url_minted=False)
         if removed and not surviving:
             return True
-        if self._settle(row, FAILED, "mint_grant_unproven"):
-            await self._audit(row, provider, outcome="error", reason="mint_grant_unproven", url_minted=False)
+        if self._settle(row, FAILED, "mint_dead_grant_kept"):
+            await self._audit(row, provider, outcome="error", reason="mint_dead_grant_kept", url_minted=False)
         return False
 
     async def _watch(self, row: MintRow, provider: Provider, attempt: _Attempt, url: str,

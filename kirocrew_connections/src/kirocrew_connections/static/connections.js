@@ -24,6 +24,8 @@ const MINT_FAILURES = {
   mint_process_gone: "The authorization process stopped before approval finished. Try connecting again.",
   mint_server_absent: "The MCP server entry disappeared before authorization could start. Try connecting again.",
   mint_url_rejected: "The provider returned an approval address containing credential-like data, so it was not displayed.",
+  mint_dead_grant_kept: "The provider refuses the stored authorization, and it could not be removed here. Disconnect, then connect again.",
+  mint_grant_unproven: "The stored authorization could not be confirmed: the provider accepts it but exposes no tools. Disconnect, then connect again to authorize afresh.",
 };
 const MINT_FAILED = "Authorization setup failed before an approval address was ready. Try connecting again.";
 
