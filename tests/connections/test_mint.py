@@ -319,9 +319,9 @@ def test_a_dead_pair_is_removed_only_while_it_is_the_pair_the_validation_disprov
     registration.write_bytes(b"{}")
     disproved = mint._fingerprint(url)
     token.write_bytes(b'{"refreshed": true}')  # a consent landed meanwhile: another pair now
-    assert mint._unlink_dead_pair(url, disproved) == (False, [])
+    assert mint._unlink_dead_pair(url, disproved) is None
     assert token.exists() and registration.exists()
-    assert mint._unlink_dead_pair(url, None) == (False, [])  # nothing was disproved
+    assert mint._unlink_dead_pair(url, None) is None  # nothing was disproved
     assert mint._unlink_dead_pair(url, mint._fingerprint(url)) == (True, [])
     assert not token.exists() and not registration.exists()
 

@@ -539,12 +539,14 @@ class MintEngine:
         """
         if not self._owns(row) or row.state != MINTING:
             return False
-        removed, surviving = await asyncio.to_thread(_unlink_dead_pair, url, baseline)
-        await self._audit(row, provider, outcome="ok" if removed and not surviving else "error",
-                          reason="dead_grant_removed", grant_removed=removed, grant_surviving=surviving,
-                          url_minted=False)
-        if removed and not surviving:
-            return True
+        unlinked = await asyncio.to_thread(_unlink_dead_pair, url, baseline)
+        if unlinked is not None:
+            removed, surviving = unlinked
+            await self._audit(row, provider, outcome="ok" if removed and not surviving else "error",
+                              reason="dead_grant_removed", grant_removed=removed, grant_surviving=surviving,
+                              url_minted=False)
+            if removed and not surviving:
+                return True
         if self._settle(row, FAILED, "mint_dead_grant_kept"):
             await self._audit(row, provider, outcome="error", reason="mint_dead_grant_kept", url_minted=False)
         return False
@@ -671,8 +673,8 @@ def _fingerprint(url: str) -> tuple[int, int] | None:
     return st.st_mtime_ns, st.st_size
 
 
-def _unlink_dead_pair(url: str, baseline: tuple[int, int] | None) -> tuple[bool, list[str]]:
-    """``(removed, labels surviving)`` for the pair at ``url``, only while it is still ``baseline``.
+def _unlink_dead_pair(url: str, baseline: tuple[int, int] | None) -> tuple[bool, list[str]] | None:
+    """``(removed, labels surviving)`` for the pair at ``url``; None (nothing tried) unless it is still ``baseline``.
 
     Under the ``connections`` lock, so a Disconnect's transaction never sees it half done.
     """
@@ -682,7 +684,7 @@ def _unlink_dead_pair(url: str, baseline: tuple[int, int] | None) -> tuple[bool,
 
     with named_lock("connections"):
         if baseline is None or _fingerprint(url) != baseline:
-            return False, []
+            return None
         return revoke_local_grants([grants.grant_key(url)])
 
 
