@@ -336,6 +336,120 @@ def test_an_agents_dir_that_cannot_be_listed_keeps_the_grant(gateway_client: Any
     assert present(pair)
 
 
+# -- project agents of every workspace kirocrew knows ----------------------------------------------
+
+
+def project_agent(workspace: Path, name: str, servers: Any) -> Path:
+    path = workspace / ".kiro" / "agents" / f"{name}.json"
+    write_servers(path, servers)
+    return path
+
+
+@pytest.fixture
+def conversation_workspace(connections_plugins: Any, tmp_path: Path) -> Path:
+    """A workspace a real conversation (in the real conversations database) works in."""
+    import kirocrew_conversations.plugin
+    from kirocrew_conversations.state_paths import database_file, ensure_state_dir
+    from kirocrew_conversations.store import Store, Workspace
+
+    connections_plugins.register(kirocrew_conversations.plugin, name="conversations")
+    workspace = tmp_path / "checkout"
+    workspace.mkdir()
+    ensure_state_dir()
+    store = Store.open(database_file())
+    try:
+        store.create_conversation(name="fix-it", workspace=Workspace("shared", str(workspace), "ws_1"))
+    finally:
+        store.close()
+    return workspace
+
+
+def test_a_project_agent_in_a_conversation_workspace_sharing_the_grant_keeps_it(
+        conversation_workspace: Path, gateway_client: Any) -> None:
+    crew({"notion": {"url": NOTION}})
+    pair = grant()
+    project_agent(conversation_workspace, "docs-bot", {"notes": {"url": NOTION}})
+    answer = disconnect(gateway_client)
+    assert answer["entryRemoved"] is True and answer["grantRemoved"] is False
+    assert answer["grantSharedWith"] == ["notes"] and answer["grantSurviving"] == []
+    assert present(pair)
+
+
+def test_a_conversation_workspace_with_no_sharer_lets_the_grant_go(
+        conversation_workspace: Path, gateway_client: Any) -> None:
+    crew({"notion": {"url": NOTION}})
+    pair = grant()
+    project_agent(conversation_workspace, "other", {"linear": {"url": "https://mcp.linear.app/mcp"}})
+    answer = disconnect(gateway_client)
+    assert answer["grantRemoved"] is True and answer["grantCensusIncomplete"] is False
+    assert absent(pair)
+
+
+def test_a_configured_project_root_is_censused_too(gateway_client: Any, tmp_path: Path) -> None:
+    from kirocrew_core import config
+
+    root = tmp_path / "project"
+    project_agent(root, "helper", {"notion-copy": {"url": NOTION}})
+    config.set_value("connections.project_roots", json.dumps([str(root), str(tmp_path / "gone")]))
+    pair = grant()
+    answer = disconnect(gateway_client)
+    assert answer["grantSharedWith"] == ["notion-copy"] and present(pair)
+
+
+def test_an_unreadable_project_agents_dir_keeps_the_grant(gateway_client: Any, tmp_path: Path) -> None:
+    from kirocrew_core import config
+
+    root = tmp_path / "project"
+    agents = root / ".kiro" / "agents"
+    agents.parent.mkdir(parents=True)
+    agents.write_text("not a directory")  # os.listdir fails with ENOTDIR: the entries are unknowable
+    config.set_value("connections.project_roots", json.dumps([str(root)]))
+    pair = grant()
+    answer = disconnect(gateway_client)
+    assert answer["grantCensusIncomplete"] is True and answer["grantRemoved"] is False
+    assert str(agents) in answer["grantCensusUnreadable"]
+    assert present(pair)
+
+
+def test_a_workspace_plugin_that_fails_keeps_the_grant(connections_plugins: Any, gateway_client: Any) -> None:
+    from kirocrew_testing.plugins import register_plugin
+
+    def broken() -> list[Path]:
+        raise OSError("database is locked")
+
+    register_plugin(connections_plugins, "broken-workspaces", known_workspaces=broken)
+    register_plugin(connections_plugins, "relative-workspaces", known_workspaces=lambda: [Path("relative")])
+    pair = grant()
+    answer = disconnect(gateway_client)
+    assert answer["grantCensusIncomplete"] is True and present(pair)
+    assert answer["grantCensusUnreadable"] == ["known_workspaces() of plugin broken-workspaces",
+                                               "known_workspaces() of plugin relative-workspaces"]
+
+
+def test_the_conversations_database_names_every_workspace_and_worktree(tmp_path: Path) -> None:
+    from kirocrew_conversations.store import Store, Workspace
+    from kirocrew_conversations.workspaces import known_workspaces
+
+    database = tmp_path / "state" / "orchestrator-v1.sqlite"
+    database.parent.mkdir()
+    assert known_workspaces(database) == []  # conversations never ran here: no workspaces, no error
+    store = Store.open(database)
+    try:
+        store.create_conversation(name="a", workspace=Workspace("shared", "/w/one", "fp1"))
+        store.create_conversation(name="b", workspace=Workspace("shared", "/w/one", "fp1"))
+        store.create_conversation(name="c", workspace=Workspace("worktree", "/w/two", "fp2",
+                                                                 worktree_path="/w/two-wt", worktree_branch="c"))
+    finally:
+        store.close()
+    before = database.read_bytes()
+    assert known_workspaces(database) == [Path("/w/one"), Path("/w/two"), Path("/w/two-wt")]
+    assert database.read_bytes() == before  # a read-only reader
+    database.write_bytes(b"not a database" * 100)
+    with pytest.raises(Exception) as caught:
+        known_workspaces(database)
+    assert "database" in str(caught.value)
+
+
 def test_a_spec_that_is_a_directory_keeps_the_grant(gateway_client: Any) -> None:
     (home.kiro_agents_dir() / "odd.json").mkdir(parents=True)
     pair = grant()

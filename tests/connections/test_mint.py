@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -241,9 +242,49 @@ def test_an_existing_grant_that_answers_is_granted_as_validated_without_a_new_co
     assert mint_specs() == [] and manifest_paths() == []
 
 
-def test_a_grant_the_server_no_longer_honours_is_not_reported_granted(
-        fake_kiro_cli: Any, oauth_mcp_server: Any) -> None:
+@pytest.mark.parametrize("no_reauth", [False, True], ids=["kiro-cli-reconsents", "kiro-cli-fails-the-server"])
+def test_a_grant_the_server_no_longer_honours_leads_to_a_real_consent_page(
+        fake_kiro_cli: Any, oauth_mcp_server: Any, monkeypatch: pytest.MonkeyPatch, no_reauth: bool) -> None:
     provider = fixture_provider(oauth_mcp_server.mcp_url)
+    token_path, _ = grants.artifact_paths(oauth_mcp_server.mcp_url)
+
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        eng = engine()
+        try:
+            eng.start(provider)
+            waiting = await wait_state(eng, "fixture", {"waiting", "failed"})
+            await oauth_mcp_server.aconsent(waiting["oauth_url"])
+            await wait_state(eng, "fixture", {"granted"})
+            dead = json.loads(token_path.read_text())["access_token"]
+            await asyncio.to_thread(oauth_mcp_server.revoke_all)
+            if no_reauth:
+                monkeypatch.setenv("KIRO_FAKE_OAUTH_NO_REAUTH", "1")
+            eng.start(provider)
+            again = await wait_state(eng, "fixture", {"granted", "failed", "waiting"})
+            assert again["state"] == "waiting", again
+            assert await card(eng, provider) == "awaiting_consent"
+            await oauth_mcp_server.aconsent(again["oauth_url"])
+            granted = await wait_state(eng, "fixture", {"granted", "failed", "expired"})
+            fresh = json.loads(token_path.read_text())["access_token"]
+            assert fresh != dead
+            return waiting, again, granted
+        finally:
+            await eng.aclose()
+
+    _first, again, granted = asyncio.run(scenario())
+    assert "oauth_url" in again and granted["state"] == "granted"
+    assert grants.grant_presence(oauth_mcp_server.mcp_url) is True
+    assert mint_specs() == [] and manifest_paths() == []
+    reasons = [e["fields"]["reason"] for e in mint_events()]
+    # kiro-cli deletes a refused token itself; the no-re-consent form needs the mint to remove the dead pair.
+    expected = ["dead_grant_removed"] if no_reauth else []
+    assert reasons == ["awaiting_consent", "grant_observed", *expected, "awaiting_consent", "grant_observed"]
+
+
+def test_a_dead_pair_that_cannot_be_removed_is_not_reported_granted_and_is_not_retried(
+        fake_kiro_cli: Any, oauth_mcp_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    provider = fixture_provider(oauth_mcp_server.mcp_url)
+    token_path, _ = grants.artifact_paths(oauth_mcp_server.mcp_url)
 
     async def scenario() -> dict[str, Any]:
         eng = engine()
@@ -253,15 +294,65 @@ def test_a_grant_the_server_no_longer_honours_is_not_reported_granted(
             await oauth_mcp_server.aconsent(waiting["oauth_url"])
             await wait_state(eng, "fixture", {"granted"})
             await asyncio.to_thread(oauth_mcp_server.revoke_all)
+            monkeypatch.setenv("KIRO_FAKE_OAUTH_NO_REAUTH", "1")
+            token_path.parent.chmod(0o500)  # the unlink fails: the pair survives
+            try:
+                eng.start(provider)
+                return await wait_state(eng, "fixture", {"granted", "failed", "waiting"})
+            finally:
+                token_path.parent.chmod(0o700)
+        finally:
+            await eng.aclose()
+
+    if os.geteuid() == 0:
+        pytest.skip("root unlinks in a read-only directory")
+    view = asyncio.run(scenario())
+    assert (view["state"], view.get("reason")) == ("failed", "mint_dead_grant_kept")
+    assert grants.grant_presence(oauth_mcp_server.mcp_url) is True
+    removal = [e["fields"] for e in mint_events() if e["fields"]["reason"] == "dead_grant_removed"]
+    assert len(removal) == 1 and removal[0]["grant_surviving"] == ["registration", "token"]
+    assert mint_specs() == [] and manifest_paths() == []
+
+
+def test_a_dead_pair_is_removed_only_while_it_is_the_pair_the_validation_disproved() -> None:
+    url = "https://mcp.example.com/mcp"
+    token, registration = grants.artifact_paths(url)
+    token.parent.mkdir(parents=True, exist_ok=True)
+    token.write_bytes(b"{}")
+    registration.write_bytes(b"{}")
+    disproved = mint._fingerprint(url)
+    token.write_bytes(b'{"refreshed": true}')  # a consent landed meanwhile: another pair now
+    assert mint._unlink_dead_pair(url, disproved) is None
+    assert token.exists() and registration.exists()
+    assert mint._unlink_dead_pair(url, None) is None  # nothing was disproved
+    assert mint._unlink_dead_pair(url, mint._fingerprint(url)) == (True, [])
+    assert not token.exists() and not registration.exists()
+
+
+def test_a_grant_whose_server_exposes_no_tools_is_not_proven_and_not_removed(
+        fake_kiro_cli: Any, start_oauth_mcp_server: Any) -> None:
+    server = start_oauth_mcp_server("--tools", "0")
+    provider = fixture_provider(server.mcp_url)
+
+    async def scenario() -> dict[str, Any]:
+        eng = engine()
+        try:
+            eng.start(provider)
+            waiting = await wait_state(eng, "fixture", {"waiting", "failed"})
+            await server.aconsent(waiting["oauth_url"])
+            await wait_state(eng, "fixture", {"granted"})
             eng.start(provider)
             return await wait_state(eng, "fixture", {"granted", "failed", "waiting"})
         finally:
             await eng.aclose()
 
     view = asyncio.run(scenario())
-    # The fake, like kiro-cli without re-consent, refuses the dead pair: nothing proves a grant.
+    # The Test verdict is no_tools: that proves nothing, so no validated_grant; the server still
+    # answers the pair, so it is not dead either and stays on disk.
     assert (view["state"], view.get("reason")) == ("failed", "mint_grant_unproven")
-    assert mint_specs() == [] and manifest_paths() == []
+    assert "validated_grant" not in [e["fields"]["reason"] for e in mint_events()]
+    assert grants.grant_presence(server.mcp_url) is True
+    assert {"usable"} == set(mint.GRANT_PROVEN_VERDICTS)
 
 
 def test_cancel_is_token_fenced_releases_the_process_and_the_spec_and_is_idempotent(
@@ -397,6 +488,22 @@ def test_post_refuses_anything_that_is_not_a_registered_provider(client: Any, sl
     assert mint.mint_engine().state("notion") is None
 
 
+@pytest.mark.parametrize("slug", ["superhuman", "github", "figma"], ids=["gated", "preregistered-unconfigured",
+                                                                         "hidden"])
+def test_post_refuses_a_provider_that_is_not_offered_and_starts_nothing(client: Any, slug: str) -> None:
+    from kirocrew_connections.registry import routed_registry
+
+    assert routed_registry().get(slug).visibility != "visible"
+    response = client.post("/api/connections/mint", json={"slug": slug})
+    assert (response.status_code, response.json()["code"]) == (409, "provider_not_offered")
+    assert mint.mint_engine().state(slug) is None
+    assert mint_specs() == [] and manifest_paths() == []
+    # The read side stays open: the card of a provider that stopped being offered still polls and cancels.
+    assert client.get("/api/connections/mint", params={"slug": slug}).json() == {"slug": slug, "state": "idle"}
+    cancel = client.post("/api/connections/cancel", json={"slug": slug})
+    assert cancel.status_code == 200 and cancel.json()["dropped"] is False
+
+
 @pytest.mark.parametrize("body", [b"not json", b"[1]", b'"notion"', b""])
 def test_a_body_that_is_not_a_json_object_is_bad_json(client: Any, body: bytes) -> None:
     for url in ("/api/connections/mint", "/api/connections/cancel"):
@@ -451,6 +558,34 @@ def test_a_server_that_cannot_be_reached_fails_with_a_coarse_reason(
     view = poll_get(client, TEST_SLUG, {"failed", "granted", "waiting", "expired"})
     assert view == {"slug": TEST_SLUG, "state": "failed", "token": token, "reason": "mint_server_failed"}
     client.portal.call(mint.mint_engine().aclose)  # waits for the attempt's teardown
+    assert mint_specs() == [] and manifest_paths() == []
+
+
+def test_through_the_gateway_a_revoked_grant_reconnects_through_a_real_consent_page(
+        fake_kiro_cli: Any, providers: LoopbackProviders, oauth_mcp_server: Any, client: Any) -> None:
+    from kirocrew_core.origin_overrides import OriginOverrides, activate
+
+    providers.mcp_url = "https://127.0.0.1:9/mcp"
+    served = urlsplit(oauth_mcp_server.mcp_url)
+    activate(OriginOverrides({"https://127.0.0.1:9": f"{served.scheme}://{served.netloc}"}))
+    try:
+        def connect() -> dict[str, Any]:
+            started = client.post("/api/connections/mint", json={"slug": TEST_SLUG})
+            assert started.status_code == 200, started.text
+            waiting = poll_get(client, TEST_SLUG, {"waiting", "granted", "failed", "expired"})
+            assert waiting["state"] == "waiting" and waiting["token"] == started.json()["token"], waiting
+            oauth_mcp_server.consent(waiting["oauth_url"])
+            return poll_get(client, TEST_SLUG, {"granted", "failed", "expired"})
+
+        assert connect()["state"] == "granted"
+        oauth_mcp_server.revoke_all()  # the provider no longer honours the grant on disk
+        assert connect()["state"] == "granted"  # a real consent page again, then a fresh grant
+        row = next(r for r in client.get("/api/connections/status").json()["connections"]
+                   if r["slug"] == TEST_SLUG)
+        assert row["status"] == "connected"
+    finally:
+        activate(OriginOverrides())
+    client.portal.call(mint.mint_engine().aclose)  # waits for the attempts' teardown
     assert mint_specs() == [] and manifest_paths() == []
 
 

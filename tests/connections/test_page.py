@@ -220,6 +220,26 @@ def test_install_refuses_bad_bodies_and_unknown_providers_and_changes_nothing(ga
     assert crew_servers() == {}
 
 
+@pytest.mark.parametrize("slug", ["superhuman", "github", "figma"])
+def test_install_refuses_a_provider_that_is_not_offered_and_writes_nothing(gateway_client: Any, slug: str) -> None:
+    answer = gateway_client.post("/api/connections/install", json={"slug": slug})
+    assert (answer.status_code, answer.json()["code"]) == (409, "provider_not_offered")
+    assert crew_servers() == {} and not home.rendered_agent_file().exists()
+
+
+def test_a_provider_that_stopped_being_offered_can_still_be_disconnected(gateway_client: Any) -> None:
+    path = home.crew_home() / "mcp.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    url = "https://mcp.mail.superhuman.com/mcp"
+    from kirocrew_connections.registry import load_registry
+
+    assert load_registry().get("superhuman").mcp_url == url
+    path.write_text(json.dumps({"mcpServers": {"superhuman": {"url": url}}}))
+    answer = gateway_client.post("/api/connections/disconnect", json={"slug": "superhuman"})
+    assert answer.status_code == 200 and answer.json()["entryRemoved"] is True
+    assert crew_servers() == {}
+
+
 def test_install_refuses_a_malformed_crew_store_and_leaves_it_as_it_was(gateway_client: Any) -> None:
     path = home.crew_home() / "mcp.json"
     path.parent.mkdir(parents=True, exist_ok=True)

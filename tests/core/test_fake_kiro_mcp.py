@@ -322,13 +322,38 @@ def test_an_oauth_server_is_consented_once_and_the_stored_grant_serves_the_next_
     assert mcp_tool_names(tools, "linear") == ["tool_1", "tool_2"]
 
 
-def test_a_stored_grant_the_server_no_longer_honours_is_an_init_failure(
+def test_a_stored_grant_the_server_no_longer_honours_is_deleted_and_consented_afresh(
         fake_kiro_cli: Any, tmp_path: Path, oauth_mcp_server: Any) -> None:
     url = oauth_mcp_server.mcp_url
     write_agent("crew", {"tools": ["*"], "mcpServers": {"linear": {"url": url}}})
+    token, registration = grants.artifact_paths(url)
+
+    async def session() -> Any:
+        async with acp(fake_kiro_cli, "--agent", "crew") as k:
+            sid = await started(k, tmp_path)
+            (request,) = await k.client.wait_for(lambda: k.client.notified(OAUTH_REQUEST))
+            await oauth_mcp_server.aconsent(request["oauthUrl"])
+            await settled(k, "linear")
+            return await k.execute(sid, "mcp"), k.client
+
+    run(session())
+    first = json.loads(registration.read_text())["client_id"]
+    oauth_mcp_server.revoke_all()  # revokes the access and the refresh token
+    mcp, client = run(session())  # kiro-cli deletes the refused token and asks again, as on a first use
+    assert rows_by_name(mcp)["linear"]["status"] == "running"
+    assert client.notified(FAILED) == []
+    assert json.loads(registration.read_text())["client_id"] != first  # registered afresh
+    assert token.exists()
+
+
+def test_with_no_reauth_a_stored_grant_the_server_no_longer_honours_is_an_init_failure(
+        fake_kiro_cli: Any, tmp_path: Path, oauth_mcp_server: Any) -> None:
+    url = oauth_mcp_server.mcp_url
+    write_agent("crew", {"tools": ["*"], "mcpServers": {"linear": {"url": url}}})
+    env = dict(os.environ, KIRO_FAKE_OAUTH_NO_REAUTH="1")
 
     async def session(consent: bool) -> Any:
-        async with acp(fake_kiro_cli, "--agent", "crew") as k:
+        async with acp(fake_kiro_cli, "--agent", "crew", env=env) as k:
             sid = await started(k, tmp_path)
             if consent:
                 (request,) = await k.client.wait_for(lambda: k.client.notified(OAUTH_REQUEST))
@@ -342,3 +367,17 @@ def test_a_stored_grant_the_server_no_longer_honours_is_an_init_failure(
     assert rows_by_name(mcp)["linear"]["status"] == "failed"
     assert [p["serverName"] for p in client.notified(FAILED)] == ["linear"]
     assert client.notified(OAUTH_REQUEST) == []
+    assert all(path.exists() for path in grants.artifact_paths(url))
+
+
+def test_tool_aliases_rename_an_mcp_tool_in_tools(fake_kiro_cli: Any, tmp_path: Path) -> None:
+    write_agent("crew", {"tools": ["*"], "mcpServers": {"fx": stdio_entry("--names", "alpha,beta")},
+                         "toolAliases": {"@fx/alpha": "fx_alpha", "@other/beta": "nope"}})
+
+    async def scenario() -> Any:
+        async with acp(fake_kiro_cli, "--agent", "crew") as k:
+            sid = await started(k, tmp_path)
+            await settled(k, "fx")
+            return await k.execute(sid, "tools")
+
+    assert mcp_tool_names(run(scenario()), "fx") == ["fx_alpha", "beta"]

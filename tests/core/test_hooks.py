@@ -35,7 +35,7 @@ def test_the_hook_list_is_the_architecture_one():
         "addhooks", "register_commands", "gateway_routes", "dashboard_pages", "gateway_startup",
         "gateway_shutdown", "extra_mcp_scopes", "extra_mcp_servers", "managed_mcp_servers",
         "core_mcp_tools", "registry_loaders", "authority_backends",
-        "governance_ceiling", "doctor_checks", "host_services", "host_mcp_servers",
+        "governance_ceiling", "doctor_checks", "host_services", "host_mcp_servers", "known_workspaces",
     }
 
 
@@ -335,6 +335,12 @@ def test_hook_registry_loaders(plugin_manager):
     _register(plugin_manager, "roster", registry_loaders=lambda: [loader])
     [(plugin, value)] = _collected(plugin_manager, "registry_loaders")
     assert plugin == "roster" and value.load() == [{"id": "notion"}]
+
+
+def test_hook_known_workspaces(plugin_manager, tmp_path):
+    _register(plugin_manager, "checkouts", known_workspaces=lambda: [tmp_path / "a", tmp_path / "b"])
+    assert _collected(plugin_manager, "known_workspaces") == [("checkouts", tmp_path / "a"),
+                                                              ("checkouts", tmp_path / "b")]
 
 
 def test_hook_authority_backends(plugin_manager):

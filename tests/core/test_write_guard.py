@@ -42,3 +42,15 @@ def test_a_sqlite_database_outside_tmp_is_recorded(write_guard):
     found = [v for v in write_guard.violations if "state.sqlite" in v]
     write_guard.violations.clear()
     assert found == [f"sqlite3.connect {OUTSIDE / 'state.sqlite'}"]
+
+
+def test_a_read_only_sqlite_uri_is_allowed_and_a_writable_one_outside_tmp_is_recorded(write_guard, tmp_path):
+    database = tmp_path / "db.sqlite"
+    sqlite3.connect(database).close()
+    sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True).close()
+    assert write_guard.violations == []
+    with contextlib.suppress(sqlite3.Error):
+        sqlite3.connect(f"{(OUTSIDE / 'uri.sqlite').as_uri()}?mode=rwc", uri=True).close()
+    found = [v for v in write_guard.violations if "uri.sqlite" in v]
+    write_guard.violations.clear()
+    assert len(found) == 1

@@ -478,6 +478,26 @@ def _row(html: str, name: str) -> str:
     return html[start:html.index("</tr>", start)]
 
 
+class RenamedTools:
+    def __init__(self, aliases: dict[str, str]) -> None:
+        self.aliases = aliases
+
+    @hookimpl
+    def agent_tool_aliases(self, servers):
+        return self.aliases
+
+
+def test_hook_agent_tool_aliases(gateway_client, plugin_manager):
+    from kirocrew_mcp.render import rebuild_agent_config
+
+    write(home.kiro_global_mcp_file(), {"a": CAT, "b": CAT})
+    plugin_manager.register(RenamedTools({"@a/list": "a_list", "@b/list": "first"}), name="a-renames")
+    plugin_manager.register(RenamedTools({"@b/list": "second", "@ghost/list": "x"}), name="b-renames")
+    rebuild_agent_config(pm=plugin_manager)
+    rendered = json.loads(home.rendered_agent_file().read_text())
+    assert rendered["toolAliases"] == {"@a/list": "a_list", "@b/list": "first"}  # first wins; no ghost
+
+
 def test_hook_mcp_server_managers(gateway_client, plugin_manager, caplog):
     from kirocrew_mcp.public import ServerManager
 

@@ -617,3 +617,80 @@ def test_doctor_finds_managed_names_left_in_a_shared_global(plugin_manager):
     kiro_global({"mcpServers": {"kirocrew-core": {"command": "kirocrew", "args": ["mcp-core"]}}})
     result = check_provider_globals()
     assert result.status == "warn" and "kirocrew-core" in result.detail
+
+
+# -- toolAliases: plugins' renames, the user's own entries -----------------------------------
+
+
+class Aliases:
+    """Implements ``agent_tool_aliases``; records what it was shown."""
+
+    def __init__(self, aliases: Any) -> None:
+        self.aliases = aliases
+        self.seen: list[set[str]] = []
+
+    @hookimpl
+    def agent_tool_aliases(self, servers: Any) -> Any:
+        self.seen.append(set(servers))
+        if isinstance(self.aliases, Exception):
+            raise self.aliases
+        return self.aliases
+
+
+@pytest.fixture
+def mcp_hooks(plugin_manager: Any) -> Any:
+    import kirocrew_mcp.plugin
+
+    plugin_manager.register(kirocrew_mcp.plugin, name="mcp")
+    return plugin_manager
+
+
+def test_plugin_tool_aliases_for_mounted_servers_are_rendered_and_kiro_cli_accepts_them(mcp_hooks, bin_dir):
+    crew_store({"mcpServers": {"a": {"url": "https://a.example/mcp"}, "b": {"url": "https://b.example/mcp"}}})
+    renames = Aliases({"@a/list": "a_list", "@b/list": "b_list", "@absent/list": "absent_list"})
+    mcp_hooks.register(renames, name="renames")
+    report = rebuild_agent_config(pm=mcp_hooks)
+    assert agent()["toolAliases"] == {"@a/list": "a_list", "@b/list": "b_list"}  # no unmounted server
+    assert report.tool_aliases == {"@a/list": "a_list", "@b/list": "b_list"}
+    assert {"a", "b"} <= renames.seen[-1]
+    parse_spec(agent(), path=home.rendered_agent_file(), source="global")
+
+
+def test_a_users_own_tool_alias_is_kept_and_wins_on_the_same_key(mcp_hooks, bin_dir):
+    crew_store({"mcpServers": {"a": {"url": "https://a.example/mcp"}}})
+    base({"name": "kirocrew", "tools": ["*"], "mcpServers": {},
+          "toolAliases": {"@a/list": "mine", "@x/y": "kept"}})
+    mcp_hooks.register(Aliases({"@a/list": "a_list", "@a/get": "a_get"}), name="renames")
+    rebuild_agent_config(pm=mcp_hooks)
+    assert agent()["toolAliases"] == {"@a/list": "mine", "@x/y": "kept", "@a/get": "a_get"}
+
+
+def test_a_rename_no_plugin_asks_for_any_more_is_retracted_but_a_user_edit_of_it_stays(mcp_hooks, bin_dir):
+    crew_store({"mcpServers": {"a": {"url": "https://a.example/mcp"}}})
+    renames = Aliases({"@a/list": "a_list", "@a/get": "a_get"})
+    mcp_hooks.register(renames, name="renames")
+    rebuild_agent_config(pm=mcp_hooks)
+    document = agent()
+    document["toolAliases"]["@a/get"] = "my_get"  # the user takes this one over
+    base(document)
+    renames.aliases = {}
+    rebuild_agent_config(pm=mcp_hooks)
+    assert agent()["toolAliases"] == {"@a/get": "my_get"}
+    base({**agent(), "toolAliases": {}})
+    rebuild_agent_config(pm=mcp_hooks)
+    assert agent()["toolAliases"] == {}  # an empty object the user wrote stays as written
+    renames.aliases = {"@a/list": "a_list"}
+    rebuild_agent_config(pm=mcp_hooks)
+    renames.aliases = {}
+    rebuild_agent_config(pm=mcp_hooks)
+    assert "toolAliases" not in agent()  # only kirocrew's rename was there: the field goes with it
+
+
+@pytest.mark.parametrize("answer", [RuntimeError("boom"), ["@a/list"], {"@a/list": 3}])
+def test_a_failing_alias_plugin_leaves_its_renames_out_with_a_warning(mcp_hooks, bin_dir, answer):
+    crew_store({"mcpServers": {"a": {"url": "https://a.example/mcp"}}})
+    mcp_hooks.register(Aliases(answer), name="renames")
+    mcp_hooks.register(Aliases({"@a/get": "a_get"}), name="second")
+    report = rebuild_agent_config(pm=mcp_hooks)
+    assert agent()["toolAliases"] == {"@a/get": "a_get"}
+    assert any("renames" in w and "agent_tool_aliases" in w for w in report.warnings)

@@ -223,8 +223,53 @@ def _census_agents_dir(census: Census, directory: Path, rendered: Path | None) -
         _add_entries(census, str(path), servers, mirror=rendered is not None and path == rendered)
 
 
+#: The config key naming project roots beyond the workspaces plugins know (declared in core's config).
+PROJECT_ROOTS_KEY = "connections.project_roots"
+
+
+def _absolute_paths(value: object) -> str | None:
+    """``known_workspaces()``'s result check: a list of absolute paths."""
+    if not isinstance(value, list) or not all(isinstance(item, Path) and item.is_absolute() for item in value):
+        return "known_workspaces() must return a list of absolute paths"
+    return None
+
+
+def workspace_agent_dirs(pm: KirocrewPluginManager) -> tuple[list[Path], list[str]]:
+    """``<workspace>/.kiro/agents`` for every workspace kirocrew knows, and the sources that could not be read.
+
+    The workspaces are every ``known_workspaces()`` answer (the conversations'
+    checkouts) plus ``connections.project_roots``; kiro-cli loads a project's
+    agents when it runs there, so each one can hold the grant. A plugin whose
+    answer failed, or a config file that cannot be read, is named in the second
+    list: the census is then incomplete and the grant is kept, because a sharer
+    it would have named may exist.
+    """
+    from kirocrew_core.config import load_config
+    from kirocrew_core.errors import KirocrewError
+    from kirocrew_core.plugins import call_hook
+
+    roots: list[Path] = []
+    unreadable: list[str] = []
+    call = call_hook(pm, "known_workspaces", on_error="skip", check=_absolute_paths)
+    for failure in call.failures:
+        unreadable.append(f"known_workspaces() of plugin {failure.plugin}")
+    for contribution in call.contributions:
+        roots.extend(contribution.value)
+    try:
+        configured = load_config().get(PROJECT_ROOTS_KEY)
+    except KirocrewError as exc:
+        log.warning("could not read %s: %s", PROJECT_ROOTS_KEY, exc)
+        unreadable.append(f"config.toml ({PROJECT_ROOTS_KEY})")
+    else:
+        roots.extend(Path(root).expanduser() for root in configured)
+    dirs: dict[Path, None] = {}
+    for root in roots:
+        dirs.setdefault(Path(os.path.normpath(root)) / ".kiro" / "agents")
+    return list(dirs), unreadable
+
+
 def take_census(scopes: Sequence[Scope], project_agent_dirs: Iterable[Path] = ()) -> Census:
-    """Read every source that can hold a grant: each scope, every user agent spec, open project agents.
+    """Read every source that can hold a grant: each scope, every user agent spec, project agents.
 
     Reads only. Call it under :data:`TRANSACTION_LOCKS` when acting on it.
     """
@@ -403,11 +448,13 @@ def _rebuild(slug: str, pm: KirocrewPluginManager, warnings: list[str]) -> None:
 
 
 def remove_provider_entry(provider: Provider, *, pm: KirocrewPluginManager | None = None,
-                          project_agent_dirs: Iterable[Path] = ()) -> DisconnectResult:
+                          project_agent_dirs: Iterable[Path] | None = None) -> DisconnectResult:
     """The whole transaction, synchronous: census, purge, revoke and rebuild under one lock hold.
 
-    Run it in a worker thread: the file locks belong to that thread, so a
-    cancelled request cannot release them while the work is half done.
+    ``project_agent_dirs`` None (the route) means every workspace kirocrew knows
+    (:func:`workspace_agent_dirs`). Run it in a worker thread: the file locks
+    belong to that thread, so a cancelled request cannot release them while the
+    work is half done.
     """
     from contextlib import ExitStack
 
@@ -417,10 +464,14 @@ def remove_provider_entry(provider: Provider, *, pm: KirocrewPluginManager | Non
 
     manager = pm if pm is not None else get_plugin_manager()
     warnings: list[str] = []
+    unknown: list[str] = []
+    if project_agent_dirs is None:
+        project_agent_dirs, unknown = workspace_agent_dirs(manager)
     with ExitStack() as stack:
         for name in TRANSACTION_LOCKS:
             stack.enter_context(named_lock(name))
         census = take_census(all_scopes(manager), project_agent_dirs)
+        census.unreadable.extend(unknown)
         verdict = judge(provider, census)
         entry_removed = _purge(verdict.owned, census, warnings) if verdict.owned else False
         revocable = verdict.revocable
@@ -476,8 +527,11 @@ async def cancel_mint(slug: str) -> bool:
 
 
 async def disconnect_provider(provider: Provider, *, pm: KirocrewPluginManager | None = None,
-                              project_agent_dirs: Iterable[Path] = ()) -> DisconnectResult:
-    """Cancel the mint, then run :func:`remove_provider_entry` off the event loop."""
+                              project_agent_dirs: Iterable[Path] | None = None) -> DisconnectResult:
+    """Cancel the mint, then run :func:`remove_provider_entry` off the event loop.
+
+    ``project_agent_dirs`` None censuses every workspace kirocrew knows.
+    """
     await cancel_mint(provider.slug)
-    dirs = list(project_agent_dirs)
+    dirs = None if project_agent_dirs is None else list(project_agent_dirs)
     return await asyncio.to_thread(remove_provider_entry, provider, pm=pm, project_agent_dirs=dirs)

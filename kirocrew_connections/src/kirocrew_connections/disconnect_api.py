@@ -23,5 +23,5 @@ async def post_disconnect(request: Request) -> Response:
     from kirocrew_connections.liveness_api import read_provider_request
 
     _, provider = await read_provider_request(request)
-    result = await disconnect_provider(provider)
+    result = await disconnect_provider(provider, pm=request.app.state.kirocrew.pm)
     return JSONResponse({**result.as_dict(), "revokePageUrl": provider.revoke_page_url})

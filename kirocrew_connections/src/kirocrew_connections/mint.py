@@ -75,8 +75,9 @@ READY_TIMEOUT_SECS = 90.0
 GRANT_POLL_SECS = 5.0
 # A credential-bearing URL is disposed and minted once more, then the mint fails.
 URL_REJECTION_ATTEMPTS = 2
-# Verdicts of the Test classifier that prove an existing grant answers.
-GRANT_PROVEN_VERDICTS = frozenset({"usable", "no_tools"})
+# Verdicts of the Test classifier that prove an existing grant answers. Only ``usable``: a grant
+# whose server exposes no tools, or whose session never completes, proves nothing.
+GRANT_PROVEN_VERDICTS = frozenset({"usable"})
 
 MANIFEST_NAME = "mint-specs.json"
 SPEC_PREFIX = "kirocrew-mint-"
@@ -524,11 +525,22 @@ class MintEngine:
                 return
             disproved = True
             baseline = await asyncio.to_thread(_fingerprint, url)
-        for attempt in range(1, URL_REJECTION_ATTEMPTS + 1):
+        attempt = 1
+        pair_removed = False
+        while attempt <= URL_REJECTION_ATTEMPTS:
             outcome = await self._attempt(row, provider, alias, entry, url, baseline, disproved)
+            if outcome == "dead_pair" and not pair_removed:
+                # kiro-cli (in its no-re-consent form) refused the pair the validation proved dead and
+                # asked for nothing: remove that pair, then spawn once more for a real consent page.
+                pair_removed = True
+                if not await self._remove_dead_pair(row, provider, url, baseline):
+                    return
+                baseline, disproved = None, False
+                continue
             if outcome != "rejected":
                 return
             log.warning("mint for %s: kiro-cli sent a credential-bearing URL (attempt %d)", row.slug, attempt)
+            attempt += 1
         if self._settle(row, FAILED, "mint_url_rejected"):
             await self._audit(row, provider, outcome="error", reason="mint_url_rejected", url_minted=True)
 
@@ -539,8 +551,7 @@ class MintEngine:
         try:
             request = await self._first_report(attempt, alias)
             if request is None:
-                await self._no_challenge(row, provider, attempt, alias, url, disproved)
-                return "done"
+                return await self._no_challenge(row, provider, attempt, alias, url, disproved)
             if oauth_url_contains_credential(request):
                 return "rejected"  # never recorded: the finally disposes process and spec
             if not self._owns(row) or row.state != MINTING:
@@ -605,11 +616,19 @@ class MintEngine:
         return None
 
     async def _no_challenge(self, row: MintRow, provider: Provider, attempt: _Attempt, alias: str, url: str,
-                            disproved: bool) -> None:
-        """The server settled without a consent: granted if it runs (an open endpoint or a fresh grant)."""
+                            disproved: bool) -> str:
+        """The server settled without a consent: granted if it runs (an open endpoint or a fresh grant).
+
+        ``"dead_pair"`` (nothing settled) when the server failed over a pair the
+        validation already disproved: the caller removes that pair and spawns once
+        more. A server that *runs* over a disproved pair (it answers, but exposes no
+        tools) is ``mint_grant_unproven``: nothing proves it, and it is not dead.
+        """
         status = attempt.session.mcp_status.get(alias)
         if status is not None and status.state in _SERVER_FAILED:
-            state, reason = FAILED, ("mint_grant_unproven" if disproved else "mint_server_failed")
+            if disproved:
+                return "dead_pair"
+            state, reason = FAILED, "mint_server_failed"
         elif disproved:
             state, reason = FAILED, "mint_grant_unproven"
         else:
@@ -618,6 +637,30 @@ class MintEngine:
             row.url_minted = False
             await self._audit(row, provider, outcome="ok" if state == GRANTED else "error",
                               reason=reason or "no_challenge", url_minted=False)
+        return "done"
+
+    async def _remove_dead_pair(self, row: MintRow, provider: Provider, url: str,
+                                baseline: tuple[int, int] | None) -> bool:
+        """Unlink the pair the validation proved dead (stat + unlink, never open), audited; True to spawn again.
+
+        Only that same pair: one that changed since (a consent landing meanwhile) is
+        left alone and the mint ends ``mint_dead_grant_kept``, as does a pair whose
+        unlink did not take. A dead pair holds nothing for anyone sharing it; kiro-cli
+        itself deletes a refused token before asking again.
+        """
+        if not self._owns(row) or row.state != MINTING:
+            return False
+        unlinked = await asyncio.to_thread(_unlink_dead_pair, url, baseline)
+        if unlinked is not None:
+            removed, surviving = unlinked
+            await self._audit(row, provider, outcome="ok" if removed and not surviving else "error",
+                              reason="dead_grant_removed", grant_removed=removed, grant_surviving=surviving,
+                              url_minted=False)
+            if removed and not surviving:
+                return True
+        if self._settle(row, FAILED, "mint_dead_grant_kept"):
+            await self._audit(row, provider, outcome="error", reason="mint_dead_grant_kept", url_minted=False)
+        return False
 
     async def _watch(self, row: MintRow, provider: Provider, attempt: _Attempt, url: str,
                      baseline: tuple[int, int] | None) -> None:
@@ -746,6 +789,21 @@ def _fingerprint(url: str) -> tuple[int, int] | None:
     except OSError:
         return None
     return st.st_mtime_ns, st.st_size
+
+
+def _unlink_dead_pair(url: str, baseline: tuple[int, int] | None) -> tuple[bool, list[str]] | None:
+    """``(removed, labels surviving)`` for the pair at ``url``; None (nothing tried) unless it is still ``baseline``.
+
+    Under the ``connections`` lock, so a Disconnect's transaction never sees it half done.
+    """
+    from kirocrew_core.locks import named_lock
+
+    from kirocrew_connections.disconnect import revoke_local_grants
+
+    with named_lock("connections"):
+        if baseline is None or _fingerprint(url) != baseline:
+            return None
+        return revoke_local_grants([grants.grant_key(url)])
 
 
 def _granted(url: str, baseline: tuple[int, int] | None) -> bool:

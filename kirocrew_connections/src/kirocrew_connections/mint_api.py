@@ -41,17 +41,33 @@ async def read_provider(request: Request, raw: object) -> Provider:
     return registry.get(slug)
 
 
+def require_offered(provider: Provider) -> Provider:
+    """``provider`` when its card offers Connect; 409 ``provider_not_offered`` when it is gated or hidden.
+
+    A Connect starts a consent (and installs an entry) for a provider; one we do
+    not offer (a launch gate not passed, a pre-registered client not configured,
+    a vendor that has not admitted us) would only fail at the provider, or
+    worse, work without the checks its gate stands for. Test, Disconnect,
+    Cancel and the mint's state stay open for it: a connection made while it
+    was offered must still be checked and removed.
+    """
+    if provider.visibility != "visible":
+        raise ConflictError(f"{provider.name} is not offered for Connect ({provider.visibility})",
+                            code="provider_not_offered")
+    return provider
+
+
 async def post_mint(request: Request) -> Response:
-    """Reserve a mint row before answering ``{ok, slug, state, token}``; the attempt runs in the background."""
+    """Reserve a mint row before answering ``{ok, slug, state, token}``; the attempt runs in the background.
+
+    409 ``provider_not_offered`` (nothing started) for a provider that is not visible.
+    """
     from starlette.responses import JSONResponse
 
     from kirocrew_connections.mint import mint_engine
 
     body = await read_json_object(request, limit=MAX_BODY_BYTES)
-    provider = await read_provider(request, body.get("slug"))
-    if provider.visibility != "visible":
-        # Gated or hidden, including a pre-registered provider whose operator client is not configured.
-        raise ConflictError(f"{provider.name} is not offered for connecting", code="provider_not_offered")
+    provider = require_offered(await read_provider(request, body.get("slug")))
     row = mint_engine().start(provider)
     return JSONResponse({"ok": True, "slug": row.slug, "state": row.state, "token": row.token})
 

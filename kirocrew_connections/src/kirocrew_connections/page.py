@@ -43,14 +43,17 @@ async def post_install(request: Request) -> Response:
     """``POST /api/connections/install`` ``{slug}``: the provider's MCP entry present and enabled (Connect's step 1).
 
     Answers ``{ok, slug, name, created, changed}``; ``created`` tells the card a
-    Cancel may uninstall the entry. 400 for a bad body or an unknown provider, 500
+    Cancel may uninstall the entry. 400 for a bad body or an unknown provider, 409
+    ``provider_not_offered`` for one that is not visible (nothing written), 500
     ``crew_store_unusable`` when the crew store cannot be read (left untouched).
     """
     from starlette.responses import JSONResponse
 
     from kirocrew_connections.install import install_provider
     from kirocrew_connections.liveness_api import read_provider_request
+    from kirocrew_connections.mint_api import require_offered
 
     _, provider = await read_provider_request(request)
+    require_offered(provider)
     result = await install_provider(provider, pm=request.app.state.kirocrew.pm)
     return JSONResponse(result.as_dict())

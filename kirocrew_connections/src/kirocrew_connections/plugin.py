@@ -61,6 +61,15 @@ def mcp_server_managers(servers: Sequence[Mapping[str, Any]]) -> dict[str, Serve
 
 
 @hookimpl
+def agent_tool_aliases(servers: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Same-named tools of the providers the agent file mounts, renamed ``<slug>_<tool>`` for every claimant."""
+    from kirocrew_connections.registry import routed_registry
+    from kirocrew_connections.tool_aliases import mounted_tool_aliases
+
+    return mounted_tool_aliases(routed_registry().all(), servers)
+
+
+@hookimpl
 def gateway_shutdown(app: Starlette) -> Any:
     """Release held mint processes (each owns a consent listener); a gateway that never minted imports nothing."""
     mint = sys.modules.get("kirocrew_connections.mint")

@@ -14,12 +14,19 @@ slug, so :func:`connections_tool_aliases` keys each rename by that mounted
 alias, split on the *last* ``/`` (a tool name never holds one). Registry slugs
 hold no ``/`` today, so the re-keying is the identity: it holds the shape of the
 spec we write, not a live defect.
+
+Two writers use it: the agent file (kirocrew-mcp's ``agent_tool_aliases()``
+hook, :func:`mounted_tool_aliases` over the entries the file mounts), and a
+spec mounting several providers at once. A single-server mint spec never
+needs one: one server cannot collide with itself, so it carries no
+``toolAliases``.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from kirocrew_connections.registry import Provider
 
@@ -48,6 +55,33 @@ def connections_tool_aliases(providers: Iterable[Provider],
         slug, _, tool = key[1:].rpartition("/")
         renamed[f"@{alias_of(slug)}/{tool}"] = alias
     return dict(sorted(renamed.items()))
+
+
+def mounted_tool_aliases(providers: Iterable[Provider], servers: Mapping[str, Mapping[str, Any]],
+                         server_alias: Callable[[str], str] | None = None) -> dict[str, str]:
+    """The renames an agent mounting ``servers`` needs, among ``providers`` whose entry it mounts.
+
+    A provider's entry is the one under its mounted alias at its endpoint (a
+    user's same-named server elsewhere is not it, as on the card), and not
+    ``disabled``: kiro-cli loads no tools from a disabled server, so it collides
+    with nothing.
+    """
+    from kirocrew_connections.cards import is_provider_entry
+
+    alias_of: Callable[[str], str]
+    if server_alias is None:
+        from kirocrew_connections.mint import server_alias as alias_of
+    else:
+        alias_of = server_alias
+    mounted = []
+    for provider in providers:
+        key = alias_of(provider.slug)
+        entry = servers.get(key)
+        if entry is None or entry.get("disabled", False) is not False:
+            continue
+        if is_provider_entry(provider, provider.slug, entry.get("url")):
+            mounted.append(provider)
+    return connections_tool_aliases(mounted, alias_of)
 
 
 def aliases_by_server(aliases: Mapping[str, str]) -> dict[str, dict[str, str]]:

@@ -21,6 +21,8 @@ from kirocrew_core.contributions import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from starlette.routing import BaseRoute
 
     from kirocrew_core.cli import KirocrewCLI
@@ -68,6 +70,14 @@ def host_mcp_servers() -> list[HostedMcpServer]:
     from kirocrew_conversations.hosted import hosted
 
     return [hosted().hosted_server()]
+
+
+@hookimpl
+def known_workspaces() -> list[Path]:
+    """The workspaces (and worktrees) of every conversation, for Disconnect's project-agent census."""
+    from kirocrew_conversations.workspaces import known_workspaces as from_database
+
+    return from_database()
 
 
 @hookimpl

@@ -147,6 +147,13 @@ def _check_host(value: Any) -> str | None:
     return None
 
 
+def _check_absolute_paths(value: Any) -> str | None:
+    for entry in value:
+        if not Path(entry).expanduser().is_absolute():
+            return f"must be absolute paths (or ~/...), got {_literal(entry)}"
+    return None
+
+
 _REGISTRY: dict[str, ConfigKey] = {}
 
 
@@ -225,6 +232,19 @@ register_key(
         "Seconds a host started on demand by a relay keeps running with no MCP client, run, mint or "
         "dashboard use before it exits (KIROCREW_HOST_IDLE_SECS overrides); a foreground serve never idles out.",
         int_range(1, 7 * 24 * 3600),
+    )
+)
+
+# Read by kirocrew-connections' Disconnect. Declared here rather than by that plugin's
+# module because registering a key imports this module, which ``kirocrew --help`` must not pay for.
+register_key(
+    ConfigKey(
+        "connections.project_roots",
+        "list[str]",
+        [],
+        "Project directories whose .kiro/agents a connection Disconnect also checks for an agent "
+        "sharing the grant (absolute paths or ~/...), besides the workspaces of conversations.",
+        _check_absolute_paths,
     )
 )
 

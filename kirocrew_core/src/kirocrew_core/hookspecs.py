@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 from kirocrew_core.markers import hookspec
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from starlette.applications import Starlette
     from starlette.routing import BaseRoute
 
@@ -260,6 +262,27 @@ def registry_loaders() -> list[RegistryLoader]:
 
     :return: a list of :class:`~kirocrew_core.contributions.RegistryLoader`;
         concatenated, after the shipped registry's entries.
+    """
+
+
+@hookspec
+def known_workspaces() -> list[Path]:
+    """Return the project directories this plugin has run kiro-cli sessions in.
+
+    Called by kirocrew-connections' Disconnect, in its worker thread before the
+    transaction (``disconnect.workspace_agent_dirs``), which reads every
+    ``<workspace>/.kiro/agents`` for a project agent that shares the grant
+    being removed: kiro-cli loads those agents in that project, so a grant one
+    of them uses must be kept. kirocrew-conversations answers with the
+    workspaces (and worktrees) of its conversations. It may read files, never
+    the network; keep it quick.
+
+    :return: a list of absolute :class:`~pathlib.Path` s; concatenated with the
+        ``connections.project_roots`` config key, duplicates dropped. A
+        directory that does not exist is skipped. An implementation that
+        raises, or returns something that is not a list of absolute paths,
+        makes the census incomplete, so Disconnect keeps the grant and says a
+        source could not be read.
     """
 
 

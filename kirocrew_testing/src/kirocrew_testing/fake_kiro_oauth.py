@@ -11,9 +11,10 @@ What kiro-cli 2.x does for a remote MCP server (``mcp_client/oauth_util.rs``):
 2. With a stored grant pair ``{grant_key}.token.json`` +
    ``{grant_key}.registration.json`` in ``~/.aws/sso/cache``, use that token.
    If the server refuses it, refresh once and persist the rotated token; if
-   that fails too, the grant is rejected (kiro-cli then deletes the token file
-   and starts a new consent; the fake by default reports ``server_init_failure``,
-   see ``reauthorize_on_rejection``).
+   that fails too, the grant is rejected: kiro-cli then deletes the token file
+   and starts a new consent (``reauthorize_on_rejection``, which the fake
+   kiro-cli passes unless ``KIRO_FAKE_OAUTH_NO_REAUTH`` is set; without it the
+   rejection raises and the fake reports ``server_init_failure``).
 3. Without one: RFC 9728 → RFC 8414 discovery, dynamic client registration
    (RFC 7591, client name ``Q DEV CLI``), PKCE S256, a one-shot loopback
    listener on ``127.0.0.1:<ephemeral>`` as the ``redirect_uri``, the

@@ -59,6 +59,13 @@ class WriteGuard:
             return True
         if text in ("", ":memory:") or text.startswith("file::memory:"):
             return True
+        if text.startswith("file:"):  # an SQLite URI: read-only opens write nothing, else judge its path
+            from urllib.parse import parse_qs, unquote, urlsplit
+
+            uri = urlsplit(text)
+            if parse_qs(uri.query).get("mode") == ["ro"]:
+                return True
+            text = unquote(uri.path)
         if isinstance(dir_fd, int) and dir_fd >= 0 and not os.path.isabs(text):
             try:  # relative to an open directory (shutil.rmtree, pytest's tmp cleanup)
                 text = os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), text)

@@ -26,6 +26,8 @@ const MINT_FAILURES = {
   mint_url_rejected: "The provider returned an approval address containing credential-like data, so it was not displayed.",
   mint_consent_failed: "The authorization did not complete: it was denied, or the provider refused the OAuth app (check its client id and secret). Try connecting again.",
   mint_redirect_port_busy: "Another program is using this provider's callback port, so the approval could not be received. Close it and try connecting again.",
+  mint_dead_grant_kept: "The provider refuses the stored authorization, and it could not be removed here. Disconnect, then connect again.",
+  mint_grant_unproven: "The stored authorization could not be confirmed: the provider accepts it but exposes no tools. Disconnect, then connect again to authorize afresh.",
 };
 const MINT_FAILED = "Authorization setup failed before an approval address was ready. Try connecting again.";
 

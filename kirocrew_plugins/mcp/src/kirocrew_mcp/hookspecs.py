@@ -7,7 +7,9 @@ until someone restarts them, and kirocrew-mcp does not own those processes:
 the plugin that spawns them does. ``restart_sessions`` is how it asks. Some
 servers in the scope files are another plugin's to manage (the entry a
 Connect installed); ``mcp_server_managers`` is how the MCP servers page learns
-which, without kirocrew-mcp importing the plugins that build on it.
+which, without kirocrew-mcp importing the plugins that build on it. Servers
+another plugin knows may expose same-named tools; ``agent_tool_aliases`` is
+how the agent file renames them apart.
 
 Results are combined the way the core hooks are: every implementation is
 called in core's call order (``tryfirst``, plain, ``trylast``, each tier by
@@ -81,4 +83,29 @@ def mcp_server_managers(servers: Sequence[Mapping[str, Any]]) -> Mapping[str, Se
         ignored. An implementation that raises, or returns something that is
         not such a mapping, is logged by plugin name and skipped: the page
         still renders, with its rows unmarked.
+    """
+
+
+@hookspec
+def agent_tool_aliases(servers: Mapping[str, Mapping[str, Any]]) -> Mapping[str, str] | None:
+    """Rename tools of the servers the agent file mounts, so same-named tools of two servers do not collide.
+
+    Called by the agent-file render (``render_agent_config``, every rebuild:
+    ``kirocrew mcp rebuild``, an apply, a Connect's install, a Disconnect) with
+    the servers the file is about to mount. kiro-cli exposes an MCP tool under
+    its bare name, so GitHub's and Linear's ``list_issues`` would shadow each
+    other; its agent field ``toolAliases`` (``{"@<server>/<tool>": "<new name>"}``)
+    renames them. kirocrew-connections implements it for the providers it knows.
+
+    :param servers: ``{server key: entry}`` as the file will hold them (kiro-safe
+        keys, ``disabled`` entries included); read-only.
+    :return: ``{"@<server>/<tool>": alias}`` for servers among ``servers``, or
+        ``None``. Every implementation is called, in call order, and the
+        answers merged, the first to name a key winning; keys naming a server
+        the file does not mount are ignored. The render keeps the user's own
+        ``toolAliases`` entries: a key the user wrote (or changed after kirocrew
+        wrote it) wins over every plugin's. An implementation that raises, or
+        returns something that is not such a mapping, is logged by plugin name
+        and skipped, with a warning in the rebuild's report: the file is still
+        written, without its renames.
     """

@@ -15,6 +15,13 @@
    user-set fields such as ``autoApprove`` survive;
 6. ``extra_mcp_servers()`` contributions, ADD-only.
 
+Then ``toolAliases``: the user's own entries in the base stay, and every
+``agent_tool_aliases()`` rename for a mounted server is added where the user
+has none for that key. The renames a render wrote are recorded in the state
+file, so the next render can tell them from the user's: one still holding the
+value kirocrew wrote is kirocrew's (re-derived, or dropped once no plugin asks
+for it); one the user changed is the user's and wins.
+
 Managed servers are skipped by every loop and rewritten by
 :mod:`kirocrew_mcp.managed`. A stdio winner whose command does not resolve
 falls back through the crew store, the Kiro global and the seam scopes, adopting
@@ -37,7 +44,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -105,6 +112,7 @@ class RebuildReport:
     dropped: list[str] = field(default_factory=list)
     renamed: dict[str, str] = field(default_factory=dict)
     withheld: list[str] = field(default_factory=list)
+    tool_aliases: dict[str, str] = field(default_factory=dict)
     backup: Path | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -117,6 +125,7 @@ class RebuildReport:
             "dropped": list(self.dropped),
             "renamed": dict(self.renamed),
             "withheld": list(self.withheld),
+            "tool_aliases": dict(self.tool_aliases),
             "backup": str(self.backup) if self.backup else None,
         }
 
@@ -602,8 +611,12 @@ def render_agent_config(
     report: RebuildReport,
     managed_servers: dict[str, ManagedMcpServer],
     retired_managed: set[str],
+    rendered_aliases: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any], list[Withheld]]:
     """Merge everything onto ``base`` and return the finished config (reads only, no writes).
+
+    ``rendered_aliases`` are the ``toolAliases`` the previous render wrote (the
+    state file's record); the ones written now are in ``report.tool_aliases``.
 
     ``retired_managed`` are names a plugin used to manage and no longer does
     (a gated-off ``kirocrew-computer``): they are retracted from the base and
@@ -660,6 +673,7 @@ def render_agent_config(
     if fresh:
         _mount_refs(config, list(managed_servers))
     _mount_refs(config, [n for n in servers if n not in base_servers])
+    _merge_tool_aliases(config, _plugin_tool_aliases(pm, servers, report), rendered_aliases or {}, report)
 
     config["name"] = AGENT_NAME
     config["includeMcpJson"] = False
@@ -669,6 +683,57 @@ def render_agent_config(
     never = {name for name, server in managed_servers.items() if not server.may_auto_approve}
     withheld = apply_auto_approve_pass(config, never, pm)
     return {k: config[k] for k in AGENT_FIELDS if k in config}, withheld
+
+
+def _plugin_tool_aliases(pm: KirocrewPluginManager, servers: dict[str, Any],
+                         report: RebuildReport) -> dict[str, str]:
+    """Every ``agent_tool_aliases()`` rename of a mounted server, the first to name a key winning."""
+    from types import MappingProxyType
+
+    from kirocrew_core.plugins import call_hook
+
+    def problem(value: Any) -> str | None:
+        if value is None or (isinstance(value, Mapping) and all(
+                isinstance(k, str) and isinstance(v, str) and v for k, v in value.items())):
+            return None
+        return f"returned {type(value).__name__}, not a mapping of tool references to names"
+
+    if not hasattr(pm.hook, "agent_tool_aliases"):  # a manager without kirocrew-mcp's own hookspecs
+        return {}
+    view = MappingProxyType({name: MappingProxyType(copy.deepcopy(entry)) for name, entry in servers.items()
+                             if isinstance(entry, dict)})
+    call = call_hook(pm, "agent_tool_aliases", on_error="skip", check=problem, servers=view)
+    for failure in call.failures:
+        report.warnings.append(f"plugin {failure.plugin!r}: agent_tool_aliases() failed ({failure.error}); "
+                               "its tool renames are left out")
+    out: dict[str, str] = {}
+    for contribution in call.contributions:
+        for key, alias in contribution.value.items():
+            server, slash, tool = key[1:].rpartition("/")
+            if key.startswith("@") and slash and tool and server in servers:
+                out.setdefault(key, alias)
+    return out
+
+
+def _merge_tool_aliases(config: dict[str, Any], wanted: dict[str, str], previous: Mapping[str, str],
+                        report: RebuildReport) -> None:
+    """The user's ``toolAliases`` plus ``wanted`` where the user has no entry; see the module docstring."""
+    raw = config.get("toolAliases")
+    current = raw if isinstance(raw, dict) else {}
+    users = {k: v for k, v in current.items() if not (k in previous and previous[k] == v)}
+    ours = {k: v for k, v in sorted(wanted.items()) if k not in users}
+    merged = {**users, **ours}
+    if merged or (isinstance(raw, dict) and not raw):
+        config["toolAliases"] = merged
+    else:
+        config.pop("toolAliases", None)
+    report.tool_aliases = ours
+
+
+def _string_dict(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        return {}
+    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
 
 
 def _dedup_strings(items: list[Any]) -> list[str]:
@@ -718,6 +783,7 @@ def rebuild_agent_config(
             report=report,
             managed_servers=managed_servers,
             retired_managed=retired,
+            rendered_aliases=_string_dict(state.get("tool_aliases")),
         )
         data = dumps_agent(config)
         if data != current:
@@ -728,7 +794,8 @@ def rebuild_agent_config(
         # The SEL lock comes after ours in the lock order, so this may nest.
         audit_withheld(withheld, "rebuild_agent_config", report.warnings)
         _write_state(
-            {"managed": sorted(managed_servers), "retired": sorted(retired), "warnings": list(report.warnings)},
+            {"managed": sorted(managed_servers), "retired": sorted(retired), "warnings": list(report.warnings),
+             "tool_aliases": dict(report.tool_aliases)},
             state,
         )
     return report

@@ -250,7 +250,7 @@ class FakeKiroAgent:
             "sessionId": session.session_id,
             "commands": commands.available_commands(),
             "prompts": [],
-            "tools": commands.tool_rows(session.agent.tools, session.hub),
+            "tools": commands.tool_rows(session.agent.tools, session.hub, session.agent.tool_aliases),
             "mcpServers": session.hub.server_rows() if session.hub is not None else [],
         })
 
@@ -458,7 +458,7 @@ class FakeKiroAgent:
             data = commands.mcp_data(session.hub)
             return commands.CommandResult(True, commands.mcp_message(data), data)
         if name == "tools":
-            rows = commands.tool_rows(session.agent.tools, session.hub)
+            rows = commands.tool_rows(session.agent.tools, session.hub, session.agent.tool_aliases)
             return commands.CommandResult(True, commands.tools_message(rows), {"tools": rows})
         if name == "model":
             if not args:

@@ -89,6 +89,8 @@ class AgentSpec:
     allowed_tools: tuple[str, ...] = ()
     include_mcp_json: bool = False
     model: str | None = None
+    #: ``toolAliases``: ``{"@server/tool": new name}``, the name ``/tools`` shows for that tool.
+    tool_aliases: Mapping[str, str] = field(default_factory=dict)
 
 
 BUILT_IN_DEFAULT = AgentSpec(
@@ -190,6 +192,7 @@ def parse_spec(document: Any, *, path: Path, source: str) -> AgentSpec:
         allowed_tools=_strings(document.get("allowedTools", []), f"{where}: allowedTools"),
         include_mcp_json=include,
         model=document.get("model"),
+        tool_aliases=_string_map(document.get("toolAliases", {}), f"{where}: toolAliases"),
     )
 
 

@@ -10,7 +10,7 @@ which kiro does not honour there.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,15 +57,21 @@ def mcp_data(hub: McpHub | None) -> dict[str, Any]:
     return {"servers": hub.server_rows() if hub is not None else []}
 
 
-def tool_rows(tool_patterns: Iterable[str], hub: McpHub | None) -> list[dict[str, Any]]:
-    """The ``/tools`` rows: ``{name, description, source: "built-in" | "mcp:<server>"}``."""
+def tool_rows(tool_patterns: Iterable[str], hub: McpHub | None,
+              aliases: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """The ``/tools`` rows: ``{name, description, source: "built-in" | "mcp:<server>"}``.
+
+    An MCP tool the agent's ``toolAliases`` names (``@server/tool``) is listed under its alias.
+    """
     patterns = tuple(tool_patterns)
+    renames = aliases or {}
     rows = [{"name": name, "description": text, "source": "built-in"}
             for name, text in catalog.BUILT_IN_TOOLS.items()
             if matches(patterns, None, name, star_means_all=True)]
     for server, tool in hub.running_tools() if hub is not None else []:
         if matches(patterns, server, tool.name, star_means_all=True):
-            rows.append({"name": tool.name, "description": tool.description or "", "source": f"mcp:{server}"})
+            rows.append({"name": renames.get(f"@{server}/{tool.name}", tool.name),
+                         "description": tool.description or "", "source": f"mcp:{server}"})
     return rows
 
 

@@ -260,9 +260,13 @@ class McpHub:
         :mod:`kirocrew_testing.fake_kiro_oauth` probes the server; on a
         challenge it uses the stored grant pair (refreshing it), or runs
         discovery, registration and PKCE consent with a loopback listener,
-        handing us the URL to surface. Its errors become ``server_init_failure``.
+        handing us the URL to surface. A stored grant the server refuses even
+        after a refresh is deleted and consented afresh, as kiro-cli does
+        (``KIRO_FAKE_OAUTH_NO_REAUTH=1``: a ``server_init_failure`` instead).
+        Its errors become ``server_init_failure``.
         """
         from kirocrew_testing import fake_kiro_oauth
+        from kirocrew_testing.fake_kiro import switches
 
         spec = conn.spec
         client = None
@@ -272,6 +276,7 @@ class McpHub:
                 spec.oauth_client_id, spec.oauth_client_secret, spec.oauth_redirect, spec.oauth_scopes)
         return await fake_kiro_oauth.prepare_auth(
             url, headers=headers, consent_timeout=OAUTH_CONSENT_SECS, client=client,
+            reauthorize_on_rejection=not switches.flag(switches.OAUTH_NO_REAUTH),
             on_authorization_url=lambda oauth_url: self._oauth_url(conn, oauth_url))
 
     async def _oauth_url(self, conn: ServerConn, oauth_url: str) -> None:
