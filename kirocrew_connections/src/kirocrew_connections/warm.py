@@ -74,6 +74,7 @@ class WarmTable:
         self._providers: dict[str, Provider] = {}
         self._invalidation_rearms: dict[str, asyncio.Task[Any]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._audits: set[asyncio.Task[Any]] = set()  # awaited, never cancelled, by shutdown
 
     def _registry(self) -> Iterable[Provider]:
         from kirocrew_connections.registry import routed_registry
@@ -86,6 +87,11 @@ class WarmTable:
     def candidates(self) -> list[Provider]:
         """The audited candidate scan over this table's catalog (blocking; run it off the loop)."""
         return audited_candidates(self.catalog)[1]
+
+    def _audit(self, event: str, outcome: str, **fields: Any) -> None:
+        task = asyncio.ensure_future(asyncio.to_thread(audit_event, event, outcome, **fields))
+        self._audits.add(task)
+        task.add_done_callback(self._audits.discard)
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
@@ -195,7 +201,7 @@ class WarmTable:
                     continue
                 if oauth_url_contains_credential(url):
                     log.warning("warm mint for %s: kiro-cli sent a credential-bearing URL; released", slug)
-                    self._spawn(asyncio.to_thread(audit_event, URL_EVENT, "refused", provider=slug))
+                    self._audit(URL_EVENT, "refused", provider=slug)
                     continue
                 row = claim.row
                 row.state, row.oauth_url, row.url_minted = WAITING, url, True
@@ -269,7 +275,7 @@ class WarmTable:
                 minted = self.absorb(result, claims)
         finally:
             self.release(claims)
-        self._spawn(asyncio.to_thread(audit_event, WARM_EVENT, "ok", activated=activated, minted=len(minted)))
+        self._audit(WARM_EVENT, "ok", activated=activated, minted=len(minted))
         return minted
 
     def start_premint(self, providers: Sequence[Provider]) -> asyncio.Task[Any]:
@@ -317,7 +323,7 @@ class WarmTable:
         row.token = uuid.uuid4().hex
         row.shared = False
         row.watcher = self._spawn(self._watch(row, row.token, provider))
-        self._spawn(asyncio.to_thread(audit_event, ADOPT_EVENT, "ok", provider=slug, generation=row.generation))
+        self._audit(ADOPT_EVENT, "ok", provider=slug, generation=row.generation)
         return row.token
 
     async def adopt_shared_mint(self, slug: str, mcp_url: str) -> str | None:
@@ -379,6 +385,7 @@ class WarmTable:
             with contextlib.suppress(BaseException):
                 await task
         await self.runtime.shutdown()
+        await asyncio.gather(*self._audits, return_exceptions=True)
 
 
 _table: WarmTable | None = None
