@@ -505,3 +505,277 @@ def test_a_credential_bearing_warm_url_is_released_and_named_by_slug_only(
     assert (refusal["outcome"], refusal["fields"]) == ("refused", {"provider": "leaky"})
     assert "leak" not in json.dumps(audit.tail(2000)).replace('"leaky"', "")
     assert "client_secret" not in caplog.text and "leaky" in caplog.text
+
+
+# -- session-handle ownership and atomicity around an await -----------------------------------
+
+
+def gate_sync(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, reached: Callable[[], None]) -> None:
+    """Make ``owner.name`` (run in a worker thread) report arrival, then take a moment before doing its work."""
+    real = getattr(owner, name)
+
+    def gated(*args: Any, **kwargs: Any) -> Any:
+        reached()
+        time.sleep(0.3)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, gated)
+
+
+def gate_async(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, reached: Callable[[], None],
+               *, after: bool = False) -> None:
+    """Make the coroutine ``owner.name`` report arrival (before, or once the peer answered) and linger."""
+    real = getattr(owner, name)
+
+    async def gated(*args: Any, **kwargs: Any) -> Any:
+        if not after:
+            reached()
+            await asyncio.sleep(0.3)
+        result = await real(*args, **kwargs)
+        if after:
+            reached()
+            await asyncio.sleep(0.3)
+        return result
+
+    monkeypatch.setattr(owner, name, gated)
+
+
+AWAIT_POINTS = ["plan", "generation_dir", "write_specs", "verify_specs", "spawn", "marker", "create",
+                "create_answered", "set_mode", "collect"]
+
+
+@pytest.mark.parametrize("point", AWAIT_POINTS)
+def test_cancelling_an_activation_at_each_await_leaves_no_row_session_process_spec_or_generation_behind(
+        two_servers: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch, point: str) -> None:
+    from kirocrew_core.acp_runtime import AcpRuntime
+    from kirocrew_core.acp_session import AcpSession
+
+    first, _second = two_servers
+    a = provider_at(first.mcp_url, "alpha")
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        arrived = asyncio.Event()
+
+        def reached() -> None:
+            loop.call_soon_threadsafe(arrived.set)
+
+        table = make_table([a])
+        runtime = table.runtime
+        targets: dict[str, Callable[[], None]] = {
+            "plan": lambda: gate_sync(monkeypatch, runtime, "plan_builder", reached),
+            "generation_dir": lambda: gate_sync(monkeypatch, warm_files, "create_generation_dir", reached),
+            "write_specs": lambda: gate_sync(monkeypatch, warm_files, "write_specs", reached),
+            "verify_specs": lambda: gate_sync(monkeypatch, warm_files, "unowned_specs", reached),
+            "spawn": lambda: gate_async(monkeypatch, AcpRuntime, "open", reached),
+            "marker": lambda: gate_sync(monkeypatch, warm_files, "write_marker", reached),
+            "create": lambda: gate_async(monkeypatch, AcpRuntime, "new_session", reached),
+            "create_answered": lambda: gate_async(monkeypatch, AcpRuntime, "new_session", reached, after=True),
+            "set_mode": lambda: gate_async(monkeypatch, AcpSession, "set_mode", reached),
+            "collect": lambda: gate_async(monkeypatch, runtime, "collect", reached),
+        }
+        owners = {"plan": (runtime, "plan_builder"), "spawn": (AcpRuntime, "open"),
+                  "create": (AcpRuntime, "new_session"), "create_answered": (AcpRuntime, "new_session"),
+                  "set_mode": (AcpSession, "set_mode"), "collect": (runtime, "collect")}
+        owner, name = owners.get(point, (warm_files, {"generation_dir": "create_generation_dir",
+                                                      "write_specs": "write_specs", "verify_specs": "unowned_specs",
+                                                      "marker": "write_marker"}.get(point, "")))
+        originals = [(owner, name, getattr(owner, name))]
+        targets[point]()
+        try:
+            task = asyncio.ensure_future(table.warm_mint_all())
+            await asyncio.wait_for(arrived.wait(), WAIT_SECS)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert table.engine.rows() == [], "the claim went with the cancelled activation"
+            await until(lambda: not runtime._background - {runtime._reaper})
+            assert runtime.sessions == {}, "no session handle is left registered"
+            processes = runtime.processes
+            assert len(processes) <= 1 and all(g.number > 0 for g in processes)
+            assert len(kiro_pids()) == len(processes), "only a handed-over process may stay (as the resident one)"
+            assert len(generation_dirs()) == len(processes)
+            for owner, name, real in originals:
+                monkeypatch.setattr(owner, name, real)
+            if processes and processes[0].plan is not None:
+                assert await table.warm_mint_all() == ["alpha"], "the resident process still serves"
+        finally:
+            await table.shutdown()
+
+    run(scenario)
+    assert kiro_pids() == set() and generation_dirs() == []
+
+
+def test_1_3_an_abandoned_create_whose_handle_arrives_late_is_registered_expired_then_destroyed(
+        two_servers: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    from kirocrew_core.acp_runtime import AcpRuntime
+
+    first, _second = two_servers
+    a = provider_at(first.mcp_url, "alpha")
+    real = AcpRuntime.new_session
+    created: list[Any] = []
+
+    async def slow(self: Any, *args: Any, **kwargs: Any) -> Any:
+        session = await real(self, *args, **kwargs)
+        created.append(session)
+        await asyncio.sleep(1.0)  # the backend answered; our wait was abandoned before the handle came back
+        return session
+
+    async def scenario() -> None:
+        table = make_table([a])
+        runtime = table.runtime
+        runtime.create_timeout = 0.5
+        monkeypatch.setattr(AcpRuntime, "new_session", slow)
+        try:
+            assert await table.warm_mint_all() == []
+            (session,) = created
+            gen = runtime.current
+            assert gen is not None and gen.plan is not None, "a recovered handle needs no quarantine"
+            assert runtime.sessions == {} and session.session_id not in gen.runtime.sessions
+            assert session.closed, "the recovered session was terminated, its listener with it"
+        finally:
+            await table.shutdown()
+
+    run(scenario)
+
+
+def test_4_an_abandoned_create_with_no_handle_quarantines_the_generation_until_the_next_activation(
+        two_servers: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    from kirocrew_core.acp_runtime import AcpRuntime
+
+    first, _second = two_servers
+    a = provider_at(first.mcp_url, "alpha")
+    real = AcpRuntime.new_session
+
+    async def never(self: Any, *args: Any, **kwargs: Any) -> Any:
+        await asyncio.Event().wait()
+
+    async def scenario() -> None:
+        table = make_table([a])
+        runtime = table.runtime
+        runtime.create_timeout = runtime.late_create_timeout = 0.3
+        monkeypatch.setattr(AcpRuntime, "new_session", never)
+        try:
+            assert await table.warm_mint_all() == []
+            quarantined = runtime.current
+            assert quarantined is not None and quarantined.plan is None and quarantined.alive
+            monkeypatch.setattr(AcpRuntime, "new_session", real)
+            assert await table.warm_mint_all() == ["alpha"]
+            assert runtime.generation == 2, "the quarantined generation was stood down"
+            await until(lambda: not quarantined.alive)
+            assert len(kiro_pids()) == 1
+        finally:
+            await table.shutdown()
+
+    run(scenario)
+
+
+def test_5_a_failed_collection_expires_then_destroys_its_session_and_releases_the_claims(
+        two_servers: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    first, _second = two_servers
+    a = provider_at(first.mcp_url, "alpha")
+
+    async def broken(session: Any, wanted: set[str]) -> dict[str, str]:
+        raise RuntimeError("the collector broke")
+
+    async def scenario() -> None:
+        table = make_table([a])
+        monkeypatch.setattr(table.runtime, "collect", broken)
+        try:
+            assert await table.warm_mint_all() == []
+            gen = table.runtime.current
+            assert gen is not None and gen.alive, "an error on a live process kills nothing"
+            assert table.runtime.sessions == {} and gen.runtime.sessions == {}
+            assert table.engine.rows() == []
+        finally:
+            await table.shutdown()
+
+    run(scenario)
+
+
+def test_6_9_the_sweep_forgets_a_session_only_once_its_destroy_completed(
+        two_servers: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    from kirocrew_core.acp_session import AcpSession
+
+    first, _second = two_servers
+    a = provider_at(first.mcp_url, "alpha")
+    real = AcpSession.terminate
+    outcomes: list[BaseException | None] = [RuntimeError("busy"), asyncio.CancelledError(), None]
+
+    async def flaky(self: Any) -> None:
+        outcome = outcomes.pop(0)
+        if outcome is not None:
+            raise outcome
+        await real(self)
+
+    async def scenario() -> None:
+        table = make_table([a])
+        runtime = table.runtime
+        runtime.reaper_interval = 3600.0  # the test drives the sweep itself
+        try:
+            result = await runtime.activate(["alpha"])
+            assert result is not None
+            runtime.settle_activation(result.activation, minted=False)
+            record = runtime.sessions[result.activation]
+            monkeypatch.setattr(AcpSession, "terminate", flaky)
+            await runtime.sweep_sessions()  # a failed destroy is swallowed: the record stays
+            assert runtime.sessions == {result.activation: record}
+            with pytest.raises(asyncio.CancelledError):  # cancellation propagates: the record stays
+                await runtime.sweep_sessions()
+            assert runtime.sessions == {result.activation: record}
+            await runtime.sweep_sessions()
+            assert runtime.sessions == {} and record.session.closed
+        finally:
+            await table.shutdown()
+
+    run(scenario)
+
+
+def test_6_a_session_a_card_still_uses_is_never_swept(two_servers: tuple[Any, Any]) -> None:
+    first, _second = two_servers
+    a = provider_at(first.mcp_url, "alpha")
+
+    async def scenario() -> None:
+        table = make_table([a])
+        runtime = table.runtime
+        runtime.session_ttl = 0.0  # expired at once: only the row's use keeps it
+        try:
+            await table.warm_mint_all()
+            row = table.engine.row("alpha")
+            assert row is not None and row.activation is not None
+            await runtime.sweep_sessions()
+            assert row.activation in runtime.sessions and table.row_alive(row)
+            await table.engine.cancel("alpha")
+            await runtime.sweep_sessions()
+            assert runtime.sessions == {}
+        finally:
+            await table.shutdown()
+
+    run(scenario)
+
+
+def test_7_8_a_dead_or_retired_process_drops_its_sessions_without_a_destroy(
+        two_servers: tuple[Any, Any]) -> None:
+    import signal
+
+    first, second = two_servers
+    a, b = provider_at(first.mcp_url, "alpha"), provider_at(second.mcp_url, "beta")
+
+    async def scenario() -> None:
+        table = make_table([a, b])
+        runtime = table.runtime
+        try:
+            await table.warm_mint_all(arm_supervision=False)  # no replacement: this test watches the death
+            gen = runtime.current
+            assert gen is not None and gen.runtime.pid is not None and runtime.sessions
+            os.kill(gen.runtime.pid, signal.SIGKILL)  # 7
+            await until(lambda: runtime.current is None and not gen.path.exists())
+            assert runtime.sessions == {}
+            await table.warm_mint_all(arm_supervision=False)
+            assert runtime.sessions
+            await runtime.retire_all()  # 8
+            assert runtime.sessions == {} and runtime.processes == []
+        finally:
+            await table.shutdown()
+
+    run(scenario)
