@@ -64,9 +64,9 @@ _boot_tasks: set[Any] = set()  # the scavenge task, kept referenced until it end
 def _scavenge_warm_generations() -> None:
     """A previous gateway's warm generation trees whose host and runtime are provably dead go (off the loop)."""
     try:
-        from kirocrew_connections.warm import scavenge_warm_mint_artifacts
+        from kirocrew_connections.warm_files import scavenge_generations  # never the engine itself
 
-        removed = scavenge_warm_mint_artifacts()
+        removed = scavenge_generations()
     except Exception as exc:  # noqa: BLE001 - unproven residue is kept; boot never fails for it
         log.warning("warm mint scavenge failed: %s", type(exc).__name__)
         return
