@@ -77,7 +77,8 @@ SPEC_PREFIX = "kirocrew-mint-"
 SPEC_NAME_RE = re.compile(r"\Akirocrew-mint-[A-Za-z0-9_.-]+-[0-9]+-[0-9a-f]{8}\.json\Z")
 # Files kirocrew itself owns in the agents dir: never a mint spec, whatever the manifest says.
 OWNED_AGENT_FILES = frozenset({"kirocrew.json"})
-_SERVER_SETTLED = frozenset({"initialized", "running", "failed", "disabled"})
+#: Server states that end a server's start: it will announce no approval URL after one of these.
+SERVER_SETTLED = frozenset({"initialized", "running", "failed", "disabled"})
 _SERVER_FAILED = frozenset({"failed", "disabled"})
 
 # Query/fragment keys an authorization URL may carry without leaking a secret.
@@ -544,7 +545,7 @@ class MintEngine:
         """The approval URL kiro-cli announced for ``alias``, or None when the server settled without one."""
         def settled(state: Any) -> bool:
             status = state.mcp_status.get(alias)
-            return alias in state.oauth_servers or (status is not None and status.state in _SERVER_SETTLED)
+            return alias in state.oauth_servers or (status is not None and status.state in SERVER_SETTLED)
 
         if not await attempt.session.wait_until(settled, self.ready_timeout):
             raise TimeoutError("kiro-cli did not report the server in time")

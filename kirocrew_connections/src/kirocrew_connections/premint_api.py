@@ -10,6 +10,8 @@ its own mint feed (a listed slug may still end without a URL).
 from __future__ import annotations
 
 import asyncio
+import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -17,12 +19,23 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
 PREMINT_EVENT = "connections_premint"
+#: ``off`` (or 0/false/no) turns warming off: premint answers an empty list and every Connect is cold.
+PREMINT_SWITCH = "KIROCREW_CONNECTIONS_PREMINT"
+_OFF = frozenset({"0", "off", "false", "no"})
+
+
+def premint_enabled(env: Mapping[str, str] | None = None) -> bool:
+    """Whether the gateway warms approval URLs (on unless :data:`PREMINT_SWITCH` says off)."""
+    environ = os.environ if env is None else env
+    return environ.get(PREMINT_SWITCH, "").strip().lower() not in _OFF
 
 
 async def post_premint(request: Request) -> Response:
-    """``{ok: true, preminting: [slug, ...]}``; an empty list starts nothing."""
+    """``{ok: true, preminting: [slug, ...]}``; an empty list starts nothing (as does the switch set off)."""
     from starlette.responses import JSONResponse
 
+    if not premint_enabled():
+        return JSONResponse({"ok": True, "preminting": []})
     from kirocrew_connections import warm
     from kirocrew_connections.warm_runtime import audit_event
 

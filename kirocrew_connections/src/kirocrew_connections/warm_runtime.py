@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -93,6 +94,10 @@ class Activation:
     activation: int
     requests: dict[str, str]  # server alias -> approval URL
     covered: frozenset[str]  # the aliases this activation asked for
+
+
+def _changed(read: Callable[[Any], tuple[int, int]], seen: tuple[int, int], state: Any) -> bool:
+    return read(state) != seen
 
 
 def audit_event(event: str, outcome: str, **fields: Any) -> None:
@@ -309,28 +314,38 @@ class WarmRuntime:
     async def collect(self, session: AcpSession, wanted: set[str]) -> dict[str, str]:
         """The approval URLs announced for ``wanted``, within the spec's bounds.
 
-        Stops once every wanted alias reported, after ``settle_rounds`` quiet
-        windows with no new report (each new one renews the budget), or after
-        ``settle_rounds`` windows per wanted alias in all.
+        An alias has *reported* once it announced a URL or its server settled
+        without one (initialized, failed). Collection stops once every wanted
+        alias reported, after ``settle_rounds`` quiet windows with no new report
+        (each new one renews the budget), or after ``settle_rounds`` windows per
+        wanted alias in all.
         """
+        from kirocrew_connections.mint import SERVER_SETTLED
+
+        def settled_of(state: Any) -> set[str]:
+            return {alias for alias in wanted
+                    if (status := state.mcp_status.get(alias)) is not None and status.state in SERVER_SETTLED}
+
+        def reports(state: Any) -> tuple[int, int]:
+            return len(state.oauth_servers), len(settled_of(state))
+
         found: dict[str, str] = {}
         quiet = rounds = 0
         cap = self.settle_rounds * max(1, len(wanted))
+        heard = 0
         while True:
-            progressed = False
             for request in session.drain_oauth_requests():
                 if request.server_name in wanted and request.server_name not in found:
                     found[request.server_name] = request.url
-                    progressed = True
-            if wanted <= found.keys():
+            settled = settled_of(session)
+            if wanted <= found.keys() | settled:
                 return found
-            quiet = 0 if progressed else quiet + 1
+            now = len(found) + len(settled)
+            quiet, heard = (0, now) if now > heard else (quiet + 1, heard)
             if quiet > self.settle_rounds or rounds >= cap:
                 return found
             rounds += 1
-            seen = len(session.oauth_servers)
-            await session.wait_until(lambda s: len(s.oauth_servers) != seen,  # noqa: B023 - awaited here
-                                     self.settle_window)
+            await session.wait_until(functools.partial(_changed, reports, reports(session)), self.settle_window)
 
     # -- sessions ------------------------------------------------------------------------
 
