@@ -715,7 +715,7 @@ def test_6_9_the_sweep_forgets_a_session_only_once_its_destroy_completed(
         try:
             result = await runtime.activate(["alpha"])
             assert result is not None
-            runtime.settle_activation(result.activation, minted=False)
+            runtime.settle_activation(result.activation, keep=False)
             record = runtime.sessions[result.activation]
             monkeypatch.setattr(AcpSession, "terminate", flaky)
             await runtime.sweep_sessions()  # a failed destroy is swallowed: the record stays
@@ -779,3 +779,66 @@ def test_7_8_a_dead_or_retired_process_drops_its_sessions_without_a_destroy(
             await table.shutdown()
 
     run(scenario)
+
+
+def test_an_adoption_miss_redrains_the_live_session_once_and_adopts_the_late_url(
+        two_servers: tuple[Any, Any]) -> None:
+    first, _second = two_servers
+    a = provider_at(first.mcp_url, "alpha")
+
+    async def scenario() -> None:
+        table = make_table([a])
+        runtime = table.runtime
+        runtime.settle_rounds, runtime.settle_window = 0, 0.01  # the premint gives up before the URL comes
+        try:
+            assert await table.warm_mint_all() == []
+            assert table.engine.row("alpha") is None
+            ((activation, record),) = runtime.sessions.items()
+            assert record.roster == {"alpha": (a.mcp_url, (), None)}
+            await until(lambda: "alpha" in record.session.oauth_servers)  # the late frame, still unread
+            assert await table.adopt_shared_mint("alpha", "https://elsewhere.test/mcp") is None
+            token = await table.adopt_shared_mint("alpha", a.mcp_url)
+            assert token is not None
+            row = table.engine.row("alpha")
+            assert row is not None and (row.activation, row.token, row.shared) == (activation, token, False)
+            assert row.oauth_url is not None
+            await redeem(first, row.oauth_url, a)
+            await until(lambda: row.state == "granted")
+        finally:
+            await table.shutdown()
+
+    run(scenario)
+
+
+# -- invariants read from the source ----------------------------------------------------------
+
+#: The synchronous helpers that touch the filesystem (or /proc); a coroutine may only hand them to a worker thread.
+FS_HELPERS = frozenset({
+    "configured_entries", "build_plan", "spec_universe", "candidate_scan", "audited_candidates", "candidates",
+    "audit_event", "plan_builder", "_plan", "_registry", "mintable_providers", "scavenge_warm_mint_artifacts",
+    "start_id", "identity_live", "create_generation_dir", "write_marker", "remove_generation_dir",
+    "generation_provably_dead", "scavenge_generations", "spec_is_ours", "write_specs", "unowned_specs",
+    "remove_specs", "grant_presence",
+})
+
+
+def test_no_coroutine_of_the_warm_engine_calls_a_filesystem_helper_on_the_event_loop() -> None:
+    import ast
+    import inspect
+
+    from kirocrew_connections import premint_api, warm_runtime
+
+    public = {name for name, value in vars(warm_files).items()
+              if inspect.isfunction(value) and value.__module__ == warm_files.__name__}
+    assert public - {"generations_root", "agents_dir", "_private_dir", "_read_marker"} <= FS_HELPERS, \
+        "a new file helper must join FS_HELPERS (and be kept off the event loop)"
+    found: list[str] = []
+    for module in (warm, warm_runtime, premint_api):
+        tree = ast.parse(inspect.getsource(module))
+        for coroutine in (n for n in ast.walk(tree) if isinstance(n, ast.AsyncFunctionDef)):
+            for call in (n for n in ast.walk(coroutine) if isinstance(n, ast.Call)):
+                func = call.func
+                name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+                if name in FS_HELPERS:
+                    found.append(f"{module.__name__}.{coroutine.name} calls {name}() on the loop")
+    assert found == []

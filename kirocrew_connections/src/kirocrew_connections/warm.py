@@ -209,7 +209,7 @@ class WarmTable:
                 row.watcher = self._spawn(self._watch(row, claim.token, claim.provider))
                 minted.append(slug)
         finally:
-            self.runtime.settle_activation(result.activation, bool(minted))
+            self.runtime.settle_activation(result.activation, bool(minted) or result.late_possible)
         return minted
 
     async def _watch(self, row: MintRow, token: str, provider: Provider) -> None:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kirocrew_connections.mint import SERVER_SETTLED
 from kirocrew_connections.warm_plan import ALL_AGENT, BASE_AGENT, AuthShape, WarmPlan
 
 if TYPE_CHECKING:
@@ -94,6 +95,12 @@ class Activation:
     activation: int
     requests: dict[str, str]  # server alias -> approval URL
     covered: frozenset[str]  # the aliases this activation asked for
+    settled: frozenset[str] = frozenset()  # asked-for servers that started without a challenge
+
+    @property
+    def late_possible(self) -> bool:
+        """Some asked-for server neither announced a URL nor settled: one may still come (a redrain reads it)."""
+        return bool(self.covered - self.requests.keys() - self.settled)
 
 
 def _changed(read: Callable[[Any], tuple[int, int]], seen: tuple[int, int], state: Any) -> bool:
@@ -287,13 +294,15 @@ class WarmRuntime:
         try:
             await session.set_mode(ALL_AGENT)
             requests = await self.collect(session, set(asked))
+            settled = frozenset(alias for alias in asked if (status := session.mcp_status.get(alias)) is not None
+                                and status.state in SERVER_SETTLED and alias not in requests)
         except BaseException:
             # 5: settled and expired before the destroy, popped only after it: an interrupted
             # destroy leaves a record the sweep finishes.
             record.settled, record.expires_at = True, 0.0
             await self._destroy_record(activation)
             raise
-        return Activation(gen.number, activation, requests, asked)
+        return Activation(gen.number, activation, requests, asked, settled)
 
     async def _abandon_creation_locked(self, gen: Generation, activation: int,
                                        create: asyncio.Task[Any], roster: dict[str, AuthShape]) -> None:
@@ -320,8 +329,6 @@ class WarmRuntime:
         (each new one renews the budget), or after ``settle_rounds`` windows per
         wanted alias in all.
         """
-        from kirocrew_connections.mint import SERVER_SETTLED
-
         def settled_of(state: Any) -> set[str]:
             return {alias for alias in wanted
                     if (status := state.mcp_status.get(alias)) is not None and status.state in SERVER_SETTLED}
@@ -386,16 +393,17 @@ class WarmRuntime:
             if record.settled and activation not in in_use and record.expires_at <= now:
                 await self._destroy_record(activation)
 
-    def settle_activation(self, activation: int, minted: bool) -> None:
+    def settle_activation(self, activation: int, keep: bool) -> None:
         """The activation's rows are written: it outlives them by one TTL (a replaced URL may still be open).
 
-        One that minted nothing is expired at once. The sweep runs on the next reaper tick.
+        One with nothing to keep (it minted nothing and no late URL can come) is
+        expired at once. The sweep runs on the next reaper tick.
         """
         record = self.sessions.get(activation)
-        if record is None:
-            return
+        if record is None or record.settled:
+            return  # the first settlement stands (a redrain re-reads a settled session)
         record.settled = True
-        if not minted:
+        if not keep:
             record.expires_at = 0.0
 
     def _drop_generation_sessions(self, number: int) -> None:
