@@ -87,6 +87,14 @@ class WarmSession:
     expires_at: float
     settled: bool = False
     roster: dict[str, AuthShape] = field(default_factory=dict)
+    frames: dict[str, str] = field(default_factory=dict)  # announced URLs read from the session, not yet taken
+
+    def may_still_announce(self, alias: str) -> bool:
+        """A redrain can yield ``alias``: its URL was read and not taken, or it has neither announced nor settled."""
+        if alias in self.frames:
+            return True
+        status = self.session.mcp_status.get(alias)
+        return alias not in self.session.oauth_servers and (status is None or status.state not in SERVER_SETTLED)
 
 
 @dataclass(frozen=True)
@@ -280,7 +288,8 @@ class WarmRuntime:
         loop = asyncio.get_running_loop()
         self._seq += 1
         activation = self._seq
-        roster = {alias: shape for alias in asked if (shape := plan.shape(alias)) is not None}
+        # Every server the all agent mounts: any of them may announce a URL a later redrain can serve.
+        roster = {alias: shape for alias in plan.entries if (shape := plan.shape(alias)) is not None}
         # 1: the create is a kept, shielded task: abandoning the wait never loses the handle.
         create = self._track(gen.runtime.new_session(gen.path, mcp_servers=[]))
         try:
@@ -336,14 +345,17 @@ class WarmRuntime:
         def reports(state: Any) -> tuple[int, int]:
             return len(state.oauth_servers), len(settled_of(state))
 
+        record = next((r for r in self.sessions.values() if r.session is session), None)
+        frames = record.frames if record is not None else {}
         found: dict[str, str] = {}
         quiet = rounds = 0
         cap = self.settle_rounds * max(1, len(wanted))
         heard = 0
         while True:
             for request in session.drain_oauth_requests():
-                if request.server_name in wanted and request.server_name not in found:
-                    found[request.server_name] = request.url
+                frames.setdefault(request.server_name, request.url)  # kept: a later redrain may want it
+            for alias in wanted & frames.keys():
+                found.setdefault(alias, frames.pop(alias))
             settled = settled_of(session)
             if wanted <= found.keys() | settled:
                 return found
@@ -414,7 +426,8 @@ class WarmRuntime:
     def live_sessions_for(self, alias: str, shape: AuthShape) -> list[tuple[int, WarmSession]]:
         """Live sessions (newest first) whose roster asked for ``alias`` with this same shape."""
         return [(a, r) for a, r in sorted(self.sessions.items(), reverse=True)
-                if r.roster.get(alias) == shape and self.generation_is_live(r.generation)]
+                if r.roster.get(alias) == shape and self.generation_is_live(r.generation)
+                and r.may_still_announce(alias)]
 
     # -- standing down -------------------------------------------------------------------
 
