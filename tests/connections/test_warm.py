@@ -802,6 +802,8 @@ def test_an_adoption_miss_redrains_the_live_session_once_and_adopts_the_late_url
             row = table.engine.row("alpha")
             assert row is not None and (row.activation, row.token, row.shared) == (activation, token, False)
             assert row.oauth_url is not None
+            assert runtime.live_sessions_for("alpha", record.roster["alpha"]) == [], \
+                "a session whose one URL for a server was taken is never redrained for it again"
             await redeem(first, row.oauth_url, a)
             await until(lambda: row.state == "granted")
         finally:

@@ -88,13 +88,16 @@ class WarmSession:
     settled: bool = False
     roster: dict[str, AuthShape] = field(default_factory=dict)
     frames: dict[str, str] = field(default_factory=dict)  # announced URLs read from the session, not yet taken
+    taken: set[str] = field(default_factory=set)  # servers whose URL went to a claim (one URL per server)
 
     def may_still_announce(self, alias: str) -> bool:
-        """A redrain can yield ``alias``: its URL was read and not taken, or it has neither announced nor settled."""
-        if alias in self.frames:
+        """A redrain can yield ``alias``: its URL is not taken and was announced, or its server has not settled."""
+        if alias in self.taken:
+            return False
+        if alias in self.frames or alias in self.session.oauth_servers:
             return True
         status = self.session.mcp_status.get(alias)
-        return alias not in self.session.oauth_servers and (status is None or status.state not in SERVER_SETTLED)
+        return status is None or status.state not in SERVER_SETTLED
 
 
 @dataclass(frozen=True)
@@ -347,6 +350,7 @@ class WarmRuntime:
 
         record = next((r for r in self.sessions.values() if r.session is session), None)
         frames = record.frames if record is not None else {}
+        taken = record.taken if record is not None else set()
         found: dict[str, str] = {}
         quiet = rounds = 0
         cap = self.settle_rounds * max(1, len(wanted))
@@ -356,6 +360,7 @@ class WarmRuntime:
                 frames.setdefault(request.server_name, request.url)  # kept: a later redrain may want it
             for alias in wanted & frames.keys():
                 found.setdefault(alias, frames.pop(alias))
+                taken.add(alias)
             settled = settled_of(session)
             if wanted <= found.keys() | settled:
                 return found
