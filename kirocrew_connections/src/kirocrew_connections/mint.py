@@ -650,6 +650,10 @@ class MintEngine:
         """A ``connections_oauth_mint`` event for a row the warm engine settles (same rules as the cold path's)."""
         await self._audit(row, provider, outcome=outcome, **fields)
 
+    def audit_soon(self, row: MintRow, provider: Provider, *, outcome: str = "ok", **fields: Any) -> None:
+        """:meth:`audit` in the background (tracked; :meth:`aclose` waits for it): a click need not wait on fsync."""
+        self._spawn_background(self._audit(row, provider, outcome=outcome, **fields))
+
     async def _audit(self, row: MintRow, provider: Provider, *, outcome: str = "ok", **fields: Any) -> None:
         """One ``connections_oauth_mint`` SEL event; best-effort: an SEL outage must not fail the mint.
 

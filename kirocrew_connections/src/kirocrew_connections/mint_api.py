@@ -61,7 +61,7 @@ async def post_mint(request: Request) -> Response:
     token = await warm.adopt_shared_mint(provider.slug, provider.mcp_url) if warm is not None else None
     adopted = engine.row(provider.slug) if token is not None else None
     if adopted is not None and adopted.token == token:
-        await engine.audit(adopted, provider, reason="adopted_warm_mint", url_minted=True)
+        engine.audit_soon(adopted, provider, reason="adopted_warm_mint", url_minted=True)
         return JSONResponse({"ok": True, "slug": provider.slug, "state": WAITING, "token": token})
     row = engine.start(provider)
     return JSONResponse({"ok": True, "slug": row.slug, "state": row.state, "token": row.token})
