@@ -844,3 +844,74 @@ def test_no_coroutine_of_the_warm_engine_calls_a_filesystem_helper_on_the_event_
                 if name in FS_HELPERS:
                     found.append(f"{module.__name__}.{coroutine.name} calls {name}() on the loop")
     assert found == []
+
+
+# -- which providers are warmed, and the plan -------------------------------------------------
+
+
+def registry_provider(slug: str) -> Any:
+    from kirocrew_connections.registry import load_registry
+
+    return load_registry().get(slug)
+
+
+def write_rendered_agent(servers: dict[str, Any]) -> None:
+    from kirocrew_core import home
+
+    path = home.rendered_agent_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"name": "kirocrew", "mcpServers": servers}))
+
+
+def test_the_all_spec_renders_the_registry_tool_aliases_keyed_by_the_mounted_server(isolated_homes: Any) -> None:
+    linear, gitlab, notion = (registry_provider(s) for s in ("linear", "gitlab", "notion"))
+    plan = warm_plan.build_plan([linear, gitlab, notion])
+    spec = plan.specs["kirocrew-mint-warm-all"]
+    assert spec["toolAliases"]["@linear/list_issues"] == "linear_list_issues"
+    assert spec["toolAliases"]["@gitlab/list_issues"] == "gitlab_list_issues"
+    assert not any(key.startswith("@notion/") for key in spec["toolAliases"])
+    assert "toolAliases" not in plan.specs["kirocrew-mint-warm-base"]
+    assert sorted(spec["mcpServers"]) == ["gitlab", "linear", "notion"]
+
+
+def test_the_plan_is_registry_derived_so_a_connect_writing_config_does_not_change_it(isolated_homes: Any) -> None:
+    notion = registry_provider("notion")
+    before = warm_plan.build_plan([notion])
+    write_rendered_agent({"notion": {"url": notion.mcp_url, "timeout": 30000}})
+    after = warm_plan.build_plan([notion])
+    assert before.digest == after.digest and warm_plan.servable(before, after)
+    assert not warm_plan.servable(before, warm_plan.build_plan([notion, registry_provider("linear")]))
+    assert not warm_plan.servable(warm_plan.build_plan([notion, registry_provider("linear")]), before), \
+        "a plan that shrank is not servable: the all mode would still challenge the dropped provider"
+
+
+def test_a_switched_off_or_differently_asked_entry_is_not_warmed_and_a_hidden_one_never(
+        isolated_homes: Any) -> None:
+    notion, linear, vercel, figma = (registry_provider(s) for s in ("notion", "linear", "vercel", "figma"))
+    write_rendered_agent({
+        "notion": {"url": notion.mcp_url, "disabled": True},
+        "linear": {"url": linear.mcp_url, "oauthScopes": ["write"]},
+        "vercel": {"url": "https://elsewhere.test/mcp", "oauthScopes": ["other"]},  # another server's entry
+    })
+    assert [p.slug for p in warm_plan.spec_universe([notion, linear, vercel, figma])] == ["vercel"]
+    github = dataclasses.replace(registry_provider("github"), launch_gate_passed=True, client_id=None)
+    assert not warm_plan.mintable(github), "no dynamic registration and no client: only the cold path"
+    assert warm_plan.mintable(dataclasses.replace(github, client_id="owner-app"))
+    assert warm_plan.registry_entry(dataclasses.replace(github, client_id="owner-app")) == {
+        "url": github.mcp_url, "oauth": {"clientId": "owner-app"}}
+
+
+def test_only_a_confirmed_absent_grant_is_a_candidate(isolated_homes: Any) -> None:
+    from kirocrew_core import grants
+
+    notion, linear, vercel = (registry_provider(s) for s in ("notion", "linear", "vercel"))
+    token, registration = grants.artifact_paths(notion.mcp_url)
+    token.parent.mkdir(parents=True, exist_ok=True)
+    token.write_text("{}")
+    registration.write_text("{}")
+    looped, linear_registration = grants.artifact_paths(linear.mcp_url)
+    looped.symlink_to(looped)  # a stat that fails with ELOOP: unreadable, not absent
+    linear_registration.write_text("{}")
+    universe, candidates = warm_plan.candidate_scan(lambda: [notion, linear, vercel])
+    assert [p.slug for p in universe] == ["notion", "linear", "vercel"]
+    assert [p.slug for p in candidates] == ["vercel"]
