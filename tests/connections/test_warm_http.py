@@ -169,3 +169,24 @@ def test_importing_the_routes_status_and_plugin_loads_neither_the_warm_nor_the_m
             "'kirocrew_connections.mint')) and m != 'kirocrew_connections.mint_api'))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
+
+
+def test_the_gateway_start_removes_a_dead_generation_in_the_background(plugin_manager: Any) -> None:
+    import json
+
+    from starlette.testclient import TestClient
+
+    from kirocrew_core.gateway.app import create_app
+
+    from kirocrew_connections import warm_files
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead = warm_files.create_generation_dir()
+    (dead / warm_files.MARKER_NAME).write_text(json.dumps({
+        "sentinel": warm_files.MARKER_SENTINEL, "version": 1, "host_pid": gone.pid, "host_started": "1",
+        "runtime_pid": gone.pid, "runtime_started": "1"}))
+    kept = warm_files.create_generation_dir()  # provisional: never provably dead
+    with TestClient(create_app(plugin_manager), base_url="http://127.0.0.1"):
+        until(dead.exists, lambda exists: not exists)
+    assert kept.exists()
