@@ -54,15 +54,16 @@ class GatewayFailed(RuntimeError):
 
 
 @contextlib.contextmanager
-def serve_gateway(env: dict[str, str], root: Path, *, timeout: float = 60) -> Iterator[Any]:
-    """A real ``kirocrew serve --port 0`` under ``env`` and an owner-authenticated httpx client to it."""
+def serve_gateway(env: dict[str, str], root: Path, *, timeout: float = 60,
+                  args: Sequence[str] = ()) -> Iterator[Any]:
+    """A real ``kirocrew serve --port 0 *args`` under ``env`` and an owner-authenticated httpx client to it."""
     import httpx
 
     from kirocrew_core import proc
 
     stderr_path = root / "serve.stderr"
     with stderr_path.open("w") as stderr:
-        gateway = proc.spawn([*kirocrew_argv(), "serve", "--port", "0"], env=env, stderr=stderr, text=True)
+        gateway = proc.spawn([*kirocrew_argv(), "serve", "--port", "0", *args], env=env, stderr=stderr, text=True)
         assert gateway.stdout is not None
         try:
             line = gateway.stdout.readline().strip()

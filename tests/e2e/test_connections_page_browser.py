@@ -36,9 +36,15 @@ def kiro_switches() -> dict[str, str]:
 
 
 @pytest.fixture
-def gateway_env(fake_kiro_cli: Any, isolated_homes: Any, kiro_switches: dict[str, str]) -> dict[str, str]:
+def premint() -> str:
+    """The gateway's premint switch: off, so these tests drive the cold path (a test parametrizes it on)."""
+    return "off"
+
+
+@pytest.fixture
+def gateway_env(fake_kiro_cli: Any, isolated_homes: Any, kiro_switches: dict[str, str], premint: str) -> dict[str, str]:
     """The served gateway's environment: the fake kiro-cli first on PATH (and in KIRO_CLI_PATH)."""
-    return fake_kiro_cli.env(**kiro_switches)
+    return {**fake_kiro_cli.env(**kiro_switches), "KIROCREW_CONNECTIONS_PREMINT": premint}
 
 
 @pytest.fixture
@@ -54,10 +60,18 @@ def gateway_command(gateway_command: list[str], file_privileges: bool) -> list[s
     return gateway_command if file_privileges else without_file_privileges(gateway_command)
 
 
+#: The other visible providers' origins: a warm premint mounts every visible provider, so these go to a closed port.
+OTHER_ORIGINS = ("https://mcp.atlassian.com", "https://mcp.stripe.com", "https://mcp.vercel.com", "https://gitlab.com")
+
+
 @pytest.fixture
-def gateway_args(oauth_mcp_server: Any) -> list[str]:
-    return ["--override-origin", f"{NOTION_ORIGIN}={oauth_mcp_server.base_url}",
+def gateway_args(oauth_mcp_server: Any, premint: str) -> list[str]:
+    args = ["--override-origin", f"{NOTION_ORIGIN}={oauth_mcp_server.base_url}",
             "--override-origin", f"{LINEAR_ORIGIN}=http://127.0.0.1:9"]
+    if premint == "on":
+        for origin in OTHER_ORIGINS:
+            args += ["--override-origin", f"{origin}=http://127.0.0.1:9"]
+    return args
 
 
 def _crew_servers() -> dict[str, Any]:
@@ -65,9 +79,9 @@ def _crew_servers() -> dict[str, Any]:
     return json.loads(path.read_text()).get("mcpServers", {}) if path.exists() else {}
 
 
-def _mint_processes() -> list[int]:
+def _mint_processes(agent: bytes = b"kirocrew-mint-notion-") -> list[int]:
     """Live processes running a Notion mint's dedicated agent spec (``--agent kirocrew-mint-notion-…``)
-    under this test's crew home (tests in other workers run their own)."""
+    under this test's crew home (tests in other workers run their own); ``agent`` names another."""
     crew_home = f"KIROCREW_HOME={os.environ['KIROCREW_HOME']}".encode()
     found = []
     for entry in os.listdir("/proc"):
@@ -82,7 +96,7 @@ def _mint_processes() -> list[int]:
                 zombie = handle.read().rsplit(")", 1)[1].split()[0] == "Z"
         except OSError:
             continue
-        if b"kirocrew-mint-notion-" in cmdline and crew_home in environ and not zombie:
+        if agent in cmdline and crew_home in environ and not zombie:
             found.append(int(entry))
     return found
 
@@ -407,3 +421,32 @@ def test_the_status_poll_updates_a_card_without_a_reload(dashboard: Any, oauth_m
     opened.page.clock.fast_forward(1_500)  # past the 30 s poll
     card.get_by_text("Connected", exact=True).wait_for(timeout=15_000)
     assert opened.page.evaluate("window.__sameDocument === true")  # not a reload
+
+
+@pytest.mark.parametrize("premint", ["on"])
+def test_the_page_premints_on_mount_and_connect_adopts_the_warm_approval_url(
+        dashboard: Any, oauth_mcp_server: Any) -> None:
+    opened = _open(dashboard)
+    page = opened.page
+    card = _notion(page)
+
+    def mint_state() -> dict[str, Any]:
+        return dict(page.request.get(f"{dashboard.gateway.url}/api/connections/mint?slug=notion").json())
+
+    _wait_until(lambda: mint_state()["state"] == "waiting", "the premint holds Notion's approval URL", timeout=90)
+    assert "oauth_url" not in mint_state(), "an unclaimed premint serves its URL to nobody"
+    assert card.get_by_text("Not connected", exact=True).is_visible(), "a premint is not a consent under way"
+    (warm,) = _mint_processes(b"kirocrew-mint-warm-base")
+
+    consent = _connect_and_take_the_consent_tab(page)
+    card.get_by_role("link", name="Re-open approval").wait_for(timeout=WAIT_MS)
+    assert _mint_processes() == [], "the click adopted the premint: no dedicated cold kiro-cli"
+    assert _mint_processes(b"kirocrew-mint-warm-base") == [warm]
+    dashboard.screenshot(opened, "connections-warm-waiting-light")
+
+    consent.get_by_role("link", name="Allow").click()
+    card.get_by_text("Connected", exact=True).wait_for(timeout=WAIT_MS)
+    assert grants.grant_presence(oauth_mcp_server.mcp_url) is True
+    dashboard.screenshot(opened, "connections-warm-connected-light")
+    assert opened.csp_violations() == []
+    assert opened.console_errors == []

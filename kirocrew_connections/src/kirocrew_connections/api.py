@@ -2,7 +2,8 @@
 
 =====================================  ============================================
 ``GET /api/connections/status``        every provider card's authorization state
-``POST /api/connections/mint``         start (or report) a consent for a provider
+``POST /api/connections/premint``      warm every card's approval URL (the page, once per mount)
+``POST /api/connections/mint``         adopt the premint, or start a cold consent, for a provider
 ``GET /api/connections/mint?slug=``    one mint's state
 ``POST /api/connections/cancel``       dispose a mint (token-fenced, idempotent)
 ``POST /api/connections/test``         a promptless session: does the connection answer?
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 ROUTES: tuple[tuple[str, str, str], ...] = (
     ("GET", "/api/connections/status", "kirocrew_connections.status_api:get_status"),
+    ("POST", "/api/connections/premint", "kirocrew_connections.premint_api:post_premint"),
     ("POST", "/api/connections/mint", "kirocrew_connections.mint_api:post_mint"),
     ("GET", "/api/connections/mint", "kirocrew_connections.mint_api:get_mint"),
     ("POST", "/api/connections/cancel", "kirocrew_connections.mint_api:post_cancel"),

@@ -191,14 +191,18 @@ def build_card(provider: Provider, status: ConnectionStatus | None, server: Serv
 
 
 def mint_views(slugs: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """Each slug's ``GET /api/connections/mint`` view, without loading the engine (none loaded: all idle)."""
+    """Each slug's ``GET /api/connections/mint`` view, without loading the engine (none loaded: all idle).
+
+    An unclaimed premint reads as idle: a URL nobody asked for is not a consent under way.
+    """
     import sys
 
     module = sys.modules.get("kirocrew_connections.mint")
     if module is None:
         return {slug: {"slug": slug, "state": "idle"} for slug in slugs}
     engine = module.mint_engine()
-    return {slug: engine.view(slug) for slug in slugs}
+    return {slug: engine.view(slug) if engine.consent_state(slug) is not None else {"slug": slug, "state": "idle"}
+            for slug in slugs}
 
 
 @dataclass(frozen=True)

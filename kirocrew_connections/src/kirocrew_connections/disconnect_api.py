@@ -14,6 +14,21 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
+    from kirocrew_connections.disconnect import DisconnectResult
+
+
+def rearm_after_disconnect(slug: str, result: DisconnectResult) -> None:
+    """No grant of ours survived: warm that provider's URL again (scheduled, never awaited).
+
+    Only when the warm engine is loaded (the page premints in this gateway);
+    the engine's own scan still vetoes a grant present, unreadable or shared.
+    """
+    import sys
+
+    warm = sys.modules.get("kirocrew_connections.warm")
+    if warm is not None and not result.grant_surviving:
+        warm.rearm_invalidated_provider(slug)
+
 
 async def post_disconnect(request: Request) -> Response:
     """Disconnect the body's ``slug`` (400 for a bad body or unknown provider, else 200)."""
@@ -24,4 +39,5 @@ async def post_disconnect(request: Request) -> Response:
 
     _, provider = await read_provider_request(request)
     result = await disconnect_provider(provider, pm=request.app.state.kirocrew.pm)
+    rearm_after_disconnect(provider.slug, result)
     return JSONResponse({**result.as_dict(), "revokePageUrl": provider.revoke_page_url})

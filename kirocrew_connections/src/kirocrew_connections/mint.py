@@ -31,8 +31,14 @@ until the attempt it superseded is disposed (its listener closed) before it
 spawns, and a port something else holds fails the mint with
 ``mint_redirect_port_busy`` rather than a server kiro-cli could not start.
 
-The warm table (a later issue) plugs in before :meth:`MintEngine.start`
-reserves a cold row; the row/view contract here does not change for it.
+The warm table (:mod:`kirocrew_connections.warm`) keeps its rows in this
+table too and plugs in before :meth:`MintEngine.start` reserves a cold row. A
+warm row has two marks: ``shared`` (an unclaimed premint any Connect may adopt)
+and its provenance ``generation``/``activation`` (the shared process and session
+holding the verifier and the callback listener). :meth:`MintEngine.view` never
+serves an unclaimed row's URL, the status card does not read it as a consent
+under way, and the cold liveness judge abstains on a row with a generation
+(:func:`kirocrew_connections.warm.expire_dead_mints` is the only judge of those).
 """
 
 from __future__ import annotations
@@ -84,7 +90,8 @@ SPEC_PREFIX = "kirocrew-mint-"
 SPEC_NAME_RE = re.compile(r"\Akirocrew-mint-[A-Za-z0-9_.-]+-[0-9]+-[0-9a-f]{8}\.json\Z")
 # Files kirocrew itself owns in the agents dir: never a mint spec, whatever the manifest says.
 OWNED_AGENT_FILES = frozenset({"kirocrew.json"})
-_SERVER_SETTLED = frozenset({"initialized", "running", "failed", "disabled"})
+#: Server states that end a server's start: it will announce no approval URL after one of these.
+SERVER_SETTLED = frozenset({"initialized", "running", "failed", "disabled"})
 _SERVER_FAILED = frozenset({"failed", "disabled"})
 
 # Query/fragment keys an authorization URL may carry without leaking a secret.
@@ -370,11 +377,20 @@ class MintRow:
     disposals: list[asyncio.Task[None]] = field(default_factory=list)
     # The disposal of the attempt this row superseded; a fixed callback port waits for it before spawning.
     predecessor: asyncio.Task[None] | None = None
+    shared: bool = False  # an unclaimed premint: nobody asked for this URL yet
+    generation: int | None = None  # the warm process holding the verifier
+    activation: int | None = None  # the warm session holding the callback listener
+    watcher: asyncio.Task[None] | None = None  # a warm row's grant watcher (token-fenced)
+
+    @property
+    def warm(self) -> bool:
+        """A warm-table row: still shared (a claim, maybe minting) or carrying warm provenance (adopted)."""
+        return self.shared or self.generation is not None
 
     def view(self) -> dict[str, Any]:
-        """What ``GET /api/connections/mint`` serves: ``oauth_url`` only while waiting."""
+        """What ``GET /api/connections/mint`` serves: ``oauth_url`` only while waiting, never for a premint."""
         out: dict[str, Any] = {"slug": self.slug, "state": self.state, "token": self.token}
-        if self.state == WAITING and self.oauth_url:
+        if self.state == WAITING and self.oauth_url and not self.shared:
             out["oauth_url"] = self.oauth_url
         if self.reason:
             out["reason"] = self.reason
@@ -409,6 +425,37 @@ class MintEngine:
         self._expire_dead_holder(row)
         return row.state
 
+    def consent_state(self, slug: str) -> str | None:
+        """:meth:`state`, except that an unclaimed premint reads as no mint (it is nobody's consent)."""
+        row = self._rows.get(slug)
+        if row is not None and row.shared:
+            return None
+        return self.state(slug)
+
+    def row(self, slug: str) -> MintRow | None:
+        """The table's row for ``slug`` (the warm engine reads and writes it under its own rules)."""
+        return self._rows.get(slug)
+
+    def rows(self) -> list[MintRow]:
+        return list(self._rows.values())
+
+    def put(self, row: MintRow) -> MintRow | None:
+        """Install ``row`` (a warm claim); the row it displaced, for the caller to :meth:`dispose`."""
+        previous = self._rows.get(row.slug)
+        self._rows[row.slug] = row
+        return previous
+
+    def remove(self, row: MintRow) -> bool:
+        """Drop ``row`` if it is still the table's; True when it was."""
+        if self._rows.get(row.slug) is row:
+            del self._rows[row.slug]
+            return True
+        return False
+
+    def dispose(self, row: MintRow) -> None:
+        """Stop a row already out of the table in the background (its attempt or watcher)."""
+        self._spawn_background(self._stop(row))
+
     def view(self, slug: str) -> dict[str, Any]:
         """The card's feed: ``{slug, state:"idle"}`` without a row, else the row's view."""
         row = self._rows.get(slug)
@@ -418,15 +465,23 @@ class MintEngine:
         return row.view()
 
     def in_progress(self) -> int:
-        """Mints still minting or waiting for consent (what keeps an auto-started host from idling out)."""
-        return sum(1 for row in self._rows.values() if row.task is not None and not row.task.done())
+        """Mints still minting or waiting for consent (what keeps an auto-started host from idling out).
+
+        An adopted warm row counts (the owner is mid-consent); an unclaimed premint does not.
+        """
+        return sum(1 for row in self._rows.values()
+                   if (row.task is not None and not row.task.done())
+                   or (row.generation is not None and not row.shared and row.state in LIVE_STATES))
 
     def _expire_dead_holder(self, row: MintRow) -> None:
         """A waiting row whose process died can never be redeemed: say expired, never serve its URL.
 
         Audited as the watch loop audits the same expiry, so the record does not depend on
         which reader noticed the death first (the loop's fence then finds the row settled).
+        Abstains on a warm row: it owns no process of its own, and an absent one is not a verdict.
         """
+        if row.generation is not None:
+            return
         if row.state == WAITING and row.runtime is not None and row.runtime.returncode is not None:
             row.state, row.reason, row.oauth_url = EXPIRED, "mint_process_gone", None
             if row.task is not None:
@@ -468,9 +523,13 @@ class MintEngine:
                 await task
 
     async def _stop(self, row: MintRow) -> None:
-        """Cancel the row's attempt and wait until its process and spec are really gone."""
+        """Cancel the row's attempt (or warm watcher) and wait until its process and spec are really gone."""
+        loop = asyncio.get_running_loop()
+        watcher = row.watcher
+        if watcher is not None and watcher.get_loop() is loop and not watcher.done():
+            watcher.cancel()
         task = row.task
-        if task is not None and task.get_loop() is not asyncio.get_running_loop():
+        if task is not None and task.get_loop() is not loop:
             return  # a row left by an event loop that is gone (a restarted gateway): nothing to wait for
         if task is not None and not task.done():
             task.cancel()
@@ -606,7 +665,7 @@ class MintEngine:
         """The approval URL kiro-cli announced for ``alias``, or None when the server settled without one."""
         def settled(state: Any) -> bool:
             status = state.mcp_status.get(alias)
-            return alias in state.oauth_servers or (status is not None and status.state in _SERVER_SETTLED)
+            return alias in state.oauth_servers or (status is not None and status.state in SERVER_SETTLED)
 
         if not await attempt.session.wait_until(settled, self.ready_timeout):
             raise TimeoutError("kiro-cli did not report the server in time")
@@ -745,6 +804,14 @@ class MintEngine:
             finally:
                 if row.runtime is attempt.runtime:
                     row.runtime, row.spec_path = None, None
+
+    async def audit(self, row: MintRow, provider: Provider | None, *, outcome: str = "ok", **fields: Any) -> None:
+        """A ``connections_oauth_mint`` event for a row the warm engine settles (same rules as the cold path's)."""
+        await self._audit(row, provider, outcome=outcome, **fields)
+
+    def audit_soon(self, row: MintRow, provider: Provider | None, *, outcome: str = "ok", **fields: Any) -> None:
+        """:meth:`audit` in the background (tracked; :meth:`aclose` waits for it): a click need not wait on fsync."""
+        self._spawn_background(self._audit(row, provider, outcome=outcome, **fields))
 
     async def _audit(self, row: MintRow, provider: Provider | None, *, outcome: str = "ok", **fields: Any) -> None:
         """One ``connections_oauth_mint`` SEL event; best-effort: an SEL outage must not fail the mint.

@@ -58,17 +58,29 @@ def require_offered(provider: Provider) -> Provider:
 
 
 async def post_mint(request: Request) -> Response:
-    """Reserve a mint row before answering ``{ok, slug, state, token}``; the attempt runs in the background.
+    """Adopt the page's premint when one is ready (``state: "waiting"`` at once), else reserve a cold row.
 
+    Either way the answer is ``{ok, slug, state, token}``; a cold attempt runs
+    in the background. Adoption is tried only when the warm engine is loaded
+    (a premint ran in this gateway), so a plain Connect imports nothing more.
     409 ``provider_not_offered`` (nothing started) for a provider that is not visible.
     """
+    import sys
+
     from starlette.responses import JSONResponse
 
-    from kirocrew_connections.mint import mint_engine
+    from kirocrew_connections.mint import WAITING, mint_engine
 
     body = await read_json_object(request, limit=MAX_BODY_BYTES)
     provider = require_offered(await read_provider(request, body.get("slug")))
-    row = mint_engine().start(provider)
+    engine = mint_engine()
+    warm = sys.modules.get("kirocrew_connections.warm")
+    token = await warm.adopt_shared_mint(provider.slug, provider.mcp_url) if warm is not None else None
+    adopted = engine.row(provider.slug) if token is not None else None
+    if adopted is not None and adopted.token == token:
+        engine.audit_soon(adopted, provider, reason="adopted_warm_mint", url_minted=True)
+        return JSONResponse({"ok": True, "slug": provider.slug, "state": WAITING, "token": token})
+    row = engine.start(provider)
     return JSONResponse({"ok": True, "slug": row.slug, "state": row.state, "token": row.token})
 
 

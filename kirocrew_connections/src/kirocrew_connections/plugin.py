@@ -6,6 +6,7 @@ registered by import path and the routes import their handlers only per request.
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 
     from kirocrew_core.cli import KirocrewCLI
     from kirocrew_mcp.public import ServerManager
+
+log = logging.getLogger(__name__)
 
 # connections.<slug>.client_id for the shipped pre-registered providers (declared before any config read).
 register_config_keys()
@@ -60,6 +63,32 @@ def mcp_server_managers(servers: Sequence[Mapping[str, Any]]) -> dict[str, Serve
     return {name: manager for name in managed_entries(routed_registry().visible(), servers)}
 
 
+_boot_tasks: set[Any] = set()  # the scavenge task, kept referenced until it ends
+
+
+def _scavenge_warm_generations() -> None:
+    """A previous gateway's warm generation trees whose host and runtime are provably dead go (off the loop)."""
+    try:
+        from kirocrew_connections.warm_files import scavenge_generations  # never the engine itself
+
+        removed = scavenge_generations()
+    except Exception as exc:  # noqa: BLE001 - unproven residue is kept; boot never fails for it
+        log.warning("warm mint scavenge failed: %s", type(exc).__name__)
+        return
+    if removed:
+        log.info("removed %d dead warm mint generation(s)", removed)
+
+
+@hookimpl
+def gateway_startup(app: Starlette) -> None:
+    """Schedule the warm-generation scavenge in a worker thread; it never delays serving."""
+    import asyncio
+
+    task = asyncio.get_running_loop().create_task(asyncio.to_thread(_scavenge_warm_generations))
+    _boot_tasks.add(task)
+    task.add_done_callback(_boot_tasks.discard)
+
+
 @hookimpl
 def agent_tool_aliases(servers: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
     """Same-named tools of the providers the agent file mounts, renamed ``<slug>_<tool>`` for every claimant."""
@@ -71,9 +100,25 @@ def agent_tool_aliases(servers: Mapping[str, Mapping[str, Any]]) -> dict[str, st
 
 @hookimpl
 def gateway_shutdown(app: Starlette) -> Any:
-    """Release held mint processes (each owns a consent listener); a gateway that never minted imports nothing."""
+    """Retire the warm process, then release held mint processes (each owns a consent listener).
+
+    A gateway that never minted or warmed imports nothing.
+    """
+    if sys.modules.get("kirocrew_connections.warm") is None and sys.modules.get("kirocrew_connections.mint") is None:
+        return None
+    return _stop_mints()
+
+
+async def _stop_mints() -> None:
+    warm = sys.modules.get("kirocrew_connections.warm")
+    if warm is not None:
+        try:
+            await warm.shutdown_warm_mint()
+        except Exception as exc:  # noqa: BLE001 - the cold mints must still be released
+            log.warning("warm mint shutdown failed: %s", type(exc).__name__)
     mint = sys.modules.get("kirocrew_connections.mint")
-    return mint.aclose_engine() if mint is not None else None
+    if mint is not None:
+        await mint.aclose_engine()
 
 
 async def _nothing() -> None:

@@ -116,14 +116,16 @@ def current_mint_state(slug: str) -> str | None:
 
     Reading it must not import the engine (it drags in the ACP client): a
     process that never minted has no mint in flight, so an unloaded module is
-    a complete answer. Call it on the event loop that owns the engine.
+    a complete answer. An unclaimed premint (a warm URL nobody asked for) is
+    not a consent under way, so it reads as no mint and the card keeps the
+    verdict it would have without it. Call it on the event loop that owns the engine.
     """
     import sys
 
     module = sys.modules.get(MINT_MODULE)
     if module is None:
         return None
-    state: str | None = module.mint_engine().state(slug)
+    state: str | None = module.mint_engine().consent_state(slug)
     return state
 
 

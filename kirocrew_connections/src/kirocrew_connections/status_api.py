@@ -27,7 +27,12 @@ async def get_status(request: Request) -> Response:
     from kirocrew_connections import status
     from kirocrew_connections.registry import routed_registry
 
+    import sys
+
     pm = request.app.state.kirocrew.pm
+    warm = sys.modules.get("kirocrew_connections.warm")
+    if warm is not None:  # a warm URL whose process or session died is withdrawn before it is reported
+        await warm.expire_dead_mints()
     registry = await asyncio.to_thread(routed_registry, pm)
     providers = status.status_providers(registry)
     mint_states = status.current_mint_states(providers)

@@ -138,8 +138,9 @@ def gateway_startup(app: Starlette) -> Any:
     aborts startup for an open-edition plugin and is a warning, that plugin
     skipped, for a third-party one. When the app runs in the host
     (``kirocrew serve``), the host's services (``host_services()``) have
-    already started. No plugin in the open edition implements it: long-lived
-    services belong in ``host_services()``.
+    already started. Long-lived services belong in ``host_services()``; in the
+    open edition only connections implements it, to schedule a cleanup that
+    must not delay serving.
 
     :param app: the Starlette app; ``app.state.kirocrew`` holds the plugin
         manager and the homes.

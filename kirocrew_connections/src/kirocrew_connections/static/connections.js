@@ -419,3 +419,7 @@ for (const card of grid.querySelectorAll("article.connection-card")) {
   if (card.dataset.state === "waiting-for-approval" || pendingFor(card.dataset.slug)) startMintPoll(card.dataset.slug);
 }
 applyFilter();
+
+// Once per mount: warm every card's approval address on one shared kiro-cli, so a Connect click adopts it at
+// once instead of starting its own. Best-effort: a failure only means Connect takes the slower cold path.
+api("/api/connections/premint", { method: "POST", body: {} }).catch(() => {});

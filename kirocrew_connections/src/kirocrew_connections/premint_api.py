@@ -1,0 +1,48 @@
+"""``POST /api/connections/premint``: the Connections page warms every card's approval URL on mount.
+
+No body. The candidate scan (registry, MCP config, grant presence) runs off the
+event loop, and the same list is handed to the warm engine, so the slugs this
+answers and the rows the engine claims come from one read. The activation is
+scheduled, never awaited: warming costs seconds, and each card's truth stays
+its own mint feed (a listed slug may still end without a URL).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+PREMINT_EVENT = "connections_premint"
+#: ``off`` (or 0/false/no) turns warming off: premint answers an empty list and every Connect is cold.
+PREMINT_SWITCH = "KIROCREW_CONNECTIONS_PREMINT"
+_OFF = frozenset({"0", "off", "false", "no"})
+
+
+def premint_enabled(env: Mapping[str, str] | None = None) -> bool:
+    """Whether the gateway warms approval URLs (on unless :data:`PREMINT_SWITCH` says off)."""
+    environ = os.environ if env is None else env
+    return environ.get(PREMINT_SWITCH, "").strip().lower() not in _OFF
+
+
+async def post_premint(request: Request) -> Response:
+    """``{ok: true, preminting: [slug, ...]}``; an empty list starts nothing (as does the switch set off)."""
+    from starlette.responses import JSONResponse
+
+    if not premint_enabled():
+        return JSONResponse({"ok": True, "preminting": []})
+    from kirocrew_connections import warm
+    from kirocrew_connections.warm_runtime import audit_event
+
+    table = warm.warm_table(request.app.state.kirocrew.pm)
+    candidates = await asyncio.to_thread(table.candidates)
+    slugs = [provider.slug for provider in candidates]
+    if candidates:
+        table.start_premint(candidates)
+        await asyncio.to_thread(audit_event, PREMINT_EVENT, "started", providers=len(slugs))
+    return JSONResponse({"ok": True, "preminting": slugs})
