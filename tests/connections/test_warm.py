@@ -896,9 +896,11 @@ def test_a_switched_off_or_differently_asked_entry_is_not_warmed_and_a_hidden_on
     assert [p.slug for p in warm_plan.spec_universe([notion, linear, vercel, figma])] == ["vercel"]
     github = dataclasses.replace(registry_provider("github"), launch_gate_passed=True, client_id=None)
     assert not warm_plan.mintable(github), "no dynamic registration and no client: only the cold path"
-    assert warm_plan.mintable(dataclasses.replace(github, client_id="owner-app"))
-    assert warm_plan.registry_entry(dataclasses.replace(github, client_id="owner-app")) == {
-        "url": github.mcp_url, "oauth": {"clientId": "owner-app"}}
+    configured = dataclasses.replace(github, client_id="owner-app")
+    assert not warm_plan.mintable(configured), "a fixed callback port: a warm session would hold it, so always cold"
+    public = dataclasses.replace(github, auth=None, client_id="public-app")  # a registry client, random port
+    assert warm_plan.mintable(public)
+    assert warm_plan.registry_entry(public) == {"url": github.mcp_url, "oauth": {"clientId": "public-app"}}
 
 
 def test_only_a_confirmed_absent_grant_is_a_candidate(isolated_homes: Any) -> None:

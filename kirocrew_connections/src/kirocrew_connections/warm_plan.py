@@ -5,7 +5,7 @@ a plan that followed "who needs a URL now" would change on every consent and
 every Cancel, and each change costs a respawn that destroys every other card's
 consent listener. So the universe is the visible providers that are not
 disabled in the MCP config and have a mintable entry (dynamic registration, or
-a client id); the *candidates* are the universe members whose grant is
+a client id, and no fixed callback port); the *candidates* are the universe members whose grant is
 confirmed absent (present is connected, unreadable is not an absence).
 
 A configured entry that asks for a different URL, scopes or client than the
@@ -39,7 +39,7 @@ AuthShape = tuple[str, tuple[str, ...], str | None]
 
 
 def registry_entry(provider: Provider) -> dict[str, Any]:
-    """The entry a warm spec mounts: the registry URL, plus the client id of a pre-registered provider."""
+    """The entry a warm spec mounts: the registry URL, plus the registry's public client id when it names one."""
     entry: dict[str, Any] = {"url": provider.mcp_url}
     if provider.client_id:
         entry["oauth"] = {"clientId": provider.client_id}
@@ -57,7 +57,15 @@ def auth_shape(entry: Mapping[str, Any]) -> AuthShape:
 
 
 def mintable(provider: Provider) -> bool:
-    """Dynamic registration or a client id: what kiro-cli needs to start a consent unattended."""
+    """Dynamic registration or a client id (what kiro-cli needs to start a consent unattended), and no fixed port.
+
+    A pre-registered provider (GitHub, Asana) is never warmed: its OAuth app
+    names one fixed callback port, a warm session would hold that listener for
+    as long as it lives (a TTL past its rows), and every cold Connect of that
+    provider in the meantime could not listen. It always mints cold.
+    """
+    if provider.preregistered:
+        return False
     return provider.l0.dcr or bool(provider.client_id)
 
 
