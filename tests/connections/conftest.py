@@ -72,3 +72,21 @@ def probe_server() -> Iterator[Callable[[dict[str, Any]], str]]:
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture
+def poll_mint() -> Callable[[Any, str, set[str]], dict[str, Any]]:
+    """``poll_mint(client, slug, states)``: ``GET /api/connections/mint`` until the row reaches one of ``states``."""
+    import time
+
+    def poll(client: Any, slug: str, states: set[str]) -> dict[str, Any]:
+        deadline = time.monotonic() + 60
+        while True:
+            body: dict[str, Any] = client.get("/api/connections/mint", params={"slug": slug}).json()
+            if body["state"] in states:
+                return body
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the mint of {slug} stayed {body}")
+            time.sleep(0.05)
+
+    return poll

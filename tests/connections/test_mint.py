@@ -27,6 +27,7 @@ from kirocrew_core.contributions import RegistryLoader
 
 from kirocrew_connections import mint
 from kirocrew_connections.mint import MintEngine
+from kirocrew_testing.processes import running as alive
 
 WAIT_SECS = 60.0
 TEST_SLUG = "loopback-test"
@@ -134,23 +135,6 @@ def mint_events() -> list[dict[str, Any]]:
     return [r for r in audit.tail(1000) if r.get("event") == mint.AUDIT_EVENT]
 
 
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def poll_get(client: Any, slug: str, states: set[str]) -> dict[str, Any]:
-    deadline = time.monotonic() + WAIT_SECS
-    while True:
-        body = client.get("/api/connections/mint", params={"slug": slug}).json()
-        if body["state"] in states:
-            return body
-        if time.monotonic() > deadline:
-            raise AssertionError(f"GET stayed {body}")
-        time.sleep(0.05)
 
 
 # -- the cold path against the fixture server -------------------------------------------
@@ -552,17 +536,17 @@ def test_a_mint_through_the_gateway_is_visible_before_the_post_answers_and_cance
 
 
 def test_a_server_that_cannot_be_reached_fails_with_a_coarse_reason(
-        fake_kiro_cli: Any, providers: LoopbackProviders, client: Any) -> None:
+        fake_kiro_cli: Any, providers: LoopbackProviders, client: Any, poll_mint: Any) -> None:
     providers.mcp_url = f"https://127.0.0.1:{closed_port()}/mcp"
     token = client.post("/api/connections/mint", json={"slug": TEST_SLUG}).json()["token"]
-    view = poll_get(client, TEST_SLUG, {"failed", "granted", "waiting", "expired"})
+    view = poll_mint(client, TEST_SLUG, {"failed", "granted", "waiting", "expired"})
     assert view == {"slug": TEST_SLUG, "state": "failed", "token": token, "reason": "mint_server_failed"}
     client.portal.call(mint.mint_engine().aclose)  # waits for the attempt's teardown
     assert mint_specs() == [] and manifest_paths() == []
 
 
 def test_through_the_gateway_a_revoked_grant_reconnects_through_a_real_consent_page(
-        fake_kiro_cli: Any, providers: LoopbackProviders, oauth_mcp_server: Any, client: Any) -> None:
+        fake_kiro_cli: Any, providers: LoopbackProviders, oauth_mcp_server: Any, client: Any, poll_mint: Any) -> None:
     from kirocrew_core.origin_overrides import OriginOverrides, activate
 
     providers.mcp_url = "https://127.0.0.1:9/mcp"
@@ -572,10 +556,10 @@ def test_through_the_gateway_a_revoked_grant_reconnects_through_a_real_consent_p
         def connect() -> dict[str, Any]:
             started = client.post("/api/connections/mint", json={"slug": TEST_SLUG})
             assert started.status_code == 200, started.text
-            waiting = poll_get(client, TEST_SLUG, {"waiting", "granted", "failed", "expired"})
+            waiting = poll_mint(client, TEST_SLUG, {"waiting", "granted", "failed", "expired"})
             assert waiting["state"] == "waiting" and waiting["token"] == started.json()["token"], waiting
             oauth_mcp_server.consent(waiting["oauth_url"])
-            return poll_get(client, TEST_SLUG, {"granted", "failed", "expired"})
+            return poll_mint(client, TEST_SLUG, {"granted", "failed", "expired"})
 
         assert connect()["state"] == "granted"
         oauth_mcp_server.revoke_all()  # the provider no longer honours the grant on disk

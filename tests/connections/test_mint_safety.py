@@ -31,6 +31,7 @@ from kirocrew_connections import mint
 from kirocrew_connections.disconnect import AUDIT_EVENT as DISCONNECT_EVENT
 from kirocrew_connections.disconnect import disconnect_provider, remove_provider_entry
 from kirocrew_connections.mint import MintEngine
+from kirocrew_testing.processes import running as alive
 
 WAIT_SECS = 60.0
 NOTION = "https://mcp.notion.com/mcp"
@@ -94,8 +95,9 @@ async def wait_state(eng: MintEngine, slug: str, states: set[str]) -> dict[str, 
 
 
 def mint_specs() -> list[Path]:
-    agents = home.kiro_agents_dir()
-    return sorted(agents.glob("kirocrew-mint-*.json")) if agents.exists() else []
+    """Every mint spec: in the private mint agents dir, and in the global one an older build used."""
+    return sorted(spec for agents in (mint.mint_agents_dir(), home.kiro_agents_dir()) if agents.exists()
+                  for spec in agents.glob("kirocrew-mint-*.json"))
 
 
 def manifest_paths() -> list[str]:
@@ -105,14 +107,6 @@ def manifest_paths() -> list[str]:
 
 def events(name: str = mint.AUDIT_EVENT) -> list[dict[str, Any]]:
     return [r for r in audit.tail(1000) if r.get("event") == name]
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def record_spec(path: Path, created_at: float, slug: str = "fixture") -> None:
@@ -189,8 +183,9 @@ def test_a_server_that_settles_without_a_challenge_is_granted_and_audited_url_mi
 # -- the orphan-spec sweep -------------------------------------------------------------------------
 
 
-def test_the_sweep_removes_only_an_old_recorded_spec_no_live_mint_holds(tmp_path: Path) -> None:
-    agents = home.kiro_agents_dir()
+@pytest.mark.parametrize("where", ["private", "legacy global"])
+def test_the_sweep_removes_only_an_old_recorded_spec_no_live_mint_holds(tmp_path: Path, where: str) -> None:
+    agents = mint.mint_agents_dir() if where == "private" else home.kiro_agents_dir()
     agents.mkdir(parents=True, exist_ok=True)
     old = time.time() - 3 * mint.MINT_TTL_SECS
     crashed = agents / "kirocrew-mint-fixture-111-0badc0de.json"
@@ -217,9 +212,10 @@ def test_the_sweep_removes_only_an_old_recorded_spec_no_live_mint_holds(tmp_path
     assert str(crashed) not in manifest_paths() and str(young) in manifest_paths()
 
 
+@pytest.mark.parametrize("where", ["private", "legacy global"])
 def test_the_first_mint_of_a_gateway_sweeps_a_crashed_gateways_spec(
-        spawns: Spawns, oauth_mcp_server: Any, connections_plugins: Any) -> None:
-    agents = home.kiro_agents_dir()
+        spawns: Spawns, oauth_mcp_server: Any, connections_plugins: Any, where: str) -> None:
+    agents = mint.mint_agents_dir() if where == "private" else home.kiro_agents_dir()
     agents.mkdir(parents=True, exist_ok=True)
     crashed = agents / "kirocrew-mint-fixture-111-0badc0de.json"
     young = agents / "kirocrew-mint-fixture-222-0badc0df.json"

@@ -79,15 +79,6 @@ def client(gateway_client: Any) -> Iterator[Any]:
     gateway_client.portal.call(mint.mint_engine().aclose)
 
 
-def poll(client: Any, slug: str, states: set[str]) -> dict[str, Any]:
-    deadline = time.monotonic() + WAIT_SECS
-    while True:
-        body = client.get("/api/connections/mint", params={"slug": slug}).json()
-        if body["state"] in states:
-            return body
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the mint stayed {body}")
-        time.sleep(0.05)
 
 
 def free_port() -> int:
@@ -235,11 +226,11 @@ def test_the_mint_entry_carries_the_whole_client_and_lives_only_in_a_private_spe
 
 def test_a_configured_github_connects_through_the_gateway_with_our_client_and_port_and_tests_usable(
         fake_kiro_cli: Any, routed_github: Any, client: Any, configured: None,
-        caplog: pytest.LogCaptureFixture) -> None:
+        caplog: pytest.LogCaptureFixture, poll_mint: Any) -> None:
     caplog.set_level("DEBUG")
     assert client.post("/api/connections/install", json={"slug": "github"}).status_code == 200
     started = client.post("/api/connections/mint", json={"slug": "github"}).json()
-    waiting = poll(client, "github", {"waiting", "failed", "granted"})
+    waiting = poll_mint(client, "github", {"waiting", "failed", "granted"})
     assert waiting["state"] == "waiting", waiting
     query = parse_qs(urlsplit(waiting["oauth_url"]).query)
     assert query["client_id"] == [CLIENT_ID]
@@ -250,7 +241,7 @@ def test_a_configured_github_connects_through_the_gateway_with_our_client_and_po
     views = [json.dumps(waiting), client.get("/api/connections/status").text, client.get("/connections").text]
 
     routed_github.consent(waiting["oauth_url"])
-    granted = poll(client, "github", {"granted", "failed", "expired"})
+    granted = poll_mint(client, "github", {"granted", "failed", "expired"})
     assert granted == {"slug": "github", "state": "granted", "token": started["token"]}
     state = routed_github.state()
     assert state["clients"] == [CLIENT_ID] and "registrations" not in state["counters"]
@@ -275,16 +266,17 @@ def test_a_configured_github_connects_through_the_gateway_with_our_client_and_po
 
 
 def test_a_wrong_secret_fails_the_mint_with_a_clear_reason(
-        fake_kiro_cli: Any, github_port: int, start_oauth_mcp_server: Any, client: Any, configured: None) -> None:
+        fake_kiro_cli: Any, github_port: int, start_oauth_mcp_server: Any, client: Any, configured: None,
+        poll_mint: Any) -> None:
     server = preregistered_server(start_oauth_mcp_server, port=github_port, secret="the-real-one",
                                   mcp_path="/mcp/")
     activate(OriginOverrides({GITHUB_ORIGIN: server.mcp_url.rsplit("/mcp/", 1)[0]}))
     try:
         client.post("/api/connections/mint", json={"slug": "github"})
-        waiting = poll(client, "github", {"waiting", "failed"})
+        waiting = poll_mint(client, "github", {"waiting", "failed"})
         assert waiting["state"] == "waiting", waiting
         server.consent(waiting["oauth_url"])
-        failed = poll(client, "github", {"failed", "granted", "expired"})
+        failed = poll_mint(client, "github", {"failed", "granted", "expired"})
     finally:
         activate(OriginOverrides())
     assert (failed["state"], failed["reason"]) == ("failed", "mint_consent_failed")

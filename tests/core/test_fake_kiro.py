@@ -20,6 +20,7 @@ import pytest
 from kirocrew_core import home, kiro, proc
 from kirocrew_testing.fake_kiro import script, switches
 from kirocrew_testing.fake_kiro.harness import FakeKiroProcess, RecordingClient, start_fake_kiro
+from kirocrew_testing.processes import running as alive
 
 DOCS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "testing" / "fake-kiro-cli.md"
 
@@ -47,16 +48,6 @@ def write_agent(directory: Path, name: str, document: dict[str, Any]) -> Path:
 
 def session_file(session_id: str, suffix: str) -> Path:
     return home.kiro_sessions_dir() / f"{session_id}{suffix}"
-
-
-def alive(pid: int) -> bool:
-    """A running process (a zombie waiting for its reaper does not count)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            line = fh.read()
-    except OSError:
-        return False
-    return line[line.rfind(b")") + 2:][:1] not in (b"Z", b"X")
 
 
 # -- the command line -------------------------------------------------------------

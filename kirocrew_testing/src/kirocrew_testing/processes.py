@@ -1,4 +1,4 @@
-"""Starting several real processes at the same moment, for concurrency tests."""
+"""Real processes in tests: starting several at the same moment, and whether one still runs."""
 
 from __future__ import annotations
 
@@ -15,3 +15,13 @@ def release_together(children: Sequence[subprocess.Popen[str]], *, timeout: floa
     for child in children:
         child.communicate(timeout=timeout)
         assert child.returncode == 0, f"child {child.args!r} exited {child.returncode}"
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` is a running process (Linux ``/proc``); a zombie waiting for its reaper does not count."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            line = handle.read()
+    except OSError:
+        return False
+    return line[line.rfind(b")") + 2:][:1] not in (b"Z", b"X")
