@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from kirocrew_core import home
+from kirocrew_core.kiro_sessions import pid_alive, start_id
 
 from kirocrew_connections.warm_plan import SPEC_SENTINEL, WARM_PREFIX
 
@@ -60,26 +61,11 @@ def agents_dir(generation_dir: Path) -> Path:
 # -- process identity -----------------------------------------------------------------
 
 
-def start_id(pid: int) -> str | None:
-    """The kernel's start time of ``pid`` (``/proc/<pid>/stat`` field 22); None when it cannot be read."""
-    if pid <= 0:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            line = fh.read()
-    except OSError:
-        return None
-    fields = line[line.rfind(b")") + 2:].split()
-    return fields[19].decode() if len(fields) > 19 else None
-
-
 def identity_live(pid: object, started: object) -> bool | None:
     """Tri-state: False when ``pid`` is dead or now names another process, True when it is that one.
 
     None when it cannot be proven either way (no ``/proc``, a malformed marker).
     """
-    from kirocrew_core.kiro_sessions import pid_alive
-
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or not isinstance(started, str):
         return None
     alive = pid_alive(pid)

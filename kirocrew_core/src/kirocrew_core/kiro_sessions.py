@@ -43,6 +43,21 @@ def lock_path(session_id: str, sessions_dir: Path | None = None) -> Path:
     return (sessions_dir or home.kiro_sessions_dir()) / f"{check_session_id(session_id)}.lock"
 
 
+def _stat_after_comm(pid: int) -> bytes | None:
+    """``/proc/<pid>/stat`` from the state field on (``comm`` may hold spaces and parentheses).
+
+    Raises :class:`FileNotFoundError` for a pid that is gone; None for any other read failure.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            line = fh.read()
+    except FileNotFoundError:
+        raise
+    except OSError:
+        return None
+    return line[line.rfind(b")") + 2 :]
+
+
 def pid_alive(pid: int) -> bool | None:
     """True while ``pid`` runs, False once it is gone or a zombie, None where ``/proc`` is missing.
 
@@ -53,15 +68,27 @@ def pid_alive(pid: int) -> bool | None:
     if pid <= 0:
         return False
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            line = fh.read()
+        rest = _stat_after_comm(pid)
     except FileNotFoundError:
         return False if os.path.isdir("/proc/self") else None
-    except OSError:
+    if rest is None:
         return None
-    # "pid (comm) state ..."; comm may contain spaces and parentheses.
-    state = line[line.rfind(b")") + 2 :][:1]
-    return state not in (b"Z", b"X")
+    return rest[:1] not in (b"Z", b"X")
+
+
+def start_id(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (``/proc/<pid>/stat`` field 22), which tells a reused pid apart.
+
+    None when it cannot be read.
+    """
+    if pid <= 0:
+        return None
+    try:
+        rest = _stat_after_comm(pid)
+    except FileNotFoundError:
+        return None
+    fields = rest.split() if rest is not None else []
+    return fields[19].decode() if len(fields) > 19 else None
 
 
 @dataclass(frozen=True)

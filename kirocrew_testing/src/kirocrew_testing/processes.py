@@ -18,10 +18,7 @@ def release_together(children: Sequence[subprocess.Popen[str]], *, timeout: floa
 
 
 def running(pid: int) -> bool:
-    """Whether ``pid`` is a running process (Linux ``/proc``); a zombie waiting for its reaper does not count."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            line = handle.read()
-    except OSError:
-        return False
-    return line[line.rfind(b")") + 2:][:1] not in (b"Z", b"X")
+    """Whether ``pid`` is a running process; a zombie waiting for its reaper does not count."""
+    from kirocrew_core.kiro_sessions import pid_alive
+
+    return pid_alive(pid) is True
