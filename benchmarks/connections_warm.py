@@ -89,21 +89,9 @@ def cancel(client: Any, slug: str, token: str | None = None) -> None:
 
 def warm_processes(crew_home: str) -> list[int]:
     """The warm kiro-cli processes of this gateway (started on the warm base agent)."""
-    marker = f"KIROCREW_HOME={crew_home}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                cmdline = handle.read()
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                environ = handle.read().split(b"\0")
-        except OSError:
-            continue
-        if b"kirocrew-mint-warm-base" in cmdline and marker in environ:
-            found.append(int(entry))
-    return found
+    from kirocrew_testing.processes import processes_running
+
+    return processes_running(b"kirocrew-mint-warm-base", crew_home)
 
 
 def cpu_ticks(pid: int) -> int:

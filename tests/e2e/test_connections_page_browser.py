@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from kirocrew_core import grants, home
+from kirocrew_testing.processes import processes_running
 
 NOTION_ORIGIN = "https://mcp.notion.com"
 WAIT_MS = 90_000
@@ -82,23 +83,7 @@ def _crew_servers() -> dict[str, Any]:
 def _mint_processes(agent: bytes = b"kirocrew-mint-notion-") -> list[int]:
     """Live processes running a Notion mint's dedicated agent spec (``--agent kirocrew-mint-notion-…``)
     under this test's crew home (tests in other workers run their own); ``agent`` names another."""
-    crew_home = f"KIROCREW_HOME={os.environ['KIROCREW_HOME']}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                cmdline = handle.read()
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                environ = handle.read().split(b"\0")
-            with open(f"/proc/{entry}/stat") as handle:
-                zombie = handle.read().rsplit(")", 1)[1].split()[0] == "Z"
-        except OSError:
-            continue
-        if agent in cmdline and crew_home in environ and not zombie:
-            found.append(int(entry))
-    return found
+    return processes_running(agent, os.environ["KIROCREW_HOME"])
 
 
 def _wait_until(predicate: Callable[[], bool], what: str, timeout: float = 60) -> None:

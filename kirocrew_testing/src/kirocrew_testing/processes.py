@@ -22,3 +22,28 @@ def running(pid: int) -> bool:
     from kirocrew_core.kiro_sessions import pid_alive
 
     return pid_alive(pid) is True
+
+
+def processes_running(argv_part: bytes, crew_home: str) -> list[int]:
+    """Running processes whose command line holds ``argv_part`` and whose ``KIROCREW_HOME`` is ``crew_home``.
+
+    How a test or a benchmark finds the kiro-cli a gateway started for one agent
+    (``b"kirocrew-mint-warm-base"``) without counting another worker's.
+    """
+    import os
+
+    marker = f"KIROCREW_HOME={crew_home}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                cmdline = handle.read()
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                environ = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if argv_part in cmdline and marker in environ and running(int(entry)):
+            found.append(int(entry))
+    return found
