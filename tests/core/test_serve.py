@@ -239,6 +239,7 @@ JSON_ROUTES_OF_THE_EDITIONS = {
     ("PUT", "/api/computer-use/config"), ("POST", "/api/mcp/apply"), ("POST", "/api/mcp/probe"),
     ("POST", "/api/sessions/restart"), ("POST", "/api/connections/mint"), ("POST", "/api/connections/cancel"),
     ("POST", "/api/connections/test"), ("POST", "/api/connections/disconnect"),
+    ("POST", "/api/connections/premint"), ("POST", "/api/connections/install"),
 }
 #: Over every route's body limit (the largest is 1 MiB).
 OVERSIZE_BYTES = 2 * 1024 * 1024

@@ -1,6 +1,7 @@
 """``POST /api/connections/premint``: the Connections page warms every card's approval URL on mount.
 
-No body. The candidate scan (registry, MCP config, grant presence) runs off the
+No body (an empty one, or ``{}``; anything else is the gateway's 400 ``bad_json`` or
+``body_too_large``, like every JSON route). The candidate scan (registry, MCP config, grant presence) runs off the
 event loop, and the same list is handed to the warm engine, so the slugs this
 answers and the rows the engine claims come from one read. The activation is
 scheduled, never awaited: warming costs seconds, and each card's truth stays
@@ -13,6 +14,8 @@ import asyncio
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
+
+from kirocrew_core.gateway.body import read_json_object
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -34,6 +37,9 @@ async def post_premint(request: Request) -> Response:
     """``{ok: true, preminting: [slug, ...]}``; an empty list starts nothing (as does the switch set off)."""
     from starlette.responses import JSONResponse
 
+    from kirocrew_connections.mint_api import MAX_BODY_BYTES
+
+    await read_json_object(request, limit=MAX_BODY_BYTES, default={})
     if not premint_enabled():
         return JSONResponse({"ok": True, "preminting": []})
     from kirocrew_connections import warm
