@@ -201,17 +201,18 @@ def test_install_writes_the_client_id_and_callback_but_never_the_secret(client: 
     assert answer.status_code == 200, answer.text
     entry = crew_servers()["github"]
     assert entry == {"url": "https://api.githubcopilot.com/mcp/",
-                     "oauth": {"clientId": CLIENT_ID, "redirectUri": "127.0.0.1:48101"},
+                     "oauth": {"clientId": CLIENT_ID, "redirectUri": "http://127.0.0.1:48101/callback"},
                      "oauthScopes": ["read:user", "read:org", "public_repo"]}
     rendered = json.loads(home.rendered_agent_file().read_text())["mcpServers"]["github"]
-    assert rendered["oauth"] == {"clientId": CLIENT_ID, "redirectUri": "127.0.0.1:48101"}
+    assert rendered["oauth"] == {"clientId": CLIENT_ID, "redirectUri": "http://127.0.0.1:48101/callback"}
     assert files_holding(SECRET, home.kiro_home(), home.crew_home()) == []
 
 
 def test_the_mint_entry_carries_the_whole_client_and_lives_only_in_a_private_spec(configured: None) -> None:
     github = routed_registry().get("github")
     entry = mint.mint_entry(github, "github")
-    assert entry["oauth"] == {"clientId": CLIENT_ID, "redirectUri": "127.0.0.1:48101", "clientSecret": SECRET}
+    assert entry["oauth"] == {"clientId": CLIENT_ID, "redirectUri": "http://127.0.0.1:48101/callback",
+                              "clientSecret": SECRET}
     assert entry["oauthScopes"] == ["read:user", "read:org", "public_repo"]
     _name, path = mint.write_mint_spec("github", "github", entry)
     assert path.parent == mint.mint_agents_dir() and private(path)

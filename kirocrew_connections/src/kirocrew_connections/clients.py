@@ -248,8 +248,10 @@ def mint_oauth_fields(provider: Provider, client: OperatorClient | None, *,
                       with_secret: bool) -> dict[str, Any]:
     """The entry keys kiro-cli needs for a pre-registered client (empty for DCR or an unconfigured one).
 
-    ``oauth.clientId``, ``oauth.redirectUri`` (``host:port`` of kiro-cli's
-    callback listener, the port registered with the provider) and
+    ``oauth.clientId``, ``oauth.redirectUri`` (the full callback URL registered
+    with the provider, e.g. ``http://127.0.0.1:48101/callback``: kiro-cli 2.12,
+    the release that added pre-registered apps, listens on its host and port and
+    sends it verbatim, so it matches the registration exactly) and
     ``oauthScopes``; ``oauth.clientSecret`` only ``with_secret`` (the private
     mint spec), never in the crew store or the rendered agent file.
     """
@@ -257,7 +259,7 @@ def mint_oauth_fields(provider: Provider, client: OperatorClient | None, *,
         return {}
     oauth: dict[str, Any] = {
         "clientId": client.client_id,
-        "redirectUri": f"{provider.auth.redirect_host}:{provider.auth.redirect_port}",
+        "redirectUri": provider.redirect_uri,
     }
     if with_secret and confidential(provider) and client.secret:
         oauth["clientSecret"] = client.secret
