@@ -235,10 +235,14 @@ def test_a_grant_the_server_no_longer_honours_leads_to_a_real_consent_page(
     async def scenario() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
         eng = engine()
         try:
-            eng.start(provider)
+            first = eng.start(provider)
             waiting = await wait_state(eng, "fixture", {"waiting", "failed"})
             await oauth_mcp_server.aconsent(waiting["oauth_url"])
             await wait_state(eng, "fixture", {"granted"})
+            # The consent's kiro-cli must be gone before the revoke: one still running would meet the
+            # refused token itself and, as kiro-cli does, delete it and ask again, racing this test.
+            assert first.task is not None
+            await first.task  # ends once the attempt's teardown (process and spec) completed
             dead = json.loads(token_path.read_text())["access_token"]
             await asyncio.to_thread(oauth_mcp_server.revoke_all)
             if no_reauth:

@@ -764,12 +764,16 @@ class MintEngine:
             log.info("grant validation for %s could not start: %s", provider.slug, type(exc).__name__)
             return "failed"
         try:
-            async def inventory() -> list[Any]:
+            async def inventory() -> list[Any] | None:
                 await self._first_report(attempt, alias)
+                if alias in attempt.session.oauth_servers:
+                    return None  # kiro-cli asked for consent: the pair does not answer, no inventory needed
                 return [await attempt.session.execute_command("/mcp"),
                         await attempt.session.execute_command("/tools")]
 
             results = await asyncio.wait_for(inventory(), self.ready_timeout)
+            if results is None:
+                return "consent_requested"
             return str(classify([result.data for result in results], alias).verdict)
         except Exception as exc:  # noqa: BLE001 - any inventory failure is the 'failed' verdict
             log.info("grant validation for %s did not answer: %s", provider.slug, type(exc).__name__)
