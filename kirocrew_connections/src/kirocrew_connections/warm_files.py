@@ -134,23 +134,35 @@ def remove_generation_dir(path: Path) -> bool:
     return not os.path.lexists(path)
 
 
-def _read_marker(path: Path) -> dict[str, Any] | None:
+def _read_private_json(path: Path, max_bytes: int) -> dict[str, Any] | None:
+    """The JSON object in a regular file at ``path`` (never through a symlink, at most ``max_bytes``).
+
+    None for anything else: missing, a link, not a regular file, too big, not JSON, not an object.
+    Every caller fails closed on None.
+    """
     try:
-        fd = os.open(path / MARKER_NAME, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
         return None
     try:
         with os.fdopen(fd, "rb") as fh:
-            raw = fh.read(MAX_MARKER_BYTES + 1)
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return None
+            raw = fh.read(max_bytes + 1)
     except OSError:
         return None
-    if len(raw) > MAX_MARKER_BYTES:
+    if len(raw) > max_bytes:
         return None
     try:
         doc = json.loads(raw)
     except ValueError:
         return None
-    if not isinstance(doc, dict) or doc.get("sentinel") != MARKER_SENTINEL or doc.get("version") != MARKER_VERSION:
+    return doc if isinstance(doc, dict) else None
+
+
+def _read_marker(path: Path) -> dict[str, Any] | None:
+    doc = _read_private_json(path / MARKER_NAME, MAX_MARKER_BYTES)
+    if doc is None or doc.get("sentinel") != MARKER_SENTINEL or doc.get("version") != MARKER_VERSION:
         return None
     return doc
 
@@ -190,24 +202,8 @@ def spec_is_ours(path: Path) -> bool:
     """The file at ``path`` is a warm spec this module wrote (content-based; fails closed)."""
     from kirocrew_connections.mint import spec_body
 
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return False
-    try:
-        with os.fdopen(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                return False
-            raw = fh.read(MAX_SPEC_BYTES + 1)
-    except OSError:
-        return False
-    if len(raw) > MAX_SPEC_BYTES:
-        return False
-    try:
-        doc = json.loads(raw)
-    except ValueError:
-        return False
-    if not isinstance(doc, dict) or doc.get("name") != path.stem:
+    doc = _read_private_json(path, MAX_SPEC_BYTES)
+    if doc is None or doc.get("name") != path.stem:
         return False
     defaults = spec_body(path.stem, "-", {})
     marks = ("model", "includeMcpJson", "prompt", "allowedTools")
