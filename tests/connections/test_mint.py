@@ -283,17 +283,24 @@ def test_a_dead_pair_that_cannot_be_removed_is_not_reported_granted_and_is_not_r
             await wait_state(eng, "fixture", {"granted"})
             await asyncio.to_thread(oauth_mcp_server.revoke_all)
             monkeypatch.setenv("KIRO_FAKE_OAUTH_NO_REAUTH", "1")
-            token_path.parent.chmod(0o500)  # the unlink fails: the pair survives
+            # The unlink fails (as in a read-only cache directory, which root would still write): the pair
+            # survives. Only this process's unlinks of the grant pair fail; kiro-cli runs in its own process.
+            real_unlink = os.unlink
+
+            def refusing_unlink(path: Any, *args: Any, **kwargs: Any) -> None:
+                if os.path.dirname(os.fspath(path)) == str(token_path.parent):
+                    raise PermissionError(13, "Permission denied", os.fspath(path))
+                real_unlink(path, *args, **kwargs)
+
+            monkeypatch.setattr(os, "unlink", refusing_unlink)
             try:
                 eng.start(provider)
                 return await wait_state(eng, "fixture", {"granted", "failed", "waiting"})
             finally:
-                token_path.parent.chmod(0o700)
+                monkeypatch.setattr(os, "unlink", real_unlink)
         finally:
             await eng.aclose()
 
-    if os.geteuid() == 0:
-        pytest.skip("root unlinks in a read-only directory")
     view = asyncio.run(scenario())
     assert (view["state"], view.get("reason")) == ("failed", "mint_dead_grant_kept")
     assert grants.grant_presence(oauth_mcp_server.mcp_url) is True
