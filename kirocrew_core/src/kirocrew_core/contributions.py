@@ -90,10 +90,18 @@ class HostedMcpServer:
 
 @dataclass(frozen=True)
 class CoreMcpTool:
-    """A tool a plugin adds to the ``kirocrew-core`` MCP server (that server arrives with a later issue).
+    """A tool a plugin adds to the ``kirocrew-core`` MCP server (``core_mcp_tools()``).
 
-    ``handler`` receives the validated arguments and returns JSON-able content;
-    it may be a coroutine function. It must hold no per-caller state.
+    ``handler(args, call)`` receives the arguments, already validated against
+    ``input_schema`` (unknown fields refused), and a
+    :class:`~kirocrew_core.coretools.contract.ToolCall` carrying the caller's session
+    resolved per ``identity`` (``strict``: the server refuses an unverified caller
+    before the handler runs; ``lenient``; ``none``). It returns the result text and
+    may be a coroutine function; it signals a refusal by raising
+    :class:`~kirocrew_core.coretools.contract.ToolRefused` (or any
+    :class:`~kirocrew_core.errors.KirocrewError`) with a stable code. It must hold no
+    per-caller state: everything about a session lives in the host, keyed by session.
+    ``read_only`` marks a tool that changes nothing (MCP's ``readOnlyHint``).
     """
 
     name: str
@@ -101,6 +109,7 @@ class CoreMcpTool:
     input_schema: Mapping[str, Any]
     handler: Callable[..., Any]
     read_only: bool = False
+    identity: Literal["strict", "lenient", "none"] = "lenient"
 
 
 @dataclass(frozen=True)

@@ -241,10 +241,10 @@ def managed_mcp_servers() -> list[ManagedMcpServer]:
 def core_mcp_tools() -> list[CoreMcpTool]:
     """Return tools a plugin adds to the ``kirocrew-core`` MCP server.
 
-    Called by nothing yet: the ``kirocrew-core`` MCP server, which will call it
-    when it starts and builds its tool list, arrives with a later issue. Until
-    then a contribution has no effect. Tools must be stateless: the caller is
-    resolved per call.
+    Called by the ``kirocrew-core`` server inside the host on every
+    ``tools/list`` and ``tools/call`` (descriptors are rebuilt each time, so a
+    description may quote live values). Tools must be stateless: the caller is
+    resolved per call from the host connection's verified caller block.
 
     :return: a list of :class:`~kirocrew_core.contributions.CoreMcpTool`;
         concatenated; a duplicate tool name is an error.
