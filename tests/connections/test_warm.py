@@ -16,7 +16,7 @@ import dataclasses
 import json
 import os
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -91,9 +91,26 @@ async def redeem(server: Any, url: str, provider: Any) -> None:
     await until(lambda: grants.grant_presence(provider.mcp_url) is True)
 
 
+@pytest.fixture(scope="module")
+def module_servers() -> Iterator[tuple[Any, Any]]:
+    """Two OAuth fixture servers for the whole module: each test's kiro-cli registers its own client
+    (dynamic registration) and keeps its grants in the test's own homes, so the tests share no state."""
+    from kirocrew_testing.mcp_fixtures import OAuthMCPServer
+    from kirocrew_testing.servers import OAUTH_MODULE, launch
+
+    started: list[Any] = []
+    try:
+        for _ in range(2):
+            started.append(OAuthMCPServer(launch(OAUTH_MODULE, "--port", "0")))
+        yield started[0], started[1]
+    finally:
+        for server in started:
+            server.stop()
+
+
 @pytest.fixture
-def two_servers(fake_kiro_cli: Any, start_oauth_mcp_server: Callable[..., Any]) -> tuple[Any, Any]:
-    return start_oauth_mcp_server(), start_oauth_mcp_server()
+def two_servers(fake_kiro_cli: Any, module_servers: tuple[Any, Any]) -> tuple[Any, Any]:
+    return module_servers
 
 
 def cold_tests() -> Any:
