@@ -48,11 +48,27 @@ def plugin_manager(connections_plugins: Any) -> Iterator[Any]:
     clear_registry_cache()
 
 
+@pytest.fixture(scope="module")
+def module_servers() -> Iterator[dict[str, Any]]:
+    """One OAuth fixture server per provider for the whole module: each test's kiro-cli registers its own
+    client (dynamic registration) and keeps its grants in the test's own homes, so the tests share no state."""
+    from kirocrew_testing.mcp_fixtures import OAuthMCPServer
+    from kirocrew_testing.servers import OAUTH_MODULE, launch
+
+    started: dict[str, Any] = {}
+    try:
+        for slug in SLUGS:
+            started[slug] = OAuthMCPServer(launch(OAUTH_MODULE, "--port", "0"))
+        yield started
+    finally:
+        for server in started.values():
+            server.stop()
+
+
 @pytest.fixture
-def servers(fake_kiro_cli: Any, start_oauth_mcp_server: Callable[..., Any]) -> Iterator[dict[str, Any]]:
-    started = {slug: start_oauth_mcp_server() for slug in SLUGS}
-    activate(OriginOverrides({f"https://{slug}.test": s.base_url.rstrip("/") for slug, s in started.items()}))
-    yield started
+def servers(fake_kiro_cli: Any, module_servers: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    activate(OriginOverrides({f"https://{slug}.test": s.base_url.rstrip("/") for slug, s in module_servers.items()}))
+    yield module_servers
     activate(OriginOverrides())
 
 
