@@ -225,33 +225,30 @@ def module_chromium() -> Iterator[Browser]:
     """One headless Debian chromium (and Playwright driver) for a test module's tests, closed after its last one.
 
     Starting the driver and the browser costs seconds, and every test opens its own contexts
-    (own cookies and storage) anyway, so a module shares them. Its process tree is shared test
-    infrastructure to the process guard (:func:`kirocrew_testing.process_guard.share`): chromium
-    starts and ends helper processes of its own while it runs. The contexts a test opened are
-    closed when it ends (``dashboard``).
+    (own cookies and storage) anyway, so a module shares them. It is set up before any test's
+    function fixtures, so the process guard counts it (and its service processes) as already
+    running; the contexts a test opened are closed when it ends (``dashboard``), their renderer
+    processes with them.
     """
     from playwright.sync_api import sync_playwright
 
-    from kirocrew_core import proc
-    from kirocrew_testing import process_guard
     from kirocrew_testing.requirements import executable
 
     path = executable("chromium", apt="chromium", also=("chromium-browser",))
-    before = set(proc.live_descendants())
     playwright: Any = sync_playwright().start()
-    driver = [pid for pid in proc.live_descendants() if pid not in before]  # the driver, parent of chromium
-    for pid in driver:
-        process_guard.share(pid)
     try:
         browser = playwright.chromium.launch(executable_path=path, args=list(CHROMIUM_ARGS))
         try:
+            # Chromium starts its GPU, network and storage processes with the first page and keeps
+            # them: one rendered page here starts them before any test's process guard looks.
+            warm = browser.new_context()
+            warm.new_page().set_content("<p>warm</p>")
+            warm.close()
             yield browser
         finally:
             browser.close()
     finally:
         playwright.stop()
-        for pid in driver:
-            process_guard.unshare(pid)
 
 
 @pytest.fixture
