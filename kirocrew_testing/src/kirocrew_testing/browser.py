@@ -20,8 +20,7 @@ Fixtures (``pytest_plugins = ["kirocrew_testing.fixtures"]`` brings them):
   ``conversations_rows`` fixture reads the served host's conversations store with it).
 * ``dashboard``: a :class:`Dashboard` that opens signed-in pages in light or dark, at any
   width, and saves screenshots under ``<tmp_path>/screenshots`` (run pytest with
-  ``--basetemp DIR`` to keep them somewhere known). Its browser is ``module_chromium``, one per
-  test module; each page is in the test's own context, closed when the test ends.
+  ``--basetemp DIR`` to keep them somewhere known).
 """
 
 from __future__ import annotations
@@ -42,7 +41,7 @@ from kirocrew_testing.homes import IsolatedHomes
 
 if TYPE_CHECKING:
     import httpx
-    from playwright.sync_api import Browser, BrowserContext, Page
+    from playwright.sync_api import Browser, Page
 
 CHROMIUM_ARGS = ("--disable-gpu", "--disable-quic", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run")
@@ -87,12 +86,6 @@ class Dashboard:
         self.browser = browser
         self.gateway = gateway
         self.artifacts = artifacts
-        self.contexts: list[BrowserContext] = []
-
-    def close(self) -> None:
-        """Close every context this dashboard opened (their pages and renderer processes with them)."""
-        while self.contexts:
-            self.contexts.pop().close()
 
     def open(self, path: str = "/", *, color_scheme: Literal["light", "dark"] = "light", width: int = 1280,
              height: int = 900, signed_in: bool = True, controlled_clock: bool = False) -> OpenedPage:
@@ -103,7 +96,6 @@ class Dashboard:
         """
         context = self.browser.new_context(viewport={"width": width, "height": height}, color_scheme=color_scheme,
                                            reduced_motion="reduce")
-        self.contexts.append(context)
         context.add_init_script(_CSP_WATCH)
         opened = OpenedPage(context.new_page())
         if controlled_clock:
@@ -220,42 +212,17 @@ def owner_client(served_gateway: ServedGateway) -> Iterator[httpx.Client]:
         yield client
 
 
-@pytest.fixture(scope="module")
-def module_chromium() -> Iterator[Browser]:
-    """One headless Debian chromium (and Playwright driver) for a test module's tests, closed after its last one.
-
-    Starting the driver and the browser costs seconds, and every test opens its own contexts
-    (own cookies and storage) anyway, so a module shares them. It is set up before any test's
-    function fixtures, so the process guard counts it (and its service processes) as already
-    running; the contexts a test opened are closed when it ends (``dashboard``), their renderer
-    processes with them.
-    """
+@pytest.fixture
+def dashboard(chromium_path: str, served_gateway: ServedGateway, tmp_path: Path) -> Iterator[Dashboard]:
+    """Headless Debian chromium through Playwright, closed (driver included) when the test ends."""
     from playwright.sync_api import sync_playwright
 
-    from kirocrew_testing.requirements import executable
-
-    path = executable("chromium", apt="chromium", also=("chromium-browser",))
     playwright: Any = sync_playwright().start()
     try:
-        browser = playwright.chromium.launch(executable_path=path, args=list(CHROMIUM_ARGS))
+        browser = playwright.chromium.launch(executable_path=chromium_path, args=list(CHROMIUM_ARGS))
         try:
-            # Chromium starts its GPU, network and storage processes with the first page and keeps
-            # them: one rendered page here starts them before any test's process guard looks.
-            warm = browser.new_context()
-            warm.new_page().set_content("<p>warm</p>")
-            warm.close()
-            yield browser
+            yield Dashboard(browser, served_gateway, tmp_path / "screenshots")
         finally:
             browser.close()
     finally:
         playwright.stop()
-
-
-@pytest.fixture
-def dashboard(module_chromium: Browser, served_gateway: ServedGateway, tmp_path: Path) -> Iterator[Dashboard]:
-    """Signed-in pages of ``served_gateway`` in the module's chromium; the test's contexts close when it ends."""
-    opened = Dashboard(module_chromium, served_gateway, tmp_path / "screenshots")
-    try:
-        yield opened
-    finally:
-        opened.close()

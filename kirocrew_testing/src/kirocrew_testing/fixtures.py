@@ -132,7 +132,6 @@ from kirocrew_testing.browser import (  # noqa: E402, F401 - the dashboard-in-a-
     gateway_command,
     gateway_env,
     hosted_gateway_env,
-    module_chromium,
     owner_client,
     served_gateway,
 )
