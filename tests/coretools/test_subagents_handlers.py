@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import pytest
 from kirocrew_core.contributions import CoreMcpTool
 from kirocrew_core.coretools.contract import CrewSession, ToolCall, ToolRefused
+from kirocrew_core.errors import KirocrewError
 from kirocrew_core.host.caller import CallerContext
 
 from kirocrew_conversations.core_tools import tools
@@ -233,8 +234,8 @@ def test_a_child_of_a_restricted_parent_runs_under_the_parents_authority(tmp_pat
         parent = h.parent("parent", authority="read_only")
         try:
             await h.call("spawn_run", parent, task="!say x")
-        except Exception as exc:  # read_only may be unavailable on this machine: then nothing runs unrestricted
-            assert getattr(exc, "code", None) == "authority_unavailable"
+        except KirocrewError as exc:  # read_only may be unavailable on this machine: then nothing runs unrestricted
+            assert exc.code == "authority_unavailable"
             assert h.children(parent) == []
             return
         assert [c.authority for c in h.children(parent)] == ["read_only"]

@@ -36,7 +36,7 @@ from kirocrew_core.errors import KirocrewError
 
 from kirocrew_conversations import limits
 from kirocrew_conversations.redact import workspace_fingerprint
-from kirocrew_conversations.store import Conversation, Run, Workspace
+from kirocrew_conversations.store import Conversation, Run, Settings, Workspace
 from kirocrew_conversations.vocabulary import UNRESTRICTED
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ class SubAgents:
         """
         workspace = workspace_for(cwd, parent, self.service.config.subagent_roots)
         for task in tasks:  # before anything is created
-            await self.service.check_requested({"model": model, "mode": task.agent})
+            await self._check(model, task.agent)
         authority = parent.authority if parent is not None else UNRESTRICTED  # a child never escalates
         self.service.require_authority(authority)
         batch = secrets.token_hex(6)
@@ -131,7 +131,7 @@ class SubAgents:
                                        parent_id=parent.id if parent is not None else None, spawn_batch=batch)
                 if claim:
                     self._claimed[child.id] += 1
-                settings = await self.service.resolve_settings({"model": model, "mode": task.agent}, child)
+                settings = await self._settings(child, model, task.agent)
                 run = await self.orchestrator.submit(child.id, task.prompt, settings)
                 spawned.append(Spawned(child, run, task))
         return spawned
@@ -172,14 +172,13 @@ class SubAgents:
         if await self._db(self.store.unfinished_runs, child.id):
             raise ToolRefused(f"sub-agent {child.id} is still working; spawn_steer it, or wait for its "
                               "completion", code="conversation_busy")
-        await self.service.check_requested({"model": model, "mode": agent})
+        await self._check(model, agent)
         async with self._spawning:
             active = await self._db(self.store.active_subagents, viewer.id)
             if active + 1 > self.cap:
                 raise ToolRefused(f"this session has {active} active sub-agent(s), the cap is {self.cap}; "
                                   "nothing was sent", code="subagent_cap_reached")
-            settings = await self.service.resolve_settings({"model": model, "mode": agent}, child)
-            return await self.orchestrator.submit(child.id, message, settings)
+            return await self.orchestrator.submit(child.id, message, await self._settings(child, model, agent))
 
     async def steer(self, viewer: Conversation, child_id: str, message: str) -> tuple[Run, bool]:
         """Interrupt a working child's turn with ``message`` (True), or run it as an idle child's next turn."""
@@ -223,6 +222,22 @@ class SubAgents:
     async def latest_run(self, child: Conversation) -> Run | None:
         runs = await self._db(self.store.list_runs, child.id)
         return runs[-1] if runs else None
+
+    async def _check(self, model: str | None, agent: str | None) -> None:
+        """``unknown_model``/``unknown_mode`` for a choice kiro-cli does not offer (nothing to ask without one)."""
+        if model is not None or agent is not None:
+            await self.service.check_requested({"model": model, "mode": agent})
+
+    async def _settings(self, child: Conversation, model: str | None, agent: str | None) -> Settings:
+        """The run's settings: resolved like kiro_spawn's when the task names a choice; else the session's own.
+
+        Without a choice, the run records none and kiro-cli's default agent and model run it, so a
+        spawn never waits on the capability probe.
+        """
+        if model is None and agent is None:
+            return Settings()
+        settings: Settings = await self.service.resolve_settings({"model": model, "mode": agent}, child)
+        return settings
 
     # -- completion delivery -------------------------------------------------------------------
 

@@ -41,8 +41,7 @@ async def start_task(service: ConversationsService, caller: Conversation | None,
 
     conversation = await db_call(store.create_conversation, name=name or f"task-{secrets.token_hex(4)}",
                                  workspace=workspace, authority=authority)
-    settings = await service.resolve_settings({}, conversation)
-    run = await service.orchestrator.submit(conversation.id, text, settings)
+    run = await service.orchestrator.submit(conversation.id, text)  # kiro-cli's default agent and model
     return conversation, run
 
 
