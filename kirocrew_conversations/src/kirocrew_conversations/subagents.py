@@ -114,6 +114,7 @@ class SubAgents:
         for task in tasks:  # before anything is created
             await self._check(model, task.agent)
         authority = parent.authority if parent is not None else UNRESTRICTED  # a child never escalates
+        inherited = await self.agent_of(parent)  # a child runs on its parent's agent (its tools) by default
         self.service.require_authority(authority)
         batch = secrets.token_hex(6)
         spawned: list[Spawned] = []
@@ -127,7 +128,8 @@ class SubAgents:
                         "completion, or spawn_release one you no longer need", code="subagent_cap_reached")
             for index, task in enumerate(tasks, start=1):
                 child = await self._db(self.store.create_conversation, name=f"sub-{batch}-{index}",
-                                       workspace=workspace, authority=authority, model=model, mode=task.agent,
+                                       workspace=workspace, authority=authority, model=model,
+                                       mode=task.agent or inherited,
                                        parent_id=parent.id if parent is not None else None, spawn_batch=batch)
                 if claim:
                     self._claimed[child.id] += 1
@@ -223,16 +225,23 @@ class SubAgents:
         runs = await self._db(self.store.list_runs, child.id)
         return runs[-1] if runs else None
 
+    async def agent_of(self, parent: Conversation | None) -> str | None:
+        """The parent's agent: its conversation's default, else what its latest run runs on."""
+        if parent is None or parent.mode is not None:
+            return parent.mode if parent is not None else None
+        runs = await self._db(self.store.list_runs, parent.id)
+        return runs[-1].mode if runs else None
+
     async def _check(self, model: str | None, agent: str | None) -> None:
         """``unknown_model``/``unknown_mode`` for a choice kiro-cli does not offer (nothing to ask without one)."""
         if model is not None or agent is not None:
             await self.service.check_requested({"model": model, "mode": agent})
 
     async def _settings(self, child: Conversation, model: str | None, agent: str | None) -> Settings:
-        """The run's settings: resolved like kiro_spawn's when the task names a choice; else the session's own.
+        """The run's settings: resolved like kiro_spawn's when the task names a choice.
 
-        Without a choice, the run records none and kiro-cli's default agent and model run it, so a
-        spawn never waits on the capability probe.
+        Without one, the run takes the child's defaults (its parent's agent, or kiro-cli's default
+        agent and model), so a spawn never waits on the capability probe.
         """
         if model is None and agent is None:
             return Settings()

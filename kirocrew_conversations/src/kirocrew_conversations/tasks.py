@@ -3,7 +3,7 @@
 The spec is a file (a path relative to the calling session's workspace, or absolute) or
 inline text after ``__inline__:``. A session's file must lie under its workspace or a
 configured sub-agent root, as a sub-agent's ``cwd`` must; the conversation works in the
-session's workspace (or ``cwd``) under the session's authority. The person (the CLI)
+session's workspace (or ``cwd``) on the session's agent, under the session's authority. The person (the CLI)
 names absolute paths. The new conversation is a top-level one, not a sub-agent: it does
 not count against the cap and reports to nobody; it is followed like any conversation.
 """
@@ -40,8 +40,9 @@ async def start_task(service: ConversationsService, caller: Conversation | None,
     from kirocrew_conversations.orchestrator import db_call
 
     conversation = await db_call(store.create_conversation, name=name or f"task-{secrets.token_hex(4)}",
-                                 workspace=workspace, authority=authority)
-    run = await service.orchestrator.submit(conversation.id, text)  # kiro-cli's default agent and model
+                                 workspace=workspace, authority=authority,
+                                 mode=await service.subagents.agent_of(caller))  # the caller's agent
+    run = await service.orchestrator.submit(conversation.id, text)
     return conversation, run
 
 
