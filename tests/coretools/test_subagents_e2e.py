@@ -7,9 +7,12 @@ their completion messages real runs of the parent. The CLI twins run as real ``k
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
+from collections.abc import Iterator
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from kirocrew_testing.core_sessions import CrewHarness
 from kirocrew_testing.fixtures import kirocrew_argv
@@ -53,6 +56,32 @@ def test_a_session_spawns_a_child_that_acts_as_itself_and_reports_back(
     # the child's own strict call resolved to the child, never to its parent
     [seen] = [r for r in crew.probe_records() if r["tool"] == "probe_whoami"]
     assert seen["session"]["targetId"] == child_id
+    # the dashboard links them both ways, and kiro_status marks the child
+    with _dashboard(crew) as owner:
+        child_detail = owner.get(f"/api/conversations/{child_id}").json()
+        assert child_detail["subagent"] and child_detail["parent"]["conversationId"] == parent_id
+        parent_detail = owner.get(f"/api/conversations/{parent_id}").json()
+        assert [c["conversationId"] for c in parent_detail["subagents"]] == [child_id]
+        assert parent_detail["subagents"][0]["status"] == "done" and parent_detail["parent"] is None
+        page = owner.get(f"/conversations/{child_id}").text
+        assert f'<a href="/conversations/{parent_id}">parent</a>' in page
+        assert f'<a href="/conversations/{child_id}">' in owner.get(f"/conversations/{parent_id}").text
+        listed = {c["conversationId"]: c for c in owner.get("/api/conversations").json()["conversations"]}
+        assert listed[child_id]["parentConversationId"] == parent_id and listed[child_id]["subagent"]
+        assert listed[parent_id]["parentConversationId"] is None and not listed[parent_id]["subagent"]
+
+
+@contextlib.contextmanager
+def _dashboard(crew: CrewHarness) -> Iterator[Any]:
+    """An owner-authenticated HTTP client on the running host's gateway (``kirocrew dashboard --no-start``)."""
+    import httpx
+
+    shown = subprocess.run(kirocrew_argv("dashboard", "--no-start"), env=crew.env, capture_output=True, text=True,
+                           timeout=60, check=True).stdout.strip()
+    token = parse_qs(urlsplit(shown).query)["token"][0]
+    with httpx.Client(base_url=shown.split("/?", 1)[0], headers={"Authorization": f"Bearer {token}"},
+                      timeout=60) as client:
+        yield client
 
 
 def test_spawn_sub_agents_blocks_until_the_children_finish_and_nothing_is_queued_after(

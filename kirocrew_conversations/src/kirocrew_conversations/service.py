@@ -453,6 +453,7 @@ class ConversationsService:
                 "defaults": conversation_settings(s.conversation),
                 "latestRun": {"runId": s.latest_run_id, "status": s.latest_status} if s.latest_run_id else None,
                 "queuedRuns": s.queued_runs, "updatedAt": s.conversation.updated_at,
+                "subagent": s.conversation.subagent, "parentConversationId": s.conversation.parent_id,
             } for s in page],
             "counts": counts,
             "nextCursor": encode_cursor("status", scope, page[-1].conversation.id) if more else None,
