@@ -32,37 +32,44 @@ async def _ended_run(conv: Any, rows: Any, conversation_id: str, seq: int) -> di
     raise AssertionError(f"run {seq} of {conversation_id} did not end")
 
 
-def test_a_session_spawns_a_child_that_acts_as_itself_and_reports_back(
+def test_a_session_spawns_children_that_act_as_themselves_report_back_and_show_on_the_dashboard(
         crew: CrewHarness, run_async: Any, conversations_rows: Any) -> None:
     child_script = _mcp("probe_whoami") + "\n!say child done"
+    parent_script = "\n".join([
+        _mcp("spawn_sub_agents", agents=[{"prompt": "!say one"}, {"prompt": "!say two"}]),  # blocks: no message
+        _mcp("spawn_run", task=child_script),  # reports with a completion message
+        "!say spawned"])
 
-    async def main() -> tuple[dict[str, Any], dict[str, Any], list[Any]]:
+    async def main() -> tuple[dict[str, Any], dict[str, Any]]:
         async with crew.conversations() as conv:
-            parent = await crew.delegate(conv, _mcp("spawn_run", task=child_script) + "\n!say spawned",
-                                         name="parent")
-            children = conversations_rows("SELECT id, parent_id, mode FROM conversations WHERE spawn_batch "
-                                          "IS NOT NULL")
-            completion = await _ended_run(conv, conversations_rows, parent["conversationId"], 2)
-            return parent, completion, children
+            parent = await crew.delegate(conv, parent_script, name="parent")
+            return parent, await _ended_run(conv, conversations_rows, parent["conversationId"], 2)
 
-    parent, completion, children = run_async(main())
+    parent, completion = run_async(main())
+    parent_id = parent["conversationId"]
     assert parent["status"] == "completed" and parent["reply"]["text"] == "spawned", parent
-    [(child_id, parent_id, mode)] = children
-    assert parent_id == parent["conversationId"] and mode == "kirocrew"  # the parent's agent, so its tools
-    # the completion ran as the parent's next turn (the fake echoes the message it was given)
-    assert completion["runId"] != parent["runId"]
+    children = conversations_rows("SELECT c.id, c.parent_id, c.mode, r.reply_text FROM conversations c JOIN runs r"
+                                  " ON r.conversation_id = c.id WHERE c.spawn_batch IS NOT NULL")
+    assert {parent_of for _, parent_of, _, _ in children} == {parent_id}
+    assert {mode for _, _, mode, _ in children} == {"kirocrew"}  # the parent's agent, so its tools
+    by_reply = {reply: cid for cid, _, _, reply in children}
+    assert set(by_reply) == {"one", "two", "child done"}
+    child_id = by_reply["child done"]
+    # spawn_sub_agents returned its two results in the call; only spawn_run's child queued a message,
+    # which ran as the parent's next turn (the fake echoes the message it was given)
+    assert len(conversations_rows("SELECT id FROM runs WHERE conversation_id = ?", parent_id)) == 2
     text = completion["reply"]["text"]
     assert f"Sub-agent {child_id}" in text and "finished: completed" in text and "child done" in text
     # the child's own strict call resolved to the child, never to its parent
     [seen] = [r for r in crew.probe_records() if r["tool"] == "probe_whoami"]
     assert seen["session"]["targetId"] == child_id
-    # the dashboard links them both ways, and kiro_status marks the child
+    # the dashboard links them both ways, and kiro_status marks the children
     with _dashboard(crew) as owner:
         child_detail = owner.get(f"/api/conversations/{child_id}").json()
         assert child_detail["subagent"] and child_detail["parent"]["conversationId"] == parent_id
         parent_detail = owner.get(f"/api/conversations/{parent_id}").json()
-        assert [c["conversationId"] for c in parent_detail["subagents"]] == [child_id]
-        assert parent_detail["subagents"][0]["status"] == "done" and parent_detail["parent"] is None
+        assert sorted(c["conversationId"] for c in parent_detail["subagents"]) == sorted(by_reply.values())
+        assert {c["status"] for c in parent_detail["subagents"]} == {"done"} and parent_detail["parent"] is None
         page = owner.get(f"/conversations/{child_id}").text
         assert f'<a href="/conversations/{parent_id}">parent</a>' in page
         assert f'<a href="/conversations/{child_id}">' in owner.get(f"/conversations/{parent_id}").text
@@ -84,27 +91,9 @@ def _dashboard(crew: CrewHarness) -> Iterator[Any]:
         yield client
 
 
-def test_spawn_sub_agents_blocks_until_the_children_finish_and_nothing_is_queued_after(
-        crew: CrewHarness, run_async: Any, conversations_rows: Any) -> None:
-    script = _mcp("spawn_sub_agents", agents=[{"prompt": "!say one"}, {"prompt": "!say two"}]) + "\n!say all back"
-
-    async def main() -> dict[str, Any]:
-        async with crew.conversations() as conv:
-            return await crew.delegate(conv, script, name="blocking")
-
-    run = run_async(main())
-    assert run["status"] == "completed" and run["reply"]["text"] == "all back", run
-    children = conversations_rows("SELECT c.id, r.status, r.reply_text FROM conversations c JOIN runs r"
-                                  " ON r.conversation_id = c.id WHERE c.spawn_batch IS NOT NULL")
-    assert sorted((status, reply) for _, status, reply in children) == [("completed", "one"), ("completed", "two")]
-    parent_runs = conversations_rows("SELECT r.id FROM runs r JOIN conversations c ON c.id = r.conversation_id"
-                                     " WHERE c.name = 'blocking'")
-    assert len(parent_runs) == 1  # the results came back in the call: no completion message was queued
-
-
-def test_a_plain_client_without_a_session_is_refused_and_a_cancelled_wait_frees_the_call(
-        crew: CrewHarness, run_async: Any) -> None:
-    async def main() -> None:
+def test_a_plain_client_is_refused_and_the_person_uses_the_cli_twins(
+        crew: CrewHarness, run_async: Any, tmp_path: Any) -> None:
+    async def plain_client() -> None:
         import anyio
 
         async with crew.core() as core:
@@ -121,13 +110,10 @@ def test_a_plain_client_without_a_session_is_refused_and_a_cancelled_wait_frees_
             with anyio.move_on_after(1.0) as scope:  # the SDK sends notifications/cancelled
                 await core.call("wait", seconds=1800, reason="never")
             assert scope.cancelled_caught
-            text, code = await core.call("spawn_list")  # the connection still serves at once
+            _, code = await core.call("spawn_list")  # the connection still answers at once
             assert code == "caller_unverified"
 
-    run_async(main())
-
-
-def test_the_cli_twins_spawn_list_and_run_a_task_file(crew: CrewHarness, tmp_path: Any) -> None:
+    run_async(plain_client())
     def kirocrew(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(kirocrew_argv(*args), env=crew.env, cwd=crew.workspace, capture_output=True,
                               text=True, timeout=120, check=False)

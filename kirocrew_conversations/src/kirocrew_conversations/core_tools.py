@@ -145,10 +145,10 @@ def tools(service: ServiceProvider = _hosted_service, *, cap: int | None = None)
         tasks = [Task(a["prompt"], a.get("agent_or_mode")) for a in args["agents"]]
         spawned = await hub.spawn(parent, tasks, cwd=args.get("cwd"), claim=True)
         try:
-            entries = await hub.collect(spawned, svc.config.subagents_max_wait_secs)
+            await hub.collect(spawned, svc.config.subagents_max_wait_secs)
         finally:
             hub.unclaim([s.conversation for s in spawned])
-        return format_results(entries)
+        return format_results(await hub.results(spawned))
 
     async def wait(args: dict[str, Any], call: ToolCall) -> str:
         # A cancelled call (notifications/cancelled) cancels this task: the sleep ends at once.

@@ -144,8 +144,8 @@ class SubAgents:
             if self._claimed[child.id] <= 0:
                 del self._claimed[child.id]
 
-    async def collect(self, spawned: Sequence[Spawned], max_wait: float) -> list[dict[str, Any]]:
-        """Wait (at most ``max_wait`` s) for every spawned run to end; one result entry per child."""
+    async def collect(self, spawned: Sequence[Spawned], max_wait: float) -> None:
+        """Wait (at most ``max_wait`` s) until every spawned run has ended; then :meth:`unclaim` and :meth:`results`."""
         runs = {s.run.id: s.run for s in spawned}
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait
@@ -153,19 +153,19 @@ class SubAgents:
             unfinished = [rid for rid, run in runs.items() if not run.terminal]
             remaining = deadline - loop.time()
             if not unfinished or remaining <= 0:
-                break
+                return
             waiting = [rid for rid in unfinished if runs[rid].status != "needs_attention"]
             if waiting:
-                result = await self.orchestrator.wait(waiting, "any", timeout=remaining)
-                current = result.runs
+                await self.orchestrator.wait(waiting, "any", timeout=remaining)
             else:  # every one waits on a person's permission decision: look again shortly
                 await asyncio.sleep(min(_ATTENTION_POLL_SECS, remaining))
-                current = tuple([await self._db(self.store.get_run, rid) for rid in unfinished])
-            for run in current:
-                runs[run.id] = run
-            for rid in unfinished:  # a needs_attention answer may have moved the others too
+            for rid in unfinished:
                 runs[rid] = await self._db(self.store.get_run, rid)
-        return [result_entry(s.conversation, runs[s.run.id]) for s in spawned]
+
+    async def results(self, spawned: Sequence[Spawned]) -> list[dict[str, Any]]:
+        """One result entry per child, read after :meth:`unclaim`: a run that ended in between is in it (and
+        may also have queued its completion message), never lost."""
+        return [result_entry(s.conversation, await self._db(self.store.get_run, s.run.id)) for s in spawned]
 
     async def proceed(self, viewer: Conversation, child_id: str, message: str, *, agent: str | None = None,
                       model: str | None = None) -> Run:
