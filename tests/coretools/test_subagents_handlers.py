@@ -293,8 +293,13 @@ def test_wait_reports_its_reason_and_ends_at_once_when_cancelled(tmp_path: Path)
     with_service(tmp_path, work)
 
 
-def test_a_session_without_a_conversation_is_refused(tmp_path: Path) -> None:
+def test_a_session_without_a_conversation_is_refused_and_so_are_contradicting_arguments(tmp_path: Path) -> None:
     async def work(h: Harness) -> None:
+        parent = h.parent("parent")
+        for args in ({"task": "a", "tasks": ["b"]}, {}, {"tasks": ["a", "b"], "agents": ["x"]},
+                     {"task": "a", "agent": "x", "agents": ["x"]}):
+            assert await h.refused("spawn_run", parent, **args) == "invalid_arguments"
+        assert h.children(parent) == []
         spec = h.tools["spawn_run"]
         cron = ToolCall("spawn_run", CrewSession("kcs1-c", "cron", "job1"), None, spec.identity)
         with pytest.raises(ToolRefused) as info:
