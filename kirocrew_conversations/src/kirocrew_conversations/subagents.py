@@ -126,16 +126,22 @@ class SubAgents:
                         f"this session has {active} active sub-agent(s); {len(tasks)} more would pass the cap of "
                         f"{self.cap} (KIRO_CONVERSATIONS_MAX_SUBAGENTS); nothing was spawned. Wait for a "
                         "completion, or spawn_release one you no longer need", code="subagent_cap_reached")
-            for index, task in enumerate(tasks, start=1):
-                child = await self._db(self.store.create_conversation, name=f"sub-{batch}-{index}",
-                                       workspace=workspace, authority=authority, model=model,
-                                       mode=task.agent or inherited,
-                                       parent_id=parent.id if parent is not None else None, spawn_batch=batch)
-                if claim:
-                    self._claimed[child.id] += 1
-                settings = await self._settings(child, model, task.agent)
-                run = await self.orchestrator.submit(child.id, task.prompt, settings)
-                spawned.append(Spawned(child, run, task))
+            claimed: list[Conversation] = []
+            try:
+                for index, task in enumerate(tasks, start=1):
+                    child = await self._db(self.store.create_conversation, name=f"sub-{batch}-{index}",
+                                           workspace=workspace, authority=authority, model=model,
+                                           mode=task.agent or inherited,
+                                           parent_id=parent.id if parent is not None else None, spawn_batch=batch)
+                    if claim:
+                        self._claimed[child.id] += 1
+                        claimed.append(child)
+                    settings = await self._settings(child, model, task.agent)
+                    run = await self.orchestrator.submit(child.id, task.prompt, settings)
+                    spawned.append(Spawned(child, run, task))
+            except BaseException:  # the caller never gets these to collect: they report as messages
+                self.unclaim(claimed)
+                raise
         return spawned
 
     def unclaim(self, children: Sequence[Conversation]) -> None:
@@ -171,11 +177,11 @@ class SubAgents:
                       model: str | None = None) -> Run:
         """``spawn_continue``: a new turn for an idle, unreleased child of ``viewer`` (under the cap)."""
         child = await self.runnable(viewer, child_id)
-        if await self._db(self.store.unfinished_runs, child.id):
-            raise ToolRefused(f"sub-agent {child.id} is still working; spawn_steer it, or wait for its "
-                              "completion", code="conversation_busy")
         await self._check(model, agent)
         async with self._spawning:
+            if await self._db(self.store.unfinished_runs, child.id):
+                raise ToolRefused(f"sub-agent {child.id} is still working; spawn_steer it, or wait for its "
+                                  "completion", code="conversation_busy")
             active = await self._db(self.store.active_subagents, viewer.id)
             if active + 1 > self.cap:
                 raise ToolRefused(f"this session has {active} active sub-agent(s), the cap is {self.cap}; "
@@ -255,7 +261,10 @@ class SubAgents:
         if run.error_code == "run_replaced":  # a steer replaced it; the steer's own run reports
             return
         child = await self._db(self.store.get_conversation, run.conversation_id)
-        if child.parent_id is None or not child.subagent or child.id in self._releasing or self._claimed[child.id]:
+        # (read and checked with no await in between: a release marks the child released before it stops
+        # counting it as releasing, so one of the two always shows)
+        if (child.parent_id is None or not child.subagent or child.released_at is not None
+                or child.id in self._releasing or self._claimed[child.id]):
             return
         try:
             parent = await self._db(self.store.get_conversation, child.parent_id)
