@@ -96,8 +96,10 @@ def test_a_plain_client_is_refused_and_the_person_uses_the_cli_twins(
     async def plain_client() -> None:
         import anyio
 
-        async with crew.core() as core:
-            names = await core.tool_names()
+        async with crew.core(KIRO_CONVERSATIONS_MAX_SUBAGENTS="3") as core:  # the host starts with this setting
+            listed = {tool.name: tool for tool in (await core.raw.list_tools()).tools}
+            assert "At most 3 of your sub-agents" in str(listed["spawn_run"].description)  # the live cap
+            names = list(listed)
             assert {"spawn_run", "spawn_list", "spawn_status", "spawn_continue", "spawn_steer", "spawn_release",
                     "spawn_sub_agents", "wait", "task_run"} <= set(names)
             for tool, args in (("spawn_run", {"task": "x"}), ("spawn_list", {}),

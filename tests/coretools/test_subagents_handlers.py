@@ -20,7 +20,7 @@ from kirocrew_core.host.caller import CallerContext
 
 from kirocrew_conversations.core_tools import tools
 from kirocrew_conversations.service import ConversationsService, ServiceConfig
-from kirocrew_conversations.store import Conversation, Workspace
+from kirocrew_conversations.store import Conversation, Store, Workspace
 
 T = TypeVar("T")
 BOUND_SECS = 60.0
@@ -311,3 +311,29 @@ def test_a_session_without_a_conversation_is_refused_and_so_are_contradicting_ar
         assert info.value.code == "caller_unverified"
 
     with_service(tmp_path, work)
+
+
+def test_a_long_result_is_cut_at_a_line_end_with_a_pointer_to_spawn_status(tmp_path: Path) -> None:
+    from kirocrew_conversations import limits
+    from kirocrew_conversations.subagents import completion_message, page_lines, result_entry
+
+    store = Store.open(tmp_path / "db.sqlite")
+    try:
+        child = store.create_conversation(name="sub-x-1", workspace=Workspace("shared", str(tmp_path), "ws"),
+                                          spawn_batch="x")
+        run = store.enqueue_run(child.id, "task")
+        store.transition_run(run.id, "running")
+        lines = [f"line {i:05d} " + "x" * 40 for i in range(200)]  # about 10,000 characters
+        ended = store.transition_run(run.id, "completed", reply="\n".join(lines))
+    finally:
+        store.close()
+    message = completion_message(child, ended)
+    shown = message.split("Result:\n", 1)[1].split("\n[result truncated", 1)[0]
+    assert len(shown) <= limits.COMPLETION_KEEP_CHARS and shown.endswith("\n")  # whole lines only
+    next_line = shown.count("\n")
+    assert f"call spawn_status with agent_id={child.id} and offset={next_line} for the rest" in message
+    # and spawn_status from that offset goes on exactly where the message stopped
+    assert page_lines(ended.reply_text or "", offset=next_line, limit=1, grep=None).splitlines()[-1] == \
+        lines[next_line]
+    entry = result_entry(child, ended)
+    assert entry["text"] == shown and f"offset={next_line}" in entry["more"]
