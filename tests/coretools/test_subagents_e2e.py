@@ -133,3 +133,6 @@ def test_a_plain_client_is_refused_and_the_person_uses_the_cli_twins(
     assert conversation_id.startswith("conv_") and reply == "the task ran"
     missing = kirocrew("run", "--name", "x", str(tmp_path / "nothing.md"))
     assert missing.returncode != 0
+    no_host = subprocess.run(kirocrew_argv("spawn", "list"), env={**crew.env, "KIROCREW_NO_HOST": "1"},
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert no_host.returncode != 0 and "error[host_required]" in no_host.stderr
