@@ -248,7 +248,9 @@ def _configured_cap() -> int:
 
 async def _spawner(call: ToolCall, hub: Any) -> Conversation | None:
     """The caller's conversation; None for the person (a ``kirocrew`` command without a session key)."""
-    if call.session is None and call.caller is not None and call.caller.session_type == "cli" \
+    from kirocrew_core.host.protocol import SESSION_TYPE_CLI
+
+    if call.session is None and call.caller is not None and call.caller.session_type == SESSION_TYPE_CLI \
             and not call.caller.session_key:
         return None
     return await _parent(call, hub)
