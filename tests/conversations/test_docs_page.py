@@ -21,7 +21,7 @@ def page() -> str:
 
 def test_every_setting_the_page_names_is_read_by_the_server():
     named = set(re.findall(r"`(KIRO_CONVERSATIONS_[A-Z_]+)`", page()))
-    assert named == {STATE_DIR_ENV, *ServiceConfig.ENV.values()}
+    assert named == {STATE_DIR_ENV, *ServiceConfig.ENV.values(), ServiceConfig.ROOTS_ENV}
 
 
 def test_every_flag_the_page_names_is_an_option_of_the_server_command():

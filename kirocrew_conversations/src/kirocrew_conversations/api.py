@@ -19,6 +19,7 @@ functions.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 from typing import TYPE_CHECKING, Any
@@ -148,6 +149,7 @@ async def conversation_detail(request: Request, conversation_id: str) -> dict[st
         validate_arguments("kiro_archive", {"conversationId": conversation_id})  # the tools' id check
         conversation = await db_call(service.store.get_conversation, conversation_id)
         runs = await db_call(service.store.list_runs, conversation_id)
+        family = await _family(service, conversation)
     except KirocrewError as exc:
         raise _as_http_error(exc) from exc
     shown = []
@@ -164,9 +166,26 @@ async def conversation_detail(request: Request, conversation_id: str) -> dict[st
         "updatedAt": conversation.updated_at, "runCount": len(runs), "runs": shown,
         "olderRuns": max(0, len(runs) - len(shown)), "attention": attention,
         "live": any(run["status"] in ("queued", "running", "needs_attention") for run in shown),
+        **family,
     }
     detail["revision"] = hashlib.sha256(json.dumps(detail, sort_keys=True).encode()).hexdigest()[:16]
     return detail
+
+
+async def _family(service: ConversationsService, conversation: Any) -> dict[str, Any]:
+    """A sub-agent's parent (``parent``: id and name, or None) and the conversation's own sub-agents."""
+    from kirocrew_conversations.orchestrator import db_call
+    from kirocrew_conversations.subagents import status_label
+
+    parent = None
+    if conversation.parent_id is not None:
+        with contextlib.suppress(KirocrewError):  # deleted meanwhile: the link is simply not shown
+            found = await db_call(service.store.get_conversation, conversation.parent_id)
+            parent = {"conversationId": found.id, "name": found.name}
+    children = []
+    for child, run in await service.subagents.listing(conversation):
+        children.append({"conversationId": child.id, "name": child.name, "status": status_label(child, run)})
+    return {"subagent": conversation.subagent, "parent": parent, "subagents": children}
 
 
 async def get_list(request: Request) -> JSONResponse:

@@ -40,3 +40,15 @@ STATUS_FILTER_MAX_VALUES = 8
 CATALOG_MAX_ITEMS = 200  # models, slash commands, changed files listed by inspect
 COUNT_MAX = 2**53 - 1  # any count or byte size; the JSON-safe integer ceiling
 ERROR_MESSAGE_MAX_CHARS = 300  # validation messages never grow with the caller's input
+
+# -- Sub-agents (kirocrew-core's spawn tools) ---------------------------------------------------
+SUBAGENTS_DEFAULT = 4  # concurrently active children per parent (KIRO_CONVERSATIONS_MAX_SUBAGENTS)
+SUBAGENTS_MIN = 1
+SUBAGENTS_MAX = 32
+SUBAGENTS_MAX_WAIT_DEFAULT = RUN_DEADLINE_SECONDS  # a child's run ends by then anyway
+SUBAGENTS_MAX_WAIT_MIN = 1  # tests shorten it; the reference's floor of 60 s is not needed here
+SUBAGENTS_MAX_WAIT_MAX = 7200
+SUBAGENT_TASK_MAX_CHARS = 5000  # one spawned task (the reference's bound)
+SUBAGENT_BATCH_MAX = 8  # tasks in one spawn_run / agents in one spawn_sub_agents
+COMPLETION_KEEP_CHARS = 4000  # result text quoted in a completion message; spawn_status has the rest
+TASK_SPEC_MAX_CHARS = 50_000  # task_run's spec (inline text, or the file it names)

@@ -134,8 +134,19 @@ _V3 = [
     " SELECT id, acp_session_id FROM conversations WHERE acp_session_id IS NOT NULL",
 ]
 
+# v4 (sub-agents): a conversation a session spawned records its parent conversation (NULL for one the
+# person spawned from the CLI) and its spawn batch (set on every spawned conversation: it is what makes a
+# conversation a sub-agent); ``released_at`` ends a sub-agent for good (no further continue).
+_V4_SUBAGENTS = [
+    "ALTER TABLE conversations ADD COLUMN parent_id TEXT REFERENCES conversations (id) ON DELETE SET NULL",
+    "ALTER TABLE conversations ADD COLUMN spawn_batch TEXT",
+    "ALTER TABLE conversations ADD COLUMN released_at TEXT",
+    "CREATE INDEX conversations_by_parent ON conversations (parent_id)",
+]
+_V4 = [*_V4_SUBAGENTS]
+
 # Index i holds the statements that take the schema from version i to i + 1.
-MIGRATIONS: list[list[str]] = [_V1, _V2, _V3]
+MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4]
 LATEST_VERSION = len(MIGRATIONS)
 
 

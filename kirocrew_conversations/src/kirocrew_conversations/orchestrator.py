@@ -35,7 +35,7 @@ import contextlib
 import base64
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -71,6 +71,8 @@ ERROR_DETAIL_MAX_CHARS = limits.ERROR_MESSAGE_MAX_CHARS
 SCRUB_DELAY_SECS = 0.25
 
 OptionsFactory = Callable[[Conversation, Run], AcpOptions]
+# Told about every run that executed, once it reached its terminal status (sub-agent completions).
+RunEndListener = Callable[[Run], Awaitable[None]]
 
 
 def default_acp_options(conversation: Conversation, run: Run) -> AcpOptions:
@@ -166,6 +168,9 @@ class Orchestrator:
         self._generation = 0  # bumped by restart_sessions; older kiro-cli processes are retired
         self._scrub_pending = asyncio.Event()
         self._scrubber: asyncio.Task[None] | None = None
+        #: Called (on the loop, after waiters were woken) with each executed run's terminal row; a failing
+        #: listener is logged and never affects the run or the worker.
+        self.run_end_listeners: list[RunEndListener] = []
         loop = asyncio.get_running_loop()
 
         def erased() -> None:  # called from the store's thread
@@ -451,8 +456,8 @@ class Orchestrator:
         try:
             await self._notify()
             status, code, detail = await self._supervise(worker, ctx, run)
-            await self._db(self.store.transition_run, run.id, status, error_code=code, error_detail=detail,
-                           reply="".join(ctx.chunks) if ctx.chunks else None)
+            ended = await self._db(self.store.transition_run, run.id, status, error_code=code,
+                                   error_detail=detail, reply="".join(ctx.chunks) if ctx.chunks else None)
         except asyncio.CancelledError:
             await self._close_runtime(worker)
             with contextlib.suppress(KirocrewError):
@@ -463,6 +468,11 @@ class Orchestrator:
             if not ctx.finished.done():
                 ctx.finished.set_result(None)
             await self._notify()
+        for listener in self.run_end_listeners:
+            try:
+                await listener(ended)
+            except Exception:  # a listener's bug must not take the worker down
+                log.exception("a run-end listener failed for run %s", ended.id)
 
     async def _supervise(self, worker: _Worker, ctx: _RunContext, run: Run) -> tuple[str, str | None, str | None]:
         """Run the turn under its deadline and cancel request; the run's end status, error code, detail."""

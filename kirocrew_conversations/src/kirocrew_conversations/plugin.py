@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from kirocrew_core import hookimpl
 from kirocrew_core.contributions import (
     AuthorityBackend,
+    CoreMcpTool,
     DashboardPage,
     HostedMcpServer,
     HostService,
@@ -39,6 +40,10 @@ def register_commands(cli: KirocrewCLI) -> None:
                          "or in process with --standalone.")
     cli.add_lazy_command("conversations", "kirocrew_conversations.cli:conversations",
                          "Spawn, wait on and manage durable Kiro conversations from the shell.")
+    cli.add_lazy_command("spawn", "kirocrew_conversations.spawn_cli:spawn",
+                         "Spawn sub-agent conversations and list every sub-agent (twins of spawn_run, spawn_list).")
+    cli.add_lazy_command("run", "kirocrew_conversations.spawn_cli:run_task",
+                         "Run a task file as a new conversation and print its id (twin of task_run).")
 
 
 @hookimpl
@@ -46,6 +51,14 @@ def managed_mcp_servers() -> list[ManagedMcpServer]:
     # Auto-approve may be granted (the governance ceiling still decides): every tool is bounded, deleting
     # needs an archived conversation and its exact name, and nothing commits, merges or pushes.
     return [ManagedMcpServer(SERVER_NAME, (SERVER_COMMAND,), may_auto_approve=True, description=DESCRIPTION)]
+
+
+@hookimpl
+def core_mcp_tools() -> list[CoreMcpTool]:
+    """The sub-agent tools, ``wait`` and ``task_run`` (rebuilt per ``tools/list``: they quote the live cap)."""
+    from kirocrew_conversations.core_tools import tools
+
+    return tools()
 
 
 @hookimpl

@@ -76,6 +76,11 @@ class ServiceConfig:
     wait_ceiling_secs: float = limits.WAIT_CEILING_SECONDS
     wait_call_secs: float = 50.0
     progress_interval_secs: float = 10.0
+    # Sub-agents (kirocrew-core's spawn tools): the cap on a parent's concurrently active children, how long
+    # spawn_sub_agents blocks at most, and the directories besides the parent's workspace a child may work in.
+    max_subagents: int = limits.SUBAGENTS_DEFAULT
+    subagents_max_wait_secs: float = limits.SUBAGENTS_MAX_WAIT_DEFAULT
+    subagent_roots: tuple[str, ...] = ()
 
     ENV = {
         "max_workers": "KIRO_CONVERSATIONS_MAX_WORKERS",
@@ -83,7 +88,11 @@ class ServiceConfig:
         "attention_deadline_secs": "KIRO_CONVERSATIONS_ATTENTION_DEADLINE_SECS",
         "idle_close_secs": "KIRO_CONVERSATIONS_IDLE_CLOSE_SECS",
         "wait_call_secs": "KIRO_CONVERSATIONS_WAIT_CALL_SECS",
+        "max_subagents": "KIRO_CONVERSATIONS_MAX_SUBAGENTS",
+        "subagents_max_wait_secs": "KIRO_CONVERSATIONS_SUBAGENTS_MAX_WAIT_SECS",
     }
+    #: Directories (``os.pathsep``-separated absolute paths) a sub-agent's ``cwd`` may be under.
+    ROOTS_ENV = "KIRO_CONVERSATIONS_SUBAGENT_ROOTS"
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ServiceConfig:
@@ -97,6 +106,10 @@ class ServiceConfig:
                     values[name] = int(raw) if types[name] in ("int", int) else float(raw)
                 except ValueError:
                     raise conversation_error("invalid_configuration", f"{variable} is not a number") from None
+        roots = [r for r in os.environ.get(cls.ROOTS_ENV, "").split(os.pathsep) if r.strip()]
+        if any(not os.path.isabs(r) for r in roots):
+            raise conversation_error("invalid_configuration", f"{cls.ROOTS_ENV} must list absolute paths")
+        values["subagent_roots"] = tuple(roots)
         values.update({k: v for k, v in overrides.items() if v is not None})
         config = cls(**values)
         config.check()
@@ -106,6 +119,12 @@ class ServiceConfig:
         if not limits.WORKERS_MIN <= self.max_workers <= limits.WORKERS_MAX:
             raise conversation_error("invalid_configuration",
                                      f"max workers must be {limits.WORKERS_MIN}..{limits.WORKERS_MAX}")
+        if not limits.SUBAGENTS_MIN <= self.max_subagents <= limits.SUBAGENTS_MAX:
+            raise conversation_error("invalid_configuration",
+                                     f"max sub-agents must be {limits.SUBAGENTS_MIN}..{limits.SUBAGENTS_MAX}")
+        if not limits.SUBAGENTS_MAX_WAIT_MIN <= self.subagents_max_wait_secs <= limits.SUBAGENTS_MAX_WAIT_MAX:
+            raise conversation_error("invalid_configuration", "the sub-agents' max wait must be "
+                                     f"{limits.SUBAGENTS_MAX_WAIT_MIN}..{limits.SUBAGENTS_MAX_WAIT_MAX} seconds")
         for name in ("idle_close_secs", "run_deadline_secs", "attention_deadline_secs", "wait_ceiling_secs",
                      "wait_call_secs", "progress_interval_secs"):
             value = getattr(self, name)
@@ -129,6 +148,9 @@ class ConversationsService:
                                          run_deadline_secs=config.run_deadline_secs,
                                          attention_deadline_secs=config.attention_deadline_secs,
                                          acp_options_factory=self._acp_options)
+        from kirocrew_conversations.subagents import SubAgents
+
+        self.subagents = SubAgents(self)
         self._sweeper: asyncio.Task[None] | None = None
         self._warmup: asyncio.Future[Any] | None = None
         self._handlers: dict[str, Callable[[dict[str, Any], ProgressSink | None], Awaitable[dict[str, Any]]]] = {
@@ -191,14 +213,14 @@ class ConversationsService:
         return [{"name": name, "available": ok, "reason": reason}
                 for name in AUTHORITIES for ok, reason in [authority.availability(name, installed)]]
 
-    def _require_authority(self, name: str) -> Any:
+    def require_authority(self, name: str) -> Any:
         return authority.require(name, self._authorities())
 
     def _acp_options(self, conversation: Conversation, run: Run) -> Any:
         from kirocrew_core.acp_runtime import AcpOptions
 
         base = AcpOptions(agent=run.mode, model=run.model, effort=run.effort)
-        backend = self._require_authority(run.authority)  # re-checked at start: never fall back
+        backend = self.require_authority(run.authority)  # re-checked at start: never fall back
         return backend.factory(base, workspace=conversation.workspace.worktree_path or conversation.workspace.path)
 
     async def _tool_kiro_capabilities(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
@@ -240,12 +262,12 @@ class ConversationsService:
     # -- starting runs -------------------------------------------------------------------------
 
     async def _tool_kiro_spawn(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
-        await self._check_requested(args)  # before a new conversation is created
+        await self.check_requested(args)  # before a new conversation is created
         conversation, run, created = await self._spawn(args)
         return await self._spawned(conversation, run, created)
 
     async def _tool_kiro_delegate(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
-        await self._check_requested(args)  # before a new conversation is created
+        await self.check_requested(args)  # before a new conversation is created
         conversation, run, created = await self._spawn(args)
         result = await self._wait([run.id], "any", progress)
         return {"waitExpired": result.wait_expired, "createdConversation": created,
@@ -254,7 +276,7 @@ class ConversationsService:
     async def _tool_kiro_send(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
         conversation = await self._runnable_conversation(args["conversationId"])
         slash.check_allowed(args["message"], conversation.allowed_commands)
-        settings = await self._settings(args, conversation)
+        settings = await self.resolve_settings(args, conversation)
         images = await self._images(args.get("images"))
         interrupted, superseded = None, 0
         if args["delivery"] == "interrupt":
@@ -278,15 +300,15 @@ class ConversationsService:
             slash.check_allowed(args["message"], conversation.allowed_commands)
             images = await self._images(args.get("images"))
             created = False
-        settings = await self._settings(args, conversation)
+        settings = await self.resolve_settings(args, conversation)
         run = await self.orchestrator.submit(conversation.id, args["message"], settings, images)
         return conversation, run, created
 
-    async def _check_requested(self, args: dict[str, Any]) -> None:
+    async def check_requested(self, args: dict[str, Any]) -> None:
         """``unknown_model`` / ``unknown_mode`` for a model or mode the arguments name and kiro-cli does not offer."""
         _check_choices(await self._kiro_choices(), model=args.get("model"), mode=args.get("mode"))
 
-    async def _settings(self, args: dict[str, Any], conversation: Conversation) -> Settings:
+    async def resolve_settings(self, args: dict[str, Any], conversation: Conversation) -> Settings:
         """The run's overrides: authority checked, model and mode resolved to what kiro-cli offers.
 
         A run records the settings it really gets, so an unset model or mode resolves here, as the
@@ -295,7 +317,7 @@ class ConversationsService:
         catalog and agents; when kiro-cli cannot be asked, the run's own check before its prompt
         (``settings_not_applied``) still stands.
         """
-        self._require_authority(args.get("authority") or conversation.authority)
+        self.require_authority(args.get("authority") or conversation.authority)
         caps = await self._kiro_choices()
         model = args.get("model") or conversation.model
         mode = args.get("mode") or conversation.mode
@@ -329,7 +351,7 @@ class ConversationsService:
 
     async def _create_conversation(self, args: dict[str, Any], allowed: Sequence[str] = ()) -> Conversation:
         name, path = args["name"], args["workspace"]
-        self._require_authority(args.get("authority") or UNRESTRICTED)
+        self.require_authority(args.get("authority") or UNRESTRICTED)
         if await self._db(self.store.name_in_use, name):
             raise conversation_error("conversation_name_taken", f"a conversation named {name!r} already exists")
         try:
@@ -431,6 +453,7 @@ class ConversationsService:
                 "defaults": conversation_settings(s.conversation),
                 "latestRun": {"runId": s.latest_run_id, "status": s.latest_status} if s.latest_run_id else None,
                 "queuedRuns": s.queued_runs, "updatedAt": s.conversation.updated_at,
+                "subagent": s.conversation.subagent, "parentConversationId": s.conversation.parent_id,
             } for s in page],
             "counts": counts,
             "nextCursor": encode_cursor("status", scope, page[-1].conversation.id) if more else None,
@@ -473,8 +496,8 @@ class ConversationsService:
     async def _tool_kiro_configure(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
         conversation = await self._runnable_conversation(args["conversationId"])
         if args.get("authority"):
-            self._require_authority(args["authority"])
-        await self._check_requested(args)
+            self.require_authority(args["authority"])
+        await self.check_requested(args)
         changed = await self._db(self.store.update_defaults, conversation.id,
                                  Settings(model=args.get("model"), effort=args.get("effort"),
                                           mode=args.get("mode"), authority=args.get("authority")),

@@ -107,6 +107,13 @@ class Conversation:
     updated_at: str
     archived_at: str | None
     allowed_commands: tuple[str, ...] = ()  # slash commands its messages may run (see service.slash_command)
+    parent_id: str | None = None  # the conversation whose session spawned this sub-agent
+    spawn_batch: str | None = None  # set on every sub-agent (spawn_run, spawn_sub_agents, kirocrew spawn run)
+    released_at: str | None = None  # a released sub-agent takes no further message
+
+    @property
+    def subagent(self) -> bool:
+        return self.spawn_batch is not None
 
 
 @dataclass(frozen=True)
@@ -255,6 +262,7 @@ def _conversation(row: sqlite3.Row) -> Conversation:
         ),
         retired=bool(row["retired"]), created_at=row["created_at"], updated_at=row["updated_at"],
         archived_at=row["archived_at"], allowed_commands=tuple(json.loads(row["allowed_commands_json"])),
+        parent_id=row["parent_id"], spawn_batch=row["spawn_batch"], released_at=row["released_at"],
     )
 
 
@@ -355,20 +363,24 @@ class Store:
         self, *, name: str, workspace: Workspace, authority: str = "unrestricted",
         model: str | None = None, effort: str | None = None, mode: str | None = None,
         conversation_id: str | None = None, acp_session_id: str | None = None,
-        allowed_commands: Sequence[str] = (),
+        allowed_commands: Sequence[str] = (), parent_id: str | None = None, spawn_batch: str | None = None,
     ) -> Conversation:
-        """A new idle conversation; ``conversation_name_taken`` when the name is in use (names are unique)."""
+        """A new idle conversation; ``conversation_name_taken`` when the name is in use (names are unique).
+
+        ``spawn_batch`` makes it a sub-agent, ``parent_id`` the conversation that spawned it.
+        """
         cid, now = conversation_id or new_id("conv"), _now()
         with self._write() as db:
             try:
                 db.execute(
                     "INSERT INTO conversations (id, name, state, model, effort, mode, authority, workspace_strategy,"
                     " workspace_path, workspace_fingerprint, worktree_path, worktree_branch, worktree_base_ref,"
-                    " acp_session_id, allowed_commands_json, created_at, updated_at)"
-                    " VALUES (?, ?, 'idle', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " acp_session_id, allowed_commands_json, parent_id, spawn_batch, created_at, updated_at)"
+                    " VALUES (?, ?, 'idle', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (cid, name, model, effort, mode, authority, workspace.strategy, workspace.path,
                      workspace.fingerprint, workspace.worktree_path, workspace.worktree_branch,
-                     workspace.worktree_base_ref, acp_session_id, json.dumps(list(allowed_commands)), now, now),
+                     workspace.worktree_base_ref, acp_session_id, json.dumps(list(allowed_commands)),
+                     parent_id, spawn_batch, now, now),
                 )
             except sqlite3.IntegrityError as exc:
                 raise conversation_error("conversation_name_taken",
@@ -439,6 +451,38 @@ class Store:
                 f"SELECT * FROM conversations {where} ORDER BY id LIMIT ?", (*params, max(1, limit))
             ).fetchall()
         return [_conversation(r) for r in rows]
+
+    @quick_read
+    def subagents(self, parent_id: str | None, *, limit: int = 200) -> list[Conversation]:
+        """Sub-agents, newest first: ``parent_id``'s children, or (None) every sub-agent of every parent."""
+        where, params = "spawn_batch IS NOT NULL", []
+        if parent_id is not None:
+            where += " AND parent_id = ?"
+            params.append(parent_id)
+        with self._read() as db:
+            rows = db.execute(f"SELECT * FROM conversations WHERE {where} ORDER BY created_at DESC, id LIMIT ?",
+                              (*params, max(1, limit))).fetchall()
+        return [_conversation(r) for r in rows]
+
+    @quick_read
+    def active_subagents(self, parent_id: str) -> int:
+        """How many of ``parent_id``'s unreleased sub-agents have a run queued or executing."""
+        with self._read() as db:
+            row = db.execute(
+                "SELECT COUNT(*) FROM conversations c WHERE c.parent_id = ? AND c.spawn_batch IS NOT NULL"
+                f" AND c.released_at IS NULL AND EXISTS (SELECT 1 FROM runs r WHERE r.conversation_id = c.id"
+                f" AND r.status IN {_UNFINISHED})", (parent_id,)).fetchone()
+        return int(row[0])
+
+    def release_subagent(self, conversation_id: str) -> Conversation:
+        """End a sub-agent for good: released and archived (it must be idle: cancel its runs first)."""
+        with self._write() as db:
+            conv = self._get_conversation(db, conversation_id)
+            if conv.released_at is None:
+                db.execute("UPDATE conversations SET released_at = ?, updated_at = ? WHERE id = ?",
+                           (_now(), _now(), conversation_id))
+                self._append_event(db, conversation_id, None, "subagent_released", {})
+        return self.archive_conversation(conversation_id)
 
     def update_defaults(self, conversation_id: str, settings: Settings, *,
                         allowed_commands: Sequence[str] | None = None) -> Conversation:

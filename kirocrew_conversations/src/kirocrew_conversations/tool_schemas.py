@@ -392,7 +392,8 @@ TOOLS: tuple[Tool, ...] = (
         """Browse bounded, cursor-paginated conversation summaries and counts, optionally filtered by
         conversation state, run status, workspace fingerprint, model, authority or archive state (default: active
         conversations only). It never dumps historical replies; use kiro_result for one run's reply and
-        kiro_events for one run's activity.""",
+        kiro_events for one run's activity. Sub-agents (conversations a kirocrew session spawned with the spawn
+        tools of kirocrew-core) are marked subagent, with their parentConversationId.""",
         _object({
             "state": _array(_enum(CONVERSATION_STATES), L.STATUS_FILTER_MAX_VALUES, "Conversation states.",
                             min_items=1, unique=True),
@@ -414,6 +415,9 @@ TOOLS: tuple[Tool, ...] = (
                 "latestRun": _all_required({"runId": _run_id(), "status": _enum(RUN_STATUSES)}, nullable=True),
                 "queuedRuns": _count(),
                 "updatedAt": _TIMESTAMP,
+                "subagent": _boolean("A sub-agent: a kirocrew session (or `kirocrew spawn run`) spawned it."),
+                "parentConversationId": _string(L.ID_MAX_CHARS, "The conversation whose session spawned this "
+                                                "sub-agent; null otherwise.", pattern=_ID_PATTERN, nullable=True),
             }), L.PAGE_SIZE_MAX),
             "counts": _all_required({state: _count() for state in CONVERSATION_STATES},
                                     "Conversations per state across all pages, under the filters."),

@@ -1,0 +1,123 @@
+"""``kirocrew spawn run|list``, ``kirocrew run TASK.md``: the twins of ``spawn_run``, ``spawn_list``, ``task_run``.
+
+Each command is one ``kirocrew-core`` tool call through the host (started in the background
+if none runs), as a ``cli`` client. Without a session key that is the person: ``spawn run``
+spawns sub-agents with no parent, ``spawn list`` shows every sub-agent with its parent. Run
+inside a crew session (``KIROCREW_SESSION_KEY`` set and verified), the command acts as that
+session, exactly as the tool would. Sub-agents run in the host, so there is no in-process
+mode: with ``KIROCREW_NO_HOST=1`` the commands refuse (``host_required``).
+
+Registered lazily by :mod:`kirocrew_conversations.plugin`; the mcp SDK is imported only when
+a command runs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kirocrew_core.errors import BadInputError, KirocrewError
+
+CORE_SERVER = "kirocrew-core"
+_ATTENTION_RECHECK_SECS = 1.0
+# task_run's result names the conversation and its run; ``--wait`` reads them back from it.
+_STARTED = re.compile(r"conversation (conv_[0-9a-f]+) \(.*\), run (run_[0-9a-f]+)\.")
+
+
+async def call_core(tool: str, arguments: dict[str, Any]) -> str:
+    """One ``kirocrew-core`` tool call through the host; its text, or its refusal as a :class:`KirocrewError`."""
+    from kirocrew_core import tool_results
+    from kirocrew_core.host.mcp_client import host_disabled, host_session
+
+    if host_disabled():
+        raise KirocrewError("sub-agents and task runs live in the host; unset KIROCREW_NO_HOST to use this command",
+                            code="host_required")
+    async with host_session(CORE_SERVER) as hosted:
+        result = await hosted.session.call_tool(tool, arguments)
+    if result.is_error:
+        code, message = tool_results.read_error(result)
+        kind = BadInputError if code == "invalid_arguments" else KirocrewError
+        raise kind(message, code=code)
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+def _run(coro: Any) -> Any:
+    import asyncio
+
+    return asyncio.run(coro)
+
+
+@click.group(name="spawn")
+def spawn() -> None:
+    """Sub-agents: conversations spawned to work a task in parallel (twins of spawn_run and spawn_list)."""
+
+
+@spawn.command(name="run")
+@click.argument("tasks", nargs=-1, required=True)
+@click.option("--agent", help="The Kiro agent every task runs on (default: kiro-cli's default agent).")
+@click.option("--cwd", type=click.Path(file_okay=False), help="Working directory (default: this directory).")
+@click.option("--model", help="The model id (default: the agent's).")
+def spawn_run(tasks: tuple[str, ...], agent: str | None, cwd: str | None, model: str | None) -> None:
+    """Spawn one sub-agent per TASK, in one batch; prints their ids."""
+    arguments: dict[str, Any] = {"tasks": list(tasks)} if len(tasks) > 1 else {"task": tasks[0]}
+    arguments["cwd"] = os.path.abspath(cwd or os.getcwd())
+    if agent:
+        arguments["agent"] = agent
+    if model:
+        arguments["model"] = model
+    click.echo(_run(call_core("spawn_run", arguments)))
+
+
+@spawn.command(name="list")
+def spawn_list() -> None:
+    """Every sub-agent with its status and parent conversation (yours only, inside a crew session)."""
+    click.echo(_run(call_core("spawn_list", {})))
+
+
+@click.command(name="run")
+@click.argument("task_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--name", help="The new conversation's name (default: task-<random>).")
+@click.option("--cwd", type=click.Path(file_okay=False), help="Working directory (default: this directory).")
+@click.option("--wait", "wait_", is_flag=True, help="Wait for the run to end and print its reply.")
+def run_task(task_file: Path, name: str | None, cwd: str | None, wait_: bool) -> None:
+    """Run TASK_FILE's text as a new conversation; prints its id (twin of task_run)."""
+    arguments: dict[str, Any] = {"spec": str(task_file.resolve()), "cwd": os.path.abspath(cwd or os.getcwd())}
+    if name:
+        arguments["name"] = name
+    started = _run(call_core("task_run", arguments))
+    match = _STARTED.search(started)
+    if match is None:  # our own tool's wording changed: a bug, not the user's
+        raise KirocrewError(f"unexpected task_run result: {started[:200]}", code="internal_error")
+    conversation_id, run_id = match.groups()
+    click.echo(conversation_id)
+    if wait_:
+        run = _run(_wait(conversation_id, run_id))
+        if run["reply"]:
+            click.echo(run["reply"]["text"])
+        if run["status"] != "completed":  # as `kirocrew conversations wait`: say how it ended, exit 1
+            error = run["error"] or {}
+            click.echo(f"kirocrew: run {run_id} ended {run['status']}"
+                       + (f" (error[{error['code']}])" if error.get("code") else ""), err=True)
+            click.get_current_context().exit(1)
+
+
+async def _wait(conversation_id: str, run_id: str) -> dict[str, Any]:
+    """``kiro_wait`` on the host's conversations until the run is terminal; its final view."""
+    import asyncio
+
+    from kirocrew_conversations.service import ServiceConfig
+    from kirocrew_conversations.twin_backend import open_backend
+    from kirocrew_conversations.vocabulary import TERMINAL_RUN_STATUSES
+
+    target = [{"conversationId": conversation_id, "runId": run_id}]
+    async with open_backend(ServiceConfig.from_env()) as backend:
+        while True:
+            run: dict[str, Any] = (await backend.call("kiro_wait", {"targets": target, "mode": "any"}))["runs"][0]
+            if run["status"] in TERMINAL_RUN_STATUSES:
+                return run
+            if run["status"] == "needs_attention":  # a person answers it (dashboard, kirocrew conversations)
+                await asyncio.sleep(_ATTENTION_RECHECK_SECS)
