@@ -204,3 +204,24 @@ def test_kirocrew_learn_context_prints_the_workspace_lessons_of_the_hook_events_
     assert shown.stdout.splitlines()[1:] == ["- [knowledge] workspace only"]
     elsewhere = kirocrew("learn", "context", input=json.dumps({"cwd": "/"}))
     assert (elsewhere.returncode, elsewhere.stdout) == (0, "")
+
+
+def test_a_worktree_sessions_workspace_lessons_are_its_repositorys(isolated_homes, tmp_path: Path):
+    import subprocess
+
+    repo, tree = tmp_path / "repo", tmp_path / "elsewhere" / "wt"
+    (repo / "src").mkdir(parents=True)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q", str(repo)], check=True)
+    (repo / "src" / "a.txt").write_text("a")
+    subprocess.run([*git, "-C", str(repo), "add", "."], check=True)
+    subprocess.run([*git, "-C", str(repo), "commit", "-qm", "one"], check=True)
+    subprocess.run([*git, "-C", str(repo), "worktree", "add", "-q", str(tree)], check=True)
+
+    in_tree = session(workspace=str(tree))
+    assert call("learn_add", {"rule": "from the worktree", "scope": "workspace"}, in_tree)
+    assert store.all_lessons()[0].workspace == str(repo.resolve())
+    assert "from the worktree" in store.context_text(str(repo / "src"))
+    assert "from the worktree" in store.context_text(str(tree / "src"))
+    assert call("learn_list", {}, in_tree) == "[knowledge] from the worktree"
+    assert store.checkout_of(str(tmp_path)) == str(tmp_path.resolve())  # not a repository: unchanged

@@ -80,9 +80,46 @@ class Lesson:
 
 
 def within(directory: str, workspace: str) -> bool:
-    """Whether ``directory`` is ``workspace`` or a folder inside it (symlinks resolved on both sides)."""
-    here, root = Path(os.path.realpath(directory)), Path(os.path.realpath(workspace))
-    return here == root or here.is_relative_to(root)
+    """Whether ``directory`` is ``workspace`` or a folder inside it (symlinks resolved on both sides).
+
+    A folder of a linked git worktree also counts as the same folder of its main checkout: a
+    conversation started with a worktree works there, and its repository's lessons are its.
+    """
+    root = Path(os.path.realpath(workspace))
+    for here in {Path(os.path.realpath(directory)), Path(checkout_of(directory))}:
+        if here == root or here.is_relative_to(root):
+            return True
+    return False
+
+
+#: How far up a directory :func:`checkout_of` looks for a worktree's ``.git`` file.
+_GIT_SEARCH_DEPTH = 32
+
+
+def checkout_of(directory: str) -> str:
+    """The same folder in the main checkout when ``directory`` is inside a linked git worktree, else itself.
+
+    Reads the worktree's ``.git`` file (``gitdir: <repo>/.git/worktrees/<name>``) and that
+    folder's ``commondir``; no git process (this runs at every session start). Anything
+    unexpected answers ``directory`` unchanged.
+    """
+    here = Path(os.path.realpath(directory))
+    for top in [here, *here.parents][:_GIT_SEARCH_DEPTH]:
+        marker = top / ".git"
+        if marker.is_dir():
+            return str(here)  # a main checkout (or a plain repository)
+        if not marker.is_file():
+            continue
+        try:
+            line = marker.read_text(encoding="utf-8", errors="replace")[:4096].strip()
+            gitdir = Path(top, line.removeprefix("gitdir:").strip()) if line.startswith("gitdir:") else None
+            common = (gitdir / (gitdir / "commondir").read_text().strip()).resolve() if gitdir else None
+        except OSError:
+            return str(here)
+        if common is None or common.name != ".git":
+            return str(here)
+        return str(common.parent / here.relative_to(top))
+    return str(here)
 
 
 def store_dir() -> Path:

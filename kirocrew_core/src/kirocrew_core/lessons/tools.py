@@ -76,9 +76,10 @@ def _workspace_for(session: CrewSession, scope: str, given: str | None) -> str |
         if not session.workspace:
             raise ToolRefused("workspace is required when scope='workspace': this session has no workspace, "
                               "so name one (an absolute path)", code="workspace_required")
-        return session.workspace
+        return store.checkout_of(session.workspace)  # a worktree's lessons are its repository's
     wanted = store.normalize_workspace(given)
-    if session.workspace and not store.within(wanted, session.workspace):
+    if session.workspace and not (store.within(wanted, session.workspace)
+                                  or store.within(wanted, store.checkout_of(session.workspace))):
         # A session shapes its own workspace's sessions, never another workspace's.
         raise ToolRefused(f"a session in {session.workspace} may keep workspace lessons only for that workspace "
                           f"(or a folder inside it), not {wanted}", code="workspace_mismatch")

@@ -141,7 +141,7 @@ def _actions(value: Any) -> tuple[Action, ...]:
             raise BadInputError("each action is {id, label, url?}", code="bad_actions")
         action = Action(_text(raw.get("id"), "action_id", ACTION_ID_MAX_CHARS, required=True).strip(),
                         _text(raw.get("label"), "action_label", ACTION_LABEL_MAX_CHARS, required=True).strip(),
-                        _url(raw.get("url"), "action url"))
+                        _url(raw.get("url"), "action_url"))
         if any(action.id == other.id for other in out):
             raise BadInputError(f"two actions have the id {action.id!r}", code="duplicate_action_id")
         out.append(action)
