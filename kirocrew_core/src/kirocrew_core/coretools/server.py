@@ -144,7 +144,11 @@ class CoreToolsServer:
         if tool is None:
             shown = name if name.isidentifier() and len(name) <= 64 else "that name"
             return (f"no kirocrew-core tool is named {shown}; tools/list names them", "unknown_tool")
-        problem = _validate(tool, raw_args)
+        try:
+            problem = _validate(tool, raw_args)
+        except Exception:  # noqa: BLE001 - a plugin's broken schema is its bug, reported like one
+            log.error("kirocrew-core tool %s has an unusable input schema:\n%s", name, traceback.format_exc())
+            return f"{name} failed unexpectedly; the kirocrew host's log has the details", "internal_error"
         if problem is not None:
             return problem, "invalid_arguments"
         session = None if tool.identity == "none" else self.session_of(caller)
