@@ -67,6 +67,7 @@ BAD = [
     ({"title": "t", "url": "//evil.example/x"}, "bad_url"),
     ({"title": "t", "url": "https://evil.example/"}, "bad_url"),
     ({"title": "t", "url": "/has space"}, "bad_url"),
+    ({"title": "t", "url": "/\\evil.example/"}, "bad_url"),  # a browser reads /\ as //
     ({"title": "t", "actions": [{"id": str(n), "label": "x"} for n in range(5)]}, "too_many_actions"),
     ({"title": "t", "actions": [{"id": "a", "label": "x"}, {"id": "a", "label": "y"}]}, "duplicate_action_id"),
     ({"title": "t", "actions": [{"id": "a", "label": "l" * 41}]}, "action_label_too_long"),

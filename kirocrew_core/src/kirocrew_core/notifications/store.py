@@ -34,8 +34,9 @@ ACTION_LABEL_MAX_CHARS = 40
 PRIORITIES = ("critical", "default", "passive")
 #: The store keeps the newest this many; older ones fall off.
 MAX_NOTIFICATIONS = 500
-#: A dashboard-internal path: one leading slash (``//host`` would leave the dashboard), no spaces.
-URL_PATTERN = r"^/(?!/)\S*$"
+#: A dashboard-internal path: one leading slash (``//host`` would leave the dashboard), no spaces, and
+#: no backslash anywhere (browsers read ``/\host`` as ``//host``): the reference's ``^/(?!/)\S*$``, tightened.
+URL_PATTERN = r"^/(?![/\\])[^\s\\]*$"
 _URL = re.compile(URL_PATTERN)
 _ID = re.compile(r"^n[0-9a-f]{16}$")
 # Titles, labels and bodies are at most 20000 characters; JSON escaping can multiply that by six.
