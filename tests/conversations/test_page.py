@@ -15,7 +15,7 @@ import httpx
 import pytest
 from kirocrew_testing.requirements import executable
 
-from kirocrew_conversations.markdown import render_markdown
+from kirocrew_core.gateway.markdown import render_markdown
 from kirocrew_conversations.state_paths import DATABASE_NAME
 
 

@@ -656,3 +656,27 @@ def test_every_environment_switch_is_documented(name: str) -> None:
 @pytest.mark.parametrize("directive", script.DIRECTIVES)
 def test_every_script_directive_is_documented(directive: str) -> None:
     assert f"| `!{directive}" in DOCS_PAGE.read_text()
+
+
+def test_a_session_is_told_its_agents_resources_and_agent_spawn_hook_output_in_its_directory(
+        fake_kiro_cli: Any, tmp_path: Path) -> None:
+    notes = tmp_path / "notes.md"
+    notes.write_text("global note\n")
+    steering = tmp_path / "ws" / ".kiro" / "steering"
+    steering.mkdir(parents=True)
+    (steering / "style.md").write_text("steering note")
+    write_agent(home.kiro_agents_dir(), "told", {
+        "resources": [notes.as_uri(), "file://.kiro/steering/**/*.md", (tmp_path / "missing.md").as_uri(),
+                      "skill://ignored"],
+        "hooks": {"agentSpawn": [{"command": "pwd; cat"}, {"command": "echo never shown; exit 3"}],
+                  "stop": [{"command": "echo not at start"}]}})
+
+    async def scenario() -> str:
+        async with acp(fake_kiro_cli, "--agent", "told", cwd=tmp_path) as k:
+            sid = await started(k, tmp_path / "ws")
+            await k.prompt(sid, "!context")
+            return "".join(k.client.texts("agent_message_chunk", sid))
+
+    cwd = str((tmp_path / "ws").resolve())
+    event = json.dumps({"hook_event_name": "agentSpawn", "cwd": str(tmp_path / "ws")})
+    assert run(scenario()) == f"context:\nglobal note\nsteering note\n{cwd}\n{event}"

@@ -240,6 +240,8 @@ JSON_ROUTES_OF_THE_EDITIONS = {
     ("POST", "/api/sessions/restart"), ("POST", "/api/connections/mint"), ("POST", "/api/connections/cancel"),
     ("POST", "/api/connections/test"), ("POST", "/api/connections/disconnect"),
     ("POST", "/api/connections/premint"), ("POST", "/api/connections/install"),
+    ("POST", "/api/notifications/x/read"), ("POST", "/api/notifications/x/dismiss"),
+    ("POST", "/api/notifications/x/actions/x"),
 }
 #: Over every route's body limit (the largest is 1 MiB).
 OVERSIZE_BYTES = 2 * 1024 * 1024

@@ -498,6 +498,68 @@ def test_hook_agent_tool_aliases(gateway_client, plugin_manager):
     assert rendered["toolAliases"] == {"@a/list": "a_list", "@b/list": "first"}  # first wins; no ghost
 
 
+class AgentContext:
+    def __init__(self, resources, commands) -> None:
+        self.resources, self.commands = resources, commands
+
+    @hookimpl
+    def agent_resources(self):
+        return self.resources
+
+    @hookimpl
+    def agent_spawn_hooks(self):
+        return self.commands
+
+
+def _agent() -> dict:
+    return json.loads(home.rendered_agent_file().read_text())
+
+
+def test_hook_agent_resources(gateway_client, plugin_manager, tmp_path):
+    from kirocrew_mcp.render import rebuild_agent_config
+
+    notes, extra = (tmp_path / "notes.md").as_uri(), (tmp_path / "extra.md").as_uri()
+    plugin_manager.register(AgentContext([notes, extra], None), name="a-context")
+    plugin_manager.register(AgentContext([notes], None), name="b-context")
+    plugin_manager.register(AgentContext(["https://example.com/x"], None), name="c-junk")
+    report = rebuild_agent_config(pm=plugin_manager)
+    resources = _agent()["resources"]
+    assert resources[0] == "file://.kiro/steering/**/*.md"  # the template's own stays first
+    assert resources.count(notes) == 1 and extra in resources and "https://example.com/x" not in resources
+    assert any("c-junk" in w and "agent_resources" in w for w in report.warnings)
+
+    # The user's own entries survive a render; a URI no plugin names any more leaves.
+    agent = _agent()
+    agent["resources"].append("file://mine.md")
+    home.rendered_agent_file().write_text(json.dumps(agent))
+    plugin_manager.unregister(name="a-context")
+    rebuild_agent_config(pm=plugin_manager)
+    resources = _agent()["resources"]
+    assert "file://mine.md" in resources and notes in resources and extra not in resources
+
+
+def test_hook_agent_spawn_hooks(gateway_client, plugin_manager):
+    from kirocrew_mcp.managed import kirocrew_executable
+    from kirocrew_mcp.render import rebuild_agent_config
+
+    plugin_manager.register(AgentContext(None, [["kirocrew", "learn", "context"], ["echo", "a b"]]), name="a-hooks")
+    rebuild_agent_config(pm=plugin_manager)
+    spawn = _agent()["hooks"]["agentSpawn"]
+    commands = [entry["command"] for entry in spawn]
+    # "kirocrew" is the live executable, as for managed servers; words are shell-quoted.
+    assert f"{kirocrew_executable()} learn context" in commands and "echo 'a b'" in commands
+
+    agent = _agent()
+    agent["hooks"]["agentSpawn"].append({"command": "git status"})
+    agent["hooks"]["stop"] = [{"command": "true"}]
+    home.rendered_agent_file().write_text(json.dumps(agent))
+    plugin_manager.unregister(name="a-hooks")
+    rebuild_agent_config(pm=plugin_manager)
+    hooks = _agent()["hooks"]
+    commands = [entry["command"] for entry in hooks["agentSpawn"]]
+    assert "git status" in commands and "echo 'a b'" not in commands and hooks["stop"] == [{"command": "true"}]
+
+
 def test_hook_mcp_server_managers(gateway_client, plugin_manager, caplog):
     from kirocrew_mcp.public import ServerManager
 

@@ -3,7 +3,7 @@
 Both are rendered on the server from the same functions as their JSON twins
 (:func:`~kirocrew_conversations.api.list_conversations` is ``GET /api/conversations``,
 :func:`~kirocrew_conversations.api.conversation_detail` is ``GET /api/conversations/{id}``).
-Replies are Kiro's Markdown rendered safe (:mod:`kirocrew_conversations.markdown`); every
+Replies are Kiro's Markdown rendered safe (:mod:`kirocrew_core.gateway.markdown`); every
 other string is escaped by the templates. The scripts in ``static/`` make every change
 through the owner-authenticated ``/api/conversations…`` routes, and a conversation's page
 polls its JSON twin every :data:`POLL_SECONDS` while a run is unfinished, redrawing its live
@@ -75,7 +75,7 @@ async def conversation_page(request: Request) -> Response:
     from kirocrew_core.gateway.shell import render_page
 
     from kirocrew_conversations.api import conversation_detail
-    from kirocrew_conversations.markdown import render_markdown
+    from kirocrew_core.gateway.markdown import render_markdown
 
     try:
         detail = await conversation_detail(request, request.path_params["conversation_id"])

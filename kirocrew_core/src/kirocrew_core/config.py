@@ -205,6 +205,34 @@ register_key(
         _check_ceiling,
     )
 )
+
+
+def _check_switch(value: Any) -> str | None:
+    if value in ("allow", "deny"):
+        return None
+    return f'must be "allow" or "deny", got {_literal(value)}'
+
+
+# Capability switches for what a crew session (a model, not the owner) may do; see governance.capability_allowed.
+register_key(
+    ConfigKey(
+        "governance.memory_writes",
+        str,
+        "allow",
+        'Whether crew sessions may save or remove durable lessons (learn_add, learn_remove): "allow" or "deny". '
+        "The owner's own `kirocrew learn` commands are not gated.",
+        _check_switch,
+    )
+)
+register_key(
+    ConfigKey(
+        "governance.messaging",
+        str,
+        "allow",
+        'Whether crew sessions may publish to the notification center (send_notification): "allow" or "deny".',
+        _check_switch,
+    )
+)
 register_key(
     ConfigKey(
         "gateway.port",

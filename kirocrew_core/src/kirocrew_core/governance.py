@@ -145,3 +145,35 @@ def filter_auto_approve(
     for ref in refs:
         (withheld if _withholds(patterns, ref) else kept).append(ref)
     return kept, withheld
+
+
+#: The capability switches a crew session's tools consult (``governance.<name>`` in ``config.toml``).
+CAPABILITIES = ("memory_writes", "messaging")
+
+
+def capability_allowed(name: str) -> bool:
+    """Whether crew sessions may use the capability ``name`` (``memory_writes``, ``messaging``).
+
+    ``governance.<name>`` is ``"allow"`` (the default) or ``"deny"``. Fails closed: a config
+    that cannot be read or parsed denies, because a switch the owner may have set to
+    ``deny`` must not read as ``allow`` while the file is broken.
+    """
+    if name not in CAPABILITIES:
+        raise ValueError(f"unknown governance capability {name!r}")
+    try:
+        return load_config().get(f"governance.{name}") == "allow"
+    except Exception:  # noqa: BLE001 - any failure to read the policy denies (fail closed)
+        return False
+
+
+def require_capability(name: str, what: str) -> None:
+    """Raise :class:`GovernanceDenied` unless :func:`capability_allowed` says yes; ``what`` names it in the error."""
+    if not capability_allowed(name):
+        raise GovernanceDenied(f"{what} blocked by governance policy (governance.{name} is not \"allow\")")
+
+
+class GovernanceDenied(KirocrewError):
+    """A capability switch (``governance.memory_writes``, ``governance.messaging``) denied a session's call."""
+
+    code = "governance_denied"
+    exit_code = 1

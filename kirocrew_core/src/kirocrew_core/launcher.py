@@ -3,8 +3,9 @@
 MCP clients start ``kirocrew mcp-conversations`` (and the other servers) for every session,
 so that form must start in a few tens of milliseconds: it goes straight to the relay
 (:mod:`kirocrew_core.relay`, standard library only) without importing click or any plugin.
-Every other command line, and a server the host does not serve, goes to
-:func:`kirocrew_core.cli.main` unchanged. Standard library only.
+``kirocrew learn context`` (run by the agent's ``agentSpawn`` hook at every session start)
+skips click and the plugins too. Every other command line, and a server the host does not
+serve, goes to :func:`kirocrew_core.cli.main` unchanged. Standard library only.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import sys
 
 RELAY_PREFIX = "mcp-"
+#: What the rendered agent's ``agentSpawn`` hook runs at every session start: as cheap as the relay.
+LESSONS_CONTEXT = ["learn", "context"]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -23,6 +26,11 @@ def main(argv: list[str] | None = None) -> None:
         status = relay.run(args[0])
         if status != relay.NOT_HOSTED:
             sys.exit(status)
+    if args == LESSONS_CONTEXT:
+        from kirocrew_core.lessons.context import print_context
+
+        print_context()
+        return
     from kirocrew_core.cli import main as cli_main
 
     cli_main(args)

@@ -36,6 +36,8 @@ LOCK_ORDER: tuple[str, ...] = (
     "agent-file",  # the rendered <kiro home>/agents/kirocrew.json
     "connections",  # connection records and the OAuth mint bookkeeping
     "conversations",  # conversation state outside SQLite's own locking
+    "lessons",  # the lessons store and the lessons file the agent loads
+    "notifications",  # the notification center's store
     "audit",  # the SEL; last, so anyone may log while holding another lock
 )
 _RANK = {name: index for index, name in enumerate(LOCK_ORDER)}

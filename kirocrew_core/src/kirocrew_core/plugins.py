@@ -61,6 +61,8 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "kirocrew_core.builtin.doctor",
     "kirocrew_core.builtin.api",
     "kirocrew_core.builtin.coretools",
+    "kirocrew_core.builtin.lessons",
+    "kirocrew_core.builtin.notifications",
 )
 
 

@@ -9,7 +9,8 @@ servers in the scope files are another plugin's to manage (the entry a
 Connect installed); ``mcp_server_managers`` is how the MCP servers page learns
 which, without kirocrew-mcp importing the plugins that build on it. Servers
 another plugin knows may expose same-named tools; ``agent_tool_aliases`` is
-how the agent file renames them apart.
+how the agent file renames them apart. ``agent_resources`` and ``agent_spawn_hooks``
+are how a plugin puts something it owns into every session's context.
 
 Results are combined the way the core hooks are: every implementation is
 called in core's call order (``tryfirst``, plain, ``trylast``, each tier by
@@ -108,4 +109,45 @@ def agent_tool_aliases(servers: Mapping[str, Mapping[str, Any]]) -> Mapping[str,
         returns something that is not such a mapping, is logged by plugin name
         and skipped, with a warning in the rebuild's report: the file is still
         written, without its renames.
+    """
+
+
+@hookspec
+def agent_resources() -> Sequence[str] | None:
+    """Name files every session of the rendered agent loads into its context (its ``resources``).
+
+    Called by the agent-file render (``render_agent_config``, every rebuild:
+    ``kirocrew mcp rebuild``, an apply, a Connect's install, a Disconnect, the host's
+    start). kiro-cli reads the agent file only when a session starts, but it reads a
+    ``file://`` resource's *content* then too: a plugin that names a file it owns can
+    change what later sessions are told by rewriting that file, with no rebuild. Core
+    implements it for the global lessons file (``kirocrew learn``).
+
+    :return: ``file://`` URIs of absolute paths, or ``None``. Every implementation is
+        called, in call order, and the URIs appended to the user's own ``resources``
+        (which are never removed or reordered), each once. A URI a previous render added
+        and no plugin names any more is removed (an equal entry counts as the render's). An
+        implementation that raises, or returns something that is not a list of
+        ``file://`` URIs, is logged by plugin name and skipped, with a warning in the
+        rebuild's report.
+    """
+
+
+@hookspec
+def agent_spawn_hooks() -> Sequence[Sequence[str]] | None:
+    """Name commands the rendered agent runs when a session starts (its ``hooks.agentSpawn``).
+
+    Called by the agent-file render, like :func:`agent_resources`. kiro-cli runs each
+    ``agentSpawn`` command in the session's working directory (the hook event, with
+    ``cwd``, on its stdin) and adds what it prints to the session's context: the way to
+    tell a session something that depends on where it runs, which a static resource of
+    a global agent cannot. Core implements it for workspace lessons
+    (``kirocrew learn context``).
+
+    :return: a list of argv lists, or ``None``. An argv whose first word is
+        ``kirocrew`` runs the live ``kirocrew`` executable (as managed servers do);
+        each is written shell-quoted as ``{"command": …}``. Every implementation is
+        called, in call order; the user's own ``agentSpawn`` entries (and every other
+        hook) are kept, and an entry a previous render added that no plugin names any
+        more is removed. Failures are logged and skipped as for :func:`agent_resources`.
     """

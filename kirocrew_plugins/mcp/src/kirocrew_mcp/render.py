@@ -113,6 +113,8 @@ class RebuildReport:
     renamed: dict[str, str] = field(default_factory=dict)
     withheld: list[str] = field(default_factory=list)
     tool_aliases: dict[str, str] = field(default_factory=dict)
+    resources: list[str] = field(default_factory=list)
+    spawn_hooks: list[str] = field(default_factory=list)
     backup: Path | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -126,6 +128,8 @@ class RebuildReport:
             "renamed": dict(self.renamed),
             "withheld": list(self.withheld),
             "tool_aliases": dict(self.tool_aliases),
+            "resources": list(self.resources),
+            "spawn_hooks": list(self.spawn_hooks),
             "backup": str(self.backup) if self.backup else None,
         }
 
@@ -612,11 +616,15 @@ def render_agent_config(
     managed_servers: dict[str, ManagedMcpServer],
     retired_managed: set[str],
     rendered_aliases: Mapping[str, str] | None = None,
+    rendered_context: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, Any], list[Withheld]]:
     """Merge everything onto ``base`` and return the finished config (reads only, no writes).
 
     ``rendered_aliases`` are the ``toolAliases`` the previous render wrote (the
     state file's record); the ones written now are in ``report.tool_aliases``.
+    ``rendered_context`` is the record of the ``resources`` and ``agentSpawn`` commands it
+    added (``{"resources": [...], "spawn_hooks": [...]}``); the ones added now are in
+    ``report.resources`` and ``report.spawn_hooks``.
 
     ``retired_managed`` are names a plugin used to manage and no longer does
     (a gated-off ``kirocrew-computer``): they are retracted from the base and
@@ -674,6 +682,7 @@ def render_agent_config(
         _mount_refs(config, list(managed_servers))
     _mount_refs(config, [n for n in servers if n not in base_servers])
     _merge_tool_aliases(config, _plugin_tool_aliases(pm, servers, report), rendered_aliases or {}, report)
+    _merge_agent_context(config, *_plugin_agent_context(pm, report), rendered_context or {}, report)
 
     config["name"] = AGENT_NAME
     config["includeMcpJson"] = False
@@ -730,6 +739,76 @@ def _merge_tool_aliases(config: dict[str, Any], wanted: dict[str, str], previous
     report.tool_aliases = ours
 
 
+def _plugin_agent_context(pm: KirocrewPluginManager, report: RebuildReport) -> tuple[list[str], list[str]]:
+    """Every ``agent_resources()`` URI and ``agent_spawn_hooks()`` command (shell-quoted), each once, in call order."""
+    import shlex
+    import sys
+
+    from kirocrew_core.plugins import call_hook
+
+    def resources_problem(value: Any) -> str | None:
+        if value is None or (isinstance(value, (list, tuple)) and all(
+                isinstance(v, str) and v.startswith("file:///") for v in value)):
+            return None
+        return "did not return a list of file:// URIs of absolute paths"
+
+    def hooks_problem(value: Any) -> str | None:
+        if value is None or (isinstance(value, (list, tuple)) and all(
+                isinstance(argv, (list, tuple)) and argv and all(isinstance(w, str) and w for w in argv)
+                for argv in value)):
+            return None
+        return "did not return a list of argv lists"
+
+    def contributions(call: Any, hook: str) -> list[Any]:
+        for failure in call.failures:
+            report.warnings.append(f"plugin {failure.plugin!r}: {hook}() failed ({failure.error}); "
+                                   "what it adds to the agent is left out")
+        return [item for contribution in call.contributions for item in contribution.value or ()]
+
+    resources: list[str] = []
+    commands: list[str] = []
+    if hasattr(pm.hook, "agent_resources"):  # a manager without kirocrew-mcp's own hookspecs has neither
+        call = call_hook(pm, "agent_resources", on_error="skip", check=resources_problem)
+        resources = _dedup_strings(contributions(call, "agent_resources"))
+        call = call_hook(pm, "agent_spawn_hooks", on_error="skip", check=hooks_problem)
+        for argv in map(list, contributions(call, "agent_spawn_hooks")):
+            if argv[0] == managed.EXECUTABLE_NAME:
+                exe = managed.kirocrew_executable()
+                argv[:1] = [exe] if exe else [sys.executable, "-m", "kirocrew_core"]
+            commands.append(shlex.join(argv))
+    return resources, _dedup_strings(commands)
+
+
+def _merge_agent_context(config: dict[str, Any], resources: list[str], commands: list[str],
+                         previous: Mapping[str, Any], report: RebuildReport) -> None:
+    """Add the plugins' ``resources`` and ``agentSpawn`` commands; the user's own entries stay as written."""
+    old_resources = {r for r in previous.get("resources") or () if isinstance(r, str)}
+    raw = config.get("resources")
+    current = raw if isinstance(raw, list) else []
+    kept = [r for r in current if r not in old_resources or r in resources]
+    merged = kept + [r for r in resources if r not in kept]
+    if merged or isinstance(raw, list):
+        config["resources"] = merged
+    report.resources = list(resources)
+
+    old_commands = {c for c in previous.get("spawn_hooks") or () if isinstance(c, str)}
+    raw_hooks = config.get("hooks")
+    hooks = raw_hooks if isinstance(raw_hooks, dict) else {}
+    raw_spawn = hooks.get("agentSpawn")
+    spawn = raw_spawn if isinstance(raw_spawn, list) else []
+    entries = [e for e in spawn if not (isinstance(e, dict) and e.get("command") in old_commands
+                                        and e.get("command") not in commands)]
+    present = {e.get("command") for e in entries if isinstance(e, dict)}
+    entries += [{"command": c} for c in commands if c not in present]
+    if entries:
+        hooks["agentSpawn"] = entries
+    else:
+        hooks.pop("agentSpawn", None)
+    if hooks or isinstance(raw_hooks, dict):
+        config["hooks"] = hooks
+    report.spawn_hooks = list(commands)
+
+
 def _string_dict(value: Any) -> dict[str, str]:
     if not isinstance(value, dict):
         return {}
@@ -784,6 +863,7 @@ def rebuild_agent_config(
             managed_servers=managed_servers,
             retired_managed=retired,
             rendered_aliases=_string_dict(state.get("tool_aliases")),
+            rendered_context={"resources": state.get("resources"), "spawn_hooks": state.get("spawn_hooks")},
         )
         data = dumps_agent(config)
         if data != current:
@@ -795,7 +875,8 @@ def rebuild_agent_config(
         audit_withheld(withheld, "rebuild_agent_config", report.warnings)
         _write_state(
             {"managed": sorted(managed_servers), "retired": sorted(retired), "warnings": list(report.warnings),
-             "tool_aliases": dict(report.tool_aliases)},
+             "tool_aliases": dict(report.tool_aliases), "resources": list(report.resources),
+             "spawn_hooks": list(report.spawn_hooks)},
             state,
         )
     return report

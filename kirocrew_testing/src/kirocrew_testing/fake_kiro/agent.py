@@ -71,6 +71,8 @@ class LiveSession:
     always_allowed: set[str] = field(default_factory=set)
     steering: list[str] = field(default_factory=list)
     chars: int = 0
+    #: What the session was told at start (its agent's resources and agentSpawn hooks), for ``!context``.
+    context: str = ""
 
 
 def _client_error(message: str, code: int = -32603) -> Exception:
@@ -232,13 +234,16 @@ class FakeKiroAgent:
         session.hub.start()
 
     async def _start_session_servers(self, session: LiveSession) -> None:
-        """Start the servers of a new, loaded or forked session.
+        """Start the servers of a new, loaded or forked session, after gathering its context.
 
         With ``KIRO_FAKE_EAGER_MCP`` the answer waits until every server has
         reported (initialized, failed, or an OAuth request is out), so those
         notifications reach the client before it knows the session id, as with
         kiro-cli's eager MCP init.
         """
+        from kirocrew_testing.fake_kiro.context import session_context
+
+        session.context = await session_context(session.agent, session.cwd)
         self._start_servers(session)
         if switches.flag(switches.EAGER_MCP) and session.hub is not None:
             await session.hub.wait_reported()

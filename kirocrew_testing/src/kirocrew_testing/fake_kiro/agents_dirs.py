@@ -91,6 +91,10 @@ class AgentSpec:
     model: str | None = None
     #: ``toolAliases``: ``{"@server/tool": new name}``, the name ``/tools`` shows for that tool.
     tool_aliases: Mapping[str, str] = field(default_factory=dict)
+    #: ``resources``: ``file://`` URIs (absolute, or globs relative to the session's cwd) loaded into context.
+    resources: tuple[str, ...] = ()
+    #: ``hooks.agentSpawn``: shell commands run at session start; what they print is added to context.
+    spawn_hooks: tuple[str, ...] = ()
 
 
 BUILT_IN_DEFAULT = AgentSpec(
@@ -193,7 +197,22 @@ def parse_spec(document: Any, *, path: Path, source: str) -> AgentSpec:
         include_mcp_json=include,
         model=document.get("model"),
         tool_aliases=_string_map(document.get("toolAliases", {}), f"{where}: toolAliases"),
+        resources=_strings(document.get("resources", []), f"{where}: resources"),
+        spawn_hooks=_spawn_hooks(document.get("hooks", {}), where),
     )
+
+
+def _spawn_hooks(hooks: dict[str, Any], where: str) -> tuple[str, ...]:
+    """The ``command`` of every ``hooks.agentSpawn`` entry (kiro's hook entries are ``{"command": …}``)."""
+    entries = hooks.get("agentSpawn", [])
+    if not isinstance(entries, list):
+        raise SpecError(f"{where}: hooks.agentSpawn: invalid type: {_type_name(entries)}, expected a sequence")
+    commands = []
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("command"), str):
+            raise SpecError(f"{where}: hooks.agentSpawn: missing field `command`")
+        commands.append(entry["command"])
+    return tuple(commands)
 
 
 def load_spec_file(path: Path, source: str) -> AgentSpec:

@@ -22,6 +22,8 @@ after the one space that follows the directive, trailing whitespace included)::
                               (the context a resumed or continued session really carries)
     !settings                 reply ``settings: model=<id> mode=<agent> effort=<effort or none>``,
                               what the session really runs on at this moment
+    !context                  reply ``context:`` and what the session was told at start: its agent's
+                              ``file://`` resources and ``agentSpawn`` hook output (see context.py)
     !hang                     wait until ``session/cancel`` (stopReason ``cancelled``)
     !error CODE [MESSAGE]     fail the prompt with that JSON-RPC error
     !refuse                   content-filtered ``_kiro.dev/metadata``, then a bare -32603
@@ -39,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DIRECTIVES = ("say", "think", "plan", "todo", "tool", "write", "shell", "mcp", "sleep", "recall", "settings",
-              "hang", "error", "refuse", "exit", "notify")
+              "context", "hang", "error", "refuse", "exit", "notify")
 # Directives whose argument is text a test compares byte for byte: never stripped.
 VERBATIM = ("say", "think", "write")
 
@@ -143,7 +145,7 @@ def _directive(word: str, rest: str) -> Step:
         return Step("exit", number=code)
     if rest:
         raise ScriptError(f"!{word} takes no arguments")
-    return Step(word)  # hang, refuse, recall, settings
+    return Step(word)  # hang, refuse, recall, settings, context
 
 
 def parse(text: str) -> list[Step]:

@@ -225,6 +225,9 @@ class Turn:
         await self._say(f"settings: model={session.model_id} mode={session.agent.name} "
                         f"effort={session.effort or 'none'}")
 
+    async def _do_context(self, step: script.Step) -> None:
+        await self._say("context:\n" + self.session.context)
+
     async def _do_think(self, step: script.Step) -> None:
         from acp import update_agent_thought_text
 

@@ -1,4 +1,4 @@
-"""Kiro's replies as safe HTML for the dashboard: CommonMark with raw HTML off and only web links.
+"""Untrusted Markdown (Kiro's replies, notification bodies) as safe HTML: CommonMark, no raw HTML, web links only.
 
 A reply is written by a model, so it is untrusted text. markdown-it-py renders it with
 ``html`` disabled (any ``<tag>`` in the reply is shown as text), links and images keep

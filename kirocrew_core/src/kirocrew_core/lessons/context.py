@@ -1,0 +1,38 @@
+"""``kirocrew learn context``: what the rendered agent's ``agentSpawn`` hook prints at a session's start.
+
+kiro-cli runs the hook in the session's working directory and writes the hook event
+(``{"hook_event_name": "agentSpawn", "cwd": …}``) to its stdin; its ``cwd`` wins when
+present. It runs at every session start, so the launcher calls :func:`print_context`
+without click or the plugins, and it never fails: a session must start even when the
+store is broken (``kirocrew learn list`` reports that).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from kirocrew_core.lessons import store
+
+#: The hook event is a small JSON object; read no more than this.
+EVENT_MAX_BYTES = 64 * 1024
+
+
+def event_cwd() -> str | None:
+    """The ``cwd`` of the hook event on stdin, or None (no event, a terminal, not JSON, not absolute)."""
+    if sys.stdin is None or sys.stdin.isatty():
+        return None
+    try:
+        event = json.loads(sys.stdin.read(EVENT_MAX_BYTES) or "{}")
+    except (ValueError, OSError):
+        return None
+    cwd = event.get("cwd") if isinstance(event, dict) else None
+    return cwd if isinstance(cwd, str) and os.path.isabs(cwd) else None
+
+
+def print_context() -> None:
+    """Print the workspace lessons for the event's directory (else the current one); nothing when there are none."""
+    directory = event_cwd() or os.getcwd()
+    sys.stdout.write(store.context_text(directory))
+    sys.stdout.flush()

@@ -1,0 +1,265 @@
+"""The notification center's store: one JSON file in the crew state, newest first, bounded.
+
+The host is its writer (the ``send_notification`` tool and the feed's routes run there);
+every change reads and replaces the file whole under the ``notifications`` lock with an
+atomic write. It keeps the newest :data:`MAX_NOTIFICATIONS`; a notification with a
+``group_key`` replaces the one before it with the same key (a session updating its own
+progress card, not stacking them). A notification records the session it came from (its
+kind, target and agent; never its key). Bad input raises
+:class:`~kirocrew_core.errors.BadInputError` with a stable code and changes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from kirocrew_core import home
+from kirocrew_core.errors import BadInputError, MalformedFileError
+from kirocrew_core.jsonfile import read_json, write_json_atomic
+from kirocrew_core.locks import named_lock
+
+LOCK = "notifications"
+TITLE_MAX_CHARS = 500
+BODY_MAX_CHARS = 20000
+URL_MAX_CHARS = 500
+GROUP_KEY_MAX_CHARS = 200
+MAX_ACTIONS = 4
+ACTION_ID_MAX_CHARS = 64
+ACTION_LABEL_MAX_CHARS = 40
+PRIORITIES = ("critical", "default", "passive")
+#: The store keeps the newest this many; older ones fall off.
+MAX_NOTIFICATIONS = 500
+#: A dashboard-internal path: one leading slash (``//host`` would leave the dashboard), no spaces, and
+#: no backslash anywhere (browsers read ``/\host`` as ``//host``): the reference's ``^/(?!/)\S*$``, tightened.
+URL_PATTERN = r"^/(?![/\\])[^\s\\]*$"
+_URL = re.compile(URL_PATTERN)
+_ID = re.compile(r"^n[0-9a-f]{16}$")
+# Titles, labels and bodies are at most 20000 characters; JSON escaping can multiply that by six.
+_MAX_STORE_BYTES = 96 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Action:
+    """A button on the notification: ``id`` is recorded when the owner picks it; ``url`` is where it leads."""
+
+    id: str
+    label: str
+    url: str | None = None
+
+
+@dataclass(frozen=True)
+class Source:
+    """The crew session a notification came from: what it acts for, never its key."""
+
+    kind: str
+    target_id: str
+    agent: str | None = None
+
+    @property
+    def link(self) -> str | None:
+        """Its dashboard page, when it has one (a conversation's)."""
+        return f"/conversations/{self.target_id}" if self.kind == "conversation" else None
+
+
+@dataclass(frozen=True)
+class Notification:
+    id: str
+    title: str
+    priority: str
+    created: float
+    body: str = ""
+    url: str | None = None
+    group_key: str | None = None
+    actions: tuple[Action, ...] = ()
+    source: Source | None = None
+    read: bool = False
+    #: The action the owner picked (``{"id", "at"}``), once they pick one.
+    chosen: dict[str, Any] | None = field(default=None)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["actions"] = [asdict(action) for action in self.actions]
+        out["source"] = None if self.source is None else {**asdict(self.source), "link": self.source.link}
+        return out
+
+
+@dataclass(frozen=True)
+class NewNotification:
+    """A validated ``send_notification``."""
+
+    title: str
+    priority: str = "default"
+    body: str = ""
+    url: str | None = None
+    group_key: str | None = None
+    actions: tuple[Action, ...] = ()
+
+
+def store_file() -> Path:
+    return home.state_dir("notifications") / "notifications.json"
+
+
+# -- validation -----------------------------------------------------------------------------------
+
+
+def _text(value: Any, name: str, limit: int, *, required: bool = False) -> str:
+    if value is None:
+        value = ""
+    if not isinstance(value, str):
+        raise BadInputError(f"{name} must be a string", code=f"bad_{name}")
+    if required and not value.strip():
+        raise BadInputError(f"{name} is required and must not be blank", code=f"{name}_required")
+    if len(value) > limit:
+        raise BadInputError(f"{name} is {len(value)} characters; the limit is {limit}", code=f"{name}_too_long")
+    return value
+
+
+def _url(value: Any, name: str) -> str | None:
+    if value in (None, ""):
+        return None
+    text = _text(value, name, URL_MAX_CHARS)
+    if not _URL.match(text):
+        raise BadInputError(f"{name} must be a dashboard path such as /conversations/abc (one leading '/', "
+                            f"no spaces), got {text!r}", code="bad_url")
+    return text
+
+
+def _actions(value: Any) -> tuple[Action, ...]:
+    if value in (None, []):
+        return ()
+    if not isinstance(value, list):
+        raise BadInputError("actions must be a list", code="bad_actions")
+    if len(value) > MAX_ACTIONS:
+        raise BadInputError(f"at most {MAX_ACTIONS} actions, got {len(value)}", code="too_many_actions")
+    out: list[Action] = []
+    for raw in value:
+        if not isinstance(raw, dict) or set(raw) - {"id", "label", "url"}:
+            raise BadInputError("each action is {id, label, url?}", code="bad_actions")
+        action = Action(_text(raw.get("id"), "action_id", ACTION_ID_MAX_CHARS, required=True).strip(),
+                        _text(raw.get("label"), "action_label", ACTION_LABEL_MAX_CHARS, required=True).strip(),
+                        _url(raw.get("url"), "action_url"))
+        if any(action.id == other.id for other in out):
+            raise BadInputError(f"two actions have the id {action.id!r}", code="duplicate_action_id")
+        out.append(action)
+    return tuple(out)
+
+
+def validate_new(args: dict[str, Any]) -> NewNotification:
+    """Check a ``send_notification``'s arguments; :class:`BadInputError` names the first problem."""
+    priority = args.get("priority", "default")
+    if priority not in PRIORITIES:
+        raise BadInputError(f"priority must be one of {', '.join(PRIORITIES)}, got {priority!r}",
+                            code="bad_priority")
+    group_key = _text(args.get("group_key"), "group_key", GROUP_KEY_MAX_CHARS).strip() or None
+    return NewNotification(title=_text(args.get("title"), "title", TITLE_MAX_CHARS, required=True).strip(),
+                           priority=priority, body=_text(args.get("body"), "body", BODY_MAX_CHARS),
+                           url=_url(args.get("url"), "url"), group_key=group_key, actions=_actions(args.get("actions")))
+
+
+# -- the file -------------------------------------------------------------------------------------
+
+
+def _parse(raw: Any) -> Notification:
+    source = raw.get("source")
+    return Notification(
+        id=str(raw["id"]), title=str(raw["title"]), priority=str(raw["priority"]), created=float(raw["created"]),
+        body=str(raw.get("body") or ""), url=raw.get("url"), group_key=raw.get("group_key"),
+        actions=tuple(Action(str(a["id"]), str(a["label"]), a.get("url")) for a in raw.get("actions") or ()),
+        source=None if not isinstance(source, dict) else Source(str(source["kind"]), str(source["target_id"]),
+                                                                source.get("agent")),
+        read=bool(raw.get("read")), chosen=raw.get("chosen") if isinstance(raw.get("chosen"), dict) else None)
+
+
+def _read() -> list[Notification]:
+    try:
+        document = read_json(store_file(), max_bytes=_MAX_STORE_BYTES).object_or_empty()
+    except MalformedFileError as exc:
+        raise MalformedFileError(store_file(), f"{exc.detail} (left as it is)",
+                                 code="notifications_store_malformed") from exc
+    raw = document.get("notifications", [])
+    try:
+        if not isinstance(raw, list):
+            raise TypeError("notifications is not a list")
+        return [_parse(item) for item in raw]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise MalformedFileError(store_file(), f"not a kirocrew notifications store ({exc}; left as it is)",
+                                 code="notifications_store_malformed") from exc
+
+
+def _write(items: list[Notification]) -> None:
+    home.ensure_crew_home()
+    store_file().parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    write_json_atomic(store_file(), {"version": 1, "notifications": [n.as_dict() for n in items]}, secret=True)
+
+
+# -- operations (blocking file work: call them through asyncio.to_thread in the host) ---------------
+
+
+def publish(new: NewNotification, source: Source | None) -> Notification:
+    """Store ``new`` as the newest; it replaces the one with the same ``group_key``; the oldest fall off."""
+    note = Notification(id="n" + secrets.token_hex(8), title=new.title, priority=new.priority, created=time.time(),
+                        body=new.body, url=new.url, group_key=new.group_key, actions=new.actions, source=source)
+    with named_lock(LOCK):
+        items = _read()
+        if note.group_key is not None:
+            items = [n for n in items if n.group_key != note.group_key]
+        _write([note, *items][:MAX_NOTIFICATIONS])
+    return note
+
+
+def all_notifications() -> list[Notification]:
+    """Every stored notification, newest first."""
+    with named_lock(LOCK):
+        return _read()
+
+
+def unread_count() -> int:
+    return sum(1 for n in all_notifications() if not n.read)
+
+
+def _find(items: list[Notification], notification_id: str) -> int:
+    if isinstance(notification_id, str) and _ID.match(notification_id):
+        for index, note in enumerate(items):
+            if note.id == notification_id:
+                return index
+    raise BadInputError(f"no notification {notification_id!r} (dismissed, or pushed out by newer ones)",
+                        code="notification_not_found")
+
+
+def mark_read(notification_id: str) -> Notification:
+    with named_lock(LOCK):
+        items = _read()
+        index = _find(items, notification_id)
+        if not items[index].read:
+            items[index] = replace(items[index], read=True)
+            _write(items)
+        return items[index]
+
+
+def dismiss(notification_id: str) -> Notification:
+    """Remove it from the feed."""
+    with named_lock(LOCK):
+        items = _read()
+        note = items.pop(_find(items, notification_id))
+        _write(items)
+        return note
+
+
+def choose_action(notification_id: str, action_id: str) -> tuple[Notification, Action]:
+    """Record that the owner picked ``action_id`` (and so read it); the last pick wins."""
+    with named_lock(LOCK):
+        items = _read()
+        index = _find(items, notification_id)
+        note = items[index]
+        action = next((a for a in note.actions if a.id == action_id), None)
+        if action is None:
+            raise BadInputError(f"notification {notification_id} has no action {action_id!r}",
+                                code="action_not_found")
+        items[index] = replace(note, read=True, chosen={"id": action.id, "at": time.time()})
+        _write(items)
+        return items[index], action
