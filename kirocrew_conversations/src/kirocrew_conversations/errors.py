@@ -41,6 +41,13 @@ CATALOGUE: dict[str, str] = {
     "unsupported_permission_option": "Only allow_once or reject_once, and only an option Kiro offered.",
     "settings_not_applied": "Run error: kiro-cli refused or did not confirm the run's model, mode or effort; "
                             "nothing was prompted.",
+    # -- question cards (questions.py; kiro_question_answer) --
+    "question_not_found": "No open question card has this id for this conversation (answered, dismissed, expired, "
+                          "withdrawn, or never this conversation's).",
+    "answer_not_asked": "An answer names a question the card did not ask (or answers one twice); the card stays "
+                        "open.",
+    "answer_too_long": "An answer (or all of them together) is too long to deliver to Kiro; it is refused, never "
+                       "truncated, and the card stays open.",
     # -- the tools (service.py) --
     "conversation_name_taken": "Another conversation already has this name; names are unique.",
     "conversation_mismatch": "The run does not belong to the given conversation.",

@@ -50,11 +50,13 @@ from kirocrew_core.acp_runtime import (
     SettingsNotAppliedError,
 )
 from kirocrew_core.acp_session import PermissionRequest as AcpPermissionRequest
+from kirocrew_core.coretools.contract import ToolRefused
 from kirocrew_core.errors import KirocrewError
 from kirocrew_core.kiro_ext import parse_usage
 
 from kirocrew_conversations import limits, slash
 from kirocrew_conversations.errors import conversation_error
+from kirocrew_conversations.questions import Outcome, PendingQuestion, QuestionBoard, check_answers
 from kirocrew_conversations.redact import redact_text
 from kirocrew_conversations.store import Conversation, ImageInput, Run, Settings, Store
 from kirocrew_conversations.vocabulary import DECISIONS
@@ -159,6 +161,7 @@ class Orchestrator:
         self._waiting: collections.deque[str] = collections.deque()  # conversations without a slot, FIFO
         self.observed = Observed()
         self._permissions: dict[str, _PendingPermission] = {}
+        self.questions = QuestionBoard()  # ask_question cards waiting on the owner (questions.py)
         self._start_lock = asyncio.Lock()  # queued → running vs queued → cancelled
         self._closed = False
         self._generation = 0  # bumped by restart_sessions; older kiro-cli processes are retired
@@ -289,7 +292,7 @@ class Orchestrator:
                                      f"kiro did not offer {option} for this request")
         await self._db(self.store.decide_permission, permission_id, option)
         self._permissions.pop(permission_id, None)  # the attention deadline may have withdrawn it meanwhile
-        others = any(p.run_id == run_id for p in self._permissions.values())
+        others = any(p.run_id == run_id for p in self._permissions.values()) or self.questions.of_run(run_id)
         if not others and run.status == "needs_attention":
             # Back to running before kiro hears the answer: the turn may end right after it.
             run = await self._db(self.store.transition_run, run_id, "running")
@@ -298,6 +301,69 @@ class Orchestrator:
             pending.answer.set_result(option)
         await self._notify()
         return run
+
+    async def ask(self, conversation_id: str, questions: list[dict[str, Any]],
+                  window_secs: float) -> tuple[PendingQuestion, Outcome, dict[str, str]]:
+        """Block the conversation's running run on a question card until it is settled; how it ended.
+
+        Refused at once, never left waiting: an unknown conversation (``conversation_not_found``),
+        or one with no run executing to block (``conversation_ended``: archived, idle, or its run
+        already ended). While pending, the run is ``needs_attention``; the card is removed and the
+        attention cleared however it ends, the caller's cancellation included.
+        """
+        if self._closed:
+            raise ToolRefused("the host is stopping; the question was not asked", code="conversation_ended")
+        conversation = await self._db(self.store.get_conversation, conversation_id)  # conversation_not_found
+        worker = self._workers.get(conversation.id)
+        ctx = worker.current if worker is not None else None
+        run = await self._db(self.store.get_run, ctx.run_id) if ctx is not None else None
+        if conversation.state == "archived" or run is None or run.status not in ("running", "needs_attention") \
+                or ctx is None or ctx.cancel_requested.is_set():
+            raise ToolRefused("this conversation has no run in progress to block on a question (it ended, is "
+                              "archived, or is being cancelled); nothing was asked", code="conversation_ended")
+        pending = self.questions.open(conversation.id, run.id, questions, window_secs)
+        try:
+            if run.status == "running":
+                run = await self._db(self.store.transition_run, run.id, "needs_attention")
+            await self._event(run, "question_asked", {"askId": pending.ask_id, "questions": len(questions)})
+            await self._notify()
+            try:
+                outcome, answers = await asyncio.wait_for(asyncio.shield(pending.result), window_secs)
+            except TimeoutError:
+                self.questions.settle(pending, "expired")
+                outcome, answers = await pending.result
+        except asyncio.CancelledError:
+            self.questions.settle(pending, "withdrawn")  # the MCP call was cancelled
+            await asyncio.shield(self._question_closed(pending))
+            raise
+        await self._question_closed(pending)
+        return pending, outcome, answers
+
+    async def _question_closed(self, pending: PendingQuestion) -> None:
+        """Drop the card; its run back to running when nothing else holds its attention; say how it ended."""
+        self.questions.close(pending.ask_id)
+        outcome = pending.result.result()[0] if pending.result.done() else "withdrawn"
+        with contextlib.suppress(KirocrewError):  # the run may have ended meanwhile: nothing to clear then
+            run = await self._db(self.store.get_run, pending.run_id)
+            others = self.questions.of_run(run.id) or any(p.run_id == run.id for p in self._permissions.values())
+            if run.status == "needs_attention" and not others:
+                run = await self._db(self.store.transition_run, run.id, "running")
+            await self._event(run, "question_" + outcome, {"askId": pending.ask_id})
+        await self._notify()
+
+    def answer_question(self, conversation_id: str, ask_id: str, answers: Sequence[dict[str, str]] | None) -> str:
+        """Settle an open card with answers, or dismiss it (``answers`` None); the outcome.
+
+        ``question_not_found`` for an unknown, settled or other conversation's id; bad answers
+        are refused with their code and leave the card open.
+        """
+        pending = self.questions.find(conversation_id, ask_id)
+        if answers is None:
+            self.questions.settle(pending, "dismissed")
+            return "dismissed"
+        checked = check_answers(pending, answers)
+        self.questions.settle(pending, "answered", checked)
+        return "answered"
 
     async def fork_session(self, conversation: Conversation, session_id: str) -> str:
         """Fork kiro's saved session of an idle conversation; returns the new session's id.
@@ -349,6 +415,7 @@ class Orchestrator:
         """Stop every worker; a run still executing ends ``interrupted`` (``server_stopped``)."""
         self._closed = True
         self._waiting.clear()
+        self.questions.withdraw_all()
         tasks = [w.task for w in self._workers.values() if w.task is not None]
         for task in tasks:
             task.cancel()
@@ -458,6 +525,7 @@ class Orchestrator:
             raise
         finally:
             worker.current = None
+            self.questions.withdraw_run(run.id)
             if not ctx.finished.done():
                 ctx.finished.set_result(None)
             await self._notify()
@@ -496,6 +564,7 @@ class Orchestrator:
             if stop_reason == "refusal":
                 return "failed", "kiro_run_failed", "kiro refused the request"
             return "completed", None, None
+        self.questions.withdraw_run(run.id)  # its blocked ask_question returns, so the turn can wind down
         await self._abort(worker, work)
         if ctx.attention_expired:
             return "needs_attention_expired", "attention_deadline_exceeded", None

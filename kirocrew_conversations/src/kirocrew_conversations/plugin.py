@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from kirocrew_core import hookimpl
 from kirocrew_core.contributions import (
     AuthorityBackend,
+    CoreMcpTool,
     DashboardPage,
     HostedMcpServer,
     HostService,
@@ -46,6 +47,14 @@ def managed_mcp_servers() -> list[ManagedMcpServer]:
     # Auto-approve may be granted (the governance ceiling still decides): every tool is bounded, deleting
     # needs an archived conversation and its exact name, and nothing commits, merges or pushes.
     return [ManagedMcpServer(SERVER_NAME, (SERVER_COMMAND,), may_auto_approve=True, description=DESCRIPTION)]
+
+
+@hookimpl
+def core_mcp_tools() -> list[CoreMcpTool]:
+    """kirocrew-core tools that act on the caller's own conversation (imported when the host lists them)."""
+    from kirocrew_conversations import ask_tool
+
+    return [ask_tool.tool()]
 
 
 @hookimpl

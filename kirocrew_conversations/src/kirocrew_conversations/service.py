@@ -1,4 +1,4 @@
-"""The 16 tools over the store and the orchestrator: what the MCP server and the CLI twins call.
+"""The 17 tools over the store and the orchestrator: what the MCP server and the CLI twins call.
 
 ``ConversationsService.call(tool, arguments)`` validates the arguments against
 the tool's strict schema, does the work, and returns the structured output the
@@ -470,6 +470,18 @@ class ConversationsService:
                 "permissionRequestId": args["permissionRequestId"], "decision": args["decision"],
                 "status": run.status}
 
+    async def _tool_kiro_question_answer(self, args: dict[str, Any],
+                                         progress: ProgressSink | None) -> dict[str, Any]:
+        conversation = await self._db(self.store.get_conversation, args["conversationId"])
+        answers = None if args.get("dismissed") else args["answers"]
+        status = self.orchestrator.answer_question(conversation.id, args["askId"], answers)
+        return {"conversationId": conversation.id, "askId": args["askId"], "status": status}
+
+    def pending_questions(self, conversation_id: str) -> list[dict[str, Any]]:
+        """The conversation's open question cards, oldest first (the page rehydrates from these)."""
+        return [{**card.view(), "runId": card.run_id}
+                for card in self.orchestrator.questions.of_conversation(conversation_id)]
+
     async def _tool_kiro_configure(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
         conversation = await self._runnable_conversation(args["conversationId"])
         if args.get("authority"):
@@ -608,7 +620,7 @@ class ConversationsService:
         conversation = conversation or await self._db(self.store.get_conversation, run.conversation_id)
         permissions = (await self._db(self.store.permission_requests, run.id)
                        if run.status == "needs_attention" else [])
-        return run_view(run, conversation, permissions)
+        return run_view(run, conversation, permissions, self.orchestrator.questions.of_run(run.id))
 
     async def _sweep_forever(self) -> None:
         while True:

@@ -1,4 +1,4 @@
-"""The 16 tools' contracts: strict input schemas, output schemas and descriptions.
+"""The 17 tools' contracts: strict input schemas, output schemas and descriptions.
 
 Strict means a caller cannot smuggle anything unbounded past us: every object forbids extra
 properties, every string has a length cap, every list an item cap, every number both bounds
@@ -17,8 +17,10 @@ from functools import lru_cache
 from typing import Any
 
 from kirocrew_conversations import limits as L
+from kirocrew_conversations import questions as Q
 from kirocrew_conversations.vocabulary import (
     ARCHIVE_FILTERS,
+    ATTENTION_KINDS,
     AUTHORITIES,
     CONVERSATION_STATES,
     DECISIONS,
@@ -184,13 +186,38 @@ _DEFAULTS = {**_SETTINGS, "properties": {
 }, "required": [*_SETTINGS["required"], "allowedSlashCommands"], "description": "The conversation's defaults."}
 _ERROR = _all_required({"code": _string(64), "message": _TEXT}, "Stable error code and redacted message.",
                        nullable=True)
+_ASK_ID = _string(L.ID_MAX_CHARS, "The question card's id (attention.question.askId).", pattern=_ID_PATTERN)
+_QUESTION_CARD = _all_required({
+    "askId": _ASK_ID,
+    "questions": _array(_all_required({
+        "question": _string(Q.QUESTION_MAX_CHARS),
+        "header": _string(Q.HEADER_MAX_CHARS, "A short badge, or empty.", min_length=0),
+        "options": _array(_all_required({
+            "label": _string(Q.LABEL_MAX_CHARS),
+            "description": _string(Q.DESCRIPTION_MAX_CHARS, min_length=0),
+        }), Q.MAX_OPTIONS),
+        "multiSelect": _boolean(),
+    }), Q.MAX_QUESTIONS),
+    "askedAt": _TIMESTAMP,
+    "expiresAt": _TIMESTAMP,
+}, "The open question card (kind question): answer it with kiro_question_answer.", nullable=True)
+_ANSWERS_OR_DISMISSED: dict[str, Any] = {
+    "if": {"required": ["answers"]},
+    "then": {"not": {"required": ["dismissed"]}, "description": "answers and dismissed exclude each other"},
+    "else": {"required": ["dismissed"]},
+}
 _ATTENTION = _all_required({
-    "permissionRequestId": _run_id("Pass to kiro_permission_decide."),
+    "kind": _enum(ATTENTION_KINDS, "permission: decide it with kiro_permission_decide; question: answer or "
+                  "dismiss it with kiro_question_answer."),
+    "permissionRequestId": _run_id("Pass to kiro_permission_decide (kind permission; else null).")
+    | {"type": ["string", "null"]},
     "toolName": _string(128, nullable=True),
     "title": _TEXT,
     "options": _array(_enum(DECISIONS), len(DECISIONS), unique=True),
     "requestedAt": _TIMESTAMP,
-}, "The open permission request when status is needs_attention.", nullable=True)
+    "question": _QUESTION_CARD,
+}, "The open attention request when status is needs_attention: a permission request or a question card.",
+    nullable=True)
 _REPLY = _all_required({
     "text": _string(L.FINAL_REPLY_MAX_BYTES, min_length=0),
     "truncated": _boolean(),
@@ -440,6 +467,7 @@ TOOLS: tuple[Tool, ...] = (
                 "toolStatus": _string(32),
                 "locations": _array(_string(L.PATH_MAX_CHARS), 16, "Workspace-relative paths."),
                 "permissionRequestId": _run_id(),
+                "askId": _ASK_ID,
                 "options": _array(_enum(DECISIONS), len(DECISIONS), unique=True),
                 "usage": _object({"contextPercent": _integer(0, 100), "credits": {"type": "number", "minimum": 0,
                                                                                   "maximum": 1e9},
@@ -467,6 +495,27 @@ TOOLS: tuple[Tool, ...] = (
             "conversationId": _conversation_id(), "runId": _run_id(), "permissionRequestId": _run_id(),
             "decision": _enum(DECISIONS), "status": _enum(RUN_STATUSES),
         }),
+    ),
+    _tool(
+        "kiro_question_answer",
+        f"""Answer, or dismiss, a question card a run of this conversation is blocked on (attention.kind
+        "question": a Kiro session asked its owner with kirocrew-core's ask_question). answers gives up to
+        {Q.MAX_QUESTIONS} pairs, each naming a question by its exact text (an option label, several comma-separated
+        for multiSelect, or free text, at most {Q.ANSWER_MAX_CHARS} characters, never truncated); dismissed: true
+        withdraws the card unanswered. An unknown, already settled, expired or another conversation's askId fails
+        with question_not_found; a bad answer fails with its code and leaves the card open.""",
+        _object({
+            "conversationId": _conversation_id(),
+            "askId": _ASK_ID,
+            "answers": _array(_object({
+                "question": _string(Q.QUESTION_MAX_CHARS, "The asked question's exact text."),
+                "answer": _string(Q.ANSWER_MAX_CHARS, "The answer (an option label, or free text)."),
+            }, ("question", "answer")), Q.MAX_QUESTIONS, "One answer per question.", min_items=1),
+            "dismissed": {**_boolean("true: close the card without answering."), "const": True},
+        }, ("conversationId", "askId"),
+            **_ANSWERS_OR_DISMISSED),
+        _all_required({"conversationId": _conversation_id(), "askId": _ASK_ID,
+                       "status": _enum(("answered", "dismissed"))}),
     ),
     _tool(
         "kiro_configure",
@@ -603,6 +652,8 @@ def _explain(error: Any) -> str:
         return "must not repeat an item"
     if kind == "minProperties":
         return "needs at least one setting to change"
+    if kind == "not" and isinstance(error.schema.get("description"), str):
+        return f"violates a rule: {error.schema['description']}"
     if kind == "not":
         return "name, workspace, workspaceMode and baseRef are only for conversation \"new\""
     return f"violates {kind}"
