@@ -18,8 +18,8 @@ from kirocrew_core.errors import KirocrewError
 REPO = Path(__file__).resolve().parents[2]
 TOOL_NAMES = [
     "kiro_capabilities", "kiro_spawn", "kiro_delegate", "kiro_wait", "kiro_send", "kiro_result", "kiro_status",
-    "kiro_events", "kiro_permission_decide", "kiro_question_answer", "kiro_configure", "kiro_fork", "kiro_cancel", "kiro_archive",
-    "kiro_delete", "kiro_worktree_inspect", "kiro_worktree_cleanup",
+    "kiro_events", "kiro_permission_decide", "kiro_question_answer", "kiro_configure", "kiro_fork", "kiro_cancel",
+    "kiro_archive", "kiro_delete", "kiro_worktree_inspect", "kiro_worktree_cleanup",
 ]
 ALL_SCHEMAS = [(f"{t.name}.{kind}", schema) for t in TOOLS
                for kind, schema in (("input", t.input_schema), ("output", t.output_schema))]
@@ -116,6 +116,7 @@ INVALID: dict[str, list[tuple[dict[str, Any], str]]] = {
     ],
     "kiro_question_answer": [
         ({"conversationId": "c_1", "askId": "ask_1"}, "missing required dismissed"),
+        ({"askId": "ask_1", "dismissed": True}, "missing required conversationId"),
         ({"conversationId": "c_1", "askId": "ask_1", "answers": [{"question": "q", "answer": "a"}], "dismissed": True},
          "answers and dismissed exclude each other"),
         ({"conversationId": "c_1", "askId": "ask_1", "answers": []}, "must have at least 1 item"),

@@ -10,12 +10,15 @@ this module holds no state.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kirocrew_core.contributions import CoreMcpTool
-from kirocrew_core.coretools.contract import ToolCall, ToolRefused
+from kirocrew_core.coretools.contract import CrewSession, ToolCall, ToolRefused
 
 from kirocrew_conversations import questions as Q
+
+if TYPE_CHECKING:
+    from kirocrew_conversations.service import ConversationsService
 
 DESCRIPTION = (
     "Ask the user who owns this session up to 4 questions on one card and WAIT for the answer. The card appears "
@@ -50,12 +53,22 @@ async def ask_question(args: dict[str, Any], call: ToolCall) -> str:
     from kirocrew_conversations.hosted import hosted
 
     session = call.require_session()
+    questions = prepare(args, session)
+    return await ask_on(await hosted().ready(), questions, session, window_secs(args))
+
+
+def prepare(args: dict[str, Any], session: CrewSession) -> list[dict[str, Any]]:
     if session.kind != "conversation":
         raise ToolRefused("ask_question needs a conversation's session (a person who can answer); this session "
                           f"is a {session.kind} run: say what you need in your reply instead",
                           code="conversation_not_found")
     questions = Q.normalise_questions(args["questions"])
     Q.check_fits(questions)
-    service = await hosted().ready()
-    pending, outcome, answers = await service.orchestrator.ask(session.target_id, questions, window_secs(args))
+    return questions
+
+
+async def ask_on(service: ConversationsService, questions: list[dict[str, Any]], session: CrewSession,
+                 window: float) -> str:
+    """Ask on ``service``'s orchestrator for ``session``'s conversation; the tool's result text."""
+    pending, outcome, answers = await service.orchestrator.ask(session.target_id, questions, window)
     return Q.result_text(pending, outcome, answers)

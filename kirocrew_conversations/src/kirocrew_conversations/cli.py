@@ -1,4 +1,4 @@
-"""``kirocrew conversations …``: the 16 Conversations MCP tools as shell commands.
+"""``kirocrew conversations …``: the 17 Conversations MCP tools as shell commands.
 
 Each command builds exactly one tool's arguments (options map 1:1, in kebab-case)
 and sends them where :func:`~kirocrew_conversations.twin_backend.open_backend`
@@ -125,7 +125,8 @@ async def _supervise(twin: _Twin, conversation_id: str, run_id: str) -> dict[str
         if run["status"] in TERMINAL_RUN_STATUSES:
             return run
         if run["status"] == "needs_attention":
-            if run["attention"] is None:
+            if run["attention"] is None or run["attention"]["kind"] == "question":
+                # A question card is answered by a person (the page, `answer`), never on their behalf.
                 await asyncio.sleep(_ATTENTION_RECHECK_SECS)
             else:
                 await _answer_attention(twin, run)
@@ -203,7 +204,16 @@ def _render_run(run: dict[str, Any]) -> str:
     if run["error"]:
         lines.append(f"  error[{run['error']['code']}]: {run['error']['message']}")
     attention = run["attention"]
-    if attention:
+    if attention and attention["kind"] == "question":
+        card = attention["question"]
+        lines.append(f"  {attention['title']} (question card {card['askId']}):")
+        for question in card["questions"]:
+            badge = f"[{question['header']}] " if question["header"] else ""
+            choices = " | ".join(option["label"] for option in question["options"])
+            lines.append(f"    {badge}{question['question']}  ({choices})")
+        lines.append(f"  answer with: {_PROG} answer {run['conversationId']} --ask {card['askId']} "
+                     "--answer 'QUESTION=ANSWER' (or --dismiss)")
+    elif attention:
         lines.append(f"  {attention['title']} (permission {attention['permissionRequestId']}); answer with:")
         lines.append(f"    {_PROG} decide {run['conversationId']} {run['runId']} "
                      f"{attention['permissionRequestId']} {'|'.join(attention['options'])}")
@@ -636,6 +646,39 @@ def decide(options: _Options, conversation_id: str, run_id: str, permission_id: 
             "decision": decision}
     _simple("kiro_permission_decide", args, options,
             lambda out: f"run {out['runId']}: {out['decision']} → {out['status']}")
+
+
+@conversations.command("answer")
+@click.argument("conversation_id")
+@click.option("--ask", "ask_id", metavar="ASK_ID",
+              help="The question card's id (optional when the conversation has exactly one open card).")
+@click.option("--answer", "answers", multiple=True, metavar="QUESTION=ANSWER",
+              help="An answer: the question's exact text, '=', the answer (split at the first '='). Repeat it "
+                   "for each question.")
+@click.option("--dismiss", is_flag=True, help="Close the card without answering.")
+@_json_option
+@click.pass_obj
+def answer(options: _Options, conversation_id: str, ask_id: str | None, answers: tuple[str, ...],
+           dismiss: bool) -> None:
+    """Answer (or dismiss) the question card a run of the conversation is blocked on."""
+    if dismiss == bool(answers):
+        raise BadInputError("give --answer QUESTION=ANSWER (once per question) or --dismiss, not both",
+                            code="invalid_arguments")
+    args: dict[str, Any] = {"conversationId": conversation_id}
+    if ask_id:
+        args["askId"] = ask_id
+    if dismiss:
+        args["dismissed"] = True
+    else:
+        pairs = []
+        for item in answers:
+            question, sep, text = item.partition("=")
+            if not sep or not question.strip() or not text.strip():
+                raise BadInputError("--answer takes QUESTION=ANSWER, both non-empty", code="invalid_arguments")
+            pairs.append({"question": question.strip(), "answer": text.strip()})
+        args["answers"] = pairs
+    _simple("kiro_question_answer", args, options,
+            lambda out: f"question card {out['askId']} of conversation {out['conversationId']}: {out['status']}")
 
 
 @conversations.command("configure")

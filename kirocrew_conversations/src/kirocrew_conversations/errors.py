@@ -44,6 +44,7 @@ CATALOGUE: dict[str, str] = {
     # -- question cards (questions.py; kiro_question_answer) --
     "question_not_found": "No open question card has this id for this conversation (answered, dismissed, expired, "
                           "withdrawn, or never this conversation's).",
+    "question_ambiguous": "The conversation has several open question cards and no askId named one.",
     "answer_not_asked": "An answer names a question the card did not ask (or answers one twice); the card stays "
                         "open.",
     "answer_too_long": "An answer (or all of them together) is too long to deliver to Kiro; it is refused, never "

@@ -162,6 +162,7 @@ class Orchestrator:
         self.observed = Observed()
         self._permissions: dict[str, _PendingPermission] = {}
         self.questions = QuestionBoard()  # ask_question cards waiting on the owner (questions.py)
+        self._attention_lock = asyncio.Lock()  # a question card's run: running ⇄ needs_attention
         self._start_lock = asyncio.Lock()  # queued → running vs queued → cancelled
         self._closed = False
         self._generation = 0  # bumped by restart_sessions; older kiro-cli processes are retired
@@ -323,8 +324,10 @@ class Orchestrator:
                               "archived, or is being cancelled); nothing was asked", code="conversation_ended")
         pending = self.questions.open(conversation.id, run.id, questions, window_secs)
         try:
-            if run.status == "running":
-                run = await self._db(self.store.transition_run, run.id, "needs_attention")
+            async with self._attention_lock:  # parallel asks of one run: one transition
+                run = await self._db(self.store.get_run, run.id)
+                if run.status == "running":
+                    run = await self._db(self.store.transition_run, run.id, "needs_attention")
             await self._event(run, "question_asked", {"askId": pending.ask_id, "questions": len(questions)})
             await self._notify()
             try:
@@ -344,10 +347,11 @@ class Orchestrator:
         self.questions.close(pending.ask_id)
         outcome = pending.result.result()[0] if pending.result.done() else "withdrawn"
         with contextlib.suppress(KirocrewError):  # the run may have ended meanwhile: nothing to clear then
-            run = await self._db(self.store.get_run, pending.run_id)
-            others = self.questions.of_run(run.id) or any(p.run_id == run.id for p in self._permissions.values())
-            if run.status == "needs_attention" and not others:
-                run = await self._db(self.store.transition_run, run.id, "running")
+            async with self._attention_lock:
+                run = await self._db(self.store.get_run, pending.run_id)
+                others = self.questions.of_run(run.id) or any(p.run_id == run.id for p in self._permissions.values())
+                if run.status == "needs_attention" and not others:
+                    run = await self._db(self.store.transition_run, run.id, "running")
             await self._event(run, "question_" + outcome, {"askId": pending.ask_id})
         await self._notify()
 

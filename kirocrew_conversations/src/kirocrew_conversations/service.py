@@ -474,8 +474,17 @@ class ConversationsService:
                                          progress: ProgressSink | None) -> dict[str, Any]:
         conversation = await self._db(self.store.get_conversation, args["conversationId"])
         answers = None if args.get("dismissed") else args["answers"]
-        status = self.orchestrator.answer_question(conversation.id, args["askId"], answers)
-        return {"conversationId": conversation.id, "askId": args["askId"], "status": status}
+        ask_id = args.get("askId") or self._only_card(conversation.id)
+        status = self.orchestrator.answer_question(conversation.id, ask_id, answers)
+        return {"conversationId": conversation.id, "askId": ask_id, "status": status}
+
+    def _only_card(self, conversation_id: str) -> str:
+        cards = self.orchestrator.questions.of_conversation(conversation_id)
+        if len(cards) != 1:
+            raise conversation_error("question_not_found" if not cards else "question_ambiguous",
+                                     "this conversation has no open question card" if not cards else
+                                     f"this conversation has {len(cards)} open question cards; name one with askId")
+        return cards[0].ask_id
 
     def pending_questions(self, conversation_id: str) -> list[dict[str, Any]]:
         """The conversation's open question cards, oldest first (the page rehydrates from these)."""

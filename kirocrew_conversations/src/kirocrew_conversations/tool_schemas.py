@@ -187,6 +187,8 @@ _DEFAULTS = {**_SETTINGS, "properties": {
 _ERROR = _all_required({"code": _string(64), "message": _TEXT}, "Stable error code and redacted message.",
                        nullable=True)
 _ASK_ID = _string(L.ID_MAX_CHARS, "The question card's id (attention.question.askId).", pattern=_ID_PATTERN)
+_ASK_ID_ARGUMENT = _string(L.ID_MAX_CHARS, "The question card's id (attention.question.askId); omit it only when "
+                           "the conversation has exactly one open card.", pattern=_ID_PATTERN)
 _QUESTION_CARD = _all_required({
     "askId": _ASK_ID,
     "questions": _array(_all_required({
@@ -503,17 +505,17 @@ TOOLS: tuple[Tool, ...] = (
         {Q.MAX_QUESTIONS} pairs, each naming a question by its exact text (an option label, several comma-separated
         for multiSelect, or free text, at most {Q.ANSWER_MAX_CHARS} characters, never truncated); dismissed: true
         withdraws the card unanswered. An unknown, already settled, expired or another conversation's askId fails
-        with question_not_found; a bad answer fails with its code and leaves the card open.""",
+        with question_not_found; a bad answer fails with its code and leaves the card open. Omit askId only when
+        the conversation has exactly one open card (question_ambiguous otherwise).""",
         _object({
             "conversationId": _conversation_id(),
-            "askId": _ASK_ID,
+            "askId": _ASK_ID_ARGUMENT,
             "answers": _array(_object({
                 "question": _string(Q.QUESTION_MAX_CHARS, "The asked question's exact text."),
                 "answer": _string(Q.ANSWER_MAX_CHARS, "The answer (an option label, or free text)."),
             }, ("question", "answer")), Q.MAX_QUESTIONS, "One answer per question.", min_items=1),
             "dismissed": {**_boolean("true: close the card without answering."), "const": True},
-        }, ("conversationId", "askId"),
-            **_ANSWERS_OR_DISMISSED),
+        }, ("conversationId",), **_ANSWERS_OR_DISMISSED),
         _all_required({"conversationId": _conversation_id(), "askId": _ASK_ID,
                        "status": _enum(("answered", "dismissed"))}),
     ),
