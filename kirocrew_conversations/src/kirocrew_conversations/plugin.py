@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from kirocrew_core import hookimpl
 from kirocrew_core.contributions import (
     AuthorityBackend,
+    CoreMcpTool,
     DashboardPage,
     HostedMcpServer,
     HostService,
@@ -70,6 +71,14 @@ def host_mcp_servers() -> list[HostedMcpServer]:
     from kirocrew_conversations.hosted import hosted
 
     return [hosted().hosted_server()]
+
+
+@hookimpl
+def core_mcp_tools() -> list[CoreMcpTool]:
+    """The session-directive tools of ``kirocrew-core`` whose effects land on conversations."""
+    from kirocrew_conversations.directive_tools import tools
+
+    return tools()
 
 
 @hookimpl
