@@ -51,10 +51,11 @@ from kirocrew_core.acp_runtime import (
 )
 from kirocrew_core.acp_session import PermissionRequest as AcpPermissionRequest
 from kirocrew_core.coretools.contract import ToolRefused
+from kirocrew_core.coretools import directives
 from kirocrew_core.errors import KirocrewError
 from kirocrew_core.kiro_ext import parse_usage
 
-from kirocrew_conversations import limits, slash
+from kirocrew_conversations import directive_effects, limits, slash
 from kirocrew_conversations.errors import conversation_error
 from kirocrew_conversations.questions import Outcome, PendingQuestion, QuestionBoard, check_answers
 from kirocrew_conversations.redact import redact_text
@@ -113,6 +114,10 @@ class _RunContext:
     cwd: str = ""
     chunks: list[str] = field(default_factory=list)
     tool_names: dict[str, str | None] = field(default_factory=dict)  # tool call id → redacted name
+    # Session directives: the directive each tool call may carry, from kiro's _meta only (never the title);
+    # the calls whose directive was consumed, and those whose marker was already reported as ignored.
+    directive_tools: dict[str, str] = field(default_factory=dict)
+    directives_seen: set[str] = field(default_factory=set)
     cancel_requested: asyncio.Event = field(default_factory=asyncio.Event)
     cancel_code: str = "run_cancelled"  # "run_replaced" when kiro_send interrupted it
     attention_expired: bool = False  # a permission request outlived the attention deadline
@@ -139,6 +144,7 @@ class _Worker:
     generation: int = 0  # the configuration generation ``runtime`` was started in
     options: AcpOptions | None = None  # what ``runtime`` was asked for (before the session's key was added)
     session_key: str | None = None  # the kirocrew session key ``runtime`` runs as (revoked when it closes)
+    cold_start: bool = False  # set_project changed the project: close kiro-cli when the run ends
 
 
 class Orchestrator:
@@ -171,6 +177,8 @@ class Orchestrator:
         self._scrub_pending = asyncio.Event()
         self._scrubber: asyncio.Task[None] | None = None
         loop = asyncio.get_running_loop()
+        self.monitors = directive_effects.MonitorLoops(self)
+        self._rearm = loop.create_task(self.monitors.rearm_all(), name="monitor-rearm")
 
         def erased() -> None:  # called from the store's thread
             loop.call_soon_threadsafe(self._erased)
@@ -186,11 +194,20 @@ class Orchestrator:
     # -- public API ----------------------------------------------------------------------------
 
     async def submit(self, conversation_id: str, text: str, settings: Settings | None = None,
-                     images: Sequence[ImageInput] = ()) -> Run:
-        """Queue ``text`` as a run at the tail of the conversation's FIFO and schedule it."""
+                     images: Sequence[ImageInput] = (), *,
+                     monitor_cycle: tuple[str, int, int] | None = None) -> Run:
+        """Queue ``text`` as a run at the tail of the conversation's FIFO and schedule it.
+
+        New work disarms the conversation's monitor timer until that run ends. ``monitor_cycle``
+        (loop id, cycle, cap) marks a message the monitor loop queued.
+        """
         if self._closed:
             raise conversation_error("server_stopped", "the orchestrator is shut down")
+        self.monitors.disarm(conversation_id)
         run = await self._db(self.store.enqueue_run, conversation_id, text, settings=settings, images=images)
+        if monitor_cycle is not None:
+            monitor_id, cycle, cap = monitor_cycle
+            await self._event(run, "monitor_cycle", {"monitorId": monitor_id, "cycle": cycle, "maxCycles": cap})
         await self._notify()
         self._schedule(conversation_id)
         return run
@@ -204,6 +221,7 @@ class Orchestrator:
         """
         if self._closed:
             raise conversation_error("server_stopped", "the orchestrator is shut down")
+        self.monitors.disarm(conversation_id)
         async with self._start_lock:  # nothing starts between superseding the queue and queueing the replacement
             unfinished = await self._db(self.store.unfinished_runs, conversation_id)
             active = next((r for r in unfinished if r.status != "queued"), None)
@@ -413,6 +431,21 @@ class Orchestrator:
                 worker.wake.set()
         return count
 
+    def cold_start_after_run(self, conversation_id: str) -> None:
+        """The conversation's next run must start a new kiro session (its project changed): close its
+        kiro-cli when the current run ends. The store already forgot kiro's session id."""
+        worker = self._workers.get(conversation_id)
+        if worker is not None:
+            worker.cold_start = True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def record(self, conversation_id: str, run_id: str | None, kind: str, payload: dict[str, Any]) -> None:
+        """Append an event (``payload`` already redacted) and wake waiters."""
+        await self._append(conversation_id, run_id, kind, payload)
+
     def runs_in_progress(self) -> int:
         """Runs executing now plus conversations waiting for a worker (cheap: no database)."""
         return sum(worker.current is not None for worker in self._workers.values()) + len(self._waiting)
@@ -422,6 +455,10 @@ class Orchestrator:
         self._closed = True
         self._waiting.clear()
         self.questions.withdraw_all()
+        self._rearm.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self._rearm
+        await self.monitors.aclose()
         tasks = [w.task for w in self._workers.values() if w.task is not None]
         for task in tasks:
             task.cancel()
@@ -501,6 +538,9 @@ class Orchestrator:
                         worker.idle = False
                     continue
                 await self._execute(worker, run)
+                if worker.cold_start:
+                    worker.cold_start = False
+                    await self._close_runtime(worker)
                 await self._retire_stale(worker)
         finally:
             await self._close_runtime(worker)
@@ -523,7 +563,7 @@ class Orchestrator:
             await self._notify()
             status, code, detail = await self._supervise(worker, ctx, run)
             await self._db(self.store.transition_run, run.id, status, error_code=code, error_detail=detail,
-                           reply="".join(ctx.chunks) if ctx.chunks else None)
+                           reply=directives.strip_markers("".join(ctx.chunks)) if ctx.chunks else None)
         except asyncio.CancelledError:
             await self._close_runtime(worker)
             with contextlib.suppress(KirocrewError):
@@ -535,6 +575,7 @@ class Orchestrator:
             if not ctx.finished.done():
                 ctx.finished.set_result(None)
             await self._notify()
+        self.monitors.arm(run.conversation_id)  # the idle gap of its monitor loop starts now
 
     async def _supervise(self, worker: _Worker, ctx: _RunContext, run: Run) -> tuple[str, str | None, str | None]:
         """Run the turn under its deadline and cancel request; the run's end status, error code, detail."""
@@ -650,7 +691,7 @@ class Orchestrator:
                             options: AcpOptions) -> tuple[AcpSession, bool]:
         if worker.session is not None and not worker.session.closed:
             return worker.session, False
-        cwd = conversation.workspace.worktree_path or conversation.workspace.path
+        cwd = conversation.project or conversation.workspace.worktree_path or conversation.workspace.path
         runtime = worker.runtime if worker.runtime is not None else await self._open_runtime(worker, options, cwd)
 
         async def on_update(session_id: str, update: Any) -> None:
@@ -736,13 +777,17 @@ class Orchestrator:
                 ctx.chunks.append(text)
         elif kind == "tool_call":
             name = ctx.tool_names[str(update.tool_call_id)] = _tool_name(update)
+            server, tool = _kiro_meta(update, "mcpServerName"), _kiro_meta(update, "toolName")
+            ctx.directive_tools[str(update.tool_call_id)] = directives.directive_tool_for(server, tool)
             await self._append(worker.conversation_id, ctx.run_id, "tool_call",
                                {"toolName": name, "status": _status(update),
                                 "locations": _relative_locations(update, ctx.cwd)})
-        elif kind == "tool_call_update" and getattr(update, "status", None) is not None:
-            await self._append(worker.conversation_id, ctx.run_id, "tool_call_update",
-                               {"toolName": ctx.tool_names.get(str(update.tool_call_id)), "status": _status(update),
-                                "locations": _relative_locations(update, ctx.cwd)})
+        elif kind == "tool_call_update":
+            if getattr(update, "status", None) is not None:
+                await self._append(worker.conversation_id, ctx.run_id, "tool_call_update",
+                                   {"toolName": ctx.tool_names.get(str(update.tool_call_id)),
+                                    "status": _status(update), "locations": _relative_locations(update, ctx.cwd)})
+            await self._consume_directive(worker, ctx, update)
         elif kind == "plan":
             await self._append(worker.conversation_id, ctx.run_id, "plan",
                                {"entries": len(getattr(update, "entries", ()) or ())})
@@ -753,6 +798,32 @@ class Orchestrator:
         elif kind == "available_commands_update":
             names = [str(getattr(c, "name", "")) for c in getattr(update, "available_commands", ()) or ()]
             self.observed.commands = tuple(n[:64] for n in names if n)[:limits.CATALOG_MAX_ITEMS]
+
+    async def _consume_directive(self, worker: _Worker, ctx: _RunContext, update: Any) -> None:
+        """Apply a session directive carried by a tool result, once per tool call, to this run's conversation.
+
+        Honoured only when the call's ``tool_call`` update named ``kirocrew-core`` and a directive
+        tool in ``_meta.kiro`` (recorded above); a marker anywhere else (a shell's output, another
+        server's tool, a call without ``_meta``) is reported once as ignored and never applied.
+        """
+        call_id = str(update.tool_call_id)
+        if call_id in ctx.directives_seen:
+            return
+        texts = [t for t in _result_texts(update) if directives.has_marker(t)]
+        if not texts:
+            return
+        ctx.directives_seen.add(call_id)
+        expected = ctx.directive_tools.get(call_id, "")
+        payload = next((args for t in texts if (args := directives.decode(t, expected)) is not None), None)
+        if payload is None:
+            reason = ("the tool call was not recorded by kiro as a kirocrew-core directive tool" if not expected
+                      else f"the marker is not {expected}'s")
+            log.warning("ignored a session-directive marker on conversation %s: %s", worker.conversation_id, reason)
+            await self._append(worker.conversation_id, ctx.run_id, "directive_ignored",
+                               {"toolName": ctx.tool_names.get(call_id), "reason": reason})
+            return
+        await directive_effects.apply(directive_effects.DirectiveContext(
+            self, worker.conversation_id, ctx.run_id, call_id), expected, payload)
 
     async def _on_permission(self, worker: _Worker, request: AcpPermissionRequest) -> str | None:
         """Put the run in ``needs_attention`` until :meth:`decide`; a cancel or deadline answers ``cancelled``."""
@@ -838,6 +909,35 @@ class _SessionKeys:
 
         if key is not None:
             identity.registry().revoke(key)
+
+
+def _kiro_meta(tool_call: Any, key: str) -> Any:
+    """``_meta.kiro[key]`` of an update, kiro-cli's out-of-band record of the call (None when absent)."""
+    meta = getattr(tool_call, "field_meta", None) or {}
+    kiro = meta.get("kiro") if isinstance(meta, dict) else None
+    return kiro.get(key) if isinstance(kiro, dict) else None
+
+
+RESULT_TEXTS_MAX = 32
+
+
+def _result_texts(update: Any) -> list[str]:
+    """The texts a tool result carries: its content text blocks and the strings in its rawOutput."""
+    found: list[str] = []
+    for item in getattr(update, "content", None) or ():
+        text = getattr(getattr(item, "content", None), "text", None)
+        if isinstance(text, str):
+            found.append(text)
+    stack = [getattr(update, "raw_output", None)]
+    while stack and len(found) < RESULT_TEXTS_MAX:
+        value = stack.pop()
+        if isinstance(value, str):
+            found.append(value)
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return found
 
 
 def _tool_name(tool_call: Any) -> str | None:

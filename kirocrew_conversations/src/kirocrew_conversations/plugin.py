@@ -50,14 +50,6 @@ def managed_mcp_servers() -> list[ManagedMcpServer]:
 
 
 @hookimpl
-def core_mcp_tools() -> list[CoreMcpTool]:
-    """kirocrew-core tools that act on the caller's own conversation (imported when the host lists them)."""
-    from kirocrew_conversations import ask_tool
-
-    return [ask_tool.tool()]
-
-
-@hookimpl
 def authority_backends() -> list[AuthorityBackend]:
     """``unrestricted`` everywhere; ``read_only``/``workspace_write`` by bubblewrap (Linux) or Seatbelt (macOS)."""
     from kirocrew_conversations.authority import UNRESTRICTED_BACKEND
@@ -79,6 +71,15 @@ def host_mcp_servers() -> list[HostedMcpServer]:
     from kirocrew_conversations.hosted import hosted
 
     return [hosted().hosted_server()]
+
+
+@hookimpl
+def core_mcp_tools() -> list[CoreMcpTool]:
+    """The kirocrew-core tools whose effects land on the caller's own conversation (imported when listed)."""
+    from kirocrew_conversations import ask_tool
+    from kirocrew_conversations.directive_tools import tools
+
+    return [*tools(), ask_tool.tool()]
 
 
 @hookimpl

@@ -20,10 +20,14 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from kirocrew_core.coretools import directives
 from kirocrew_core.coretools.contract import ToolRefused
+
+if TYPE_CHECKING:
+    from kirocrew_conversations.directive_effects import DirectiveContext
+    from kirocrew_conversations.directive_effects import Outcome as DirectiveOutcome
 
 Outcome = Literal["answered", "dismissed", "expired", "withdrawn"]
 
@@ -252,6 +256,27 @@ def result_text(pending: PendingQuestion, outcome: Outcome, answers: Mapping[str
     exchange = [{"question": q["question"], "answer": answers.get(q["question"])} for q in pending.questions]
     payload = {"askId": pending.ask_id, "status": outcome, "exchange": exchange}
     return directives.encode("ask_question", payload, human)
+
+
+async def apply_exchange(ctx: DirectiveContext, args: dict[str, Any]) -> DirectiveOutcome:
+    """The ``ask_question`` directive's applier: record the card's exchange on the run that asked.
+
+    The card itself was settled in the host before the result existed; what the consumer adds
+    is the question-and-answer record on its own conversation's events (redacted, bounded).
+    """
+    from kirocrew_conversations.directive_effects import Outcome as DirectiveOutcome
+    from kirocrew_conversations.redact import redact_text
+
+    status = args.get("status")
+    exchange = args.get("exchange")
+    if status not in ("answered", "dismissed", "expired", "withdrawn") or not isinstance(exchange, list):
+        return DirectiveOutcome("refused", "the ask_question marker is malformed")
+    pairs = [{"question": redact_text(str(item.get("question", "")), QUESTION_MAX_CHARS),
+              "answer": None if item.get("answer") is None else redact_text(str(item["answer"]), ANSWER_MAX_CHARS)}
+             for item in exchange[:MAX_QUESTIONS] if isinstance(item, dict)]
+    await ctx.orchestrator.record(ctx.conversation_id, ctx.run_id, "question_exchange",
+                                  {"askId": str(args.get("askId", ""))[:64], "status": status, "exchange": pairs})
+    return DirectiveOutcome("applied", f"question card {status}; the exchange was recorded")
 
 
 def _stamp(epoch: float) -> str:

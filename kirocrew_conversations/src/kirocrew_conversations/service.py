@@ -54,6 +54,7 @@ from kirocrew_conversations.views import (
     event_view,
     run_settings,
     run_view,
+    session_view,
 )
 
 log = logging.getLogger(__name__)
@@ -408,7 +409,12 @@ class ConversationsService:
             await progress(_progress_message(result.runs))
 
     async def _tool_kiro_result(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
-        return await self._run_view(await self._run_of(args["conversationId"], args["runId"]))
+        run = await self._run_of(args["conversationId"], args["runId"])
+        conversation = await self._db(self.store.get_conversation, run.conversation_id)
+        directives = self.store.directives
+        session = session_view(conversation, await self._db(directives.followups, conversation.id),
+                               await self._db(directives.monitor, conversation.id))
+        return {**await self._run_view(run, conversation), "session": session}
 
     async def _tool_kiro_status(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
         await self._db(self.store.auto_archive, _days_ago(limits.AUTO_ARCHIVE_DAYS))
@@ -431,6 +437,7 @@ class ConversationsService:
                 "defaults": conversation_settings(s.conversation),
                 "latestRun": {"runId": s.latest_run_id, "status": s.latest_status} if s.latest_run_id else None,
                 "queuedRuns": s.queued_runs, "updatedAt": s.conversation.updated_at,
+                **await self._directive_summary(s.conversation.id),
             } for s in page],
             "counts": counts,
             "nextCursor": encode_cursor("status", scope, page[-1].conversation.id) if more else None,
@@ -624,6 +631,12 @@ class ConversationsService:
             await self._db(self.store.get_conversation, conversation_id)  # conversation_not_found first
             raise conversation_error("conversation_mismatch", "the run does not belong to this conversation")
         return run
+
+    async def _directive_summary(self, conversation_id: str) -> dict[str, Any]:
+        """kiro_status's line on what session directives left: follow-ups waiting, an active monitor loop."""
+        card = await self._db(self.store.directives.followups, conversation_id)
+        monitor = await self._db(self.store.directives.monitor, conversation_id)
+        return {"followUps": len(card.items) if card else 0, "monitorActive": bool(monitor and monitor.active)}
 
     async def _run_view(self, run: Run, conversation: Conversation | None = None) -> dict[str, Any]:
         conversation = conversation or await self._db(self.store.get_conversation, run.conversation_id)

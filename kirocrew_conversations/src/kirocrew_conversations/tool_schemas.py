@@ -237,6 +237,33 @@ _RUN = _all_required({
     "startedAt": _TIMESTAMP,
     "endedAt": _TIMESTAMP,
 })
+# What session directives (the kirocrew-core tools a run's model calls) left on the conversation.
+_SESSION = _all_required({
+    "followUps": _all_required({
+        "runId": _run_id("The run whose suggest_followup left the card.") | {"type": ["string", "null"]},
+        "createdAt": _TIMESTAMP,
+        "items": _array(_all_required({
+            "title": _string(120),
+            "description": _string(600),
+            "prompt": _string(8000, "Sent as a new message to the conversation only if someone picks it."),
+            "branch": _string(80, nullable=True),
+        }), 3),
+    }, "The conversation's current follow-up card (a new one replaces it), or null.", nullable=True),
+    "monitor": _all_required({
+        "monitorId": _string(L.ID_MAX_CHARS),
+        "active": _boolean(),
+        "message": _string(8000),
+        "intervalSecs": _count(),
+        "cycles": _count(),
+        "maxCycles": _count(),
+        "stoppedReason": _string(32, "manual, cycle_cap or archived.", nullable=True),
+        "lastFiredAt": _TIMESTAMP,
+    }, "The conversation's monitor loop, or null.", nullable=True),
+    "project": _string(L.NAME_MAX_CHARS * 4, "Last path component of the bound project (set_project), or null.",
+                       nullable=True),
+}, "What session directives left on the conversation (docs/core-tools/directives.md).")
+_RUN_RESULT = {**_RUN, "properties": {**_RUN["properties"], "session": _SESSION},
+               "required": [*_RUN["required"], "session"]}
 _RUN_REF = _object({"conversationId": _conversation_id(), "runId": _run_id()}, ("conversationId", "runId"))
 
 
@@ -414,7 +441,7 @@ TOOLS: tuple[Tool, ...] = (
         settings, final reply (up to 256 KiB, with truncation metadata), error, and any open attention request.
         Reads are idempotent forever; reading never consumes the result. Use kiro_wait to block instead.""",
         _object({"conversationId": _conversation_id(), "runId": _run_id()}, ("conversationId", "runId")),
-        _RUN,
+        _RUN_RESULT,
     ),
     _tool(
         "kiro_status",
@@ -443,6 +470,8 @@ TOOLS: tuple[Tool, ...] = (
                 "latestRun": _all_required({"runId": _run_id(), "status": _enum(RUN_STATUSES)}, nullable=True),
                 "queuedRuns": _count(),
                 "updatedAt": _TIMESTAMP,
+                "followUps": _count("Follow-up suggestions waiting on the conversation (see kiro_result)."),
+                "monitorActive": _boolean("Whether the conversation's monitor loop is armed."),
             }), L.PAGE_SIZE_MAX),
             "counts": _all_required({state: _count() for state in CONVERSATION_STATES},
                                     "Conversations per state across all pages, under the filters."),

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from kirocrew_conversations import limits
 from kirocrew_conversations.errors import CATALOGUE, conversation_error
 from kirocrew_conversations.redact import redact_text, workspace_label
-from kirocrew_conversations.store import Conversation, Event, PermissionRequest, Run
+from kirocrew_conversations.store import Conversation, Event, FollowUps, Monitor, PermissionRequest, Run
 from kirocrew_conversations.vocabulary import DECISIONS, EFFORTS, FAILURE_STATUSES
 
 if TYPE_CHECKING:
@@ -101,6 +101,30 @@ def run_view(run: Run, conversation: Conversation, permissions: list[PermissionR
     }
 
 
+def followups_view(card: FollowUps | None) -> dict[str, Any] | None:
+    """The conversation's follow-up card (a ``suggest_followup`` directive), for kiro_result and the page."""
+    if card is None:
+        return None
+    return {"runId": card.run_id, "createdAt": card.created_at,
+            "items": [{"title": i["title"], "description": i["description"], "prompt": i["prompt"],
+                       "branch": i.get("branch")} for i in card.items]}
+
+
+def monitor_view(monitor: Monitor | None) -> dict[str, Any] | None:
+    """The conversation's monitor loop (the ``monitor_*`` directives); its message is the model's own."""
+    if monitor is None:
+        return None
+    return {"monitorId": monitor.id, "active": monitor.active, "message": monitor.message,
+            "intervalSecs": monitor.interval_secs, "cycles": monitor.cycles, "maxCycles": monitor.max_cycles,
+            "stoppedReason": monitor.stopped_reason, "lastFiredAt": monitor.last_fired_at}
+
+
+def session_view(conversation: Conversation, card: FollowUps | None, monitor: Monitor | None) -> dict[str, Any]:
+    """What session directives left on a conversation: follow-ups, monitor loop, project (label only)."""
+    return {"followUps": followups_view(card), "monitor": monitor_view(monitor),
+            "project": workspace_label(conversation.project) if conversation.project else None}
+
+
 # -- events -------------------------------------------------------------------------------------
 
 
@@ -176,6 +200,19 @@ def event_view(event: Event) -> dict[str, Any] | None:
                  f"{usage['credits']:g} credits" if "credits" in usage else "",
                  f"turn {usage['turnDurationMs']} ms" if "turnDurationMs" in usage else ""]
         out |= {"kind": "usage", "usage": usage, "summary": ", ".join(part for part in parts if part) or "usage"}
+    elif kind == "directive":
+        out |= {"kind": "config" if p.get("outcome") == "applied" else "error",
+                "summary": f"session directive {p.get('directive')} {p.get('outcome')}: {p.get('message', '')}"}
+    elif kind == "directive_ignored":
+        out |= {"kind": "error", "summary": f"ignored a session-directive marker: {p.get('reason', '')}"}
+        if p.get("toolName"):
+            out["toolName"] = str(p["toolName"])[:128]
+    elif kind == "monitor_cycle":
+        out |= {"kind": "phase", "summary": f"monitor cycle {int(p.get('cycle', 0))}/{int(p.get('maxCycles', 0))}"
+                                            " queued by the conversation's monitor loop"}
+    elif kind == "monitor_stopped":
+        out |= {"kind": "phase", "summary": f"monitor loop stopped ({p.get('reason')}) after "
+                                            f"{int(p.get('cycles', 0))} cycle(s)"}
     elif kind == "reply_recorded":
         out |= {"kind": "message", "summary": f"final reply of {int(p.get('bytes', 0))} bytes"
                 + (" (truncated)" if p.get("truncated") else "")}
