@@ -117,11 +117,17 @@ function answersOf(form) {
   return answers;
 }
 
+// A refusal shown on a card is stale once the reader changes an answer.
+document.addEventListener("input", (event) => {
+  const form = event.target.closest && event.target.closest("#live form.question-form");
+  if (form) form.querySelector(".question-problem").hidden = true;
+});
+
 document.addEventListener("submit", async (event) => {
   const form = event.target.closest("#live form.question-form");
   if (!form) return;
   event.preventDefault();
-  const problem = form.querySelector(".field-error");
+  const problem = form.querySelector(".question-problem");
   problem.hidden = true;
   const answers = answersOf(form);
   if (!answers.length) {
