@@ -62,10 +62,18 @@ def test_a_card_wakes_kiro_wait_and_is_answered_by_the_mcp_client_then_from_the_
             assert summaries[:2] == ["asked 1 question on a card", "question card answered"]
             assert '"Which colour should the button be?" -> "Blue"' in summaries[-1]  # the consumer's record
 
-            # 2. The CLI twin, through the host, without naming the card (the conversation has one).
-            started = await crew.spawn(conv, asking(COLOUR), name="by-cli")
+            # 2. The CLI twin, through the host, without naming the card (the conversation has one). A follow-up
+            # of the same conversation: its kiro-cli (and session key) is reused.
+            cid = started["conversationId"]
+            started = await conv.structured("kiro_send", conversationId=cid, message=asking(COLOUR))
             await attention_of(crew, conv, started)
-            out = subprocess.run(kirocrew_argv("conversations", "answer", started["conversationId"],
+            shown = subprocess.run(kirocrew_argv("conversations", "result", cid, started["runId"]),
+                                   env=crew.env, capture_output=True, text=True, timeout=60)
+            assert shown.returncode == 0, shown.stderr
+            assert "Kiro asks you a question (question card ask_" in shown.stdout
+            assert "[DESIGN] Which colour should the button be?  (Blue | Green)" in shown.stdout
+            assert f"kirocrew conversations answer {cid} --ask ask_" in shown.stdout
+            out = subprocess.run(kirocrew_argv("conversations", "answer", cid,
                                                "--answer", f"{COLOUR['question']}=Green, and darker"),
                                  env=crew.env, capture_output=True, text=True, timeout=60)
             assert out.returncode == 0, out.stderr
@@ -75,14 +83,14 @@ def test_a_card_wakes_kiro_wait_and_is_answered_by_the_mcp_client_then_from_the_
             assert '-> "Green, and darker"' in (await question_summaries(conv, done))[-1]
 
             # 3. Dismissed (the CLI's --dismiss): the model reads the dismissal text; the run goes on.
-            started = await crew.spawn(conv, asking(COLOUR), name="dismissed")
+            started = await conv.structured("kiro_send", conversationId=cid, message=asking(COLOUR))
             run = await attention_of(crew, conv, started)
-            refused = subprocess.run(kirocrew_argv("conversations", "answer", started["conversationId"], "--ask",
+            refused = subprocess.run(kirocrew_argv("conversations", "answer", cid, "--ask",
                                                    run["attention"]["question"]["askId"], "--answer",
                                                    "Not a question=x"),
                                      env=crew.env, capture_output=True, text=True, timeout=60)
             assert refused.returncode != 0 and "answer_not_asked" in refused.stderr
-            out = subprocess.run(kirocrew_argv("conversations", "answer", started["conversationId"], "--dismiss"),
+            out = subprocess.run(kirocrew_argv("conversations", "answer", cid, "--dismiss"),
                                  env=crew.env, capture_output=True, text=True, timeout=60)
             assert out.returncode == 0, out.stderr
             done = await crew.wait(conv, started)

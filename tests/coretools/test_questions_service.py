@@ -313,3 +313,24 @@ def test_the_test_window_override_shortens_every_window_but_the_schema_keeps_its
     assert ask_tool.window_secs({}) == Q.TIMEOUT_DEFAULT_SECS
     schema = ask_tool.tool().input_schema["properties"]["timeout_secs"]
     assert (schema["minimum"], schema["maximum"], schema["default"]) == (15, 540, 300)
+
+
+def test_the_host_stopping_withdraws_every_open_card(tmp_path):
+    async def main() -> None:
+        service = ConversationsService(await asyncio.to_thread(open_state, tmp_path / "state"),
+                                       ServiceConfig(state_dir=tmp_path / "state"))
+        scene = Scene(service, tmp_path)
+        try:
+            cid, _ = await scene.busy("stopping")
+            asking = scene.ask(cid, QUESTION)
+            await scene.card(cid)
+        finally:
+            await service.aclose()
+        text = await asking
+        assert directives.strip_markers(text) == Q.TEXT_WITHDRAWN and marker_of(text)["status"] == "withdrawn"
+        assert service.orchestrator.questions.of_conversation(cid) == []
+        with pytest.raises(ToolRefused) as refused:  # and nothing new is asked of a stopped host
+            await service.orchestrator.ask(cid, [QUESTION], 30)
+        assert refused.value.code == "conversation_ended"
+
+    run(main())
