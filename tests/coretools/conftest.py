@@ -19,8 +19,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import contextlib
+
 import pytest
-from kirocrew_testing.core_sessions import CrewHarness
+from kirocrew_testing.core_sessions import CrewHarness, ProcessTree, process_tree
 
 T = TypeVar("T")
 TEST_TIMEOUT_SECS = 90.0
@@ -36,6 +38,16 @@ def run_async(coro: Awaitable[T], timeout: float = TEST_TIMEOUT_SECS) -> T:
 @pytest.fixture(name="run_async")
 def _run_async() -> Callable[..., Any]:
     return run_async
+
+
+@pytest.fixture(name="process_tree")
+def _process_tree() -> Any:
+    """``process_tree()``: a live :class:`ProcessTree` (``sh`` and its ``sleep``), torn down after the test."""
+    with contextlib.ExitStack() as stack:
+        def make() -> ProcessTree:
+            return stack.enter_context(process_tree())
+
+        yield make
 
 
 @pytest.fixture

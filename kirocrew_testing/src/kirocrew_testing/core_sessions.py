@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,6 +71,32 @@ class McpClient:
 
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace") if self.stderr_path.exists() else ""
+
+
+@dataclass
+class ProcessTree:
+    """A process a session key can be bound to (``sh``) and its child (``sleep``), standing for a relay it started."""
+
+    parent: int
+    child: int
+
+
+@contextlib.contextmanager
+def process_tree() -> Iterator[ProcessTree]:
+    """A live :class:`ProcessTree`, torn down on exit; skipped where ``/proc`` is missing (ancestry is read there)."""
+    from kirocrew_core import proc
+
+    from kirocrew_testing.requirements import unavailable
+
+    if not os.path.isdir("/proc/self"):
+        unavailable("the session resolver reads process ancestry from /proc (Linux)")
+    shell = proc.spawn(["/bin/sh", "-c", "sleep 60 & echo $!; wait"], env=dict(os.environ),
+                       stdin=proc.DEVNULL, text=True)
+    try:
+        assert shell.stdout is not None
+        yield ProcessTree(shell.pid, int(shell.stdout.readline()))
+    finally:
+        proc.terminate(shell, reason="test process tree")
 
 
 class CrewHarness:

@@ -3,9 +3,12 @@
 One function answers for a session (:func:`policy_for_session`), with two callers: the route
 ``GET /api/session-tool-policy`` (``X-Session-Key``; :func:`policy_for_key`) and the server's
 own filter of ``tools/list`` and ``tools/call`` (:class:`ExclusionCache`). The exclusions are
-the ``managedToolPolicy.exclude`` of the agent file the session runs: the session
-workspace's ``.kiro/agents/<agent>.json`` when it exists (as kiro-cli resolves it), else the
-global agents directory's. The file is only read, never written.
+the ``managedToolPolicy.exclude`` of the agent file the session runs (the session
+workspace's ``.kiro/agents/<agent>.json`` when it exists, as kiro-cli resolves it, else the
+global agents directory's), or, when that file has none, the ``exclude`` of kirocrew's own
+``<crew home>/tool-policies/<agent>.json``: kiro-cli 2.x refuses an agent file carrying a
+field it does not know, so a kiro-cli agent cannot hold the policy itself. Both are only
+read, never written.
 
 The route is deny-by-default in one sense: a caller that cannot name a live session gets
 400/404, never an empty policy. A session whose agent file is missing, unreadable or
@@ -77,7 +80,14 @@ def policy_for_key(key: str | None) -> tuple[CrewSession, ToolPolicy]:
 
 
 def policy_for_session(session: CrewSession) -> ToolPolicy:
-    """The session's exclusions from its agent file; ``invalid_agent_name`` for a name that could be a path."""
+    """The session's exclusions; ``invalid_agent_name`` for a name that could be a path.
+
+    The agent file's ``managedToolPolicy`` when it has one, else kirocrew's own policy file
+    for the agent (:func:`kirocrew_core.home.tool_policies_dir`): kiro-cli 2.x refuses an
+    agent file with a field it does not know, so for its sessions the policy lives beside,
+    never inside, the agent.
+    """
+    from kirocrew_core import home
     from kirocrew_core.jsonfile import ReadState, read_json
 
     agent = session.agent
@@ -89,21 +99,31 @@ def policy_for_session(session: CrewSession) -> ToolPolicy:
                           code="invalid_agent_name")
     path = agent_file(agent, session.workspace)
     read = read_json(path)
+    document = read.document if read.state is ReadState.DOCUMENT else None
+    if isinstance(document, dict) and POLICY_KEY in document:
+        return _policy(agent, document[POLICY_KEY], path)
+    own_path = home.tool_policies_dir() / f"{agent}.json"
+    own = read_json(own_path)
+    if own.state is ReadState.DOCUMENT:
+        return _policy(agent, own.document, own_path)
+    if own.state in (ReadState.MALFORMED, ReadState.UNREADABLE):
+        return ToolPolicy(agent, frozenset(), f"kirocrew's tool policy file for agent {agent!r} is "
+                                              f"{own.state.value}; nothing is excluded here", str(own_path))
     if read.state is not ReadState.DOCUMENT:
         why = {ReadState.ABSENT: "there is no agent file", ReadState.EMPTY: "the agent file is empty",
                ReadState.MALFORMED: "the agent file is malformed"}
         return ToolPolicy(agent, frozenset(), f"{why.get(read.state, 'the agent file cannot be read')} for agent "
                                               f"{agent!r}; nothing is excluded here", str(path))
-    document = read.document
-    policy = document.get(POLICY_KEY) if isinstance(document, dict) else None
-    if policy is None:
-        return ToolPolicy(agent, frozenset(), None, str(path))
+    return ToolPolicy(agent, frozenset(), None, str(path))
+
+
+def _policy(agent: str, policy: object, source: Path) -> ToolPolicy:
     exclude = policy.get("exclude") if isinstance(policy, dict) else None
     if not isinstance(exclude, list):
-        return ToolPolicy(agent, frozenset(), f"{POLICY_KEY}.exclude of agent {agent!r} is not a list; nothing "
-                                              "is excluded here", str(path))
+        return ToolPolicy(agent, frozenset(), f"the tool policy of agent {agent!r} has no exclude list; nothing "
+                                              "is excluded here", str(source))
     names = frozenset(name for name in (_tool_of(entry) for entry in exclude) if name)
-    return ToolPolicy(agent, names, None, str(path))
+    return ToolPolicy(agent, names, None, str(source))
 
 
 def agent_file(agent: str, workspace: str | None) -> Path:
