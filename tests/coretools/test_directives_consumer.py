@@ -1,7 +1,7 @@
 """The conversations consumer of session directives, through real runs of the fake kiro-cli.
 
 Each conversation's kiro-cli mounts the directive tools' real handlers over stdio MCP as
-``kirocrew-core`` (``kirocrew_testing.servers.directive_server``, the host-less stand-in) and
+``kirocrew-core`` (``directive_server.py`` beside this file, the host-less stand-in) and
 again as ``other``; the orchestrator runs on a real SQLite store. What a directive does must
 come only from a call kiro's ``_meta`` names as ``kirocrew-core``'s directive tool.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,7 +19,6 @@ from typing import Any, TypeVar
 import pytest
 from kirocrew_core import home
 from kirocrew_core.coretools.directives import SENTINEL
-from kirocrew_testing.servers import module_argv
 
 from kirocrew_conversations.orchestrator import Orchestrator
 from kirocrew_conversations.store import Store, Workspace
@@ -26,12 +26,12 @@ from kirocrew_conversations.store import Store, Workspace
 T = TypeVar("T")
 TEST_TIMEOUT_SECS = 90.0
 AGENT = "crew"
+DIRECTIVE_SERVER = {"command": sys.executable, "args": [str(Path(__file__).with_name("directive_server.py"))]}
 
 
 @pytest.fixture(autouse=True)
 def _agent(fake_kiro_cli: Any) -> None:
-    command, *args = module_argv("kirocrew_testing.servers.directive_server")
-    server = {"command": command, "args": args}
+    server = DIRECTIVE_SERVER
     agents = home.kiro_agents_dir()
     agents.mkdir(parents=True, exist_ok=True)
     (agents / f"{AGENT}.json").write_text(json.dumps({

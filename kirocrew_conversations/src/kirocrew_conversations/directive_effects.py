@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from kirocrew_core import home
 from kirocrew_core.errors import KirocrewError
 
-from kirocrew_conversations.redact import redact_text
+from kirocrew_conversations.redact import redact_secrets, redact_text
 
 if TYPE_CHECKING:
     from kirocrew_conversations.orchestrator import Orchestrator
@@ -283,7 +283,8 @@ async def _suggest_followup(ctx: DirectiveContext, args: dict[str, Any]) -> Outc
         return Outcome("refused", "suggest_followup: the directive's payload is malformed")
     items = []
     for item in raw:
-        kept = {name: redact_text(str(item[name]), limit) for name, limit in _FOLLOWUP_FIELDS.items()
+        # Secrets go; paths stay (a follow-up prompt is the model's words for the person, as a reply is).
+        kept = {name: redact_secrets(item[name])[:limit] for name, limit in _FOLLOWUP_FIELDS.items()
                 if isinstance(item.get(name), str) and item[name]}
         if not {"title", "description", "prompt"} <= set(kept):
             return Outcome("refused", "suggest_followup: every item needs a title, a description and a prompt")

@@ -1,6 +1,7 @@
 """A stdio MCP server serving the session-directive tools' real handlers, without the host.
 
-``python -m kirocrew_testing.servers.directive_server``
+``python tests/coretools/directive_server.py`` (a script of the tests: kirocrew-testing does not
+depend on kirocrew-conversations, whose tools it serves).
 
 It lets the conversations consumer be tested against the tools' real results over real MCP
 (through the fake kiro-cli) without a host: mounted as ``kirocrew-core`` in an agent file it
