@@ -140,6 +140,8 @@ class _Worker:
     idle: bool = False
     evict: bool = False
     generation: int = 0  # the configuration generation ``runtime`` was started in
+    options: AcpOptions | None = None  # what ``runtime`` was asked for (before the session's key was added)
+    session_key: str | None = None  # the kirocrew session key ``runtime`` runs as (revoked when it closes)
     cold_start: bool = False  # set_project changed the project: close kiro-cli when the run ends
 
 
@@ -552,7 +554,7 @@ class Orchestrator:
     async def _turn(self, worker: _Worker, ctx: _RunContext, run: Run) -> str:
         conversation = await self._db(self.store.get_conversation, run.conversation_id)
         options = self.acp_options_factory(conversation, run)
-        if worker.runtime is not None and (worker.runtime.options != options or not worker.runtime.alive
+        if worker.runtime is not None and (worker.options != options or not worker.runtime.alive
                                            or worker.generation != self._generation):
             # New settings (model, effort, authority) or a restart (MCP configuration) need a new process.
             await self._close_runtime(worker)
@@ -616,8 +618,8 @@ class Orchestrator:
                             options: AcpOptions) -> tuple[AcpSession, bool]:
         if worker.session is not None and not worker.session.closed:
             return worker.session, False
-        runtime = worker.runtime if worker.runtime is not None else await self._open_runtime(worker, options)
         cwd = conversation.project or conversation.workspace.worktree_path or conversation.workspace.path
+        runtime = worker.runtime if worker.runtime is not None else await self._open_runtime(worker, options, cwd)
 
         async def on_update(session_id: str, update: Any) -> None:
             await self._on_update(worker, update)
@@ -644,7 +646,7 @@ class Orchestrator:
                 return worker.session, True
             if not runtime.alive:
                 await self._close_runtime(worker)
-                runtime = await self._open_runtime(worker, options)
+                runtime = await self._open_runtime(worker, options, cwd)
         worker.session = await runtime.new_session(cwd, on_update=on_update, on_permission=on_permission)
         await self._db(self.store.set_session_id, conversation.id, worker.session.session_id)
         self._observe(worker.session)
@@ -671,15 +673,22 @@ class Orchestrator:
             await work
         await self._close_runtime(worker)
 
-    async def _open_runtime(self, worker: _Worker, options: AcpOptions) -> AcpRuntime:
-        worker.runtime, worker.generation = AcpRuntime(options), self._generation
+    async def _open_runtime(self, worker: _Worker, options: AcpOptions, cwd: str) -> AcpRuntime:
+        key = _SessionKeys.issue(worker.conversation_id, options, cwd)
+        worker.runtime, worker.generation = AcpRuntime(_SessionKeys.launch(options, key)), self._generation
+        worker.options, worker.session_key = options, key
         await worker.runtime.open()
+        await _SessionKeys.bind(key, worker.runtime.pid)
         return worker.runtime
 
     async def _close_runtime(self, worker: _Worker) -> None:
         runtime, worker.runtime, worker.session = worker.runtime, None, None
-        if runtime is not None:
-            await runtime.aclose()  # bounded: stdin EOF, wait, then process-group teardown
+        key, worker.session_key, worker.options = worker.session_key, None, None
+        try:
+            if runtime is not None:
+                await runtime.aclose()  # bounded: stdin EOF, wait, then process-group teardown
+        finally:
+            _SessionKeys.revoke(key)
 
     # -- what kiro sends -----------------------------------------------------------------------
 
@@ -819,6 +828,43 @@ def _result_texts(update: Any) -> list[str]:
         elif isinstance(value, list):
             stack.extend(value)
     return found
+
+
+class _SessionKeys:
+    """Session identity for kirocrew-core (issue 17): one key per kiro-cli worker process.
+
+    Issued before the spawn (agent = the run's mode, workspace = the conversation's cwd),
+    injected as ``KIROCREW_SESSION_KEY`` with the ``KIROCREW_HOST_PID`` prefix, bound to the
+    process once it runs, revoked whenever the worker's kiro-cli closes (idle close,
+    ``restart_sessions``, a crash, the host stopping all pass through ``_close_runtime``).
+    The registry is this process's: the host's, or a standalone server's own.
+    """
+
+    @staticmethod
+    def issue(conversation_id: str, options: AcpOptions, cwd: str) -> str:
+        from kirocrew_core.coretools import identity
+
+        return identity.registry().issue("conversation", conversation_id, agent=options.agent, workspace=cwd)
+
+    @staticmethod
+    def launch(options: AcpOptions, key: str) -> AcpOptions:
+        from kirocrew_core.coretools import identity
+
+        return identity.session_launch(options, key)
+
+    @staticmethod
+    async def bind(key: str, pid: int | None) -> None:
+        from kirocrew_core.coretools import identity
+
+        if pid is not None:
+            await asyncio.to_thread(identity.registry().bind_pid, key, pid)
+
+    @staticmethod
+    def revoke(key: str | None) -> None:
+        from kirocrew_core.coretools import identity
+
+        if key is not None:
+            identity.registry().revoke(key)
 
 
 def _tool_name(tool_call: Any) -> str | None:

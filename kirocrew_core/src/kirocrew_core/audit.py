@@ -210,6 +210,27 @@ def _load_key(*, create: bool) -> bytes:
     return key
 
 
+def _untouched() -> bool:
+    """Neither a key nor an anchor exists: only then may a key be created (with no records either)."""
+    return not os.path.lexists(home.audit_anchor_file()) and not os.path.lexists(home.audit_key_file())
+
+
+def derived_key(purpose: bytes) -> bytes | None:
+    """HMAC-SHA256(SEL key, ``purpose``): a subkey for another owner-only signature, or None.
+
+    The SEL key never leaves this module; a caller gets a key bound to its purpose (the
+    session pid sidecar signs with ``b"kirocrew.session_pid.sig.v1"``). Nothing is created
+    here: the key comes into being with the log's first record (:func:`record`), so a caller
+    that needs it logs first. A key that is missing, insecure or malformed gives None, and
+    the caller must then fail closed.
+    """
+    try:
+        key = _load_key(create=False)
+    except (KirocrewError, OSError):
+        return None
+    return hmac.new(key, purpose, hashlib.sha256).digest()
+
+
 def _create_key(path: Path) -> bytes:
     key = secrets.token_bytes(KEY_BYTES)
     try:
@@ -477,12 +498,10 @@ def record(event: str, *, actor: str = "system", outcome: str = "ok", **fields: 
         fd = _open_log_for_append(path)
         try:
             last, torn = _read_last(fd, path)
-            anchor_path = home.audit_anchor_file()
             # Only a crew home that never logged starts a chain (and its key, and its
             # anchor). Records or an anchor already chained to an absent key must not
             # restart under a new one: that is what deleting the key to hide an edit looks like.
-            genesis = last is None and not os.path.lexists(anchor_path) \
-                and not os.path.lexists(home.audit_key_file())
+            genesis = last is None and _untouched()
             key = _load_key(create=genesis)
             anchor = _read_head_anchor(lambda: key)
             chain_to, move_anchor = _chain_point(fd, last, anchor, genesis=genesis)

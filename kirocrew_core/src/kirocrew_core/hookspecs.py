@@ -241,13 +241,18 @@ def managed_mcp_servers() -> list[ManagedMcpServer]:
 def core_mcp_tools() -> list[CoreMcpTool]:
     """Return tools a plugin adds to the ``kirocrew-core`` MCP server.
 
-    Called by the ``kirocrew-core`` server inside the host on every
-    ``tools/list`` and ``tools/call`` (descriptors are rebuilt each time, so a
-    description may quote live values). Tools must be stateless: the caller is
-    resolved per call from the host connection's verified caller block.
+    Called by the ``kirocrew-core`` server inside the host
+    (:mod:`kirocrew_core.coretools.server`) on every ``tools/list`` and
+    ``tools/call`` (descriptors are rebuilt each time, so a description may
+    quote live values). The server validates arguments against each tool's
+    schema, resolves the caller's session per the tool's ``identity`` and
+    applies the session's tool policy before the handler runs. Tools must be
+    stateless: the caller is resolved per call from the host connection's
+    verified caller block.
 
     :return: a list of :class:`~kirocrew_core.contributions.CoreMcpTool`;
-        concatenated; a duplicate tool name is an error.
+        concatenated in call order; for a duplicate tool name the first is
+        kept and the others are dropped with an error in the host's log.
     """
 
 

@@ -91,6 +91,21 @@ def start_id(pid: int) -> str | None:
     return fields[19].decode() if len(fields) > 19 else None
 
 
+def parent_pid(pid: int) -> int | None:
+    """The parent of ``pid`` (``/proc/<pid>/stat`` field 4), or None when it cannot be read."""
+    if pid <= 0:
+        return None
+    try:
+        rest = _stat_after_comm(pid)
+    except FileNotFoundError:
+        return None
+    fields = rest.split() if rest is not None else []
+    try:
+        return int(fields[1]) if len(fields) > 1 else None
+    except ValueError:
+        return None
+
+
 @dataclass(frozen=True)
 class LockInfo:
     """What a session lock says. ``pid`` is None when the file is unreadable or malformed."""

@@ -60,6 +60,7 @@ OPEN_EDITION = frozenset(
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "kirocrew_core.builtin.doctor",
     "kirocrew_core.builtin.api",
+    "kirocrew_core.builtin.coretools",
 )
 
 

@@ -5,7 +5,8 @@ MCP client starts only connects to the host's socket (starting a host when none 
 says which server it wants, and then copies JSON-RPC lines both ways. On the way it:
 
 * replaces any ``kirocrew.caller`` block in a request with its own (the session key from
-  ``KIROCREW_SESSION_KEY``, its pid, its parent's pid), so no client can speak for another;
+  ``KIROCREW_SESSION_KEY``, its pid, its parent's pid, ``KIROCREW_HOST_PID``), so no client
+  can speak for another;
 * answers malformed lines and lines longer than ``MAX_LINE_BYTES`` itself, so they never
   reach the host;
 * remembers the client's ``initialize`` and ``notifications/initialized``: when the host goes
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 # What run() returns when the host serves no such server: the launcher runs the full CLI instead.
 NOT_HOSTED = -1
 SESSION_KEY_ENV = "KIROCREW_SESSION_KEY"
+HOST_PID_ENV = "KIROCREW_HOST_PID"
 # Stop reading a side while this much is waiting to be written to the other.
 HIGH_WATER_BYTES = 8 * 1024 * 1024
 READ_CHUNK_BYTES = 256 * 1024
@@ -87,7 +89,8 @@ class Relay:
         self.command = command
         self.label = f"kirocrew {command}"
         self.block = protocol.caller_block(os.environ.get(SESSION_KEY_ENV, ""), protocol.SESSION_TYPE_RELAY,
-                                           os.getpid(), os.getppid())
+                                           os.getpid(), os.getppid(),
+                                           protocol.env_pid(os.environ.get(HOST_PID_ENV)))
         self.sock: Any = None
         self.sock_fd = -1
         self.from_client = bytearray()

@@ -1,4 +1,4 @@
-"""Core gateway routes (``/api/health``, ``/api/plugins``), registered like any plugin's.
+"""Core gateway routes (``/api/health``, ``/api/plugins``, ``/api/session-tool-policy``), registered like any plugin's.
 
 Starlette is imported inside the hook, not here: this module is loaded by
 every ``kirocrew`` invocation (``--help`` included) as a default plugin.
@@ -33,6 +33,44 @@ async def plugins(request: Request) -> JSONResponse:
     return JSONResponse([record.as_dict() for record in pm.loaded_records()])
 
 
+SESSION_KEY_HEADER = "X-Session-Key"
+
+
+async def session_tool_policy(request: Request) -> JSONResponse:
+    """``GET /api/session-tool-policy``: the exclusions of the session ``X-Session-Key`` names.
+
+    400 ``session_key_required`` / ``invalid_agent_name``, 404 ``session_not_found``: a caller
+    that cannot name a live session never gets an empty policy. See
+    :mod:`kirocrew_core.coretools.policy`.
+    """
+    import asyncio
+
+    from starlette.responses import JSONResponse
+
+    from kirocrew_core.coretools.contract import ToolRefused
+    from kirocrew_core.coretools.identity import fingerprint
+    from kirocrew_core.coretools.policy import policy_for_key
+
+    key = request.headers.get(SESSION_KEY_HEADER, "")
+    try:
+        _, policy = await asyncio.to_thread(policy_for_key, key)
+    except ToolRefused as exc:
+        status = 404 if exc.code == "session_not_found" else 400
+        await asyncio.to_thread(_audit_policy, "denied", fingerprint(key), code=exc.code)
+        return JSONResponse(exc.as_dict(), status_code=status)
+    return JSONResponse(policy.as_dict())
+
+
+def _audit_policy(outcome: str, session: str, **fields: str) -> None:
+    import contextlib
+
+    from kirocrew_core import audit
+    from kirocrew_core.errors import KirocrewError
+
+    with contextlib.suppress(KirocrewError):  # the answer does not depend on the log
+        audit.record("coretools.session_tool_policy", actor=session, outcome=outcome, session=session, **fields)
+
+
 @hookimpl
 def gateway_routes() -> list[BaseRoute]:
     from starlette.routing import Route
@@ -40,4 +78,5 @@ def gateway_routes() -> list[BaseRoute]:
     return [
         Route("/api/health", health, methods=["GET"], name="health"),
         Route("/api/plugins", plugins, methods=["GET"], name="plugins"),
+        Route("/api/session-tool-policy", session_tool_policy, methods=["GET"], name="session-tool-policy"),
     ]

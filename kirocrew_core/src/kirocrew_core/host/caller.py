@@ -24,8 +24,11 @@ class CallerContext:
 
     ``session_key`` is the kirocrew session the MCP client runs in (``KIROCREW_SESSION_KEY``
     when kirocrew spawned it; empty for a client kirocrew did not start). ``relay_pid`` is
-    the relay's pid as the kernel reports it; ``host_pid`` the MCP host process that
-    started the relay (kiro-cli, Claude Code, …) as the relay reports it.
+    the relay's pid as the block names it, and ``peer_verified`` says the host checked it
+    against the socket's kernel credentials (only then may identity be derived from it);
+    ``host_pid`` the MCP host process that started the relay (kiro-cli, Claude Code, …) as
+    the relay reports it; ``host_pid_env`` the ``KIROCREW_HOST_PID`` the relay inherited
+    (a claim the session resolver checks, never trusts).
     """
 
     session_key: str
@@ -33,6 +36,8 @@ class CallerContext:
     relay_pid: int
     host_pid: int | None
     raw: Mapping[str, Any]
+    host_pid_env: int | None = None
+    peer_verified: bool = False
 
     def block(self) -> dict[str, Any]:
         """The block stamped into each request's ``params._meta``."""
@@ -62,9 +67,15 @@ def parse_block(block: Any) -> CallerContext:
         raise CallerBlockError("the caller block's relayPid is not a pid")
     if host is not None and not _pid(host):
         raise CallerBlockError("the caller block's hostPid is not a pid")
+    host_env = block.get("hostPidEnv")
+    if host_env is not None and not _pid(host_env):
+        raise CallerBlockError("the caller block's hostPidEnv is not a pid")
     raw = {"schemaVersion": CALLER_SCHEMA_VERSION, "sessionKey": key, "sessionType": kind,
            "relayPid": relay, "hostPid": host}
-    return CallerContext(session_key=key, session_type=kind, relay_pid=relay, host_pid=host, raw=raw)
+    if host_env is not None:  # additive: a block without it reads exactly as before
+        raw["hostPidEnv"] = host_env
+    return CallerContext(session_key=key, session_type=kind, relay_pid=relay, host_pid=host, raw=raw,
+                         host_pid_env=host_env)
 
 
 def _pid(value: Any) -> bool:

@@ -22,9 +22,13 @@ The *caller block* travels in ``params._meta["kirocrew.caller"]`` of every reque
 forwards (any block the MCP client sent is replaced) and in the hello::
 
     {"schemaVersion": 1, "sessionKey": "<KIROCREW_SESSION_KEY or empty>", "sessionType": "relay",
-     "relayPid": <the relay's pid>, "hostPid": <the MCP host process, the relay's parent>}
+     "relayPid": <the relay's pid>, "hostPid": <the MCP host process, the relay's parent>,
+     "hostPidEnv": <KIROCREW_HOST_PID as a number, or null>}
 
-Unknown fields are ignored; only a change that is not additive bumps ``schemaVersion``.
+``hostPidEnv`` is the pid the process kirocrew launched kiro-cli through exported for itself
+(it survives a sandbox that renumbers pids); the host checks it, never trusts it
+(:mod:`kirocrew_core.coretools.identity`). Unknown fields are ignored; only a change that is
+not additive bumps ``schemaVersion``.
 """
 
 from __future__ import annotations
@@ -75,7 +79,8 @@ def refusal(code: str, message: str) -> bytes:
     return encode({"kirocrew": REFUSED, "code": code, "message": message})
 
 
-def caller_block(session_key: str, session_type: str, relay_pid: int, host_pid: int) -> dict[str, Any]:
+def caller_block(session_key: str, session_type: str, relay_pid: int, host_pid: int,
+                 host_pid_env: int | None = None) -> dict[str, Any]:
     """The caller block a relay (or a CLI twin) stamps on every request it forwards."""
     return {
         "schemaVersion": CALLER_SCHEMA_VERSION,
@@ -83,7 +88,16 @@ def caller_block(session_key: str, session_type: str, relay_pid: int, host_pid: 
         "sessionType": session_type,
         "relayPid": relay_pid,
         "hostPid": host_pid,
+        "hostPidEnv": host_pid_env,
     }
+
+
+def env_pid(raw: str | None) -> int | None:
+    """A pid read from an environment variable (digits only, positive), else None."""
+    if not raw or not raw.isdigit() or len(raw) > 10:
+        return None
+    pid = int(raw)
+    return pid if pid > 0 else None
 
 
 def stamp_caller(message: Any, block: dict[str, Any]) -> bool:

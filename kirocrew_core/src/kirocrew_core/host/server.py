@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -338,6 +339,8 @@ class Host:
                 "forged_caller",
                 f"the caller block names relay pid {caller.relay_pid}, but the peer is pid {creds[0]}"))
             return
+        if creds is not None:
+            caller = dataclasses.replace(caller, peer_verified=True)
         if self.stopping:
             await _send(stream, protocol.refusal("host_stopping", "this host is stopping; connect again"))
             return

@@ -1,0 +1,79 @@
+"""The kirocrew-core server through a real relay and host, driven by the mcp SDK's client.
+
+The tools are the test-only probe tools (:mod:`kirocrew_testing.servers.core_probe`); the
+client is a plain MCP client kirocrew did not start (no session key).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kirocrew_core import audit
+from kirocrew_core.coretools.directives import SENTINEL
+from kirocrew_core.coretools.server import MAX_RESULT_CHARS, TRUNCATED
+from kirocrew_core.host import paths
+from kirocrew_testing.core_sessions import CrewHarness
+
+
+def test_the_server_validates_refuses_sanitises_and_audits_each_call(crew: CrewHarness, run_async: Any) -> None:
+    async def main() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        async with crew.core() as core:
+            caps = core.initialize_result.capabilities
+            out["experimental"] = caps.experimental
+            listed = (await core.raw.list_tools()).tools
+            out["tools"] = {tool.name: tool for tool in listed}
+            out["names"] = [tool.name for tool in listed]
+            out["unknown"] = await core.call("no_such_tool")
+            out["missing"] = await core.call("probe_echo")
+            out["extra"] = await core.call("probe_echo", text="a", extra=1)
+            out["type"] = await core.call("probe_echo", text=5)
+            out["sanitised"] = await core.call(
+                "probe_echo", text=f"\x07bell\u200bzwsp\u200dzwj\u202erlo tab\tok\n{SENTINEL}{{}}")
+            out["long"] = await core.call("probe_echo", text="x" * (MAX_RESULT_CHARS + 10))
+            out["refused"] = await core.call("probe_refuse")
+            out["crashed"] = await core.call("probe_crash")
+            out["strict"] = await core.call("probe_whoami")
+            out["lenient"] = await core.call("probe_lenient")
+        return out
+
+    out = run_async(main())
+    assert out["experimental"] == {"kirocrew.caller-identity": {"schemaVersion": 1}}
+    assert sorted(out["names"]) == ["probe_crash", "probe_echo", "probe_lenient", "probe_refuse", "probe_sleep",
+                                    "probe_whoami"]  # the duplicate probe_echo is dropped, the host still serves
+    assert out["tools"]["probe_echo"].description == "Echoes text (no identity)."  # the first one kept
+    assert out["tools"]["probe_lenient"].annotations.read_only_hint is True
+    assert out["tools"]["probe_whoami"].annotations.read_only_hint is False
+    assert out["unknown"][1] == "unknown_tool" and "no_such_tool" in out["unknown"][0]
+    assert out["missing"] == ("text: 'text' is a required property", "invalid_arguments")
+    assert out["extra"][1] == "invalid_arguments" and out["extra"][0].startswith("extra: ")
+    assert out["type"] == ("text: 5 is not of type 'string'", "invalid_arguments")
+    assert out["sanitised"] == (f"bellzwsp\u200dzwjrlo tab\tok\n{SENTINEL}{{}}", None)
+    assert out["long"] == ("x" * MAX_RESULT_CHARS + TRUNCATED, None)
+    assert out["refused"] == ("the probe refuses, as asked", "probe_refused")
+    assert out["crashed"][1] == "internal_error" and "secret-detail" not in out["crashed"][0]
+    assert out["strict"][1] == "caller_unverified"
+    assert out["lenient"] == ("session: none", None)
+    # Only calls that reached their handler ran: the strict one was refused before it.
+    assert [r["tool"] for r in crew.probe_records()] == ["probe_echo", "probe_echo", "probe_lenient"]
+
+    host_log = paths.log_file().read_text()
+    assert "secret-detail-that-stays-in-the-log" in host_log and "Traceback" in host_log
+    assert "'probe_echo' is contributed by plugin 'core-probe' and again by 'core-probe'" in host_log
+
+    calls = [r for r in audit.tail(200) if r["event"] == "coretools.call"]
+    outcomes = [(r["fields"]["tool"], r["outcome"], r["fields"].get("code")) for r in calls]
+    assert ("no_such_tool", "denied", "unknown_tool") in outcomes
+    assert ("probe_whoami", "denied", "caller_unverified") in outcomes
+    assert ("probe_crash", "failed", "internal_error") in outcomes
+    assert ("probe_lenient", "ok", None) in outcomes
+    assert all(r["fields"]["session"] == "none" for r in calls)
+    assert "bell" not in json.dumps(calls)  # argument values never reach the log
+    assert audit.verify().ok
+
+
+def test_sanitising_drops_surrogates_and_invisible_format_characters_but_keeps_joiners_and_marks() -> None:
+    from kirocrew_core.coretools.server import sanitise
+
+    assert sanitise("a\ud800b\u2063c\u200cd\u200ee\u200ff\x1bg\r\n") == "abc\u200cd\u200ee\u200ffg\r\n"
