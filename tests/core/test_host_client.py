@@ -20,7 +20,8 @@ RACE_TIMEOUT_SECS = 120
 @pytest.fixture
 def host_env(echo_host_env: dict[str, str]) -> dict[str, str]:
     """The host's environment: core plus the echo test server only (fast to start), a session key to drop."""
-    return {**echo_host_env, "KIROCREW_LOAD_PLUGINS": "echo-host", "KIROCREW_SESSION_KEY": "relay-session"}
+    return {**echo_host_env, "KIROCREW_LOAD_PLUGINS": "echo-host", "KIROCREW_SESSION_KEY": "relay-session",
+            "KIROCREW_HOST_PID": "12345"}
 
 
 def _error(call: object) -> client.HostError:
@@ -88,13 +89,13 @@ def test_ensure_host_starts_a_background_host_once_and_then_reuses_it(isolated_h
     second = client.ensure_host(env=host_env)
     assert first["pid"] == second["pid"] == client.ping()["pid"]
     assert first["background"] is True
-    assert first["servers"] == ["kirocrew-echo"]
+    assert first["servers"] == ["kirocrew-core", "kirocrew-echo"]  # core's own server, and the test's
     assert len(client._started) == 1
     log = paths.log_file()
     assert log.exists() and log.stat().st_mode & 0o777 == 0o600
     # The host serves every session: it never inherits the session key of the relay that started it.
     environ = Path(f"/proc/{first['pid']}/environ").read_bytes().split(b"\0")
-    assert not any(entry.startswith(b"KIROCREW_SESSION_KEY=") for entry in environ)
+    assert not any(entry.startswith((b"KIROCREW_SESSION_KEY=", b"KIROCREW_HOST_PID=")) for entry in environ)
     assert f"KIROCREW_HOME={isolated_homes.crew_home}".encode() in environ
 
 

@@ -77,3 +77,26 @@ def test_sanitising_drops_surrogates_and_invisible_format_characters_but_keeps_j
     from kirocrew_core.coretools.server import sanitise
 
     assert sanitise("a\ud800b\u2063c\u200cd\u200ee\u200ff\x1bg\r\n") == "abc\u200cd\u200ee\u200ffg\r\n"
+
+
+def test_the_docs_example_tool_runs_as_shown(plugin_manager: Any) -> None:
+    import asyncio
+    import re
+    from pathlib import Path
+
+    from kirocrew_core.coretools.contract import CrewSession, ToolCall
+    from kirocrew_core.coretools.server import CoreToolsServer
+    from kirocrew_testing.plugins import register_plugin
+
+    page = Path(__file__).resolve().parents[2] / "docs" / "core-tools" / "index.md"
+    [example] = re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
+    namespace: dict[str, Any] = {}
+    exec(compile(example, "core-tools/index.md", "exec"), namespace)
+    register_plugin(plugin_manager, "notes", core_mcp_tools=namespace["core_mcp_tools"])
+    core = CoreToolsServer(plugin_manager)
+    assert asyncio.run(core.call("note_add", {"text": "hi"}, None))[1] == "caller_unverified"
+    assert asyncio.run(core.call("note_add", {"text": "x" * 501}, None))[1] == "invalid_arguments"
+    [tool] = [t for t in core.tools().values() if t.name == "note_add"]
+    session = CrewSession("kcs1-" + "0" * 32, "conversation", "c-1")
+    call = ToolCall("note_add", session, None, "strict")
+    assert tool.handler({"text": "hi"}, call) == "noted for conversation c-1"

@@ -37,8 +37,9 @@ RESPAWN_AFTER_SECS = 2.0
 LOG_TAIL_BYTES = 4096
 # A host log past this size is moved aside (to host.log.1) before the next host starts.
 LOG_ROTATE_BYTES = 5 * 1024 * 1024
-# Variables a host must not inherit from the relay that starts it: the host serves every session.
-_NOT_INHERITED = ("KIROCREW_SESSION_KEY",)
+# Variables a host must not inherit from the relay that starts it: the host serves every session
+# (and the pid a session's launcher exported names that session's process, not the host's).
+_NOT_INHERITED = ("KIROCREW_SESSION_KEY", "KIROCREW_HOST_PID")
 # Crew-home variables made absolute for the host, which runs in its own directory.
 _PATH_VARIABLES = ("HOME", "KIRO_HOME", "KIROCREW_HOME")
 
@@ -250,7 +251,8 @@ _started: list[Any] = []
 def ensure_host(env: dict[str, str] | None = None, timeout: float = START_TIMEOUT_SECS) -> dict[str, Any]:
     """The pong of this crew home's host, starting one in the background when none answers.
 
-    ``env`` is the host's environment (default: this process's) minus ``KIROCREW_SESSION_KEY``.
+    ``env`` is the host's environment (default: this process's) minus ``KIROCREW_SESSION_KEY``
+    and ``KIROCREW_HOST_PID``.
     Relays racing here start exactly one host: the starter holds ``start.lock`` until its
     host answers, and the others find it answering when they get the lock.
     """
