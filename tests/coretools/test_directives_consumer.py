@@ -148,7 +148,8 @@ def test_a_monitor_loop_reprompts_until_its_cap_update_revives_it_and_autonudge_
 
             low = await finished(orch, (await orch.submit(
                 a, mcp("kirocrew-core", "monitor_update", {"max_cycles": 2}))).id)
-            assert events(store, low.id, "directive")[0]["outcome"] == "refused"
+            [refusal] = events(store, low.id, "directive")
+            assert refusal["outcome"] == "refused" and "must exceed the 2 cycle(s) already run" in refusal["message"]
             await asyncio.sleep(0.6)
             assert len(store.list_runs(a)) == 4  # still capped: no cycle after the refused update
 
