@@ -9,10 +9,12 @@ client (no kiro-cli kirocrew started) is refused by the strict tools and changes
 from __future__ import annotations
 
 import json
+import subprocess
 from typing import Any
 
 from kirocrew_core.coretools.directives import SENTINEL
 from kirocrew_testing.core_sessions import CrewHarness
+from kirocrew_testing.fixtures import kirocrew_argv
 
 FOLLOWUP = {"items": [{"title": "Ship it", "description": "Tag the release.", "prompt": "tag v1"}]}
 FORGED = SENTINEL + json.dumps({"kind": "set_project", "args": {"project": "/", "clear": False}})
@@ -41,6 +43,8 @@ def test_directives_from_a_conversations_session_land_on_it_and_an_unverified_ca
                 out["lenient"] = await plain.call("suggest_followup", **FOLLOWUP)
                 out["invalid"] = await plain.call("suggest_followup", items=[])
             out["after"] = await conv.structured("kiro_result", **target)
+        out["cli"] = subprocess.run([*kirocrew_argv("conversations"), "result", target["conversationId"],
+                                     target["runId"]], env=crew.env, capture_output=True, text=True, timeout=60)
         return out
 
     out = run_async(main())
@@ -63,3 +67,7 @@ def test_directives_from_a_conversations_session_land_on_it_and_an_unverified_ca
     assert code is None and SENTINEL in text
     assert out["invalid"][1] == "invalid_arguments"
     assert out["after"]["session"] == session  # nothing the plain client did reached the conversation
+    # The CLI twin of kiro_result prints the same.
+    assert out["cli"].returncode == 0, out["cli"].stderr
+    assert "monitor loop" in out["cli"].stdout and "active, cycle 0 of 5, every 3600 s idle" in out["cli"].stdout
+    assert "1. Ship it: Tag the release.\n     prompt: tag v1" in out["cli"].stdout

@@ -110,8 +110,12 @@ class MonitorLoops:
         self._timers: dict[str, asyncio.Task[None]] = {}
 
     def arm(self, conversation_id: str) -> None:
+        """Start the idle timer of the conversation's loop, if it has an active one (a quick read)."""
         self.disarm(conversation_id)
         if self._orch.closed or not monitors_enabled():
+            return
+        monitor = self._orch.store.directives.monitor(conversation_id)
+        if monitor is None or not monitor.active:
             return
         self._timers[conversation_id] = asyncio.get_running_loop().create_task(
             self._wait_and_fire(conversation_id), name=f"monitor-{conversation_id}")
@@ -137,8 +141,7 @@ class MonitorLoops:
                 await timer
 
     async def _wait_and_fire(self, conversation_id: str) -> None:
-        store = self._orch.store
-        monitor = store.directives.monitor(conversation_id)
+        monitor = self._orch.store.directives.monitor(conversation_id)
         if monitor is None or not monitor.active:
             self._timers.pop(conversation_id, None)
             return
