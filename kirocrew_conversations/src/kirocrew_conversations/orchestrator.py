@@ -686,7 +686,15 @@ class Orchestrator:
         key, worker.session_key, worker.options = worker.session_key, None, None
         try:
             if runtime is not None:
-                await runtime.aclose()  # bounded: stdin EOF, wait, then process-group teardown
+                # Bounded (stdin EOF, wait, then process-group teardown) and finished even when the worker is
+                # cancelled meanwhile (the host stopping right after a run that closes its kiro-cli, as a
+                # set_project cold start does): an interrupted close would leave the process behind.
+                closing = asyncio.ensure_future(runtime.aclose())
+                try:
+                    await asyncio.shield(closing)
+                except asyncio.CancelledError:
+                    await closing
+                    raise
         finally:
             _SessionKeys.revoke(key)
 
