@@ -140,7 +140,7 @@ async def conversation_detail(request: Request, conversation_id: str) -> dict[st
     anything shown changes, so a page polls cheaply and redraws only then.
     """
     from kirocrew_conversations.orchestrator import db_call
-    from kirocrew_conversations.views import conversation_settings
+    from kirocrew_conversations.views import conversation_settings, session_view
 
     from kirocrew_conversations.tool_schemas import validate_arguments
 
@@ -155,8 +155,12 @@ async def conversation_detail(request: Request, conversation_id: str) -> dict[st
     for run in runs[-MAX_RUNS_SHOWN:]:
         target = {"conversationId": conversation_id, "runId": run.id}
         view = await call_tool(request, "kiro_result", target)
+        view.pop("session", None)  # the conversation's, shown once below
         events = await call_tool(request, "kiro_events", {**target, "limit": EVENTS_PER_RUN})
         shown.append({**view, "events": events["events"], "moreEvents": events["nextCursor"] is not None})
+    directives = service.store.directives
+    session = session_view(conversation, await db_call(directives.followups, conversation_id),
+                           await db_call(directives.monitor, conversation_id))
     state = "retired" if conversation.retired else conversation.state
     attention = next((run["attention"] for run in reversed(shown) if run["attention"]), None)
     questions = service.pending_questions(conversation.id)
@@ -166,6 +170,7 @@ async def conversation_detail(request: Request, conversation_id: str) -> dict[st
         "updatedAt": conversation.updated_at, "runCount": len(runs), "runs": shown,
         "olderRuns": max(0, len(runs) - len(shown)), "attention": attention, "questions": questions,
         "live": any(run["status"] in ("queued", "running", "needs_attention") for run in shown),
+        "session": session,
     }
     detail["revision"] = hashlib.sha256(json.dumps(detail, sort_keys=True).encode()).hexdigest()[:16]
     return detail

@@ -222,7 +222,30 @@ def _render_run(run: dict[str, Any]) -> str:
         more = f" (truncated; {reply['originalBytes']} bytes in all)" if reply["truncated"] else ""
         lines.append(f"reply{more}:")
         lines.append(reply["text"])
+    lines.extend(_render_session(run.get("session")))
     return "\n".join(lines)
+
+
+def _render_session(session: dict[str, Any] | None) -> list[str]:
+    """What the conversation's session directives left (kiro_result's ``session``), after the reply."""
+    if not session:
+        return []
+    lines = []
+    monitor = session["monitor"]
+    if monitor:
+        state = "active" if monitor["active"] else f"stopped ({monitor['stoppedReason']})"
+        lines.append(f"monitor loop {monitor['monitorId']}: {state}, cycle {monitor['cycles']} of "
+                     f"{monitor['maxCycles']}, every {monitor['intervalSecs']} s idle")
+    if session["project"]:
+        lines.append(f"project: {session['project']} (bound by the session; used from its next run)")
+    card = session["followUps"]
+    if card:
+        lines.append("suggested follow-ups (send one with `kirocrew conversations send`):")
+        for number, item in enumerate(card["items"], 1):
+            branch = f" [branch {item['branch']}]" if item["branch"] else ""
+            lines.append(f"  {number}. {item['title']}{branch}: {item['description']}")
+            lines.append(f"     prompt: {item['prompt']}")
+    return lines
 
 
 def _render_spawned(out: dict[str, Any]) -> str:
@@ -258,7 +281,9 @@ def _render_status(out: dict[str, Any]) -> str:
     for c in out["conversations"]:
         latest = c["latestRun"]
         run = f"latest {latest['runId']} {latest['status']}" if latest else "no runs"
-        lines.append(f"{c['conversationId']}  {c['name']}  {c['state']}  {run}  queued {c['queuedRuns']}")
+        extra = (f"  follow-ups {c['followUps']}" if c.get("followUps") else "") + (
+            "  monitor on" if c.get("monitorActive") else "")
+        lines.append(f"{c['conversationId']}  {c['name']}  {c['state']}  {run}  queued {c['queuedRuns']}{extra}")
     if not lines:
         lines.append("no conversations match")
     lines.append("counts: " + ", ".join(f"{state} {n}" for state, n in out["counts"].items()))

@@ -25,7 +25,7 @@ from kirocrew_core import home
 from kirocrew_core.errors import KirocrewError
 
 from kirocrew_conversations.questions import apply_exchange
-from kirocrew_conversations.redact import redact_text
+from kirocrew_conversations.redact import redact_secrets, redact_text
 
 if TYPE_CHECKING:
     from kirocrew_conversations.orchestrator import Orchestrator
@@ -111,8 +111,12 @@ class MonitorLoops:
         self._timers: dict[str, asyncio.Task[None]] = {}
 
     def arm(self, conversation_id: str) -> None:
+        """Start the idle timer of the conversation's loop, if it has an active one (a quick read)."""
         self.disarm(conversation_id)
         if self._orch.closed or not monitors_enabled():
+            return
+        monitor = self._orch.store.directives.monitor(conversation_id)
+        if monitor is None or not monitor.active:
             return
         self._timers[conversation_id] = asyncio.get_running_loop().create_task(
             self._wait_and_fire(conversation_id), name=f"monitor-{conversation_id}")
@@ -138,8 +142,7 @@ class MonitorLoops:
                 await timer
 
     async def _wait_and_fire(self, conversation_id: str) -> None:
-        store = self._orch.store
-        monitor = store.directives.monitor(conversation_id)
+        monitor = self._orch.store.directives.monitor(conversation_id)
         if monitor is None or not monitor.active:
             self._timers.pop(conversation_id, None)
             return
@@ -284,7 +287,8 @@ async def _suggest_followup(ctx: DirectiveContext, args: dict[str, Any]) -> Outc
         return Outcome("refused", "suggest_followup: the directive's payload is malformed")
     items = []
     for item in raw:
-        kept = {name: redact_text(str(item[name]), limit) for name, limit in _FOLLOWUP_FIELDS.items()
+        # Secrets go; paths stay (a follow-up prompt is the model's words for the person, as a reply is).
+        kept = {name: redact_secrets(item[name])[:limit] for name, limit in _FOLLOWUP_FIELDS.items()
                 if isinstance(item.get(name), str) and item[name]}
         if not {"title", "description", "prompt"} <= set(kept):
             return Outcome("refused", "suggest_followup: every item needs a title, a description and a prompt")

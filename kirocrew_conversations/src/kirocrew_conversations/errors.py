@@ -90,6 +90,10 @@ CATALOGUE: dict[str, str] = {
     "worktree_conflicted": "The worktree has unresolved conflicts or a merge/rebase in progress.",
     "worktree_unintegrated": "The worktree branch has commits not reachable from the base's current tip.",
     "git_failed": "Git is missing, timed out, or failed unexpectedly; nothing was changed on purpose.",
+    # -- session directives (directive_effects.py; shown as a refused directive event, never to a tool caller) --
+    "monitor_not_found": "monitor_update found no monitor loop on the conversation to update.",
+    "monitor_cap_too_low": "monitor_update's max_cycles does not exceed the cycles the loop already ran.",
+    "monitor_paused": "The monitor loop stopped at its cycle cap; only an update raising max_cycles revives it.",
 }
 
 

@@ -759,7 +759,15 @@ class Orchestrator:
         key, worker.session_key, worker.options = worker.session_key, None, None
         try:
             if runtime is not None:
-                await runtime.aclose()  # bounded: stdin EOF, wait, then process-group teardown
+                # Bounded (stdin EOF, wait, then process-group teardown) and finished even when the worker is
+                # cancelled meanwhile (the host stopping right after a run that closes its kiro-cli, as a
+                # set_project cold start does): an interrupted close would leave the process behind.
+                closing = asyncio.ensure_future(runtime.aclose())
+                try:
+                    await asyncio.shield(closing)
+                except asyncio.CancelledError:
+                    await closing
+                    raise
         finally:
             _SessionKeys.revoke(key)
 
@@ -874,6 +882,35 @@ class Orchestrator:
         await self._db(self.store.append_event, conversation_id, run_id, kind, payload)
 
 
+def _kiro_meta(tool_call: Any, key: str) -> Any:
+    """``_meta.kiro[key]`` of an update, kiro-cli's out-of-band record of the call (None when absent)."""
+    meta = getattr(tool_call, "field_meta", None) or {}
+    kiro = meta.get("kiro") if isinstance(meta, dict) else None
+    return kiro.get(key) if isinstance(kiro, dict) else None
+
+
+RESULT_TEXTS_MAX = 32
+
+
+def _result_texts(update: Any) -> list[str]:
+    """The texts a tool result carries: its content text blocks and the strings in its rawOutput."""
+    found: list[str] = []
+    for item in getattr(update, "content", None) or ():
+        text = getattr(getattr(item, "content", None), "text", None)
+        if isinstance(text, str):
+            found.append(text)
+    stack = [getattr(update, "raw_output", None)]
+    while stack and len(found) < RESULT_TEXTS_MAX:
+        value = stack.pop()
+        if isinstance(value, str):
+            found.append(value)
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return found
+
+
 class _SessionKeys:
     """Session identity for kirocrew-core (issue 17): one key per kiro-cli worker process.
 
@@ -909,35 +946,6 @@ class _SessionKeys:
 
         if key is not None:
             identity.registry().revoke(key)
-
-
-def _kiro_meta(tool_call: Any, key: str) -> Any:
-    """``_meta.kiro[key]`` of an update, kiro-cli's out-of-band record of the call (None when absent)."""
-    meta = getattr(tool_call, "field_meta", None) or {}
-    kiro = meta.get("kiro") if isinstance(meta, dict) else None
-    return kiro.get(key) if isinstance(kiro, dict) else None
-
-
-RESULT_TEXTS_MAX = 32
-
-
-def _result_texts(update: Any) -> list[str]:
-    """The texts a tool result carries: its content text blocks and the strings in its rawOutput."""
-    found: list[str] = []
-    for item in getattr(update, "content", None) or ():
-        text = getattr(getattr(item, "content", None), "text", None)
-        if isinstance(text, str):
-            found.append(text)
-    stack = [getattr(update, "raw_output", None)]
-    while stack and len(found) < RESULT_TEXTS_MAX:
-        value = stack.pop()
-        if isinstance(value, str):
-            found.append(value)
-        elif isinstance(value, dict):
-            stack.extend(value.values())
-        elif isinstance(value, list):
-            stack.extend(value)
-    return found
 
 
 def _tool_name(tool_call: Any) -> str | None:

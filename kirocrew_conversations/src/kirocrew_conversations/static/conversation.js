@@ -39,6 +39,7 @@ async function redraw() {
   live.replaceWith(fresh);
   live = fresh;
   ready(live);
+  hideSkippedFollowUps();
   if (focused && document.getElementById(focused)) document.getElementById(focused).focus();
 }
 
@@ -68,6 +69,33 @@ async function refreshNow() {
   timer = null;
   await check();
 }
+
+// Follow-up cards (suggest_followup): "Use" only fills the message box, the person still presses Send;
+// "Skip" hides this card in this browser (a newer card, with another data-card stamp, shows again).
+const skippedKey = `kirocrew.followups.skipped.${id}`;
+
+function hideSkippedFollowUps() {
+  const card = document.getElementById("followups");
+  if (card && window.localStorage.getItem(skippedKey) === card.dataset.card) card.hidden = true;
+}
+
+document.addEventListener("click", (event) => {
+  const button = event.target.closest("#followups button[data-followup]");
+  if (!button) return;
+  const card = document.getElementById("followups");
+  if (button.dataset.followup === "skip") {
+    window.localStorage.setItem(skippedKey, card.dataset.card);
+    card.hidden = true;
+    announce("Follow-ups skipped");
+    return;
+  }
+  const box = document.getElementById("send-message");
+  if (!box) return;
+  box.value = button.dataset.prompt;
+  box.focus();
+  announce("The follow-up's message is in the message box; press Send to send it");
+});
+hideSkippedFollowUps();
 
 document.addEventListener("click", async (event) => {
   const button = event.target.closest("#live button[data-action]");
