@@ -355,8 +355,8 @@ class Orchestrator:
             except TimeoutError:
                 self.questions.settle(pending, "expired")
                 outcome, answers = await pending.result
-        except asyncio.CancelledError:
-            self.questions.settle(pending, "withdrawn")  # the MCP call was cancelled
+        except BaseException:  # the MCP call was cancelled, or the run ended under the card: never left open
+            self.questions.settle(pending, "withdrawn")
             await asyncio.shield(self._question_closed(pending))
             raise
         await self._question_closed(pending)
