@@ -43,6 +43,9 @@ async def question_summaries(conv: McpClient, run: dict[str, Any]) -> list[str]:
 
 def test_a_card_wakes_kiro_wait_and_is_answered_by_the_mcp_client_then_from_the_cli_then_dismissed(
         crew: CrewHarness, run_async: Any) -> None:
+    # kiro-cli bounds each MCP request by the entry's timeout: above the card's longest window (540 s).
+    assert crew.render_agent()["mcpServers"]["kirocrew-core"]["timeout"] == 600_000
+
     async def main() -> None:
         async with crew.conversations() as conv:
             # 1. The orchestrating MCP client: kiro_wait wakes on the card, kiro_question_answer answers it.
