@@ -48,7 +48,8 @@ def test_every_error_code_the_page_names_is_in_the_catalogue():
                  "needs_attention_expired",
                  "kiro_delegate", "kiro_wait", "kiro_spawn", "kiro_send", "kiro_result", "kiro_cancel",
                  "kiro_status", "kiro_events", "kiro_configure", "kiro_capabilities", "kiro_delete",
-                 "kiro_permission_decide", "kiro_worktree_inspect", "kiro_worktree_cleanup", "kiro_archive",
+                 "kiro_permission_decide", "kiro_question_answer", "ask_question", "timeout_secs",
+                 "kiro_worktree_inspect", "kiro_worktree_cleanup", "kiro_archive",
                  "kiro_fork", "authority_backends", "live_kiro", "fs_read", "restart_sessions",
                  "conversations_client", "hosted_conversations_client",
                  "host_not_running"}  # the dashboard routes' own code (api.py), not a tool's

@@ -366,7 +366,7 @@ def test_bare_mcp_conversations_reached_through_the_full_cli_relays_to_the_host(
     answers = {m["id"]: m for m in map(json.loads, done.stdout.splitlines())}
     assert done.returncode == 0, done.stderr
     assert answers[1]["result"]["serverInfo"]["name"] == "kirocrew-conversations"
-    assert len(answers[2]["result"]["tools"]) == 16
+    assert len(answers[2]["result"]["tools"]) == 17
     assert "kirocrew-conversations" in host_client.ping()["servers"]
 
 

@@ -33,7 +33,7 @@ def workspace(tmp_path: Path) -> Path:
     return path
 
 
-def test_tools_list_names_the_sixteen_tools_with_their_input_and_output_schemas(
+def test_tools_list_names_the_seventeen_tools_with_their_input_and_output_schemas(
         conversations_client: Any, run_async: Any) -> None:
     async def main() -> tuple[Any, Any]:
         async with conversations_client() as client:
@@ -44,7 +44,7 @@ def test_tools_list_names_the_sixteen_tools_with_their_input_and_output_schemas(
     assert initialized.server_info.version == __version__
     assert "kiro_wait" in initialized.instructions and "kiro_delegate" in initialized.instructions
     assert [tool.name for tool in listed] == [tool.name for tool in TOOLS]
-    assert len(listed) == 16
+    assert len(listed) == 17
     for served, tool in zip(listed, TOOLS, strict=True):
         assert served.description == tool.description
         assert served.input_schema == tool.input_schema
@@ -97,7 +97,7 @@ def test_an_unknown_tool_is_an_error_result_with_code_unknown_tool(conversations
     result, listed = run_async(main())
     assert result.is_error is True and result.structured_content is None
     assert result.content[0].text.startswith("error[unknown_tool]: ")
-    assert len(listed.tools) == 16
+    assert len(listed.tools) == 17
 
 
 def test_a_wait_with_a_progress_token_gets_progress_notifications_with_increasing_numbers(
@@ -176,7 +176,7 @@ def test_a_second_server_on_the_same_state_dir_exits_1_and_the_first_keeps_answe
     assert "kirocrew: error[state_dir_in_use]: " in second.stderr
     assert "Traceback" not in second.stderr
     assert second.stdout == ""  # it never spoke MCP
-    assert len(listed.tools) == 16
+    assert len(listed.tools) == 17
 
 
 # -- ending the server: stdin EOF and SIGTERM, seen by a plain JSON-RPC client --------------------

@@ -1,4 +1,4 @@
-"""The 16 tools' contracts: schemas are valid and strict, limits hold at their boundaries, errors are safe."""
+"""The 17 tools' contracts: schemas are valid and strict, limits hold at their boundaries, errors are safe."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from kirocrew_core.errors import KirocrewError
 REPO = Path(__file__).resolve().parents[2]
 TOOL_NAMES = [
     "kiro_capabilities", "kiro_spawn", "kiro_delegate", "kiro_wait", "kiro_send", "kiro_result", "kiro_status",
-    "kiro_events", "kiro_permission_decide", "kiro_configure", "kiro_fork", "kiro_cancel", "kiro_archive",
-    "kiro_delete", "kiro_worktree_inspect", "kiro_worktree_cleanup",
+    "kiro_events", "kiro_permission_decide", "kiro_question_answer", "kiro_configure", "kiro_fork", "kiro_cancel",
+    "kiro_archive", "kiro_delete", "kiro_worktree_inspect", "kiro_worktree_cleanup",
 ]
 ALL_SCHEMAS = [(f"{t.name}.{kind}", schema) for t in TOOLS
                for kind, schema in (("input", t.input_schema), ("output", t.output_schema))]
@@ -53,6 +53,9 @@ VALID: dict[str, list[dict[str, Any]]] = {
     "kiro_events": [_ref(), {**_ref(), "cursor": "x1", "limit": 1}],
     "kiro_permission_decide": [{**_ref(), "permissionRequestId": "p_1", "decision": "allow_once"},
                                {**_ref(), "permissionRequestId": "p_1", "decision": "reject_once"}],
+    "kiro_question_answer": [
+        {"conversationId": "c_1", "askId": "ask_1", "answers": [{"question": "Which?", "answer": "Blue"}]},
+        {"conversationId": "c_1", "askId": "ask_1", "dismissed": True}],
     "kiro_configure": [{"conversationId": "c_1", "model": "auto"}, {"conversationId": "c_1", "authority": "read_only"}],
     "kiro_fork": [{"conversationId": "c_1", "name": "api-fork"}],
     "kiro_cancel": [_ref()],
@@ -111,6 +114,18 @@ INVALID: dict[str, list[tuple[dict[str, Any], str]]] = {
         ({**_ref(), "permissionRequestId": "p_1", "decision": "allow_always"}, 'must be one of "allow_once"'),
         ({**_ref(), "decision": "allow_once"}, "missing required permissionRequestId"),
     ],
+    "kiro_question_answer": [
+        ({"conversationId": "c_1", "askId": "ask_1"}, "missing required dismissed"),
+        ({"askId": "ask_1", "dismissed": True}, "missing required conversationId"),
+        ({"conversationId": "c_1", "askId": "ask_1", "answers": [{"question": "q", "answer": "a"}], "dismissed": True},
+         "answers and dismissed exclude each other"),
+        ({"conversationId": "c_1", "askId": "ask_1", "answers": []}, "must have at least 1 item"),
+        ({"conversationId": "c_1", "askId": "ask_1", "dismissed": False}, "must be one of true"),
+        ({"conversationId": "c_1", "askId": "ask_1",
+          "answers": [{"question": "q", "answer": "a" * 2001}]}, "at most 2000 characters"),
+        ({"conversationId": "c_1", "askId": "ask_1",
+          "answers": [{"question": f"q{i}", "answer": "a"} for i in range(5)]}, "at most 4 items"),
+    ],
     "kiro_configure": [({"conversationId": "c_1"}, "needs at least one setting to change"),
                        ({"conversationId": "c_1", "effort": "extreme"}, "arguments.effort must be one of")],
     "kiro_fork": [({"conversationId": "c_1"}, "missing required name")],
@@ -122,7 +137,7 @@ INVALID: dict[str, list[tuple[dict[str, Any], str]]] = {
 }
 
 
-def test_the_sixteen_tools_are_exactly_the_specs_in_its_order():
+def test_the_seventeen_tools_are_exactly_the_specs_in_its_order():
     assert [t.name for t in TOOLS] == TOOL_NAMES
 
 

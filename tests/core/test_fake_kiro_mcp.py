@@ -200,7 +200,7 @@ def test_the_mcp_directive_calls_the_tool_and_allowed_tools_skip_the_prompt(
     answers = [json.loads(o["content"][0]["text"]) for o in outputs]
     assert [(a["tool"], a["arguments"]["text"]) for a in answers] == [("alpha", "hi"), ("beta", "yo")]
     starts = client.of_kind("tool_call")
-    assert starts[0].field_meta == {"kiro": {"toolName": "alpha", "serverName": "fx"}}
+    assert starts[0].field_meta == {"kiro": {"toolName": "alpha", "mcpServerName": "fx"}}
 
 
 def test_calling_a_disabled_tool_fails_the_tool_call_not_the_turn(fake_kiro_cli: Any, tmp_path: Path) -> None:

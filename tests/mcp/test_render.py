@@ -259,6 +259,16 @@ def test_managed_servers_are_refreshed_from_the_live_executable(plugin_manager):
     assert not {"url", "headers", "mystery"} & set(entry)
 
 
+def test_a_managed_servers_own_timeout_is_written_unless_the_user_set_one(plugin_manager):
+    blocking = ManagedMcpServer("kirocrew-core", ("mcp-core",), may_auto_approve=True, timeout_ms=600_000)
+    plugin_manager.register(Managed(blocking), name="managed")
+    rebuild_agent_config()
+    assert servers()["kirocrew-core"]["timeout"] == 600_000
+    base({"name": "kirocrew", "tools": ["*"], "mcpServers": {"kirocrew-core": {"command": "x", "timeout": 5000}}})
+    rebuild_agent_config()
+    assert servers()["kirocrew-core"]["timeout"] == 5000  # the user's choice wins
+
+
 @pytest.mark.parametrize("timeout", ["NaN", "Infinity", "-Infinity", "1.5", "true", "-3"])
 def test_a_timeout_kiro_cli_cannot_take_is_dropped(plugin_manager, bin_dir, timeout):
     plugin_manager.register(Managed(CORE), name="managed")

@@ -49,7 +49,8 @@ BAD_INPUT_CODES = frozenset({
     "conversation_mismatch", "confirmation_mismatch", "workspace_not_found", "unknown_model", "unknown_mode",
     "unsupported_permission_option", "slash_command_refused", "unknown_slash_command", "invalid_image",
     "not_a_git_repository", "not_repository_root", "invalid_base_ref", "base_ref_not_found",
-    "not_a_worktree_conversation", "conversation_name_taken",
+    "not_a_worktree_conversation", "conversation_name_taken", "question_not_found", "question_ambiguous",
+    "answer_not_asked", "answer_too_long",
 })
 #: Sound, but it clashes with the conversation's state now.
 CONFLICT_CODES = frozenset({
@@ -140,7 +141,7 @@ async def conversation_detail(request: Request, conversation_id: str) -> dict[st
     anything shown changes, so a page polls cheaply and redraws only then.
     """
     from kirocrew_conversations.orchestrator import db_call
-    from kirocrew_conversations.views import conversation_settings
+    from kirocrew_conversations.views import conversation_settings, session_view
 
     from kirocrew_conversations.tool_schemas import validate_arguments
 
@@ -156,17 +157,23 @@ async def conversation_detail(request: Request, conversation_id: str) -> dict[st
     for run in runs[-MAX_RUNS_SHOWN:]:
         target = {"conversationId": conversation_id, "runId": run.id}
         view = await call_tool(request, "kiro_result", target)
+        view.pop("session", None)  # the conversation's, shown once below
         events = await call_tool(request, "kiro_events", {**target, "limit": EVENTS_PER_RUN})
         shown.append({**view, "events": events["events"], "moreEvents": events["nextCursor"] is not None})
+    directives = service.store.directives
+    session = session_view(conversation, await db_call(directives.followups, conversation_id),
+                           await db_call(directives.monitor, conversation_id))
     state = "retired" if conversation.retired else conversation.state
     attention = next((run["attention"] for run in reversed(shown) if run["attention"]), None)
+    questions = service.pending_questions(conversation.id)
     detail: dict[str, Any] = {
         "conversationId": conversation.id, "name": conversation.name, "state": state,
         "defaults": conversation_settings(conversation), "createdAt": conversation.created_at,
         "updatedAt": conversation.updated_at, "runCount": len(runs), "runs": shown,
-        "olderRuns": max(0, len(runs) - len(shown)), "attention": attention,
+        "olderRuns": max(0, len(runs) - len(shown)), "attention": attention, "questions": questions,
         "live": any(run["status"] in ("queued", "running", "needs_attention") for run in shown),
         **family,
+        "session": session,
     }
     detail["revision"] = hashlib.sha256(json.dumps(detail, sort_keys=True).encode()).hexdigest()[:16]
     return detail
@@ -214,6 +221,23 @@ async def get_events(request: Request) -> JSONResponse:
     if request.query_params.get("cursor"):
         arguments["cursor"] = request.query_params["cursor"]
     return JSONResponse(await call_tool(request, "kiro_events", arguments))
+
+
+async def get_questions(request: Request) -> JSONResponse:
+    """``GET /api/conversations/{id}/questions``: the open question cards, oldest first (a reloaded page's source)."""
+    from starlette.responses import JSONResponse
+
+    from kirocrew_conversations.orchestrator import db_call
+    from kirocrew_conversations.tool_schemas import validate_arguments
+
+    service = await service_of(request)
+    conversation_id = request.path_params["conversation_id"]
+    try:
+        validate_arguments("kiro_archive", {"conversationId": conversation_id})  # the tools' id check
+        conversation = await db_call(service.store.get_conversation, conversation_id)
+    except KirocrewError as exc:
+        raise _as_http_error(exc) from exc
+    return JSONResponse({"conversationId": conversation.id, "pending": service.pending_questions(conversation.id)})
 
 
 async def get_capabilities(request: Request) -> JSONResponse:
@@ -270,6 +294,12 @@ async def decide(request: Request) -> JSONResponse:
                          permissionRequestId=request.path_params["permission_id"])
 
 
+async def answer(request: Request) -> JSONResponse:
+    """``POST /api/conversations/{id}/questions/{ask}``: ``kiro_question_answer`` (answers, or dismissed)."""
+    return await _change(request, "kiro_question_answer", conversationId=request.path_params["conversation_id"],
+                         askId=request.path_params["ask_id"])
+
+
 async def configure(request: Request) -> JSONResponse:
     """``PATCH /api/conversations/{id}/settings``: ``kiro_configure`` while idle (model, effort, mode, authority)."""
     return await _change(request, "kiro_configure", conversationId=request.path_params["conversation_id"])
@@ -308,6 +338,8 @@ def routes() -> list[BaseRoute]:
         Route(one + "/archive", archive, methods=["POST"], name="conversations_archive"),
         Route(one + "/worktree", get_worktree, methods=["GET"], name="conversations_worktree"),
         Route(one + "/worktree/cleanup", cleanup_worktree, methods=["POST"], name="conversations_worktree_cleanup"),
+        Route(one + "/questions", get_questions, methods=["GET"], name="conversations_questions"),
+        Route(one + "/questions/{ask_id}", answer, methods=["POST"], name="conversations_answer"),
         Route(run + "/events", get_events, methods=["GET"], name="conversations_events"),
         Route(run + "/cancel", cancel, methods=["POST"], name="conversations_cancel"),
         Route(run + "/permissions/{permission_id}", decide, methods=["POST"], name="conversations_decide"),

@@ -1,4 +1,4 @@
-"""``kirocrew conversations …``: the 16 Conversations MCP tools as shell commands.
+"""``kirocrew conversations …``: the 17 Conversations MCP tools as shell commands.
 
 Each command builds exactly one tool's arguments (options map 1:1, in kebab-case)
 and sends them where :func:`~kirocrew_conversations.twin_backend.open_backend`
@@ -125,7 +125,8 @@ async def _supervise(twin: _Twin, conversation_id: str, run_id: str) -> dict[str
         if run["status"] in TERMINAL_RUN_STATUSES:
             return run
         if run["status"] == "needs_attention":
-            if run["attention"] is None:
+            if run["attention"] is None or run["attention"]["kind"] == "question":
+                # A question card is answered by a person (the page, `answer`), never on their behalf.
                 await asyncio.sleep(_ATTENTION_RECHECK_SECS)
             else:
                 await _answer_attention(twin, run)
@@ -203,7 +204,16 @@ def _render_run(run: dict[str, Any]) -> str:
     if run["error"]:
         lines.append(f"  error[{run['error']['code']}]: {run['error']['message']}")
     attention = run["attention"]
-    if attention:
+    if attention and attention["kind"] == "question":
+        card = attention["question"]
+        lines.append(f"  {attention['title']} (question card {card['askId']}):")
+        for question in card["questions"]:
+            badge = f"[{question['header']}] " if question["header"] else ""
+            choices = " | ".join(option["label"] for option in question["options"])
+            lines.append(f"    {badge}{question['question']}  ({choices})")
+        lines.append(f"  answer with: {_PROG} answer {run['conversationId']} --ask {card['askId']} "
+                     "--answer 'QUESTION=ANSWER' (or --dismiss)")
+    elif attention:
         lines.append(f"  {attention['title']} (permission {attention['permissionRequestId']}); answer with:")
         lines.append(f"    {_PROG} decide {run['conversationId']} {run['runId']} "
                      f"{attention['permissionRequestId']} {'|'.join(attention['options'])}")
@@ -212,7 +222,30 @@ def _render_run(run: dict[str, Any]) -> str:
         more = f" (truncated; {reply['originalBytes']} bytes in all)" if reply["truncated"] else ""
         lines.append(f"reply{more}:")
         lines.append(reply["text"])
+    lines.extend(_render_session(run.get("session")))
     return "\n".join(lines)
+
+
+def _render_session(session: dict[str, Any] | None) -> list[str]:
+    """What the conversation's session directives left (kiro_result's ``session``), after the reply."""
+    if not session:
+        return []
+    lines = []
+    monitor = session["monitor"]
+    if monitor:
+        state = "active" if monitor["active"] else f"stopped ({monitor['stoppedReason']})"
+        lines.append(f"monitor loop {monitor['monitorId']}: {state}, cycle {monitor['cycles']} of "
+                     f"{monitor['maxCycles']}, every {monitor['intervalSecs']} s idle")
+    if session["project"]:
+        lines.append(f"project: {session['project']} (bound by the session; used from its next run)")
+    card = session["followUps"]
+    if card:
+        lines.append("suggested follow-ups (send one with `kirocrew conversations send`):")
+        for number, item in enumerate(card["items"], 1):
+            branch = f" [branch {item['branch']}]" if item["branch"] else ""
+            lines.append(f"  {number}. {item['title']}{branch}: {item['description']}")
+            lines.append(f"     prompt: {item['prompt']}")
+    return lines
 
 
 def _render_spawned(out: dict[str, Any]) -> str:
@@ -248,7 +281,9 @@ def _render_status(out: dict[str, Any]) -> str:
     for c in out["conversations"]:
         latest = c["latestRun"]
         run = f"latest {latest['runId']} {latest['status']}" if latest else "no runs"
-        lines.append(f"{c['conversationId']}  {c['name']}  {c['state']}  {run}  queued {c['queuedRuns']}")
+        extra = (f"  follow-ups {c['followUps']}" if c.get("followUps") else "") + (
+            "  monitor on" if c.get("monitorActive") else "")
+        lines.append(f"{c['conversationId']}  {c['name']}  {c['state']}  {run}  queued {c['queuedRuns']}{extra}")
     if not lines:
         lines.append("no conversations match")
     lines.append("counts: " + ", ".join(f"{state} {n}" for state, n in out["counts"].items()))
@@ -636,6 +671,39 @@ def decide(options: _Options, conversation_id: str, run_id: str, permission_id: 
             "decision": decision}
     _simple("kiro_permission_decide", args, options,
             lambda out: f"run {out['runId']}: {out['decision']} → {out['status']}")
+
+
+@conversations.command("answer")
+@click.argument("conversation_id")
+@click.option("--ask", "ask_id", metavar="ASK_ID",
+              help="The question card's id (optional when the conversation has exactly one open card).")
+@click.option("--answer", "answers", multiple=True, metavar="QUESTION=ANSWER",
+              help="An answer: the question's exact text, '=', the answer (split at the first '='). Repeat it "
+                   "for each question.")
+@click.option("--dismiss", is_flag=True, help="Close the card without answering.")
+@_json_option
+@click.pass_obj
+def answer(options: _Options, conversation_id: str, ask_id: str | None, answers: tuple[str, ...],
+           dismiss: bool) -> None:
+    """Answer (or dismiss) the question card a run of the conversation is blocked on."""
+    if dismiss == bool(answers):
+        raise BadInputError("give --answer QUESTION=ANSWER (once per question) or --dismiss, not both",
+                            code="invalid_arguments")
+    args: dict[str, Any] = {"conversationId": conversation_id}
+    if ask_id:
+        args["askId"] = ask_id
+    if dismiss:
+        args["dismissed"] = True
+    else:
+        pairs = []
+        for item in answers:
+            question, sep, text = item.partition("=")
+            if not sep or not question.strip() or not text.strip():
+                raise BadInputError("--answer takes QUESTION=ANSWER, both non-empty", code="invalid_arguments")
+            pairs.append({"question": question.strip(), "answer": text.strip()})
+        args["answers"] = pairs
+    _simple("kiro_question_answer", args, options,
+            lambda out: f"question card {out['askId']} of conversation {out['conversationId']}: {out['status']}")
 
 
 @conversations.command("configure")

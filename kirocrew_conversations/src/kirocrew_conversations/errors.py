@@ -41,6 +41,14 @@ CATALOGUE: dict[str, str] = {
     "unsupported_permission_option": "Only allow_once or reject_once, and only an option Kiro offered.",
     "settings_not_applied": "Run error: kiro-cli refused or did not confirm the run's model, mode or effort; "
                             "nothing was prompted.",
+    # -- question cards (questions.py; kiro_question_answer) --
+    "question_not_found": "No open question card has this id for this conversation (answered, dismissed, expired, "
+                          "withdrawn, or never this conversation's).",
+    "question_ambiguous": "The conversation has several open question cards and no askId named one.",
+    "answer_not_asked": "An answer names a question the card did not ask (or answers one twice); the card stays "
+                        "open.",
+    "answer_too_long": "An answer (or all of them together) is too long to deliver to Kiro; it is refused, never "
+                       "truncated, and the card stays open.",
     # -- the tools (service.py) --
     "conversation_name_taken": "Another conversation already has this name; names are unique.",
     "conversation_mismatch": "The run does not belong to the given conversation.",
@@ -82,6 +90,10 @@ CATALOGUE: dict[str, str] = {
     "worktree_conflicted": "The worktree has unresolved conflicts or a merge/rebase in progress.",
     "worktree_unintegrated": "The worktree branch has commits not reachable from the base's current tip.",
     "git_failed": "Git is missing, timed out, or failed unexpectedly; nothing was changed on purpose.",
+    # -- session directives (directive_effects.py; shown as a refused directive event, never to a tool caller) --
+    "monitor_not_found": "monitor_update found no monitor loop on the conversation to update.",
+    "monitor_cap_too_low": "monitor_update's max_cycles does not exceed the cycles the loop already ran.",
+    "monitor_paused": "The monitor loop stopped at its cycle cap; only an update raising max_cycles revives it.",
 }
 
 

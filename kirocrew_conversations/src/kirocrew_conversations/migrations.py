@@ -143,7 +143,33 @@ _V4_SUBAGENTS = [
     "ALTER TABLE conversations ADD COLUMN released_at TEXT",
     "CREATE INDEX conversations_by_parent ON conversations (parent_id)",
 ]
-_V4 = [*_V4_SUBAGENTS]
+# v4 (issue 17, the kirocrew-core session tools): what session directives leave on a conversation.
+# One monitor loop per conversation (a new start replaces it; it survives a host restart), the
+# current follow-up card (a new one replaces it), the project a conversation is bound to (used as
+# the cwd of the kiro session its next run starts).
+_V4_DIRECTIVES = [
+    """CREATE TABLE monitors (
+        conversation_id TEXT PRIMARY KEY REFERENCES conversations (id) ON DELETE CASCADE,
+        id TEXT NOT NULL,
+        message TEXT NOT NULL,
+        interval_secs INTEGER NOT NULL,
+        max_cycles INTEGER NOT NULL,
+        cycles INTEGER NOT NULL DEFAULT 0,
+        active INTEGER NOT NULL DEFAULT 1 CHECK (active IN (0, 1)),
+        stopped_reason TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        last_fired_at TEXT
+    )""",
+    """CREATE TABLE followups (
+        conversation_id TEXT PRIMARY KEY REFERENCES conversations (id) ON DELETE CASCADE,
+        run_id TEXT REFERENCES runs (id) ON DELETE SET NULL,
+        items_json TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    )""",
+    "ALTER TABLE conversations ADD COLUMN project_path TEXT",
+]
+_V4 = [*_V4_SUBAGENTS, *_V4_DIRECTIVES]
 
 # Index i holds the statements that take the schema from version i to i + 1.
 MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4]

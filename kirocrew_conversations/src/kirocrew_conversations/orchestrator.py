@@ -50,11 +50,14 @@ from kirocrew_core.acp_runtime import (
     SettingsNotAppliedError,
 )
 from kirocrew_core.acp_session import PermissionRequest as AcpPermissionRequest
+from kirocrew_core.coretools.contract import ToolRefused
+from kirocrew_core.coretools import directives
 from kirocrew_core.errors import KirocrewError
 from kirocrew_core.kiro_ext import parse_usage
 
-from kirocrew_conversations import limits, slash
+from kirocrew_conversations import directive_effects, limits, slash
 from kirocrew_conversations.errors import conversation_error
+from kirocrew_conversations.questions import Outcome, PendingQuestion, QuestionBoard, check_answers
 from kirocrew_conversations.redact import redact_text
 from kirocrew_conversations.store import Conversation, ImageInput, Run, Settings, Store
 from kirocrew_conversations.vocabulary import DECISIONS
@@ -113,6 +116,10 @@ class _RunContext:
     cwd: str = ""
     chunks: list[str] = field(default_factory=list)
     tool_names: dict[str, str | None] = field(default_factory=dict)  # tool call id → redacted name
+    # Session directives: the directive each tool call may carry, from kiro's _meta only (never the title);
+    # the calls whose directive was consumed, and those whose marker was already reported as ignored.
+    directive_tools: dict[str, str] = field(default_factory=dict)
+    directives_seen: set[str] = field(default_factory=set)
     cancel_requested: asyncio.Event = field(default_factory=asyncio.Event)
     cancel_code: str = "run_cancelled"  # "run_replaced" when kiro_send interrupted it
     attention_expired: bool = False  # a permission request outlived the attention deadline
@@ -139,6 +146,7 @@ class _Worker:
     generation: int = 0  # the configuration generation ``runtime`` was started in
     options: AcpOptions | None = None  # what ``runtime`` was asked for (before the session's key was added)
     session_key: str | None = None  # the kirocrew session key ``runtime`` runs as (revoked when it closes)
+    cold_start: bool = False  # set_project changed the project: close kiro-cli when the run ends
 
 
 class Orchestrator:
@@ -163,6 +171,8 @@ class Orchestrator:
         self._waiting: collections.deque[str] = collections.deque()  # conversations without a slot, FIFO
         self.observed = Observed()
         self._permissions: dict[str, _PendingPermission] = {}
+        self.questions = QuestionBoard()  # ask_question cards waiting on the owner (questions.py)
+        self._attention_lock = asyncio.Lock()  # a question card's run: running ⇄ needs_attention
         self._start_lock = asyncio.Lock()  # queued → running vs queued → cancelled
         self._closed = False
         self._generation = 0  # bumped by restart_sessions; older kiro-cli processes are retired
@@ -172,6 +182,8 @@ class Orchestrator:
         #: listener is logged and never affects the run or the worker.
         self.run_end_listeners: list[RunEndListener] = []
         loop = asyncio.get_running_loop()
+        self.monitors = directive_effects.MonitorLoops(self)
+        self._rearm = loop.create_task(self.monitors.rearm_all(), name="monitor-rearm")
 
         def erased() -> None:  # called from the store's thread
             loop.call_soon_threadsafe(self._erased)
@@ -187,11 +199,20 @@ class Orchestrator:
     # -- public API ----------------------------------------------------------------------------
 
     async def submit(self, conversation_id: str, text: str, settings: Settings | None = None,
-                     images: Sequence[ImageInput] = ()) -> Run:
-        """Queue ``text`` as a run at the tail of the conversation's FIFO and schedule it."""
+                     images: Sequence[ImageInput] = (), *,
+                     monitor_cycle: tuple[str, int, int] | None = None) -> Run:
+        """Queue ``text`` as a run at the tail of the conversation's FIFO and schedule it.
+
+        New work disarms the conversation's monitor timer until that run ends. ``monitor_cycle``
+        (loop id, cycle, cap) marks a message the monitor loop queued.
+        """
         if self._closed:
             raise conversation_error("server_stopped", "the orchestrator is shut down")
+        self.monitors.disarm(conversation_id)
         run = await self._db(self.store.enqueue_run, conversation_id, text, settings=settings, images=images)
+        if monitor_cycle is not None:
+            monitor_id, cycle, cap = monitor_cycle
+            await self._event(run, "monitor_cycle", {"monitorId": monitor_id, "cycle": cycle, "maxCycles": cap})
         await self._notify()
         self._schedule(conversation_id)
         return run
@@ -205,6 +226,7 @@ class Orchestrator:
         """
         if self._closed:
             raise conversation_error("server_stopped", "the orchestrator is shut down")
+        self.monitors.disarm(conversation_id)
         async with self._start_lock:  # nothing starts between superseding the queue and queueing the replacement
             unfinished = await self._db(self.store.unfinished_runs, conversation_id)
             active = next((r for r in unfinished if r.status != "queued"), None)
@@ -296,7 +318,7 @@ class Orchestrator:
                                      f"kiro did not offer {option} for this request")
         await self._db(self.store.decide_permission, permission_id, option)
         self._permissions.pop(permission_id, None)  # the attention deadline may have withdrawn it meanwhile
-        others = any(p.run_id == run_id for p in self._permissions.values())
+        others = any(p.run_id == run_id for p in self._permissions.values()) or self.questions.of_run(run_id)
         if not others and run.status == "needs_attention":
             # Back to running before kiro hears the answer: the turn may end right after it.
             run = await self._db(self.store.transition_run, run_id, "running")
@@ -305,6 +327,72 @@ class Orchestrator:
             pending.answer.set_result(option)
         await self._notify()
         return run
+
+    async def ask(self, conversation_id: str, questions: list[dict[str, Any]],
+                  window_secs: float) -> tuple[PendingQuestion, Outcome, dict[str, str]]:
+        """Block the conversation's running run on a question card until it is settled; how it ended.
+
+        Refused at once, never left waiting: an unknown conversation (``conversation_not_found``),
+        or one with no run executing to block (``conversation_ended``: archived, idle, or its run
+        already ended). While pending, the run is ``needs_attention``; the card is removed and the
+        attention cleared however it ends, the caller's cancellation included.
+        """
+        if self._closed:
+            raise ToolRefused("the host is stopping; the question was not asked", code="conversation_ended")
+        conversation = await self._db(self.store.get_conversation, conversation_id)  # conversation_not_found
+        worker = self._workers.get(conversation.id)
+        ctx = worker.current if worker is not None else None
+        run = await self._db(self.store.get_run, ctx.run_id) if ctx is not None else None
+        if conversation.state == "archived" or run is None or run.status not in ("running", "needs_attention") \
+                or ctx is None or ctx.cancel_requested.is_set():
+            raise ToolRefused("this conversation has no run in progress to block on a question (it ended, is "
+                              "archived, or is being cancelled); nothing was asked", code="conversation_ended")
+        pending = self.questions.open(conversation.id, run.id, questions, window_secs)
+        try:
+            async with self._attention_lock:  # parallel asks of one run: one transition
+                run = await self._db(self.store.get_run, run.id)
+                if run.status == "running":
+                    run = await self._db(self.store.transition_run, run.id, "needs_attention")
+            await self._event(run, "question_asked", {"askId": pending.ask_id, "questions": len(questions)})
+            await self._notify()
+            try:
+                outcome, answers = await asyncio.wait_for(asyncio.shield(pending.result), window_secs)
+            except TimeoutError:
+                self.questions.settle(pending, "expired")
+                outcome, answers = await pending.result
+        except BaseException:  # the MCP call was cancelled, or the run ended under the card: never left open
+            self.questions.settle(pending, "withdrawn")
+            await asyncio.shield(self._question_closed(pending))
+            raise
+        await self._question_closed(pending)
+        return pending, outcome, answers
+
+    async def _question_closed(self, pending: PendingQuestion) -> None:
+        """Drop the card; its run back to running when nothing else holds its attention; say how it ended."""
+        self.questions.close(pending.ask_id)
+        outcome = pending.result.result()[0] if pending.result.done() else "withdrawn"
+        with contextlib.suppress(KirocrewError):  # the run may have ended meanwhile: nothing to clear then
+            async with self._attention_lock:
+                run = await self._db(self.store.get_run, pending.run_id)
+                others = self.questions.of_run(run.id) or any(p.run_id == run.id for p in self._permissions.values())
+                if run.status == "needs_attention" and not others:
+                    run = await self._db(self.store.transition_run, run.id, "running")
+            await self._event(run, "question_" + outcome, {"askId": pending.ask_id})
+        await self._notify()
+
+    def answer_question(self, conversation_id: str, ask_id: str, answers: Sequence[dict[str, str]] | None) -> str:
+        """Settle an open card with answers, or dismiss it (``answers`` None); the outcome.
+
+        ``question_not_found`` for an unknown, settled or other conversation's id; bad answers
+        are refused with their code and leave the card open.
+        """
+        pending = self.questions.find(conversation_id, ask_id)
+        if answers is None:
+            self.questions.settle(pending, "dismissed")
+            return "dismissed"
+        checked = check_answers(pending, answers)
+        self.questions.settle(pending, "answered", checked)
+        return "answered"
 
     async def fork_session(self, conversation: Conversation, session_id: str) -> str:
         """Fork kiro's saved session of an idle conversation; returns the new session's id.
@@ -348,6 +436,21 @@ class Orchestrator:
                 worker.wake.set()
         return count
 
+    def cold_start_after_run(self, conversation_id: str) -> None:
+        """The conversation's next run must start a new kiro session (its project changed): close its
+        kiro-cli when the current run ends. The store already forgot kiro's session id."""
+        worker = self._workers.get(conversation_id)
+        if worker is not None:
+            worker.cold_start = True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def record(self, conversation_id: str, run_id: str | None, kind: str, payload: dict[str, Any]) -> None:
+        """Append an event (``payload`` already redacted) and wake waiters."""
+        await self._append(conversation_id, run_id, kind, payload)
+
     def runs_in_progress(self) -> int:
         """Runs executing now plus conversations waiting for a worker (cheap: no database)."""
         return sum(worker.current is not None for worker in self._workers.values()) + len(self._waiting)
@@ -356,6 +459,11 @@ class Orchestrator:
         """Stop every worker; a run still executing ends ``interrupted`` (``server_stopped``)."""
         self._closed = True
         self._waiting.clear()
+        self.questions.withdraw_all()
+        self._rearm.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self._rearm
+        await self.monitors.aclose()
         tasks = [w.task for w in self._workers.values() if w.task is not None]
         for task in tasks:
             task.cancel()
@@ -435,6 +543,9 @@ class Orchestrator:
                         worker.idle = False
                     continue
                 await self._execute(worker, run)
+                if worker.cold_start:
+                    worker.cold_start = False
+                    await self._close_runtime(worker)
                 await self._retire_stale(worker)
         finally:
             await self._close_runtime(worker)
@@ -457,7 +568,8 @@ class Orchestrator:
             await self._notify()
             status, code, detail = await self._supervise(worker, ctx, run)
             ended = await self._db(self.store.transition_run, run.id, status, error_code=code,
-                                   error_detail=detail, reply="".join(ctx.chunks) if ctx.chunks else None)
+                                   error_detail=detail,
+                                   reply=directives.strip_markers("".join(ctx.chunks)) if ctx.chunks else None)
         except asyncio.CancelledError:
             await self._close_runtime(worker)
             with contextlib.suppress(KirocrewError):
@@ -465,9 +577,11 @@ class Orchestrator:
             raise
         finally:
             worker.current = None
+            self.questions.withdraw_run(run.id)
             if not ctx.finished.done():
                 ctx.finished.set_result(None)
             await self._notify()
+        self.monitors.arm(run.conversation_id)  # the idle gap of its monitor loop starts now
         for listener in self.run_end_listeners:
             try:
                 await listener(ended)
@@ -508,6 +622,7 @@ class Orchestrator:
             if stop_reason == "refusal":
                 return "failed", "kiro_run_failed", "kiro refused the request"
             return "completed", None, None
+        self.questions.withdraw_run(run.id)  # its blocked ask_question returns, so the turn can wind down
         await self._abort(worker, work)
         if ctx.attention_expired:
             return "needs_attention_expired", "attention_deadline_exceeded", None
@@ -587,7 +702,7 @@ class Orchestrator:
                             options: AcpOptions) -> tuple[AcpSession, bool]:
         if worker.session is not None and not worker.session.closed:
             return worker.session, False
-        cwd = conversation.workspace.worktree_path or conversation.workspace.path
+        cwd = conversation.project or conversation.workspace.worktree_path or conversation.workspace.path
         runtime = worker.runtime if worker.runtime is not None else await self._open_runtime(worker, options, cwd)
 
         async def on_update(session_id: str, update: Any) -> None:
@@ -655,7 +770,15 @@ class Orchestrator:
         key, worker.session_key, worker.options = worker.session_key, None, None
         try:
             if runtime is not None:
-                await runtime.aclose()  # bounded: stdin EOF, wait, then process-group teardown
+                # Bounded (stdin EOF, wait, then process-group teardown) and finished even when the worker is
+                # cancelled meanwhile (the host stopping right after a run that closes its kiro-cli, as a
+                # set_project cold start does): an interrupted close would leave the process behind.
+                closing = asyncio.ensure_future(runtime.aclose())
+                try:
+                    await asyncio.shield(closing)
+                except asyncio.CancelledError:
+                    await closing
+                    raise
         finally:
             _SessionKeys.revoke(key)
 
@@ -673,13 +796,17 @@ class Orchestrator:
                 ctx.chunks.append(text)
         elif kind == "tool_call":
             name = ctx.tool_names[str(update.tool_call_id)] = _tool_name(update)
+            server, tool = _kiro_meta(update, "mcpServerName"), _kiro_meta(update, "toolName")
+            ctx.directive_tools[str(update.tool_call_id)] = directives.directive_tool_for(server, tool)
             await self._append(worker.conversation_id, ctx.run_id, "tool_call",
                                {"toolName": name, "status": _status(update),
                                 "locations": _relative_locations(update, ctx.cwd)})
-        elif kind == "tool_call_update" and getattr(update, "status", None) is not None:
-            await self._append(worker.conversation_id, ctx.run_id, "tool_call_update",
-                               {"toolName": ctx.tool_names.get(str(update.tool_call_id)), "status": _status(update),
-                                "locations": _relative_locations(update, ctx.cwd)})
+        elif kind == "tool_call_update":
+            if getattr(update, "status", None) is not None:
+                await self._append(worker.conversation_id, ctx.run_id, "tool_call_update",
+                                   {"toolName": ctx.tool_names.get(str(update.tool_call_id)),
+                                    "status": _status(update), "locations": _relative_locations(update, ctx.cwd)})
+            await self._consume_directive(worker, ctx, update)
         elif kind == "plan":
             await self._append(worker.conversation_id, ctx.run_id, "plan",
                                {"entries": len(getattr(update, "entries", ()) or ())})
@@ -690,6 +817,32 @@ class Orchestrator:
         elif kind == "available_commands_update":
             names = [str(getattr(c, "name", "")) for c in getattr(update, "available_commands", ()) or ()]
             self.observed.commands = tuple(n[:64] for n in names if n)[:limits.CATALOG_MAX_ITEMS]
+
+    async def _consume_directive(self, worker: _Worker, ctx: _RunContext, update: Any) -> None:
+        """Apply a session directive carried by a tool result, once per tool call, to this run's conversation.
+
+        Honoured only when the call's ``tool_call`` update named ``kirocrew-core`` and a directive
+        tool in ``_meta.kiro`` (recorded above); a marker anywhere else (a shell's output, another
+        server's tool, a call without ``_meta``) is reported once as ignored and never applied.
+        """
+        call_id = str(update.tool_call_id)
+        if call_id in ctx.directives_seen:
+            return
+        texts = [t for t in _result_texts(update) if directives.has_marker(t)]
+        if not texts:
+            return
+        ctx.directives_seen.add(call_id)
+        expected = ctx.directive_tools.get(call_id, "")
+        payload = next((args for t in texts if (args := directives.decode(t, expected)) is not None), None)
+        if payload is None:
+            reason = ("the tool call was not recorded by kiro as a kirocrew-core directive tool" if not expected
+                      else f"the marker is not {expected}'s")
+            log.warning("ignored a session-directive marker on conversation %s: %s", worker.conversation_id, reason)
+            await self._append(worker.conversation_id, ctx.run_id, "directive_ignored",
+                               {"toolName": ctx.tool_names.get(call_id), "reason": reason})
+            return
+        await directive_effects.apply(directive_effects.DirectiveContext(
+            self, worker.conversation_id, ctx.run_id, call_id), expected, payload)
 
     async def _on_permission(self, worker: _Worker, request: AcpPermissionRequest) -> str | None:
         """Put the run in ``needs_attention`` until :meth:`decide`; a cancel or deadline answers ``cancelled``."""
@@ -738,6 +891,35 @@ class Orchestrator:
 
     async def _append(self, conversation_id: str, run_id: str | None, kind: str, payload: dict[str, Any]) -> None:
         await self._db(self.store.append_event, conversation_id, run_id, kind, payload)
+
+
+def _kiro_meta(tool_call: Any, key: str) -> Any:
+    """``_meta.kiro[key]`` of an update, kiro-cli's out-of-band record of the call (None when absent)."""
+    meta = getattr(tool_call, "field_meta", None) or {}
+    kiro = meta.get("kiro") if isinstance(meta, dict) else None
+    return kiro.get(key) if isinstance(kiro, dict) else None
+
+
+RESULT_TEXTS_MAX = 32
+
+
+def _result_texts(update: Any) -> list[str]:
+    """The texts a tool result carries: its content text blocks and the strings in its rawOutput."""
+    found: list[str] = []
+    for item in getattr(update, "content", None) or ():
+        text = getattr(getattr(item, "content", None), "text", None)
+        if isinstance(text, str):
+            found.append(text)
+    stack = [getattr(update, "raw_output", None)]
+    while stack and len(found) < RESULT_TEXTS_MAX:
+        value = stack.pop()
+        if isinstance(value, str):
+            found.append(value)
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return found
 
 
 class _SessionKeys:

@@ -86,6 +86,15 @@ def host_mcp_servers() -> list[HostedMcpServer]:
 
 
 @hookimpl
+def core_mcp_tools() -> list[CoreMcpTool]:
+    """The kirocrew-core tools whose effects land on the caller's own conversation (imported when listed)."""
+    from kirocrew_conversations import ask_tool
+    from kirocrew_conversations.directive_tools import tools
+
+    return [*tools(), ask_tool.tool()]
+
+
+@hookimpl
 def known_workspaces() -> list[Path]:
     """The workspaces (and worktrees) of every conversation, for Disconnect's project-agent census."""
     from kirocrew_conversations.workspaces import known_workspaces as from_database

@@ -25,14 +25,19 @@ _SECRET_ASSIGNMENT = re.compile(
 _BEARER = re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]+")
 
 
-def redact_text(text: str, limit: int = limits.ERROR_MESSAGE_MAX_CHARS) -> str:
-    """``text`` with secrets replaced by ``<redacted>``, absolute paths by ``<path>``, cut to ``limit``."""
+def redact_secrets(text: str) -> str:
+    """``text`` with secrets replaced by ``<redacted>`` (paths kept: for the model's own words, like a reply)."""
     text = _URL_CREDENTIALS.sub("<redacted>@", text)
     text = _SECRET_ASSIGNMENT.sub(r"\1\2<redacted>", text)
     text = _BEARER.sub("Bearer <redacted>", text)
     for pattern in SECRET_VALUE_PATTERNS:
         text = pattern.sub("<redacted>", text)
-    return _ABSOLUTE_PATH.sub("<path>", text)[:limit]
+    return text
+
+
+def redact_text(text: str, limit: int = limits.ERROR_MESSAGE_MAX_CHARS) -> str:
+    """``text`` with secrets replaced by ``<redacted>``, absolute paths by ``<path>``, cut to ``limit``."""
+    return _ABSOLUTE_PATH.sub("<path>", redact_secrets(text))[:limit]
 
 
 def workspace_fingerprint(path: str) -> str:

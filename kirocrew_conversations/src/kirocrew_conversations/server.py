@@ -1,4 +1,4 @@
-"""The Conversations MCP over stdio: the 16 tools of :mod:`tool_schemas`, answered by the service.
+"""The Conversations MCP over stdio: the 17 tools of :mod:`tool_schemas`, answered by the service.
 
 The mcp SDK's low-level ``Server`` is used, not ``MCPServer``, because our schemas are
 hand-written JSON Schemas (strict, bounded, documented from one place) rather than derived
@@ -101,7 +101,7 @@ def _progress_sink(ctx: Any) -> ProgressSink | None:
 
 # -- the server ------------------------------------------------------------------------------------
 def build_server(service: ConversationsService) -> Server[Any]:
-    """The MCP server for ``service``: ``tools/list`` lists the 16 tools, ``tools/call`` runs them."""
+    """The MCP server for ``service``: ``tools/list`` lists the 17 tools, ``tools/call`` runs them."""
     from mcp import types
     from mcp.server.lowlevel import Server
 
@@ -118,7 +118,7 @@ def build_server(service: ConversationsService) -> Server[Any]:
         name = params.name
         if name not in TOOLS_BY_NAME:
             shown = f" {name}" if _SAFE_NAME.match(name) else ""
-            return tool_results.error_result("unknown_tool", f"no tool is named{shown}; tools/list names the 16 tools")
+            return tool_results.error_result("unknown_tool", f"no tool is named{shown}; tools/list names the 17 tools")
         try:
             payload = await service.call(name, params.arguments, progress=_progress_sink(ctx))
         except KirocrewError as exc:

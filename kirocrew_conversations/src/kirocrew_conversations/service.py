@@ -1,4 +1,4 @@
-"""The 16 tools over the store and the orchestrator: what the MCP server and the CLI twins call.
+"""The 17 tools over the store and the orchestrator: what the MCP server and the CLI twins call.
 
 ``ConversationsService.call(tool, arguments)`` validates the arguments against
 the tool's strict schema, does the work, and returns the structured output the
@@ -54,6 +54,7 @@ from kirocrew_conversations.views import (
     event_view,
     run_settings,
     run_view,
+    session_view,
 )
 
 log = logging.getLogger(__name__)
@@ -430,7 +431,12 @@ class ConversationsService:
             await progress(_progress_message(result.runs))
 
     async def _tool_kiro_result(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
-        return await self._run_view(await self._run_of(args["conversationId"], args["runId"]))
+        run = await self._run_of(args["conversationId"], args["runId"])
+        conversation = await self._db(self.store.get_conversation, run.conversation_id)
+        directives = self.store.directives
+        session = session_view(conversation, await self._db(directives.followups, conversation.id),
+                               await self._db(directives.monitor, conversation.id))
+        return {**await self._run_view(run, conversation), "session": session}
 
     async def _tool_kiro_status(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
         await self._db(self.store.auto_archive, _days_ago(limits.AUTO_ARCHIVE_DAYS))
@@ -454,6 +460,7 @@ class ConversationsService:
                 "latestRun": {"runId": s.latest_run_id, "status": s.latest_status} if s.latest_run_id else None,
                 "queuedRuns": s.queued_runs, "updatedAt": s.conversation.updated_at,
                 "subagent": s.conversation.subagent, "parentConversationId": s.conversation.parent_id,
+                **await self._directive_summary(s.conversation.id),
             } for s in page],
             "counts": counts,
             "nextCursor": encode_cursor("status", scope, page[-1].conversation.id) if more else None,
@@ -492,6 +499,27 @@ class ConversationsService:
         return {"conversationId": run.conversation_id, "runId": run.id,
                 "permissionRequestId": args["permissionRequestId"], "decision": args["decision"],
                 "status": run.status}
+
+    async def _tool_kiro_question_answer(self, args: dict[str, Any],
+                                         progress: ProgressSink | None) -> dict[str, Any]:
+        conversation = await self._db(self.store.get_conversation, args["conversationId"])
+        answers = None if args.get("dismissed") else args["answers"]
+        ask_id = args.get("askId") or self._only_card(conversation.id)
+        status = self.orchestrator.answer_question(conversation.id, ask_id, answers)
+        return {"conversationId": conversation.id, "askId": ask_id, "status": status}
+
+    def _only_card(self, conversation_id: str) -> str:
+        cards = self.orchestrator.questions.of_conversation(conversation_id)
+        if len(cards) != 1:
+            raise conversation_error("question_not_found" if not cards else "question_ambiguous",
+                                     "this conversation has no open question card" if not cards else
+                                     f"this conversation has {len(cards)} open question cards; name one with askId")
+        return cards[0].ask_id
+
+    def pending_questions(self, conversation_id: str) -> list[dict[str, Any]]:
+        """The conversation's open question cards, oldest first (the page rehydrates from these)."""
+        return [{**card.view(), "runId": card.run_id}
+                for card in self.orchestrator.questions.of_conversation(conversation_id)]
 
     async def _tool_kiro_configure(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
         conversation = await self._runnable_conversation(args["conversationId"])
@@ -627,11 +655,17 @@ class ConversationsService:
             raise conversation_error("conversation_mismatch", "the run does not belong to this conversation")
         return run
 
+    async def _directive_summary(self, conversation_id: str) -> dict[str, Any]:
+        """kiro_status's line on what session directives left: follow-ups waiting, an active monitor loop."""
+        card = await self._db(self.store.directives.followups, conversation_id)
+        monitor = await self._db(self.store.directives.monitor, conversation_id)
+        return {"followUps": len(card.items) if card else 0, "monitorActive": bool(monitor and monitor.active)}
+
     async def _run_view(self, run: Run, conversation: Conversation | None = None) -> dict[str, Any]:
         conversation = conversation or await self._db(self.store.get_conversation, run.conversation_id)
         permissions = (await self._db(self.store.permission_requests, run.id)
                        if run.status == "needs_attention" else [])
-        return run_view(run, conversation, permissions)
+        return run_view(run, conversation, permissions, self.orchestrator.questions.of_run(run.id))
 
     async def _sweep_forever(self) -> None:
         while True:

@@ -114,6 +114,7 @@ class Conversation:
     @property
     def subagent(self) -> bool:
         return self.spawn_batch is not None
+    project: str | None = None  # bound by the set_project directive: the cwd of its next kiro session
 
 
 @dataclass(frozen=True)
@@ -263,6 +264,7 @@ def _conversation(row: sqlite3.Row) -> Conversation:
         retired=bool(row["retired"]), created_at=row["created_at"], updated_at=row["updated_at"],
         archived_at=row["archived_at"], allowed_commands=tuple(json.loads(row["allowed_commands_json"])),
         parent_id=row["parent_id"], spawn_batch=row["spawn_batch"], released_at=row["released_at"],
+        project=row["project_path"],
     )
 
 
@@ -302,6 +304,7 @@ class Store:
         # Conversations whose worktree is being removed: no run may be queued meanwhile. In memory, under
         # the store's lock: one process owns the state directory, and a crash ends every cleanup anyway.
         self._retiring: set[str] = set()
+        self.directives = DirectiveStore(self)
 
     @classmethod
     def open(cls, path: Path) -> Store:
@@ -919,6 +922,159 @@ class Store:
             ).fetchall()
         events = tuple(_event(r) for r in rows)
         return EventPage(events, events[-1].cursor if events else after)
+
+
+# -- session directives (issue 17) ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Monitor:
+    """A conversation's monitor loop (the ``monitor_*`` directives); ``stopped_reason`` when inactive."""
+
+    conversation_id: str
+    id: str
+    message: str
+    interval_secs: int
+    max_cycles: int
+    cycles: int
+    active: bool
+    stopped_reason: str | None
+    created_at: str
+    updated_at: str
+    last_fired_at: str | None
+
+
+@dataclass(frozen=True)
+class FollowUps:
+    """The follow-up card a ``suggest_followup`` directive left on a conversation (a new one replaces it)."""
+
+    conversation_id: str
+    run_id: str | None
+    items: tuple[dict[str, str], ...]
+    created_at: str
+
+
+def _monitor(row: sqlite3.Row) -> Monitor:
+    return Monitor(conversation_id=row["conversation_id"], id=row["id"], message=row["message"],
+                   interval_secs=row["interval_secs"], max_cycles=row["max_cycles"], cycles=row["cycles"],
+                   active=bool(row["active"]), stopped_reason=row["stopped_reason"], created_at=row["created_at"],
+                   updated_at=row["updated_at"], last_fired_at=row["last_fired_at"])
+
+
+class DirectiveStore:
+    """What session directives keep per conversation: monitor loops, follow-up cards, project bindings.
+
+    A view over :class:`Store`'s connection and lock (``store.directives``), kept apart so the
+    directive effects have one owner.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    # monitors
+    def start_monitor(self, conversation_id: str, *, message: str, interval_secs: int, max_cycles: int) -> Monitor:
+        """Arm the conversation's loop, replacing any earlier one (its cycle count starts at zero)."""
+        now = _now()
+        with self._store._write() as db:
+            self._store._get_conversation(db, conversation_id)
+            db.execute("INSERT OR REPLACE INTO monitors (conversation_id, id, message, interval_secs, max_cycles,"
+                       " cycles, active, stopped_reason, created_at, updated_at) VALUES (?, ?, ?, ?, ?, 0, 1, NULL,"
+                       " ?, ?)", (conversation_id, new_id("mon"), message, interval_secs, max_cycles, now, now))
+            return self._get_monitor(db, conversation_id)  # type: ignore[return-value]
+
+    def update_monitor(self, conversation_id: str, patch: dict[str, Any]) -> Monitor:
+        """Patch the loop; ``monitor_not_found`` / ``monitor_cap_too_low`` / ``monitor_paused`` refuse."""
+        with self._store._write() as db:
+            monitor = self._get_monitor(db, conversation_id)
+            if monitor is None or (not monitor.active and monitor.stopped_reason != "cycle_cap"):
+                raise conversation_error("monitor_not_found", "No active monitor loop on this session to update.")
+            cap = patch.get("max_cycles", monitor.max_cycles)
+            if cap <= monitor.cycles:
+                raise conversation_error("monitor_cap_too_low", f"max_cycles must exceed the {monitor.cycles} "
+                                         "cycle(s) already run")
+            revive = not monitor.active and "max_cycles" in patch and cap > monitor.max_cycles
+            if not monitor.active and not revive:
+                raise conversation_error("monitor_paused", f"Monitor loop {monitor.id} stopped at its cycle cap; "
+                                         "raise max_cycles to revive it.")
+            db.execute("UPDATE monitors SET message = ?, interval_secs = ?, max_cycles = ?, active = 1,"
+                       " stopped_reason = NULL, updated_at = ? WHERE conversation_id = ?",
+                       (patch.get("message", monitor.message), patch.get("idle_secs", monitor.interval_secs), cap,
+                        _now(), conversation_id))
+            return self._get_monitor(db, conversation_id)  # type: ignore[return-value]
+
+    def stop_monitor(self, conversation_id: str, reason: str) -> Monitor | None:
+        """Stop the active loop with ``reason`` (``manual``, ``cycle_cap``, ``archived``); None if none was active."""
+        with self._store._write() as db:
+            monitor = self._get_monitor(db, conversation_id)
+            if monitor is None or not monitor.active:
+                return None
+            db.execute("UPDATE monitors SET active = 0, stopped_reason = ?, updated_at = ? WHERE conversation_id = ?",
+                       (reason, _now(), conversation_id))
+            return self._get_monitor(db, conversation_id)
+
+    def count_cycle(self, conversation_id: str, monitor_id: str) -> Monitor | None:
+        """One more cycle of the active loop ``monitor_id``; it stops at its cap (``cycle_cap``). None if gone."""
+        now = _now()
+        with self._store._write() as db:
+            monitor = self._get_monitor(db, conversation_id)
+            if monitor is None or not monitor.active or monitor.id != monitor_id:
+                return None
+            cycles = monitor.cycles + 1
+            capped = cycles >= monitor.max_cycles
+            db.execute("UPDATE monitors SET cycles = ?, last_fired_at = ?, updated_at = ?, active = ?,"
+                       " stopped_reason = ? WHERE conversation_id = ?",
+                       (cycles, now, now, 0 if capped else 1, "cycle_cap" if capped else None, conversation_id))
+            return self._get_monitor(db, conversation_id)
+
+    @quick_read
+    def monitor(self, conversation_id: str) -> Monitor | None:
+        with self._store._read() as db:
+            return self._get_monitor(db, conversation_id)
+
+    @quick_read
+    def active_monitors(self) -> list[Monitor]:
+        with self._store._read() as db:
+            rows = db.execute("SELECT * FROM monitors WHERE active = 1 ORDER BY conversation_id").fetchall()
+        return [_monitor(r) for r in rows]
+
+    @staticmethod
+    def _get_monitor(db: sqlite3.Connection, conversation_id: str) -> Monitor | None:
+        row = db.execute("SELECT * FROM monitors WHERE conversation_id = ?", (conversation_id,)).fetchone()
+        return None if row is None else _monitor(row)
+
+    # follow-ups
+    def set_followups(self, conversation_id: str, run_id: str | None, items: Sequence[dict[str, str]]) -> FollowUps:
+        with self._store._write() as db:
+            self._store._get_conversation(db, conversation_id)
+            db.execute("INSERT OR REPLACE INTO followups (conversation_id, run_id, items_json, created_at)"
+                       " VALUES (?, ?, ?, ?)", (conversation_id, run_id, json.dumps(list(items)), _now()))
+        return self.followups(conversation_id)  # type: ignore[return-value]
+
+    def dismiss_followups(self, conversation_id: str) -> bool:
+        """Drop the card (the person chose one, or Skip); whether there was one."""
+        with self._store._write() as db:
+            return db.execute("DELETE FROM followups WHERE conversation_id = ?", (conversation_id,)).rowcount > 0
+
+    @quick_read
+    def followups(self, conversation_id: str) -> FollowUps | None:
+        with self._store._read() as db:
+            row = db.execute("SELECT * FROM followups WHERE conversation_id = ?", (conversation_id,)).fetchone()
+        if row is None:
+            return None
+        return FollowUps(row["conversation_id"], row["run_id"], tuple(json.loads(row["items_json"])),
+                         row["created_at"])
+
+    # project binding
+    def bind_project(self, conversation_id: str, project: str | None) -> bool:
+        """Bind (or with None unbind) the project; when it changes, forget kiro's session so the next run
+        starts a new one in the new directory. Returns whether it changed."""
+        with self._store._write() as db:
+            conv = self._store._get_conversation(db, conversation_id)
+            if conv.project == project:
+                return False
+            db.execute("UPDATE conversations SET project_path = ?, acp_session_id = NULL, updated_at = ?"
+                       " WHERE id = ?", (project, _now(), conversation_id))
+            return True
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The 16 tools' contracts: strict input schemas, output schemas and descriptions.
+"""The 17 tools' contracts: strict input schemas, output schemas and descriptions.
 
 Strict means a caller cannot smuggle anything unbounded past us: every object forbids extra
 properties, every string has a length cap, every list an item cap, every number both bounds
@@ -17,8 +17,10 @@ from functools import lru_cache
 from typing import Any
 
 from kirocrew_conversations import limits as L
+from kirocrew_conversations import questions as Q
 from kirocrew_conversations.vocabulary import (
     ARCHIVE_FILTERS,
+    ATTENTION_KINDS,
     AUTHORITIES,
     CONVERSATION_STATES,
     DECISIONS,
@@ -184,13 +186,40 @@ _DEFAULTS = {**_SETTINGS, "properties": {
 }, "required": [*_SETTINGS["required"], "allowedSlashCommands"], "description": "The conversation's defaults."}
 _ERROR = _all_required({"code": _string(64), "message": _TEXT}, "Stable error code and redacted message.",
                        nullable=True)
+_ASK_ID = _string(L.ID_MAX_CHARS, "The question card's id (attention.question.askId).", pattern=_ID_PATTERN)
+_ASK_ID_ARGUMENT = _string(L.ID_MAX_CHARS, "The question card's id (attention.question.askId); omit it only when "
+                           "the conversation has exactly one open card.", pattern=_ID_PATTERN)
+_QUESTION_CARD = _all_required({
+    "askId": _ASK_ID,
+    "questions": _array(_all_required({
+        "question": _string(Q.QUESTION_MAX_CHARS),
+        "header": _string(Q.HEADER_MAX_CHARS, "A short badge, or empty.", min_length=0),
+        "options": _array(_all_required({
+            "label": _string(Q.LABEL_MAX_CHARS),
+            "description": _string(Q.DESCRIPTION_MAX_CHARS, min_length=0),
+        }), Q.MAX_OPTIONS),
+        "multiSelect": _boolean(),
+    }), Q.MAX_QUESTIONS),
+    "askedAt": _TIMESTAMP,
+    "expiresAt": _TIMESTAMP,
+}, "The open question card (kind question): answer it with kiro_question_answer.", nullable=True)
+_ANSWERS_OR_DISMISSED: dict[str, Any] = {
+    "if": {"required": ["answers"]},
+    "then": {"not": {"required": ["dismissed"]}, "description": "answers and dismissed exclude each other"},
+    "else": {"required": ["dismissed"]},
+}
 _ATTENTION = _all_required({
-    "permissionRequestId": _run_id("Pass to kiro_permission_decide."),
+    "kind": _enum(ATTENTION_KINDS, "permission: decide it with kiro_permission_decide; question: answer or "
+                  "dismiss it with kiro_question_answer."),
+    "permissionRequestId": _run_id("Pass to kiro_permission_decide (kind permission; else null).")
+    | {"type": ["string", "null"]},
     "toolName": _string(128, nullable=True),
     "title": _TEXT,
     "options": _array(_enum(DECISIONS), len(DECISIONS), unique=True),
     "requestedAt": _TIMESTAMP,
-}, "The open permission request when status is needs_attention.", nullable=True)
+    "question": _QUESTION_CARD,
+}, "The open attention request when status is needs_attention: a permission request or a question card.",
+    nullable=True)
 _REPLY = _all_required({
     "text": _string(L.FINAL_REPLY_MAX_BYTES, min_length=0),
     "truncated": _boolean(),
@@ -208,6 +237,33 @@ _RUN = _all_required({
     "startedAt": _TIMESTAMP,
     "endedAt": _TIMESTAMP,
 })
+# What session directives (the kirocrew-core tools a run's model calls) left on the conversation.
+_SESSION = _all_required({
+    "followUps": _all_required({
+        "runId": _run_id("The run whose suggest_followup left the card.") | {"type": ["string", "null"]},
+        "createdAt": _TIMESTAMP,
+        "items": _array(_all_required({
+            "title": _string(120),
+            "description": _string(600),
+            "prompt": _string(8000, "Sent as a new message to the conversation only if someone picks it."),
+            "branch": _string(80, nullable=True),
+        }), 3),
+    }, "The conversation's current follow-up card (a new one replaces it), or null.", nullable=True),
+    "monitor": _all_required({
+        "monitorId": _string(L.ID_MAX_CHARS),
+        "active": _boolean(),
+        "message": _string(8000),
+        "intervalSecs": _count(),
+        "cycles": _count(),
+        "maxCycles": _count(),
+        "stoppedReason": _string(32, "manual, cycle_cap or archived.", nullable=True),
+        "lastFiredAt": _TIMESTAMP,
+    }, "The conversation's monitor loop, or null.", nullable=True),
+    "project": _string(L.NAME_MAX_CHARS * 4, "Last path component of the bound project (set_project), or null.",
+                       nullable=True),
+}, "What session directives left on the conversation (docs/core-tools/directives.md).")
+_RUN_RESULT = {**_RUN, "properties": {**_RUN["properties"], "session": _SESSION},
+               "required": [*_RUN["required"], "session"]}
 _RUN_REF = _object({"conversationId": _conversation_id(), "runId": _run_id()}, ("conversationId", "runId"))
 
 
@@ -385,7 +441,7 @@ TOOLS: tuple[Tool, ...] = (
         settings, final reply (up to 256 KiB, with truncation metadata), error, and any open attention request.
         Reads are idempotent forever; reading never consumes the result. Use kiro_wait to block instead.""",
         _object({"conversationId": _conversation_id(), "runId": _run_id()}, ("conversationId", "runId")),
-        _RUN,
+        _RUN_RESULT,
     ),
     _tool(
         "kiro_status",
@@ -418,6 +474,8 @@ TOOLS: tuple[Tool, ...] = (
                 "subagent": _boolean("A sub-agent: a kirocrew session (or `kirocrew spawn run`) spawned it."),
                 "parentConversationId": _string(L.ID_MAX_CHARS, "The conversation whose session spawned this "
                                                 "sub-agent; null otherwise.", pattern=_ID_PATTERN, nullable=True),
+                "followUps": _count("Follow-up suggestions waiting on the conversation (see kiro_result)."),
+                "monitorActive": _boolean("Whether the conversation's monitor loop is armed."),
             }), L.PAGE_SIZE_MAX),
             "counts": _all_required({state: _count() for state in CONVERSATION_STATES},
                                     "Conversations per state across all pages, under the filters."),
@@ -444,6 +502,7 @@ TOOLS: tuple[Tool, ...] = (
                 "toolStatus": _string(32),
                 "locations": _array(_string(L.PATH_MAX_CHARS), 16, "Workspace-relative paths."),
                 "permissionRequestId": _run_id(),
+                "askId": _ASK_ID,
                 "options": _array(_enum(DECISIONS), len(DECISIONS), unique=True),
                 "usage": _object({"contextPercent": _integer(0, 100), "credits": {"type": "number", "minimum": 0,
                                                                                   "maximum": 1e9},
@@ -471,6 +530,27 @@ TOOLS: tuple[Tool, ...] = (
             "conversationId": _conversation_id(), "runId": _run_id(), "permissionRequestId": _run_id(),
             "decision": _enum(DECISIONS), "status": _enum(RUN_STATUSES),
         }),
+    ),
+    _tool(
+        "kiro_question_answer",
+        f"""Answer, or dismiss, a question card a run of this conversation is blocked on (attention.kind
+        "question": a Kiro session asked its owner with kirocrew-core's ask_question). answers gives up to
+        {Q.MAX_QUESTIONS} pairs, each naming a question by its exact text (an option label, several comma-separated
+        for multiSelect, or free text, at most {Q.ANSWER_MAX_CHARS} characters, never truncated); dismissed: true
+        withdraws the card unanswered. An unknown, already settled, expired or another conversation's askId fails
+        with question_not_found; a bad answer fails with its code and leaves the card open. Omit askId only when
+        the conversation has exactly one open card (question_ambiguous otherwise).""",
+        _object({
+            "conversationId": _conversation_id(),
+            "askId": _ASK_ID_ARGUMENT,
+            "answers": _array(_object({
+                "question": _string(Q.QUESTION_MAX_CHARS, "The asked question's exact text."),
+                "answer": _string(Q.ANSWER_MAX_CHARS, "The answer (an option label, or free text)."),
+            }, ("question", "answer")), Q.MAX_QUESTIONS, "One answer per question.", min_items=1),
+            "dismissed": {**_boolean("true: close the card without answering."), "const": True},
+        }, ("conversationId",), **_ANSWERS_OR_DISMISSED),
+        _all_required({"conversationId": _conversation_id(), "askId": _ASK_ID,
+                       "status": _enum(("answered", "dismissed"))}),
     ),
     _tool(
         "kiro_configure",
@@ -607,6 +687,8 @@ def _explain(error: Any) -> str:
         return "must not repeat an item"
     if kind == "minProperties":
         return "needs at least one setting to change"
+    if kind == "not" and isinstance(error.schema.get("description"), str):
+        return f"violates a rule: {error.schema['description']}"
     if kind == "not":
         return "name, workspace, workspaceMode and baseRef are only for conversation \"new\""
     return f"violates {kind}"

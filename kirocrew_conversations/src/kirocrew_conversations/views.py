@@ -11,13 +11,17 @@ import base64
 import binascii
 import hashlib
 import json
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from kirocrew_conversations import limits
 from kirocrew_conversations.errors import CATALOGUE, conversation_error
 from kirocrew_conversations.redact import redact_text, workspace_label
-from kirocrew_conversations.store import Conversation, Event, PermissionRequest, Run
+from kirocrew_conversations.store import Conversation, Event, FollowUps, Monitor, PermissionRequest, Run
 from kirocrew_conversations.vocabulary import DECISIONS, EFFORTS, FAILURE_STATUSES
+
+if TYPE_CHECKING:
+    from kirocrew_conversations.questions import PendingQuestion
 
 
 def workspace_identity(conversation: Conversation) -> dict[str, Any]:
@@ -44,24 +48,41 @@ def error_of(run: Run) -> dict[str, str] | None:
     return {"code": run.error_code, "message": message[: limits.TEXT_MAX_CHARS]}
 
 
-def attention_of(run: Run, permissions: list[PermissionRequest]) -> dict[str, Any] | None:
+def attention_of(run: Run, permissions: list[PermissionRequest],
+                 questions: Sequence[PendingQuestion] = ()) -> dict[str, Any] | None:
+    """The run's open request: its newest permission request, else its oldest question card."""
     if run.status != "needs_attention":
         return None
     pending = [p for p in permissions if p.state == "pending"]
-    if not pending:
-        return None
-    request = pending[-1]
-    tool = request.tool_name
-    return {
-        "permissionRequestId": request.id,
-        "toolName": tool,
-        "title": f"Kiro asks to use {tool}" if tool else "Kiro asks to use a tool",
-        "options": [o for o in request.options if o in DECISIONS],
-        "requestedAt": request.created_at,
-    }
+    if pending:
+        request = pending[-1]
+        tool = request.tool_name
+        return {
+            "kind": "permission",
+            "permissionRequestId": request.id,
+            "toolName": tool,
+            "title": f"Kiro asks to use {tool}" if tool else "Kiro asks to use a tool",
+            "options": [o for o in request.options if o in DECISIONS],
+            "requestedAt": request.created_at,
+            "question": None,
+        }
+    if questions:
+        card = questions[0]
+        count = len(card.questions)
+        return {
+            "kind": "question",
+            "permissionRequestId": None,
+            "toolName": None,
+            "title": "Kiro asks you a question" if count == 1 else f"Kiro asks you {count} questions",
+            "options": [],
+            "requestedAt": card.asked_at,
+            "question": card.view(),
+        }
+    return None
 
 
-def run_view(run: Run, conversation: Conversation, permissions: list[PermissionRequest]) -> dict[str, Any]:
+def run_view(run: Run, conversation: Conversation, permissions: list[PermissionRequest],
+             questions: Sequence[PendingQuestion] = ()) -> dict[str, Any]:
     reply = None
     if run.reply_text is not None:
         reply = {"text": run.reply_text, "truncated": run.reply_truncated,
@@ -73,11 +94,35 @@ def run_view(run: Run, conversation: Conversation, permissions: list[PermissionR
         "settings": run_settings(run, conversation),
         "reply": reply,
         "error": error_of(run),
-        "attention": attention_of(run, permissions),
+        "attention": attention_of(run, permissions, questions),
         "createdAt": run.created_at,
         "startedAt": run.started_at,
         "endedAt": run.ended_at,
     }
+
+
+def followups_view(card: FollowUps | None) -> dict[str, Any] | None:
+    """The conversation's follow-up card (a ``suggest_followup`` directive), for kiro_result and the page."""
+    if card is None:
+        return None
+    return {"runId": card.run_id, "createdAt": card.created_at,
+            "items": [{"title": i["title"], "description": i["description"], "prompt": i["prompt"],
+                       "branch": i.get("branch")} for i in card.items]}
+
+
+def monitor_view(monitor: Monitor | None) -> dict[str, Any] | None:
+    """The conversation's monitor loop (the ``monitor_*`` directives); its message is the model's own."""
+    if monitor is None:
+        return None
+    return {"monitorId": monitor.id, "active": monitor.active, "message": monitor.message,
+            "intervalSecs": monitor.interval_secs, "cycles": monitor.cycles, "maxCycles": monitor.max_cycles,
+            "stoppedReason": monitor.stopped_reason, "lastFiredAt": monitor.last_fired_at}
+
+
+def session_view(conversation: Conversation, card: FollowUps | None, monitor: Monitor | None) -> dict[str, Any]:
+    """What session directives left on a conversation: follow-ups, monitor loop, project (label only)."""
+    return {"followUps": followups_view(card), "monitor": monitor_view(monitor),
+            "project": workspace_label(conversation.project) if conversation.project else None}
 
 
 # -- events -------------------------------------------------------------------------------------
@@ -118,6 +163,17 @@ def event_view(event: Event) -> dict[str, Any] | None:
     elif kind == "permission_decided":
         out |= {"kind": "permission", "summary": f"decided {p.get('decision')}",
                 "permissionRequestId": p["permissionId"]}
+    elif kind == "question_asked":
+        count = int(p.get("questions", 0))
+        out |= {"kind": "question", "summary": f"asked {count} question{'s' if count != 1 else ''} on a card",
+                "askId": str(p.get("askId"))}
+    elif kind in QUESTION_ENDINGS:
+        out |= {"kind": "question", "summary": QUESTION_ENDINGS[kind], "askId": str(p.get("askId"))}
+    elif kind == "question_exchange":
+        pairs = [f"{json.dumps(str(x.get('question')), ensure_ascii=False)} -> "
+                 f"{json.dumps(x.get('answer'), ensure_ascii=False)}" for x in p.get("exchange", [])]
+        out |= {"kind": "question", "summary": redact_text("; ".join(pairs) or "no questions"),
+                "askId": str(p.get("askId"))}
     elif kind == "slash_command":
         out |= {"kind": "config", "summary": f"slash command /{p.get('command')}"}
     elif kind == "permission_expired":
@@ -144,6 +200,19 @@ def event_view(event: Event) -> dict[str, Any] | None:
                  f"{usage['credits']:g} credits" if "credits" in usage else "",
                  f"turn {usage['turnDurationMs']} ms" if "turnDurationMs" in usage else ""]
         out |= {"kind": "usage", "usage": usage, "summary": ", ".join(part for part in parts if part) or "usage"}
+    elif kind == "directive":
+        out |= {"kind": "config" if p.get("outcome") == "applied" else "error",
+                "summary": f"session directive {p.get('directive')} {p.get('outcome')}: {p.get('message', '')}"}
+    elif kind == "directive_ignored":
+        out |= {"kind": "error", "summary": f"ignored a session-directive marker: {p.get('reason', '')}"}
+        if p.get("toolName"):
+            out["toolName"] = str(p["toolName"])[:128]
+    elif kind == "monitor_cycle":
+        out |= {"kind": "phase", "summary": f"monitor cycle {int(p.get('cycle', 0))}/{int(p.get('maxCycles', 0))}"
+                                            " queued by the conversation's monitor loop"}
+    elif kind == "monitor_stopped":
+        out |= {"kind": "phase", "summary": f"monitor loop stopped ({p.get('reason')}) after "
+                                            f"{int(p.get('cycles', 0))} cycle(s)"}
     elif kind == "reply_recorded":
         out |= {"kind": "message", "summary": f"final reply of {int(p.get('bytes', 0))} bytes"
                 + (" (truncated)" if p.get("truncated") else "")}
@@ -151,6 +220,15 @@ def event_view(event: Event) -> dict[str, Any] | None:
         return None
     out["summary"] = out["summary"][: limits.TEXT_MAX_CHARS]
     return out
+
+
+#: How a question card ended, as its event says it.
+QUESTION_ENDINGS = {
+    "question_answered": "question card answered",
+    "question_dismissed": "question card dismissed without an answer",
+    "question_expired": "question card expired unanswered and was withdrawn",
+    "question_withdrawn": "question card withdrawn (the run ended, the host stopped, or the call was cancelled)",
+}
 
 
 def _setting(value: Any, limit: int) -> str | None:

@@ -25,6 +25,9 @@ FAILURE_STATUSES = frozenset({"failed", "timed_out", "interrupted", "needs_atten
 # The one-shot decisions the spec allows; "always" options are never chosen on anyone's behalf.
 DECISIONS = ("allow_once", "reject_once")
 
+# What holds a needs_attention run: a tool permission, or a question card (ask_question).
+ATTENTION_KINDS = ("permission", "question")
+
 # -- run settings -----------------------------------------------------------------------------------
 UNRESTRICTED = "unrestricted"
 READ_ONLY = "read_only"
@@ -43,4 +46,4 @@ ARCHIVE_FILTERS = ("active", "archived", "all")
 MERGE_STATES = ("integrated", "unintegrated", "conflicted", "unknown")
 # The kinds a client sees in kiro_events (views.event_view maps stored events onto them; slash
 # commands, mode and settings changes are "config").
-EVENT_KINDS = ("phase", "plan", "tool", "permission", "usage", "config", "message", "error")
+EVENT_KINDS = ("phase", "plan", "tool", "permission", "usage", "config", "message", "error", "question")

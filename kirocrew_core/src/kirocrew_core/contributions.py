@@ -37,7 +37,10 @@ class ManagedMcpServer:
     ``args`` are the arguments to ``command`` (``None`` means the live
     ``kirocrew`` executable). ``may_auto_approve`` False means no ``autoApprove``
     key may ever be written for it (computer use: an auto-approved tool would
-    bypass the permission gate entirely).
+    bypass the permission gate entirely). ``timeout_ms`` is the entry's ``timeout``
+    (kiro-cli's limit per MCP request) when the user set none: a server whose tool
+    may block on purpose (``ask_question`` waits for a person) needs more than
+    kiro-cli's default.
     """
 
     name: str
@@ -46,6 +49,7 @@ class ManagedMcpServer:
     description: str = ""
     command: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    timeout_ms: int | None = None
 
 
 def _never_busy() -> str | None:

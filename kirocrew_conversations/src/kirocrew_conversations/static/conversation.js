@@ -27,10 +27,19 @@ async function redraw() {
   for (const summary of fresh.querySelectorAll("details > summary")) {
     if (open.has(summary.id)) summary.parentElement.open = true;
   }
+  // What the reader has chosen or typed on an open question card survives the redraw.
+  for (const kept of live.querySelectorAll("[data-keep]")) {
+    const twin = kept.id && fresh.querySelector(`#${CSS.escape(kept.id)}`);
+    if (twin) {
+      twin.value = kept.value;
+      twin.checked = kept.checked;
+    }
+  }
   // A new attention card is role="alert": inserting it is what announces it.
   live.replaceWith(fresh);
   live = fresh;
   ready(live);
+  hideSkippedFollowUps();
   if (focused && document.getElementById(focused)) document.getElementById(focused).focus();
 }
 
@@ -61,6 +70,33 @@ async function refreshNow() {
   await check();
 }
 
+// Follow-up cards (suggest_followup): "Use" only fills the message box, the person still presses Send;
+// "Skip" hides this card in this browser (a newer card, with another data-card stamp, shows again).
+const skippedKey = `kirocrew.followups.skipped.${id}`;
+
+function hideSkippedFollowUps() {
+  const card = document.getElementById("followups");
+  if (card && window.localStorage.getItem(skippedKey) === card.dataset.card) card.hidden = true;
+}
+
+document.addEventListener("click", (event) => {
+  const button = event.target.closest("#followups button[data-followup]");
+  if (!button) return;
+  const card = document.getElementById("followups");
+  if (button.dataset.followup === "skip") {
+    window.localStorage.setItem(skippedKey, card.dataset.card);
+    card.hidden = true;
+    announce("Follow-ups skipped");
+    return;
+  }
+  const box = document.getElementById("send-message");
+  if (!box) return;
+  box.value = button.dataset.prompt;
+  box.focus();
+  announce("The follow-up's message is in the message box; press Send to send it");
+});
+hideSkippedFollowUps();
+
 document.addEventListener("click", async (event) => {
   const button = event.target.closest("#live button[data-action]");
   if (!button) return;
@@ -71,6 +107,9 @@ document.addEventListener("click", async (event) => {
       const path = `${base}/runs/${run}/permissions/${encodeURIComponent(button.dataset.permission)}`;
       await api(path, { method: "POST", body: { decision: button.dataset.decision } });
       announce(`Your answer was recorded: ${button.textContent}`);
+    } else if (button.dataset.action === "dismiss-question") {
+      await answerQuestion(button.dataset.ask, { dismissed: true });
+      announce("The question card was dismissed");
     } else if (button.dataset.action === "cancel") {
       const done = await api(`${base}/runs/${run}/cancel`, { method: "POST" });
       announce(`Run ${done.changed ? "cancelled" : "had already ended"}: ${done.status}`);
@@ -79,6 +118,64 @@ document.addEventListener("click", async (event) => {
     announce(`Not done: ${err.message} (${err.code || "error"})`, { urgent: true });
     button.disabled = false;
     button.focus();
+  }
+  await refreshNow();
+});
+
+async function answerQuestion(askId, body) {
+  try {
+    return await api(`${base}/questions/${encodeURIComponent(askId)}`, { method: "POST", body });
+  } catch (err) {
+    if (err.code === "question_not_found") announce("The question was already answered, dismissed or withdrawn");
+    throw err;
+  }
+}
+
+// One answer per question: the chosen option labels (comma-separated for multi-select) and the typed
+// answer; a question left blank is left out.
+function answersOf(form) {
+  const answers = [];
+  for (const fieldset of form.querySelectorAll("fieldset.question")) {
+    const question = fieldset.querySelector(".question-text").textContent;
+    const picked = [...fieldset.querySelectorAll("input:checked")].map((input) => input.value);
+    const typed = fieldset.querySelector("input.other").value.trim();
+    if (typed) picked.push(typed);
+    if (picked.length) answers.push({ question, answer: picked.join(", ") });
+  }
+  return answers;
+}
+
+// A refusal shown on a card is stale once the reader changes an answer.
+document.addEventListener("input", (event) => {
+  const form = event.target.closest && event.target.closest("#live form.question-form");
+  if (form) form.querySelector(".question-problem").hidden = true;
+});
+
+document.addEventListener("submit", async (event) => {
+  const form = event.target.closest("#live form.question-form");
+  if (!form) return;
+  event.preventDefault();
+  const problem = form.querySelector(".question-problem");
+  problem.hidden = true;
+  const answers = answersOf(form);
+  if (!answers.length) {
+    problem.textContent = "Choose an option or type an answer first (or dismiss the card).";
+    problem.hidden = false;
+    announce(problem.textContent, { urgent: true });
+    return;
+  }
+  const button = form.querySelector("button[type=submit]");
+  button.disabled = true;
+  try {
+    await answerQuestion(form.dataset.ask, { answers });
+    announce("Your answer was sent to Kiro");
+  } catch (err) {
+    // A refused answer leaves the card open, so it can be shortened and sent again.
+    problem.textContent = `Not sent: ${err.message} (${err.code || "error"})`;
+    problem.hidden = false;
+    announce(problem.textContent, { urgent: true });
+    button.disabled = false;
+    if (err.code !== "question_not_found") return;
   }
   await refreshNow();
 });

@@ -21,6 +21,8 @@ log = logging.getLogger(__name__)
 
 SERVER_NAME = "kirocrew-core"
 SERVER_COMMAND = "mcp-core"
+#: The rendered entry's ``timeout`` (ms): above ask_question's longest window (540 s), with room to answer.
+CALL_TIMEOUT_MS = 600_000
 DESCRIPTION = "The model-facing tools of a kirocrew session (questions, directives, sub-agents, lessons…)."
 
 
@@ -34,7 +36,9 @@ def register_commands(cli: KirocrewCLI) -> None:
 def managed_mcp_servers() -> list[ManagedMcpServer]:
     # Auto-approve may be granted (the governance ceiling still decides): every tool acts only on the
     # calling session (strict identity), asks a person who still answers, or is bounded by a cap.
-    return [ManagedMcpServer(SERVER_NAME, (SERVER_COMMAND,), may_auto_approve=True, description=DESCRIPTION)]
+    # ask_question blocks for up to 540 s while a person answers: kiro-cli must not give up on the call first.
+    return [ManagedMcpServer(SERVER_NAME, (SERVER_COMMAND,), may_auto_approve=True, description=DESCRIPTION,
+                             timeout_ms=CALL_TIMEOUT_MS)]
 
 
 @hookimpl

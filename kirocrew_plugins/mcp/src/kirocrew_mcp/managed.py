@@ -137,6 +137,8 @@ def managed_entry(
         entry["type"] = "stdio"
     if _finite_number(old.get("timeout")):
         entry["timeout"] = old["timeout"]
+    elif server.timeout_ms is not None:
+        entry["timeout"] = server.timeout_ms
     if isinstance(old.get("disabled"), bool):
         entry["disabled"] = old["disabled"]
     disabled_tools = _string_list(old.get("disabledTools"))

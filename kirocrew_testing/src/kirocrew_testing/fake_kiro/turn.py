@@ -150,7 +150,7 @@ class Turn:
 
         kiro_meta: dict[str, Any] = {"toolName": tool_name}
         if server is not None:
-            kiro_meta["serverName"] = server
+            kiro_meta["mcpServerName"] = server  # as kiro-cli names an MCP-served call
         await self._update(ToolCallStart(
             session_update="tool_call", tool_call_id=call_id, title=title,
             kind=kind or _KINDS.get(tool_name, "other"), status="pending", raw_input=raw_input,
