@@ -54,14 +54,6 @@ def managed_mcp_servers() -> list[ManagedMcpServer]:
 
 
 @hookimpl
-def core_mcp_tools() -> list[CoreMcpTool]:
-    """The sub-agent tools, ``wait`` and ``task_run`` (rebuilt per ``tools/list``: they quote the live cap)."""
-    from kirocrew_conversations.core_tools import tools
-
-    return tools()
-
-
-@hookimpl
 def authority_backends() -> list[AuthorityBackend]:
     """``unrestricted`` everywhere; ``read_only``/``workspace_write`` by bubblewrap (Linux) or Seatbelt (macOS)."""
     from kirocrew_conversations.authority import UNRESTRICTED_BACKEND
@@ -87,11 +79,12 @@ def host_mcp_servers() -> list[HostedMcpServer]:
 
 @hookimpl
 def core_mcp_tools() -> list[CoreMcpTool]:
-    """The kirocrew-core tools whose effects land on the caller's own conversation (imported when listed)."""
-    from kirocrew_conversations import ask_tool
-    from kirocrew_conversations.directive_tools import tools
+    """The kirocrew-core tools of conversations: the session directives and ``ask_question`` (their effects land
+    on the caller's own conversation), the sub-agent tools, ``wait`` and ``task_run`` (rebuilt per
+    ``tools/list``: they quote the live cap). Imported when listed."""
+    from kirocrew_conversations import ask_tool, core_tools, directive_tools
 
-    return [*tools(), ask_tool.tool()]
+    return [*directive_tools.tools(), ask_tool.tool(), *core_tools.tools()]
 
 
 @hookimpl
