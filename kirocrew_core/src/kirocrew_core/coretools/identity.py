@@ -199,8 +199,9 @@ class SessionRegistry:
     def _publish(self, pid: int, key: str) -> None:
         subkey = self._signing_key()
         if subkey is None:
-            log.warning("the audit log's key is unavailable: session_pid_%s is not published, so the "
-                        "KIROCREW_HOST_PID route refuses this session (the injected key still works)", pid)
+            # Said once at host start (an unusable SEL); a standalone server, which never logs, has no key either.
+            log.debug("no audit log key: session_pid_%s is not published, so the KIROCREW_HOST_PID route "
+                      "refuses this session (the injected key still works)", pid)
             return
         from kirocrew_core.jsonfile import write_bytes_atomic
 
