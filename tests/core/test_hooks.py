@@ -33,7 +33,7 @@ CORE_HOOKS = [name for name, _ in hook_functions(hookspecs)]
 def test_the_hook_list_is_the_architecture_one():
     assert set(CORE_HOOKS) == {
         "addhooks", "register_commands", "gateway_routes", "dashboard_pages", "gateway_startup",
-        "gateway_shutdown", "extra_mcp_scopes", "extra_mcp_servers", "managed_mcp_servers",
+        "gateway_stopping", "gateway_shutdown", "extra_mcp_scopes", "extra_mcp_servers", "managed_mcp_servers",
         "core_mcp_tools", "registry_loaders", "authority_backends",
         "governance_ceiling", "doctor_checks", "host_services", "host_mcp_servers", "known_workspaces",
     }
@@ -225,6 +225,87 @@ def test_hook_gateway_startup(plugin_manager):
 
 def test_hook_gateway_shutdown(plugin_manager):
     assert _lifecycle_events(plugin_manager) == ["startup", "request", "shutdown"]
+
+
+STOPPING_PLUGIN = """
+import asyncio
+import os
+
+from kirocrew_core import hookimpl
+
+_held = []
+
+
+def _mark(event):
+    with open(os.environ["STOP_LOG"], "a") as fh:
+        fh.write(event + "\\n")
+
+
+@hookimpl
+def gateway_routes():
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def hold(request):
+        released = asyncio.Event()
+        _held.append(released)
+        _mark("held")
+        await released.wait()
+        _mark("released")
+        return JSONResponse({"released": True})
+
+    return [Route("/api/stop-test/hold", hold, methods=["POST"])]
+
+
+@hookimpl
+def gateway_stopping(app):
+    _mark("stopping")
+    for released in _held:
+        released.set()
+
+
+@hookimpl
+def gateway_shutdown(app):
+    _mark("shutdown")
+"""
+
+
+@pytest.fixture
+def gateway_env(isolated_homes, tmp_path):
+    """``kirocrew serve`` with core and a plugin whose request is held open until ``gateway_stopping``."""
+    import os
+
+    from kirocrew_testing.distributions import make_plugin_distribution
+
+    site = make_plugin_distribution(tmp_path / "site", distribution="kirocrew-stoptest", module="kirocrew_stoptest",
+                                    source=STOPPING_PLUGIN)
+    pythonpath = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH", "")]))
+    return {**os.environ, "KIROCREW_LOAD_PLUGINS": "stoptest", "PYTHONPATH": pythonpath,
+            "STOP_LOG": str(tmp_path / "stop.log")}
+
+
+def test_hook_gateway_stopping(served_gateway, owner_client, tmp_path):
+    """A stop runs it before the server waits for open requests: the held request is answered, then shutdown."""
+    import threading
+    import time
+
+    from kirocrew_core import proc
+
+    log = tmp_path / "stop.log"
+    answers = []
+    asker = threading.Thread(target=lambda: answers.append(owner_client.post("/api/stop-test/hold", timeout=60)))
+    asker.start()
+    deadline = time.monotonic() + 60
+    while not (log.exists() and "held" in log.read_text()):
+        assert time.monotonic() < deadline, "the request never reached the route"
+        time.sleep(0.02)
+
+    teardown = proc.terminate(served_gateway.process, reason="test stops the gateway")
+    asker.join(60)
+
+    assert log.read_text().split() == ["held", "stopping", "released", "shutdown"]
+    assert [(a.status_code, a.json()) for a in answers] == [(200, {"released": True})]
+    assert teardown.returncode == 0
 
 
 def _run_host(pm, body):

@@ -420,6 +420,18 @@ def test_a_host_that_cannot_start_fails_each_request_with_host_unavailable(isola
     assert relay.close() == 0
 
 
+def test_a_relay_told_never_to_start_a_host_answers_host_not_running_and_starts_none(isolated_homes, host_env,
+                                                                                     relays) -> None:
+    relay = relays({**host_env, client.NO_HOST_START_ENV: "1"})
+    first = relay.answer(relay.request("initialize", INIT_PARAMS))
+    assert first["error"]["data"] == {"code": "host_unavailable", "retryable": True}
+    assert "[host_not_running]" in first["error"]["message"]
+    with pytest.raises(client.HostError) as raised:
+        client.ping()
+    assert raised.value.code == "host_unavailable"
+    assert relay.close() == 0
+
+
 REFUSING_PLUGIN = """
 from kirocrew_core import hookimpl
 from kirocrew_core.contributions import HostedMcpServer

@@ -148,6 +148,23 @@ def gateway_startup(app: Starlette) -> Any:
 
 
 @hookspec
+def gateway_stopping(app: Starlette) -> Any:
+    """Run as soon as ``kirocrew serve`` is asked to stop, before it waits for open requests.
+
+    Called by ``kirocrew serve`` (``run_gateway``) when a stop begins (Ctrl-C,
+    SIGTERM, or the host's decision), for every plugin in call order; an
+    awaitable result is awaited and exceptions are logged and never stop the
+    others. The server then gives open requests a few seconds before
+    ``gateway_shutdown``, and whoever sent SIGTERM may not wait that long: end
+    here the work that holds a request open or owns child processes (the mcp
+    plugin's probes), so none outlives the gateway. Not called for an app
+    served any other way (a test client), so ``gateway_shutdown`` must also do it.
+
+    :param app: the Starlette app that is stopping.
+    """
+
+
+@hookspec
 def gateway_shutdown(app: Starlette) -> Any:
     """Run when the gateway stops (stop reapers, close child processes).
 

@@ -198,6 +198,11 @@ async def _lifespan(app: Starlette) -> AsyncIterator[None]:
             await state.host.stop()
 
 
+async def run_stopping_hooks(app: Starlette) -> None:
+    """Every plugin's ``gateway_stopping`` (a stop began); a failure is logged and never stops the others."""
+    await acall_hook(app.state.kirocrew.pm, "gateway_stopping", on_error="skip", app=app)
+
+
 async def _run_shutdown_hooks(app: Starlette) -> None:
     """Every plugin's ``gateway_shutdown``; a failure is logged and never stops the others."""
     await acall_hook(app.state.kirocrew.pm, "gateway_shutdown", on_error="skip", app=app)

@@ -136,6 +136,13 @@ def run_gateway(app: Starlette, sock: socket.socket, on_ready: Callable[[], None
             if self.started and not self.should_exit:
                 on_ready()
 
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            # Before uvicorn waits for open requests: a probe holding one open ends now.
+            from kirocrew_core.gateway.app import run_stopping_hooks
+
+            await run_stopping_hooks(app)
+            await super().shutdown(sockets=sockets)
+
     config = uvicorn.Config(
         app,
         log_level="warning",

@@ -48,6 +48,7 @@ class HostError(KirocrewError):
     """The host could not be reached, started or trusted; ``code`` says which.
 
     ``host_unavailable``: nothing answers on the socket (no host, or a dead one's file).
+    ``host_not_running``: none answers and ``KIROCREW_NO_HOST_START=1`` forbids starting one.
     ``host_start_failed``: a started host exited or did not answer in time (the message
     quotes ``host.log``). ``host_dir_unsafe``: the socket's directory or the listening
     process is not this user's alone. ``host_refused``: the host answered with a refusal or
@@ -243,6 +244,9 @@ def wait_gone(pid: int, timeout: float) -> bool:
 
 # -- starting --------------------------------------------------------------------------------------
 
+#: Set to ``1`` for a process that must use a running host and never start one (see ensure_host).
+NO_HOST_START_ENV = "KIROCREW_NO_HOST_START"
+
 # Hosts this process started and has not reaped yet (a host that exits while the relay lives
 # would otherwise stay a zombie until the relay exits).
 _started: list[Any] = []
@@ -254,7 +258,9 @@ def ensure_host(env: dict[str, str] | None = None, timeout: float = START_TIMEOU
     ``env`` is the host's environment (default: this process's) minus ``KIROCREW_SESSION_KEY``
     and ``KIROCREW_HOST_PID``.
     Relays racing here start exactly one host: the starter holds ``start.lock`` until its
-    host answers, and the others find it answering when they get the lock.
+    host answers, and the others find it answering when they get the lock. With
+    ``KIROCREW_NO_HOST_START=1`` in this process's environment (the MCP page's probes of a
+    relay, run by the host itself) none is started: ``host_not_running``.
     """
     _reap()
     try:
@@ -262,6 +268,8 @@ def ensure_host(env: dict[str, str] | None = None, timeout: float = START_TIMEOU
     except HostError as exc:
         if exc.code != "host_unavailable":
             raise
+    if os.environ.get(NO_HOST_START_ENV) == "1":
+        raise HostError("host_not_running", f"no kirocrew host answers, and {NO_HOST_START_ENV}=1 forbids starting one")
     deadline = time.monotonic() + timeout
     try:
         paths.ensure_socket_dir()

@@ -108,11 +108,27 @@ def background_probe(app: Starlette) -> BackgroundProbe:
     return probe
 
 
+def startup(app: Starlette) -> None:
+    """``gateway_startup``: a gateway that is the host probes relays that never start another host."""
+    from kirocrew_mcp.probe import never_start_a_host
+
+    if app.state.kirocrew.host is not None:
+        never_start_a_host(True)
+
+
 async def shutdown(app: Starlette) -> None:
-    """``gateway_shutdown``: no probe child outlives the gateway."""
+    """``gateway_stopping`` and ``gateway_shutdown``: no probe child outlives the gateway.
+
+    The background probe and the probes of ``POST /api/mcp/probe`` requests still open
+    end now (each tears its server down), so a stop neither waits out a probe's timeout
+    nor leaves a child behind when the gateway's supervisor stops waiting.
+    """
+    from kirocrew_mcp.probe_cache import stop_probes
+
     probe = getattr(app.state, "mcp_background_probe", None)
     if probe is not None:
         await probe.stop()
+    await stop_probes()
 
 
 # -- helpers ---------------------------------------------------------------------------

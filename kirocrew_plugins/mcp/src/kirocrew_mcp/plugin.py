@@ -125,6 +125,20 @@ def dashboard_pages() -> list[DashboardPage]:
 
 
 @hookimpl
+def gateway_startup(app: Starlette) -> None:
+    from kirocrew_mcp.api import startup
+
+    startup(app)
+
+
+@hookimpl
+def gateway_stopping(app: Starlette) -> Any:
+    from kirocrew_mcp.api import shutdown
+
+    return shutdown(app)
+
+
+@hookimpl
 def gateway_shutdown(app: Starlette) -> Any:
     from kirocrew_mcp.api import shutdown
 

@@ -15,6 +15,10 @@ Stable API:
 - ``probe_timeout()``: ``dashboard.mcp_probe_timeout_secs`` from config.
 - ``reset_unresolvable_warnings()`` / ``prune_unresolvable(live)``: the
   warn-once ledger for commands that do not resolve.
+- ``never_start_a_host(on)``: while on, every stdio probe's child gets
+  ``KIROCREW_NO_HOST_START=1``, so a kirocrew relay it runs uses the running host
+  and never starts one (a gateway that is the host turns it on: a probe outliving
+  it must not start a new host).
 - Re-exported from :mod:`kirocrew_mcp.handshake`, which both transports
   share: the result and failure types, the handshake, redaction and
   placeholder expansion.
@@ -210,7 +214,20 @@ def _child_env(declared: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
             secrets.append(expanded)
             secrets.extend(substituted)
     env["PATH"] = os.pathsep.join(search_dirs(declared.get("PATH")))
+    if _no_host_start:
+        from kirocrew_core.host.client import NO_HOST_START_ENV
+
+        env[NO_HOST_START_ENV] = "1"
     return env, secrets
+
+
+_no_host_start = False
+
+
+def never_start_a_host(on: bool) -> None:
+    """Whether stdio probes' children run with ``KIROCREW_NO_HOST_START=1`` (see the module doc)."""
+    global _no_host_start
+    _no_host_start = on
 
 
 def _unresolved_message(command: str, searched: list[str] | None) -> str:
@@ -359,7 +376,8 @@ __all__ = [
     "STATUSES", "STATUS_DISABLED", "STATUS_ERROR", "STATUS_NEEDS_AUTH", "STATUS_OK", "STATUS_OUTDATED",
     "STATUS_PROBING", "STATUS_UNKNOWN", "STDERR_TAIL_CHARS", "Handshake", "ProbeFailure", "ProbeResult",
     "expand_placeholders", "failed", "fallback_protocol_version", "finish_error", "has_placeholder",
-    "initialize_request", "is_credential_name", "is_muted", "is_remote", "probe_server", "probe_server_async",
+    "initialize_request", "is_credential_name", "is_muted", "is_remote", "never_start_a_host", "probe_server",
+    "probe_server_async",
     "probe_timeout", "prune_unresolvable", "redact", "reset_unresolvable_warnings", "rpc_error_text",
     "run_handshake",
 ]

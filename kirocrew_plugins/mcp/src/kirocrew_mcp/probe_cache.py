@@ -14,6 +14,10 @@ Stable API:
   timeout=None) -> list[tuple[str, ProbeResult]]`` and ``probe_all_async``:
   ``servers`` is a mapping or pairs of name → ``mcpServers`` entry; results come
   back in input order. A muted entry is answered ``disabled`` and never spawned.
+- ``stop_probes(grace=STOP_GRACE_SECS)``: end every probe running on this event
+  loop (a stopping gateway): each is cancelled, so its server is torn down; one
+  still closing after ``grace`` seconds is cancelled again, which kills its
+  process group. The callers of a stopped probe get an ``error`` row, not stored.
 
 In memory, not on disk: the gateway is long-lived and holds it, a CLI run
 probes afresh anyway, and a file would make discovery (which must never write)
@@ -56,6 +60,11 @@ log = logging.getLogger(__name__)
 
 PROBE_TTL_SECS = 1800.0
 PROBE_MAX_CONCURRENCY = 5
+#: How long a stopping gateway lets its probes close their servers before killing them: a
+#: gateway stopped by SIGTERM has seconds before its supervisor's SIGKILL, and a child still
+#: being closed politely then outlives it.
+STOP_GRACE_SECS = 0.5
+STOPPED_ERROR = "probe stopped: the gateway is stopping"
 _LAUNCH_KEYS = ("command", "args", "env", "url", "headers", "type")
 
 ProbeTargets = Mapping[str, Mapping[str, Any]] | Iterable[tuple[str, Mapping[str, Any]]]
@@ -183,6 +192,8 @@ class ProbeCache:
 
 
 _default_cache = ProbeCache()
+#: Every probe running in this process (each tears its own child down when it ends or is cancelled).
+_running: set[asyncio.Task[ProbeResult]] = set()
 
 
 def default_cache() -> ProbeCache:
@@ -217,8 +228,15 @@ async def probe_all_async(servers: ProbeTargets, *, concurrency: int = PROBE_MAX
             return ProbeResult(STATUS_DISABLED, tools=store.last_tools(name))
         async with gate:
             store._set_probing(name, True)
+            probe = asyncio.ensure_future(probe_server_async(name, spec, timeout=limit))
+            _running.add(probe)
+            probe.add_done_callback(_running.discard)
             try:
-                result = await probe_server_async(name, spec, timeout=limit)
+                result = await probe
+            except asyncio.CancelledError:
+                if not probe.cancelled() or _cancelling():
+                    raise  # our caller was cancelled (the probe with it), not just the probe
+                return ProbeResult(STATUS_ERROR, error=STOPPED_ERROR, probed_at=time.time())
             except Exception as exc:  # one broken probe must not sink the others
                 log.exception("MCP probe [%s] crashed", name)
                 result = ProbeResult(STATUS_ERROR, error=f"probe crashed: {type(exc).__name__}",
@@ -229,6 +247,25 @@ async def probe_all_async(servers: ProbeTargets, *, concurrency: int = PROBE_MAX
 
     results = await asyncio.gather(*(one(name, spec) for name, spec in targets))
     return [(name, result) for (name, _), result in zip(targets, results, strict=True)]
+
+
+def _cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+async def stop_probes(grace: float = STOP_GRACE_SECS) -> None:
+    """End every probe running on this event loop and wait until their children are gone (see module doc)."""
+    loop = asyncio.get_running_loop()
+    probes = [task for task in _running if task.get_loop() is loop and not task.done()]
+    if not probes:
+        return
+    for task in probes:
+        task.cancel()
+    _, closing = await asyncio.wait(probes, timeout=grace)
+    for task in closing:
+        task.cancel()  # proc.terminate_async, cancelled mid-teardown, kills the group
+    await asyncio.wait(probes)
 
 
 def probe_all(servers: ProbeTargets, *, concurrency: int = PROBE_MAX_CONCURRENCY,
