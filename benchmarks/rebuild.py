@@ -50,7 +50,7 @@ def _spec(i: int) -> dict[str, object]:
 
 def _setup(root: Path, total: int) -> KirocrewPluginManager:
     from kirocrew_core import hookimpl, home
-    from kirocrew_core.contributions import ManagedMcpServer, McpScope
+    from kirocrew_core.contributions import McpScope
     from kirocrew_core.plugins import make_plugin_manager
 
     share = total // 5
@@ -77,9 +77,7 @@ def _setup(root: Path, total: int) -> KirocrewPluginManager:
         def extra_mcp_scopes(self) -> list[McpScope]:
             return [McpScope("prov", root / "provider.json", None, "Provider")]
 
-        @hookimpl
-        def managed_mcp_servers(self) -> list[ManagedMcpServer]:
-            return [ManagedMcpServer("kirocrew-core", ("mcp-core",), may_auto_approve=True)]
+        # kirocrew-core, the managed server, comes from core's builtin plugin.
 
     pm = make_plugin_manager(load_entrypoints=False, env={})
     pm.register(Bench(), name="bench")

@@ -250,6 +250,16 @@ def test_an_sdk_client_survives_a_host_killed_mid_call(isolated_homes, host_env,
 # -- raw pipes ----------------------------------------------------------------------------------------
 
 
+def test_the_relay_stamps_the_host_pid_its_launcher_exported_and_drops_a_malformed_one(
+        isolated_homes, host_env, relays) -> None:
+    named = relays({**host_env, "KIROCREW_HOST_PID": "4242"})
+    named.initialize()
+    assert structured(named.call("whoami"))["caller"]["hostPidEnv"] == 4242
+    garbled = relays({**host_env, "KIROCREW_HOST_PID": "12; rm -rf"})
+    garbled.initialize()
+    assert "hostPidEnv" not in structured(garbled.call("whoami"))["caller"]
+
+
 def test_a_forged_caller_block_is_replaced_by_the_relays_own(isolated_homes, host_env, relays) -> None:
     relay = relays(host_env)
     relay.initialize()

@@ -31,11 +31,9 @@ def derived_agent(crew: CrewHarness, name: str, **changes: Any) -> None:
     document["name"] = name
     if "core_env" in changes:
         document["mcpServers"]["kirocrew-core"].setdefault("env", {}).update(changes["core_env"])
+    if "exclude" in changes:  # per server: kiro-cli refuses an agent file with a managedToolPolicy field
+        document["mcpServers"]["kirocrew-core"]["disabledTools"] = changes["exclude"]
     crew.write_agent(name, document)
-    if "exclude" in changes:  # beside the agent: kiro-cli refuses an agent file with a field it does not know
-        policies = home.tool_policies_dir()
-        policies.mkdir(parents=True, exist_ok=True)
-        (policies / f"{name}.json").write_text(json.dumps({"exclude": changes["exclude"]}))
 
 
 def test_a_conversations_kiro_cli_calls_kirocrew_core_as_itself_and_its_copied_key_works_nowhere_else(

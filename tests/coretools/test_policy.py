@@ -75,19 +75,18 @@ def test_a_caller_that_cannot_name_a_live_session_never_gets_a_policy(gateway_cl
     assert denied == ["session_key_required", "session_not_found", "session_not_found", "invalid_agent_name"]
 
 
-def test_kirocrews_own_policy_file_applies_when_the_agent_file_has_no_policy(
+def test_the_kirocrew_core_entrys_disabled_tools_apply_when_the_agent_file_has_no_policy(
         gateway_client: Any, live_key: Any) -> None:
-    # kiro-cli 2.x refuses an agent file with a field it does not know, so its agents keep the policy beside them.
-    write_agent(home.kiro_agents_dir(), "reviewer", {"name": "reviewer", "tools": ["*"]})
-    write_agent(home.tool_policies_dir(), "reviewer", {"exclude": ["learn_remove"]})
+    # kiro-cli 2.x refuses an agent file with a field it does not know: an agent it runs keeps the policy
+    # in the form kirocrew-mcp renders managedToolPolicy into, disabledTools per server.
+    write_agent(home.kiro_agents_dir(), "reviewer", {"name": "reviewer", "tools": ["*"], "mcpServers": {
+        "kirocrew-core": {"command": "kirocrew", "args": ["mcp-core"], "disabledTools": ["learn_remove"]},
+        "other": {"command": "x", "disabledTools": ["not_ours"]}}})
     answer = gateway_client.get("/api/session-tool-policy", headers={"X-Session-Key": live_key("reviewer")})
     assert answer.json() == {"agent": "reviewer", "exclude": ["learn_remove"]}
-    write_agent(home.kiro_agents_dir(), "reviewer", policy(["from_agent"]))  # the agent file's own policy wins
-    again = gateway_client.get("/api/session-tool-policy", headers={"X-Session-Key": live_key("reviewer")})
-    assert again.json()["exclude"] == ["from_agent"]
-    write_agent(home.tool_policies_dir(), "broken", "[")
-    broken = gateway_client.get("/api/session-tool-policy", headers={"X-Session-Key": live_key("broken")})
-    assert broken.json()["exclude"] == [] and "malformed" in broken.json()["warning"]
+    write_agent(home.kiro_agents_dir(), "plain", {"name": "plain", "tools": ["*"]})
+    plain = gateway_client.get("/api/session-tool-policy", headers={"X-Session-Key": live_key("plain")})
+    assert plain.json() == {"agent": "plain", "exclude": []}  # no policy at all: nothing to warn about
 
 
 def test_a_missing_or_malformed_agent_file_answers_an_empty_policy_with_a_warning(
@@ -100,6 +99,9 @@ def test_a_missing_or_malformed_agent_file_answers_an_empty_policy_with_a_warnin
     write_agent(home.kiro_agents_dir(), "odd", policy("shell"))
     odd = gateway_client.get("/api/session-tool-policy", headers={"X-Session-Key": live_key("odd")})
     assert odd.json()["exclude"] == [] and "no exclude list" in odd.json()["warning"]
+    write_agent(home.kiro_agents_dir(), "array", "[1, 2]")
+    array = gateway_client.get("/api/session-tool-policy", headers={"X-Session-Key": live_key("array")})
+    assert array.json()["exclude"] == [] and "not an object" in array.json()["warning"]
     assert (home.kiro_agents_dir() / "broken.json").read_text() == "{not json"  # read only, never repaired
 
 
@@ -206,7 +208,8 @@ def test_a_tool_the_policy_excludes_is_hidden_from_the_list_and_refused_at_call_
     reg = SessionRegistry(tmp_path / "sidecars", signing_key=lambda: None)
     key = reg.issue("conversation", "conv", agent="limited")
     reg.bind_pid(key, tree.parent)
-    write_agent(home.tool_policies_dir(), "limited", {"exclude": ["probe_lenient"]})
+    write_agent(home.kiro_agents_dir(), "limited", {"name": "limited", "mcpServers": {
+        "kirocrew-core": {"command": "kirocrew", "args": ["mcp-core"], "disabledTools": ["probe_lenient"]}}})
     core = CoreToolsServer(plugin_manager, registry=reg, exclusions=ExclusionCache(30.0))
     caller = CallerContext(key, "relay", tree.child, None, {}, peer_verified=True)
     stranger = CallerContext("", "relay", tree.child, None, {}, peer_verified=True)

@@ -100,3 +100,22 @@ def test_the_docs_example_tool_runs_as_shown(plugin_manager: Any) -> None:
     session = CrewSession("kcs1-" + "0" * 32, "conversation", "c-1")
     call = ToolCall("note_add", session, None, "strict")
     assert tool.handler({"text": "hi"}, call) == "noted for conversation c-1"
+
+
+def test_a_tool_with_an_unusable_schema_fails_as_internal_error_and_the_others_keep_working(
+        plugin_manager: Any) -> None:
+    import asyncio
+
+    from kirocrew_core.contributions import CoreMcpTool
+    from kirocrew_core.coretools.server import CoreToolsServer
+    from kirocrew_testing.plugins import register_plugin
+
+    def ok(args: dict[str, Any], call: Any) -> str:
+        return "fine"
+
+    register_plugin(plugin_manager, "broken-schema", core_mcp_tools=lambda: [
+        CoreMcpTool("broken", "A schema that is not one.", {"type": "no-such-type"}, ok, identity="none"),
+        CoreMcpTool("fine", "Works.", {"type": "object"}, ok, identity="none")])
+    core = CoreToolsServer(plugin_manager)
+    assert asyncio.run(core.call("broken", {}, None))[1] == "internal_error"
+    assert asyncio.run(core.call("fine", {}, None)) == ("fine", None)

@@ -104,11 +104,6 @@ def state_dir(plugin: str) -> Path:
     return crew_home() / "state" / plugin
 
 
-def tool_policies_dir() -> Path:
-    """kirocrew's per-agent tool policies (``<crew home>/tool-policies/<agent>.json``); kiro-cli never reads them."""
-    return crew_home() / "tool-policies"
-
-
 def session_pid_dir() -> Path:
     """Where the host publishes its signed session pid sidecars (``<crew home>/state/session-pids``, 0700)."""
     return crew_home() / "state" / "session-pids"

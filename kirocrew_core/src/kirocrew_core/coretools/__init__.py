@@ -7,5 +7,6 @@ verified caller block of its host connection, resolved to a crew session by
 
 Modules: :mod:`.contract` (what a tool handler receives), :mod:`.directives` (the
 session-directive marker codec), :mod:`.identity` (session keys, the HMAC pid sidecar,
-the strict and lenient resolvers).
+the strict and lenient resolvers), :mod:`.policy` (the session tool policy),
+:mod:`.server` (the MCP server the host serves), :mod:`.command` (``kirocrew mcp-core``).
 """

@@ -5,10 +5,10 @@ One function answers for a session (:func:`policy_for_session`), with two caller
 own filter of ``tools/list`` and ``tools/call`` (:class:`ExclusionCache`). The exclusions are
 the ``managedToolPolicy.exclude`` of the agent file the session runs (the session
 workspace's ``.kiro/agents/<agent>.json`` when it exists, as kiro-cli resolves it, else the
-global agents directory's), or, when that file has none, the ``exclude`` of kirocrew's own
-``<crew home>/tool-policies/<agent>.json``: kiro-cli 2.x refuses an agent file carrying a
-field it does not know, so a kiro-cli agent cannot hold the policy itself. Both are only
-read, never written.
+global agents directory's), or, when that file has none, the ``disabledTools`` of its
+``kirocrew-core`` entry: kiro-cli 2.x refuses an agent file carrying a field it does not
+know, so an agent kiro-cli runs holds the policy in the per-server form kirocrew-mcp renders
+``managedToolPolicy`` into. The file is only read, never written.
 
 The route is deny-by-default in one sense: a caller that cannot name a live session gets
 400/404, never an empty policy. A session whose agent file is missing, unreadable or
@@ -82,12 +82,11 @@ def policy_for_key(key: str | None) -> tuple[CrewSession, ToolPolicy]:
 def policy_for_session(session: CrewSession) -> ToolPolicy:
     """The session's exclusions; ``invalid_agent_name`` for a name that could be a path.
 
-    The agent file's ``managedToolPolicy`` when it has one, else kirocrew's own policy file
-    for the agent (:func:`kirocrew_core.home.tool_policies_dir`): kiro-cli 2.x refuses an
-    agent file with a field it does not know, so for its sessions the policy lives beside,
-    never inside, the agent.
+    The agent file's ``managedToolPolicy.exclude`` when it has one, else the
+    ``disabledTools`` of its ``kirocrew-core`` entry: kiro-cli 2.x refuses an agent file
+    carrying a field it does not know, so an agent kiro-cli runs holds its policy in the
+    form kirocrew-mcp renders ``managedToolPolicy`` into, per server.
     """
-    from kirocrew_core import home
     from kirocrew_core.jsonfile import ReadState, read_json
 
     agent = session.agent
@@ -99,22 +98,21 @@ def policy_for_session(session: CrewSession) -> ToolPolicy:
                           code="invalid_agent_name")
     path = agent_file(agent, session.workspace)
     read = read_json(path)
-    document = read.document if read.state is ReadState.DOCUMENT else None
-    if isinstance(document, dict) and POLICY_KEY in document:
-        return _policy(agent, document[POLICY_KEY], path)
-    own_path = home.tool_policies_dir() / f"{agent}.json"
-    own = read_json(own_path)
-    if own.state is ReadState.DOCUMENT:
-        return _policy(agent, own.document, own_path)
-    if own.state in (ReadState.MALFORMED, ReadState.UNREADABLE):
-        return ToolPolicy(agent, frozenset(), f"kirocrew's tool policy file for agent {agent!r} is "
-                                              f"{own.state.value}; nothing is excluded here", str(own_path))
-    if read.state is not ReadState.DOCUMENT:
+    if read.state is not ReadState.DOCUMENT or not isinstance(read.document, dict):
         why = {ReadState.ABSENT: "there is no agent file", ReadState.EMPTY: "the agent file is empty",
-               ReadState.MALFORMED: "the agent file is malformed"}
+               ReadState.MALFORMED: "the agent file is malformed", ReadState.DOCUMENT: "the agent file is not an "
+                                                                                      "object"}
         return ToolPolicy(agent, frozenset(), f"{why.get(read.state, 'the agent file cannot be read')} for agent "
                                               f"{agent!r}; nothing is excluded here", str(path))
-    return ToolPolicy(agent, frozenset(), None, str(path))
+    document = read.document
+    if POLICY_KEY in document:
+        return _policy(agent, document[POLICY_KEY], path)
+    servers = document.get("mcpServers")
+    entry = servers.get(CORE_MCP_SERVER) if isinstance(servers, dict) else None
+    disabled = entry.get("disabledTools") if isinstance(entry, dict) else None
+    if disabled is None:
+        return ToolPolicy(agent, frozenset(), None, str(path))
+    return _policy(agent, {"exclude": disabled}, path)
 
 
 def _policy(agent: str, policy: object, source: Path) -> ToolPolicy:

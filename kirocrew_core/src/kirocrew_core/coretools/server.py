@@ -138,23 +138,38 @@ class CoreToolsServer:
         policy = self.exclusions.policy(self.session_of(caller))
         return [tool for tool in self.tools().values() if policy is None or not policy.excludes(tool.name)]
 
-    async def call(self, name: str, raw_args: Any, caller: CallerContext | None) -> tuple[str, str | None]:
-        """``(text, error code or None)`` of one call; never raises except for cancellation."""
+    def _admit(self, name: str, raw_args: Any,
+               caller: CallerContext | None) -> tuple[CoreMcpTool, CrewSession | None] | _Refusal:
+        """The tool and the caller's session, or why the call is refused before its handler (steps 1-4)."""
         tool = self.tools().get(name)
         if tool is None:
             shown = name if name.isidentifier() and len(name) <= 64 else "that name"
-            return (f"no kirocrew-core tool is named {shown}; tools/list names them", "unknown_tool")
-        problem = _validate(tool, raw_args)
+            return _Refusal(f"no kirocrew-core tool is named {shown}; tools/list names them", "unknown_tool")
+        try:
+            problem = _validate(tool, raw_args)
+        except Exception:  # noqa: BLE001 - a plugin's broken schema is its bug, reported like one
+            log.error("kirocrew-core tool %s has an unusable input schema:\n%s", name, traceback.format_exc())
+            return _Refusal(f"{name} failed unexpectedly; the kirocrew host's log has the details", "internal_error")
         if problem is not None:
-            return problem, "invalid_arguments"
-        session = None if tool.identity == "none" else self.session_of(caller)
+            return _Refusal(problem, "invalid_arguments")
+        resolved = self.session_of(caller)
+        session = None if tool.identity == "none" else resolved
         if tool.identity == "strict" and session is None:
-            return (f"{name} acts on the calling kirocrew session, and this caller could not be verified as one: "
-                    "it has no live session key the host issued to an ancestor kiro-cli (nor a verified pid "
-                    "sidecar). Call it from a session kirocrew started.", "caller_unverified")
-        policy = self.exclusions.policy(session if session is not None else self.session_of(caller))
+            return _Refusal(f"{name} acts on the calling kirocrew session, and this caller could not be verified "
+                            "as one: it has no live session key the host issued to an ancestor kiro-cli (nor a "
+                            "verified pid sidecar). Call it from a session kirocrew started.", "caller_unverified")
+        policy = self.exclusions.policy(resolved)
         if policy is not None and policy.excludes(name):
-            return f"tool '{name}' is not available for this agent", "tool_excluded"
+            return _Refusal(f"tool '{name}' is not available for this agent", "tool_excluded")
+        return tool, session
+
+    async def call(self, name: str, raw_args: Any, caller: CallerContext | None) -> tuple[str, str | None]:
+        """``(text, error code or None)`` of one call; never raises except for cancellation."""
+        # Resolving the caller and its policy reads /proc and files: off the event loop.
+        admitted = await asyncio.to_thread(self._admit, name, raw_args, caller)
+        if isinstance(admitted, _Refusal):
+            return admitted.text, admitted.code
+        tool, session = admitted
         call = ToolCall(tool=name, session=session, caller=caller, identity=tool.identity)
         try:
             result = await _run_handler(tool.handler, tool_args(raw_args), call)
@@ -167,6 +182,11 @@ class CoreToolsServer:
             log.error("kirocrew-core tool %s returned %s, not a string", name, type(result).__name__)
             return f"{name} failed unexpectedly; the kirocrew host's log has the details", "internal_error"
         return result, None
+
+
+class _Refusal:
+    def __init__(self, text: str, code: str) -> None:
+        self.text, self.code = text, code
 
 
 async def _run_handler(handler: Callable[..., Any], args: dict[str, Any], call: ToolCall) -> Any:
