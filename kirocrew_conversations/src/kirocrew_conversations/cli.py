@@ -587,7 +587,9 @@ def _start_run(options: _Options, tool: str, args: dict[str, Any]) -> None:
         if not twin.local:
             return 0
         _local_note(out["runId"])
-        run = await _supervise(twin, out["conversationId"], out["runId"])
+        await _supervise(twin, out["conversationId"], out["runId"])
+        # The final run as kiro_result has it (with what the session's directives left).
+        run = await twin.call("kiro_result", {"conversationId": out["conversationId"], "runId": out["runId"]})
         _emit(options, run, _render_run)
         return _exit_code([run])
 
