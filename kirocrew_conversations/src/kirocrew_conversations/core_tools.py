@@ -144,10 +144,11 @@ def tools(service: ServiceProvider = _hosted_service, *, cap: int | None = None)
 
         tasks = [Task(a["prompt"], a.get("agent_or_mode")) for a in args["agents"]]
         spawned = await hub.spawn(parent, tasks, cwd=args.get("cwd"), claim=True)
+        settled: set[str] = set()
         try:
-            await hub.collect(spawned, svc.config.subagents_max_wait_secs)
-        finally:
-            hub.unclaim([s.conversation for s in spawned])
+            settled = await hub.collect(spawned, svc.config.subagents_max_wait_secs)
+        finally:  # an ended child's claim is given up by its run-end listener, whenever that runs
+            hub.unclaim([s.conversation for s in spawned if s.conversation.id not in settled])
         return format_results(await hub.results(spawned))
 
     async def wait(args: dict[str, Any], call: ToolCall) -> str:

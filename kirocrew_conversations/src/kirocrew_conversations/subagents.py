@@ -150,8 +150,13 @@ class SubAgents:
             if self._claimed[child.id] <= 0:
                 del self._claimed[child.id]
 
-    async def collect(self, spawned: Sequence[Spawned], max_wait: float) -> None:
-        """Wait (at most ``max_wait`` s) until every spawned run has ended; then :meth:`unclaim` and :meth:`results`."""
+    async def collect(self, spawned: Sequence[Spawned], max_wait: float) -> set[str]:
+        r"""Wait (at most ``max_wait`` s) until every spawned run has ended; the children whose run has.
+
+        The caller then :meth:`unclaim`\ s the others and reads :meth:`results`. An ended child's claim is
+        not the caller's to give up: its run-end listener consumes it (it may run just after the wait saw
+        the run end), so a collected result is never also sent as a completion message.
+        """
         runs = {s.run.id: s.run for s in spawned}
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait
@@ -159,7 +164,7 @@ class SubAgents:
             unfinished = [rid for rid, run in runs.items() if not run.terminal]
             remaining = deadline - loop.time()
             if not unfinished or remaining <= 0:
-                return
+                return {s.conversation.id for s in spawned if runs[s.run.id].terminal}
             waiting = [rid for rid in unfinished if runs[rid].status != "needs_attention"]
             if waiting:
                 await self.orchestrator.wait(waiting, "any", timeout=remaining)
@@ -263,8 +268,11 @@ class SubAgents:
         child = await self._db(self.store.get_conversation, run.conversation_id)
         # (read and checked with no await in between: a release marks the child released before it stops
         # counting it as releasing, so one of the two always shows)
+        if self._claimed[child.id]:  # a spawn_sub_agents call returns this result: consume its claim
+            self.unclaim([child])
+            return
         if (child.parent_id is None or not child.subagent or child.released_at is not None
-                or child.id in self._releasing or self._claimed[child.id]):
+                or child.id in self._releasing):
             return
         try:
             parent = await self._db(self.store.get_conversation, child.parent_id)
