@@ -20,7 +20,10 @@ from kirocrew_testing.fixtures import kirocrew_argv
 @pytest.fixture
 def core_server(fake_kiro_cli: Any, tmp_path: Path) -> StdioServer:
     """Bare ``kirocrew mcp-core``: a relay to a host it starts, which serves the probe tools."""
-    crew = CrewHarness(tmp_path, {**os.environ, "KIRO_CLI_PATH": str(fake_kiro_cli.sandboxable_path)})
+    from kirocrew_mcp.render import rebuild_agent_config
+
+    crew = CrewHarness(tmp_path, {**os.environ, "KIRO_CLI_PATH": str(fake_kiro_cli.sandboxable_path)},
+                       rebuild_agent_config)
     return StdioServer(kirocrew_argv("mcp-core"), crew.env, tmp_path, tmp_path / "server.stderr")
 
 

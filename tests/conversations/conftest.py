@@ -34,7 +34,6 @@ STATE_DIR_ENV = "KIRO_CONVERSATIONS_STATE_DIR"
 NO_HOST_ENV = "KIROCREW_NO_HOST"
 # Generous bounds: they only stop a hung test, they never measure anything.
 TEST_TIMEOUT_SECS = 90.0
-HANDSHAKE_TIMEOUT_SECS = 30.0
 
 
 def run_async(coro: Awaitable[T], timeout: float = TEST_TIMEOUT_SECS) -> T:
@@ -172,24 +171,12 @@ def _client_opener(prefix: tuple[str, ...], default_env: dict[str, str], tmp_pat
     @contextlib.asynccontextmanager
     async def open_client(*args: str, env: dict[str, str] | None = None,
                           extra_env: dict[str, str] | None = None) -> AsyncIterator[ConversationsClient]:
-        import anyio
-        from mcp import ClientSession, StdioServerParameters, stdio_client
+        from kirocrew_testing.core_sessions import stdio_session
 
         server_env = {**(default_env if env is None else env), **(extra_env or {})}
-        argv = kirocrew_argv("mcp-conversations", *prefix, *args)
-        params = StdioServerParameters(command=argv[0], args=argv[1:], env=server_env, cwd=str(tmp_path))
         stderr_path = tmp_path / f"{label}-{next(counter)}.stderr"
-        notifications: list[Any] = []
-
-        async def on_message(message: Any) -> None:
-            if not isinstance(message, Exception):
-                notifications.append(getattr(message, "root", message))
-
-        with stderr_path.open("w") as errlog:
-            async with stdio_client(params, errlog=errlog) as (read, write), \
-                    ClientSession(read, write, message_handler=on_message) as session:
-                with anyio.fail_after(HANDSHAKE_TIMEOUT_SECS):
-                    initialized = await session.initialize()
-                yield ConversationsClient(session, initialized, stderr_path, notifications)
+        argv = kirocrew_argv("mcp-conversations", *prefix, *args)
+        async with stdio_session(argv, server_env, tmp_path, stderr_path) as opened:
+            yield ConversationsClient(opened.session, opened.initialize_result, stderr_path, opened.notifications)
 
     return open_client

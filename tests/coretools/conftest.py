@@ -57,6 +57,8 @@ def crew(fake_kiro_cli: Any, tmp_path: Path) -> CrewHarness:
 
     env = dict(os.environ)
     env["KIRO_CLI_PATH"] = str(fake_kiro_cli.sandboxable_path)
-    harness = CrewHarness(tmp_path, env)
+    from kirocrew_mcp.render import rebuild_agent_config
+
+    harness = CrewHarness(tmp_path, env, rebuild_agent_config)
     harness.render_agent()
     return harness

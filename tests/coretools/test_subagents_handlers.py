@@ -18,7 +18,7 @@ from kirocrew_core.coretools.contract import CrewSession, ToolCall, ToolRefused
 from kirocrew_core.errors import KirocrewError
 from kirocrew_core.host.caller import CallerContext
 
-from kirocrew_conversations.core_tools import tools
+from kirocrew_conversations.subagent_tools import tools
 from kirocrew_conversations.service import ConversationsService, ServiceConfig
 from kirocrew_conversations.store import Conversation, Store, Workspace
 

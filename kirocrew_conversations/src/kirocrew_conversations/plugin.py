@@ -82,9 +82,9 @@ def core_mcp_tools() -> list[CoreMcpTool]:
     """The kirocrew-core tools of conversations: the session directives and ``ask_question`` (their effects land
     on the caller's own conversation), the sub-agent tools, ``wait`` and ``task_run`` (rebuilt per
     ``tools/list``: they quote the live cap). Imported when listed."""
-    from kirocrew_conversations import ask_tool, core_tools, directive_tools
+    from kirocrew_conversations import ask_tool, subagent_tools, directive_tools
 
-    return [*directive_tools.tools(), ask_tool.tool(), *core_tools.tools()]
+    return [*directive_tools.tools(), ask_tool.tool(), *subagent_tools.tools()]
 
 
 @hookimpl

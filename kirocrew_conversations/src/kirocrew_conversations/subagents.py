@@ -12,7 +12,7 @@ parent's current run), unless a ``spawn_sub_agents`` call is waiting for that ch
 the call returns the result instead. That claim is the only thing kept in memory, in the
 service (one per host), never in the MCP server; everything else is in the store.
 
-The ``kirocrew-core`` tools over this live in :mod:`kirocrew_conversations.core_tools`.
+The ``kirocrew-core`` tools over this live in :mod:`kirocrew_conversations.subagent_tools`.
 """
 
 from __future__ import annotations

@@ -81,29 +81,28 @@ def start_id(pid: int) -> str | None:
 
     None when it cannot be read.
     """
-    if pid <= 0:
-        return None
-    try:
-        rest = _stat_after_comm(pid)
-    except FileNotFoundError:
-        return None
-    fields = rest.split() if rest is not None else []
+    fields = _stat_fields(pid)
     return fields[19].decode() if len(fields) > 19 else None
 
 
 def parent_pid(pid: int) -> int | None:
     """The parent of ``pid`` (``/proc/<pid>/stat`` field 4), or None when it cannot be read."""
-    if pid <= 0:
-        return None
-    try:
-        rest = _stat_after_comm(pid)
-    except FileNotFoundError:
-        return None
-    fields = rest.split() if rest is not None else []
+    fields = _stat_fields(pid)
     try:
         return int(fields[1]) if len(fields) > 1 else None
     except ValueError:
         return None
+
+
+def _stat_fields(pid: int) -> list[bytes]:
+    """``/proc/<pid>/stat`` after the command name, split (field 3 first); empty when it cannot be read."""
+    if pid <= 0:
+        return []
+    try:
+        rest = _stat_after_comm(pid)
+    except FileNotFoundError:
+        return []
+    return rest.split() if rest is not None else []
 
 
 @dataclass(frozen=True)

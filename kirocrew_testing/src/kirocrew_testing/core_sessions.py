@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,40 @@ AGENT = "kirocrew"
 HANDSHAKE_TIMEOUT_SECS = 30.0
 # The SDK's stdio client kills a server still running this long after closing its stdin.
 CLIENT_CLOSE_GRACE_SECS = 15.0
+
+
+@dataclass(frozen=True)
+class StdioSession:
+    """An initialized MCP client session on a stdio server, with the notifications it has received."""
+
+    session: Any  # mcp.ClientSession
+    initialize_result: Any
+    notifications: list[Any]
+
+
+@contextlib.asynccontextmanager
+async def stdio_session(argv: list[str], env: dict[str, str], cwd: Path,
+                        stderr_path: Path) -> AsyncIterator[StdioSession]:
+    """The mcp SDK's client on ``argv`` over stdio, initialized within :data:`HANDSHAKE_TIMEOUT_SECS`.
+
+    The server's stderr goes to ``stderr_path``; notifications are collected in arrival order.
+    """
+    import anyio
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(cwd))
+    notifications: list[Any] = []
+
+    async def on_message(message: Any) -> None:
+        if not isinstance(message, Exception):
+            notifications.append(getattr(message, "root", message))
+
+    with stderr_path.open("w") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write), \
+                ClientSession(read, write, message_handler=on_message) as session:
+            with anyio.fail_after(HANDSHAKE_TIMEOUT_SECS):
+                initialized = await session.initialize()
+            yield StdioSession(session, initialized, notifications)
 
 
 @dataclass
@@ -102,8 +136,9 @@ def process_tree() -> Iterator[ProcessTree]:
 class CrewHarness:
     """See the module docstring. ``root`` is the test's tmp dir; the crew home is the test's isolated one."""
 
-    def __init__(self, root: Path, base_env: dict[str, str]) -> None:
+    def __init__(self, root: Path, base_env: dict[str, str], render: Callable[[], object]) -> None:
         self.root = root
+        self._render = render  # the agent-file render (kirocrew-mcp's, which this package does not depend on)
         self.workspace = root / "project"
         self.workspace.mkdir(exist_ok=True)
         self.probe_log = root / "probe.jsonl"
@@ -122,9 +157,8 @@ class CrewHarness:
     def render_agent(self) -> dict[str, Any]:
         """Render ``kirocrew.json`` (the managed servers included) into the isolated Kiro home; its document."""
         from kirocrew_core import home
-        from kirocrew_mcp.render import rebuild_agent_config
 
-        rebuild_agent_config()
+        self._render()
         document: dict[str, Any] = json.loads(home.rendered_agent_file().read_text())
         return document
 
@@ -145,26 +179,12 @@ class CrewHarness:
 
     @contextlib.asynccontextmanager
     async def _client(self, command: str, env: dict[str, str], cwd: Path | None = None) -> AsyncIterator[McpClient]:
-        import anyio
         import mcp.client.stdio
-        from mcp import ClientSession, StdioServerParameters, stdio_client
 
         mcp.client.stdio.PROCESS_TERMINATION_TIMEOUT = CLIENT_CLOSE_GRACE_SECS
-        argv = kirocrew_argv(command)
-        params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(cwd or self.root))
         stderr_path = self.root / f"{command}-{next(self._counter)}.stderr"
-        notifications: list[Any] = []
-
-        async def on_message(message: Any) -> None:
-            if not isinstance(message, Exception):
-                notifications.append(getattr(message, "root", message))
-
-        with stderr_path.open("w") as errlog:
-            async with stdio_client(params, errlog=errlog) as (read, write), \
-                    ClientSession(read, write, message_handler=on_message) as session:
-                with anyio.fail_after(HANDSHAKE_TIMEOUT_SECS):
-                    initialized = await session.initialize()
-                yield McpClient(session, initialized, stderr_path, notifications)
+        async with stdio_session(kirocrew_argv(command), env, cwd or self.root, stderr_path) as opened:
+            yield McpClient(opened.session, opened.initialize_result, stderr_path, opened.notifications)
 
     def conversations(self, **extra_env: str) -> contextlib.AbstractAsyncContextManager[McpClient]:
         """An MCP client on ``kirocrew mcp-conversations`` (through the host)."""
