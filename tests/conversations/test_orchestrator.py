@@ -130,7 +130,9 @@ def test_a_run_past_its_deadline_ends_timed_out(store: Store, tmp_path: Path) ->
     a = conversation(store, tmp_path, "a")
 
     async def main() -> None:
-        async with orchestrator(store, run_deadline_secs=1.0) as orch:
+        # The deadline also covers starting kiro-cli, which the run after the deadline needs afresh (the timed-out
+        # worker is torn down): a few seconds keep a loaded machine from timing that start out too.
+        async with orchestrator(store, run_deadline_secs=4.0) as orch:
             late = await orch.submit(a, "!hang")
             ended = (await orch.wait([late.id], timeout=30)).runs[0]
             assert ended.status == "timed_out" and ended.error_code == "run_deadline_exceeded"
