@@ -211,7 +211,9 @@ def test_a_worktree_sessions_workspace_lessons_are_its_repositorys(isolated_home
 
     repo, tree = tmp_path / "repo", tmp_path / "elsewhere" / "wt"
     (repo / "src").mkdir(parents=True)
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    from kirocrew_testing.requirements import executable
+
+    git = [executable("git", apt="git"), "-c", "user.name=t", "-c", "user.email=t@example.com"]
     subprocess.run([*git, "init", "-q", str(repo)], check=True)
     (repo / "src" / "a.txt").write_text("a")
     subprocess.run([*git, "-C", str(repo), "add", "."], check=True)
