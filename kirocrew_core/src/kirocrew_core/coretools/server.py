@@ -292,4 +292,4 @@ async def _audit(tool: str, code: str | None, caller: CallerContext | None, core
         log.warning("could not audit a kirocrew-core call: %s", exc)
 
 
-_DENIALS = frozenset({"caller_unverified", "tool_excluded", "unknown_tool", "invalid_arguments"})
+_DENIALS = frozenset({"caller_unverified", "tool_excluded", "unknown_tool", "invalid_arguments", "governance_denied"})
