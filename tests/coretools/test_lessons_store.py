@@ -14,7 +14,7 @@ from kirocrew_core.coretools.contract import CrewSession, ToolCall
 from kirocrew_core.errors import KirocrewError
 from kirocrew_core.lessons import store, tools
 
-WS = "/work/project-a"
+WS = "/srv/project-a"
 
 
 def session(workspace: str | None = WS, target: str = "conv-1") -> CrewSession:
@@ -94,7 +94,7 @@ def test_add_and_remove_need_a_verified_session_but_list_shows_a_plain_client_th
     call("learn_add", {"rule": "only in A", "scope": "workspace"}, session())
     assert call("learn_list", {}, None) == "[knowledge] global one"
     assert call("learn_list", {}, session()) == "[knowledge] global one\n[knowledge] only in A"
-    assert call("learn_list", {}, session(workspace="/work/project-b")) == "[knowledge] global one"
+    assert call("learn_list", {}, session(workspace="/srv/project-b")) == "[knowledge] global one"
 
 
 def test_a_workspace_lesson_defaults_to_the_sessions_workspace_and_may_not_name_another(isolated_homes):
@@ -102,12 +102,12 @@ def test_a_workspace_lesson_defaults_to_the_sessions_workspace_and_may_not_name_
         "Saved lesson (workspace, L1): use make"
     assert store.all_lessons()[0].workspace == WS
     assert call("learn_add", {"rule": "sub", "scope": "workspace", "workspace": WS + "/pkg"}, session())
-    assert refused("learn_add", {"rule": "x", "scope": "workspace", "workspace": "/work/project-b"},
+    assert refused("learn_add", {"rule": "x", "scope": "workspace", "workspace": "/srv/project-b"},
                    session()).code == "workspace_mismatch"
     assert refused("learn_add", {"rule": "x", "scope": "workspace"}, session(workspace=None)).code == \
         "workspace_required"
     # A session removes among what it sees: another workspace's lessons are not its to remove.
-    assert call("learn_remove", {"query": "use make"}, session(workspace="/work/project-b")) == \
+    assert call("learn_remove", {"query": "use make"}, session(workspace="/srv/project-b")) == \
         "No lessons matched: use make"
 
 
@@ -166,7 +166,7 @@ def test_the_global_lessons_file_follows_every_change(isolated_homes):
     assert "No lessons saved." not in text
     assert store.global_file().stat().st_mode & 0o777 == 0o600
     assert "- [knowledge] workspace rule" in store.context_text(WS + "/deep/inside")
-    assert store.context_text("/work/project-b") == ""
+    assert store.context_text("/srv/project-b") == ""
 
 
 # -- the CLI twins ------------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ KEY = "kcs1-" + "7" * 32
 
 
 def session(kind: str = "conversation", target: str = "conv-42") -> CrewSession:
-    return CrewSession(KEY, kind, target, agent="kirocrew", workspace="/work/a")  # type: ignore[arg-type]
+    return CrewSession(KEY, kind, target, agent="kirocrew", workspace="/srv/a")  # type: ignore[arg-type]
 
 
 def send(args: dict[str, Any], who: CrewSession | None = None) -> str:
