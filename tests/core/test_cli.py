@@ -13,7 +13,7 @@ import pytest
 from kirocrew_testing.distributions import make_plugin_distribution
 
 HEAVY_MODULES = ("mcp", "acp", "uvicorn", "starlette", "httpx", "anyio", "pydantic", "jinja2", "playwright",
-                 "markdown_it")
+                 "markdown_it", "asyncio")
 
 COMMAND_PLUGIN = '''
 from kirocrew_core import hookimpl

@@ -7,7 +7,6 @@ connection.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +14,8 @@ from kirocrew_core.contributions import HostedMcpServer, HostService, ManagedMcp
 from kirocrew_core.markers import hookimpl
 
 if TYPE_CHECKING:
+    import asyncio
+
     from kirocrew_core.cli import KirocrewCLI
 
 log = logging.getLogger(__name__)
@@ -59,12 +60,16 @@ class _HostedCore:
         self._lock: asyncio.Lock | None = None
 
     async def start(self) -> None:
+        import asyncio  # here, not at module level: ``kirocrew --help`` imports this module
+
         await asyncio.to_thread(_prepare_sidecars)
 
     async def stop(self) -> None:
         self._server = None
 
     async def server(self) -> Any:
+        import asyncio
+
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
