@@ -33,6 +33,7 @@ OPEN_EDITION = [
     "kirocrew_connections",
     "kirocrew_conversations",
     "kirocrew_plugins/computer",
+    "kirocrew_plugins/cron",
 ]
 EXTRA_FOR_TESTS = ["kirocrew_testing", "kirocrew_plugins/companion"]
 BUILD_TOOLS = ["hatchling>=1.25", "editables>=0.5"]

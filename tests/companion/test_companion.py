@@ -33,4 +33,5 @@ def test_the_companion_is_not_part_of_the_open_edition():
     assert not any(r.startswith("kirocrew-companion") for r in open_edition)
     assert {r.split("==")[0] for r in open_edition} == {
         "kirocrew-core", "kirocrew-mcp", "kirocrew-connections", "kirocrew-conversations", "kirocrew-computer",
+        "kirocrew-cron",
     }

@@ -235,6 +235,17 @@ register_key(
 )
 register_key(
     ConfigKey(
+        "governance.cron",
+        str,
+        "allow",
+        'Whether crew sessions may schedule and change their own cron jobs (cron_add, cron_update, cron_resume, '
+        'cron_trigger), and whether the jobs they made may fire: "allow" or "deny". The owner\'s own '
+        "`kirocrew cron` commands and jobs are not gated.",
+        _check_switch,
+    )
+)
+register_key(
+    ConfigKey(
         "gateway.port",
         int,
         7317,

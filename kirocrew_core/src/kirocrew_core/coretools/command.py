@@ -25,10 +25,19 @@ def mcp_core() -> None:
     An MCP client's entry for it:
       {"command": "kirocrew", "args": ["mcp-core"]}
     """
+    run_host_relay("mcp-core", "kirocrew-core")
+
+
+def run_host_relay(command: str, server: str) -> None:
+    """Relay stdio to the host's ``server`` (started on demand) and exit with the relay's status.
+
+    For servers with no standalone mode (``kirocrew mcp-core``, ``kirocrew mcp-cron``): a host
+    that serves no ``server`` runs older code, which the error says how to replace.
+    """
     from kirocrew_core import relay
 
-    status = relay.run("mcp-core")
+    status = relay.run(command)
     if status == relay.NOT_HOSTED:
-        raise KirocrewError("the running kirocrew host serves no kirocrew-core (it runs older code); stop it with "
+        raise KirocrewError(f"the running kirocrew host serves no {server} (it runs older code); stop it with "
                             "`kirocrew host stop` and retry", code="unknown_server")
     sys.exit(status)

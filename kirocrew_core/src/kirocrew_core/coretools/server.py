@@ -108,14 +108,23 @@ def collect_tools(pm: KirocrewPluginManager, reported: set[tuple[str, ...]] | No
 
 
 class CoreToolsServer:
-    """What the SDK server calls: listing and calling tools for the caller of each request."""
+    """What the SDK server calls: listing and calling tools for the caller of each request.
+
+    ``tool_source`` replaces the ``core_mcp_tools()`` collection for a server with a tool set
+    of its own (``kirocrew-cron``), served with the same validation, identity, tool policy,
+    sanitising and audit; ``server_name`` is what its messages and audit records call it.
+    """
 
     def __init__(self, pm: KirocrewPluginManager | Callable[[], KirocrewPluginManager] | None = None,
-                 registry: SessionRegistry | None = None, exclusions: ExclusionCache | None = None) -> None:
+                 registry: SessionRegistry | None = None, exclusions: ExclusionCache | None = None, *,
+                 tool_source: Callable[[], dict[str, CoreMcpTool]] | None = None,
+                 server_name: str = SERVER_NAME) -> None:
         from kirocrew_core.coretools.identity import registry as default_registry
         from kirocrew_core.coretools.policy import ExclusionCache
 
         self._pm = pm
+        self._tool_source = tool_source
+        self.server_name = server_name
         self.registry = registry or default_registry()
         self.exclusions = exclusions or ExclusionCache()
         self._reported: set[tuple[str, ...]] = set()  # duplicate names already logged (not per caller)
@@ -128,6 +137,8 @@ class CoreToolsServer:
         return self._pm if isinstance(self._pm, KirocrewPluginManager) else self._pm()
 
     def tools(self) -> dict[str, CoreMcpTool]:
+        if self._tool_source is not None:
+            return self._tool_source()
         return collect_tools(self.plugin_manager(), self._reported)
 
     def session_of(self, caller: CallerContext | None) -> CrewSession | None:
@@ -144,11 +155,11 @@ class CoreToolsServer:
         tool = self.tools().get(name)
         if tool is None:
             shown = name if name.isidentifier() and len(name) <= 64 else "that name"
-            return _Refusal(f"no kirocrew-core tool is named {shown}; tools/list names them", "unknown_tool")
+            return _Refusal(f"no {self.server_name} tool is named {shown}; tools/list names them", "unknown_tool")
         try:
             problem = _validate(tool, raw_args)
         except Exception:  # noqa: BLE001 - a plugin's broken schema is its bug, reported like one
-            log.error("kirocrew-core tool %s has an unusable input schema:\n%s", name, traceback.format_exc())
+            log.error("%s tool %s has an unusable input schema:\n%s", self.server_name, name, traceback.format_exc())
             return _Refusal(f"{name} failed unexpectedly; the kirocrew host's log has the details", "internal_error")
         if problem is not None:
             return _Refusal(problem, "invalid_arguments")
@@ -176,10 +187,10 @@ class CoreToolsServer:
         except KirocrewError as exc:
             return exc.message, exc.code
         except Exception:  # noqa: BLE001 - the client gets a code; the host log gets the traceback
-            log.error("kirocrew-core tool %s failed unexpectedly:\n%s", name, traceback.format_exc())
+            log.error("%s tool %s failed unexpectedly:\n%s", self.server_name, name, traceback.format_exc())
             return f"{name} failed unexpectedly; the kirocrew host's log has the details", "internal_error"
         if not isinstance(result, str):
-            log.error("kirocrew-core tool %s returned %s, not a string", name, type(result).__name__)
+            log.error("%s tool %s returned %s, not a string", self.server_name, name, type(result).__name__)
             return f"{name} failed unexpectedly; the kirocrew host's log has the details", "internal_error"
         return result, None
 
@@ -228,8 +239,8 @@ def _short(message: str) -> str:
     return message if len(message) <= 300 else message[:297] + "..."
 
 
-def build_server(core: CoreToolsServer | None = None) -> Server[Any]:
-    """The SDK server for ``core`` (the host's one :class:`CoreToolsServer` by default)."""
+def build_server(core: CoreToolsServer | None = None, *, instructions: str = INSTRUCTIONS) -> Server[Any]:
+    """The SDK server for ``core`` (the host's one :class:`CoreToolsServer` by default), named ``core.server_name``."""
     from mcp import types
 
     from kirocrew_core import __version__, tool_results
@@ -250,7 +261,7 @@ def build_server(core: CoreToolsServer | None = None) -> Server[Any]:
         return tool_results.text_result(sanitise(text))
 
     server_class = _server_class()
-    server: Server[Any] = server_class(SERVER_NAME, version=__version__, instructions=INSTRUCTIONS,
+    server: Server[Any] = server_class(core.server_name, version=__version__, instructions=instructions,
                                        on_list_tools=list_tools, on_call_tool=call_tool)
     return server
 
@@ -284,12 +295,14 @@ async def _audit(tool: str, code: str | None, caller: CallerContext | None, core
     outcome = "ok" if code is None else ("denied" if code in _DENIALS else "failed")
     fields: dict[str, Any] = {"tool": tool if tool.isidentifier() and len(tool) <= 64 else "?",
                               "session": fingerprint(key)}
+    if core.server_name != SERVER_NAME:
+        fields["server"] = core.server_name
     if code is not None:
         fields["code"] = code
     try:
         await asyncio.to_thread(audit.record, "coretools.call", actor=fingerprint(key), outcome=outcome, **fields)
     except KirocrewError as exc:  # an unusable log must not turn every tool call into a failure
-        log.warning("could not audit a kirocrew-core call: %s", exc)
+        log.warning("could not audit a %s call: %s", core.server_name, exc)
 
 
 _DENIALS = frozenset({"caller_unverified", "tool_excluded", "unknown_tool", "invalid_arguments", "governance_denied"})

@@ -1,0 +1,41 @@
+"""The stable error codes kirocrew-cron reports (tools, CLI, page routes): callers branch on the code.
+
+A code here is a promise: its meaning does not change once shipped. Raise with
+:func:`cron_error`, which refuses a code missing from :data:`CATALOGUE`.
+"""
+
+from __future__ import annotations
+
+from kirocrew_core.coretools.contract import ToolRefused
+
+CATALOGUE: dict[str, str] = {
+    "job_not_found": "No job with this id is visible to the caller (unknown, another session's, or the owner's).",
+    "invalid_job_id": "A job id must be 1-16 lowercase hex characters.",
+    "no_schedule": "cron_add needs one of every, cron_expr, at, delay or at_time.",
+    "conflicting_schedule": "More than one of every, cron_expr, at, delay and at_time was given.",
+    "invalid_schedule": "The interval, cron expression or instant is not a valid schedule.",
+    "invalid_timezone": "The time zone is not a known IANA zone name.",
+    "invalid_skip_date": "A skip date is not a real YYYY-MM-DD date.",
+    "time_in_past": "A one-shot instant (at, at_time) is already past.",
+    "unparseable_time": "at_time is not one of the accepted forms ('5pm', 'in 30 minutes', 'tomorrow 9am', "
+                        "'2026-03-28 14:00').",
+    "no_payload": "A job needs a message (an agent job) or a command (a command job).",
+    "conflicting_payload": "A job has either a message or a command, never both.",
+    "command_refused": "The command failed vetting (credential paths, secret names, exfiltration shapes, shell "
+                       "constructs that hide what runs); nothing was stored or run.",
+    "no_fields": "cron_update was given nothing to change.",
+    "job_running": "The job is running now; a job never runs twice at once.",
+    "scheduler_off": "The host runs without its scheduler (kirocrew serve --no-crons): nothing fires or triggers.",
+    "host_required": "This needs the running host (it runs jobs); start it with kirocrew serve.",
+    "cron_store_busy": "The cron store is held by another writer; retry.",
+    "cron_store_unusable": "The cron store cannot be opened, is damaged, or was written by a newer version.",
+    "authority_unavailable": "The job's authority cannot run here; the job is kept and the fire refused.",
+    "import_unreadable": "The crons.json to import cannot be read or is not JSON.",
+}
+
+
+def cron_error(code: str, message: str) -> ToolRefused:
+    """A :class:`ToolRefused` with a catalogued ``code`` (raise it)."""
+    if code not in CATALOGUE:
+        raise ValueError(f"uncatalogued kirocrew-cron error code {code!r}")
+    return ToolRefused(message, code=code)
