@@ -113,7 +113,7 @@ def test_update_refuses_an_unknown_field_or_id_and_changes_nothing(store: CronSt
     with pytest.raises(KirocrewError) as missing:
         store.update("ffffffff", name="x")
     assert _code(missing) == "job_not_found"
-    assert str(missing.value) == "Error: job not found: ffffffff"
+    assert str(missing.value) == "job not found: ffffffff"
     assert store.jobs() == [job]
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from kirocrew_core.errors import BadInputError, KirocrewError
+from kirocrew_core.errors import KirocrewError
 
 CORE_SERVER = "kirocrew-core"
 _ATTENTION_RECHECK_SECS = 1.0
@@ -30,19 +30,12 @@ _STARTED = re.compile(r"conversation (conv_[0-9a-f]+) \(.*\), run (run_[0-9a-f]+
 
 async def call_core(tool: str, arguments: dict[str, Any]) -> str:
     """One ``kirocrew-core`` tool call through the host; its text, or its refusal as a :class:`KirocrewError`."""
-    from kirocrew_core import tool_results
-    from kirocrew_core.host.mcp_client import host_disabled, host_session
+    from kirocrew_core.host.mcp_client import call_tool_text, host_disabled
 
     if host_disabled():
         raise KirocrewError("sub-agents and task runs live in the host; unset KIROCREW_NO_HOST to use this command",
                             code="host_required")
-    async with host_session(CORE_SERVER) as hosted:
-        result = await hosted.session.call_tool(tool, arguments)
-    if result.is_error:
-        code, message = tool_results.read_error(result)
-        kind = BadInputError if code == "invalid_arguments" else KirocrewError
-        raise kind(message, code=code)
-    return "".join(getattr(block, "text", "") for block in result.content)
+    return await call_tool_text(CORE_SERVER, tool, arguments)
 
 
 def _run(coro: Any) -> Any:

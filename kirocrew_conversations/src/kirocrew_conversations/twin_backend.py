@@ -25,8 +25,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from kirocrew_core import tool_results
-from kirocrew_core.errors import BadInputError, KirocrewError
+from kirocrew_core.errors import KirocrewError
+from kirocrew_core.host.mcp_client import tool_refusal
 
 from kirocrew_conversations import control_socket
 from kirocrew_conversations.errors import CATALOGUE, conversation_error
@@ -34,9 +34,6 @@ from kirocrew_conversations.plugin import SERVER_NAME
 from kirocrew_conversations.service import ConversationsService, ServiceConfig
 from kirocrew_conversations.state_paths import STATE_DIR_ENV, recorded_owner
 from kirocrew_conversations.state_paths import state_dir as default_state_dir
-
-
-BAD_INPUT_CODES = frozenset({"invalid_arguments", "unknown_tool"})
 
 
 class Backend(Protocol):
@@ -66,10 +63,7 @@ class RemoteBackend:
         """The tool's structured output, or its error raised with the stable code from the error text."""
         result = await self.session.call_tool(tool, arguments)
         if result.is_error:
-            code, message = tool_results.read_error(result)
-            # The caller's input was wrong: the same exit status as when the tool runs in process.
-            kind = BadInputError if code in BAD_INPUT_CODES else KirocrewError
-            raise kind(message, code=code)
+            raise tool_refusal(result)
         payload = result.structured_content
         if payload is None:  # a server without structured output still sends the same JSON as text
             text = "".join(getattr(block, "text", "") for block in result.content)

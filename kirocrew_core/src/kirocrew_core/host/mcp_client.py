@@ -48,6 +48,29 @@ class HostSession:
         return int(self.welcome["pid"])
 
 
+#: Refusal codes that mean the caller's input was wrong: the same exit status as bad input given in process.
+BAD_INPUT_CODES = frozenset({"invalid_arguments", "unknown_tool"})
+
+
+def tool_refusal(result: Any) -> Exception:
+    """The :class:`~kirocrew_core.errors.KirocrewError` of an ``isError`` tool result, with its stable code."""
+    from kirocrew_core import tool_results
+    from kirocrew_core.errors import BadInputError, KirocrewError
+
+    code, message = tool_results.read_error(result)
+    kind = BadInputError if code in BAD_INPUT_CODES else KirocrewError
+    return kind(message, code=code)
+
+
+async def call_tool_text(server: str, tool: str, arguments: dict[str, Any]) -> str:
+    """One tool call on the hosted ``server`` as a ``cli`` client (a twin command); its text, or its refusal raised."""
+    async with host_session(server) as hosted:
+        result = await hosted.session.call_tool(tool, arguments)
+    if result.is_error:
+        raise tool_refusal(result)
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
 @contextlib.asynccontextmanager
 async def host_session(server: str, *, env: dict[str, str] | None = None,
                        session_type: str | None = None) -> AsyncIterator[HostSession]:

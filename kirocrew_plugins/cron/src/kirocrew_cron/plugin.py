@@ -15,6 +15,7 @@ from kirocrew_cron import settings  # noqa: F401 - declares the cron.* config ke
 
 if TYPE_CHECKING:
     from kirocrew_core.cli import KirocrewCLI
+    from kirocrew_core.contributions import HostedMcpServer
 
 SERVER_NAME = "kirocrew-cron"
 SERVER_COMMAND = "mcp-cron"
@@ -25,6 +26,17 @@ DESCRIPTION = "Scheduled Kiro work: a session's own cron jobs (add, list, update
 def register_commands(cli: KirocrewCLI) -> None:
     cli.add_lazy_command(SERVER_COMMAND, "kirocrew_cron.command:mcp_cron",
                          "The kirocrew-cron MCP server on stdio (for kiro-cli sessions): a relay to the host.")
+    cli.add_lazy_command("cron", "kirocrew_cron.cli:cron",
+                         "Scheduled Kiro work: add, list, pause, trigger cron jobs and see their history.")
+
+
+# A second host_mcp_servers implementation (specname): the admin server is the CLI part's, the eight
+# tools' server is server.py's; one function each keeps their owners apart.
+@hookimpl(specname="host_mcp_servers")
+def cron_admin_server() -> list[HostedMcpServer]:
+    from kirocrew_cron.admin import hosted_server
+
+    return [hosted_server()]
 
 
 # The parts that follow are added by the modules that build them: managed_mcp_servers and

@@ -341,7 +341,7 @@ class CronStore:
         with self._write() as db:
             row = db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
             if row is None:
-                raise cron_error("job_not_found", f"Error: job not found: {job_id}")
+                raise cron_error("job_not_found", f"job not found: {job_id}")
             job = dataclasses.replace(_job(row), **changes)
             db.execute(f"UPDATE jobs SET {assignments} WHERE id = ?", (*_job_values(job)[1:], job_id))
         return job
@@ -372,7 +372,7 @@ class CronStore:
             cursor = db.execute(f"INSERT INTO history ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})",
                                 tuple(values.values()))
         except sqlite3.IntegrityError:
-            raise cron_error("job_not_found", f"Error: job not found: {job_id}") from None
+            raise cron_error("job_not_found", f"job not found: {job_id}") from None
         # Keep the newest HISTORY_PER_JOB rows; a run still going is never dropped.
         db.execute("DELETE FROM history WHERE job_id = ? AND status != 'running' AND id NOT IN "
                    "(SELECT id FROM history WHERE job_id = ? ORDER BY id DESC LIMIT ?)",

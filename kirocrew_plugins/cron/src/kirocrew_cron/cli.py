@@ -1,0 +1,324 @@
+"""``kirocrew cron …``: the eight kirocrew-cron tools as shell commands, plus ``history`` and ``import``.
+
+Each twin builds one tool's arguments and calls that tool on the host's ``kirocrew-cron``
+server as a ``cli`` client (the host is started in the background if none runs), so the
+command and the tool agree by construction: it prints the tool's text (``--json``: the tool's
+JSON answer). The CLI acts as the person: it sees and changes every job, and the jobs it adds
+belong to the person (no session sees them).
+
+``KIROCREW_NO_HOST=1``: the same tool handlers run in this process against the store,
+holding the store's owner lock for the command (the one-writer rule; a host starting
+meanwhile waits for it). Nothing fires without a host, so ``trigger`` answers ``host_required``.
+
+``history`` has no tool: it reads the store directly (WAL lets a reader in while the host
+writes). ``import`` goes to the host's ``kirocrew-cron-admin`` server when a host runs (the
+host is the store's writer), else runs in process under the owner lock.
+
+Registered lazily by :mod:`kirocrew_cron.plugin`; the store, the mcp SDK and the tools are
+imported only inside a command that runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from kirocrew_cron.model import CATCH_UP_MAX_LIMIT, CATCH_UPS, HISTORY_PER_JOB
+
+if TYPE_CHECKING:
+    from kirocrew_cron.model import Job, RunRecord
+
+SERVER_NAME = "kirocrew-cron"
+
+
+# -- calling a tool ---------------------------------------------------------------------------------
+
+def call_tool(tool: str, arguments: dict[str, Any]) -> str:
+    """One kirocrew-cron tool call, through the host or (``KIROCREW_NO_HOST=1``) in process; its text."""
+    import asyncio
+
+    from kirocrew_core.host.mcp_client import call_tool_text, host_disabled
+
+    if host_disabled():
+        return asyncio.run(_in_process(tool, arguments))
+    return asyncio.run(call_tool_text(SERVER_NAME, tool, arguments))
+
+
+async def _in_process(tool: str, arguments: dict[str, Any]) -> str:
+    """The tool's handler in this process, validated and answered as the hosted server would, lock held."""
+    from kirocrew_core.coretools.server import CoreToolsServer
+
+    from kirocrew_cron import store as store_module
+    from kirocrew_cron.offline import OfflineCronHost, cli_caller
+    from kirocrew_cron.tools import tools
+
+    # Blocking while the lock is waited for is fine: this loop runs this one command.
+    with store_module.owner_lock(), store_module.CronStore.open() as store:
+        host = OfflineCronHost(store)
+        server = CoreToolsServer(tool_source=lambda: {t.name: t for t in tools(lambda: host)}, server_name=SERVER_NAME)
+        text, code = await server.call(tool, arguments, cli_caller())
+    if code is not None:
+        from kirocrew_core.errors import BadInputError, KirocrewError
+        from kirocrew_core.host.mcp_client import BAD_INPUT_CODES
+
+        raise (BadInputError if code in BAD_INPUT_CODES else KirocrewError)(text, code=code)
+    return text
+
+
+def _echo(text: str) -> None:
+    click.echo(text.rstrip("\n"))
+
+
+def _echo_json(text: str) -> None:
+    """A tool's JSON answer, indented for a person (still one JSON document for a script)."""
+    try:
+        click.echo(json.dumps(json.loads(text), indent=2, ensure_ascii=False))
+    except ValueError:
+        _echo(text)
+
+
+# -- options shared by add and update ---------------------------------------------------------------
+
+def _options(update: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The job options of ``add`` (and ``update``, where each one given changes that field only)."""
+    options = [
+        click.option("--every", type=click.IntRange(1), metavar="SECS", help="Run every SECS seconds (60 at least)."),
+        click.option("--cron", "cron_expr", metavar="EXPR",
+                     help="A 5-field cron expression (min hour day month weekday), in the job's time zone."),
+        click.option("--at", type=float, metavar="TS", help="Run once at this Unix time; the job then removes itself."),
+        click.option("--delay", type=float, metavar="SECS", help="Run once, SECS seconds from now."),
+        click.option("--at-time", metavar="TEXT",
+                     help="Run once at a time in words: '5pm', 'tomorrow 9:30am', 'in 2 hours', '2026-03-28 14:00'."),
+        click.option("--timezone", metavar="ZONE", help="IANA zone for --cron and --skip-date (default: cron.timezone, "
+                                                        "then UTC)" + ("; '' resets." if update else ".")),
+        click.option("--skip-date", "skip_dates", multiple=True, metavar="YYYY-MM-DD",
+                     help="A date (in the job's zone) it does not run; repeat for more"
+                          + (" (replaces the list)." if update else ".")),
+        click.option("--agent", metavar="NAME", help="The Kiro agent the run uses" + (
+            " ('' resets to the default)." if update else " (default: the default agent).")),
+        click.option("--model", metavar="MODEL", help="The model ('' or auto: the agent's own)."),
+        click.option("--authority", metavar="NAME",
+                     help="The execution authority of the run or command (default: unrestricted)."),
+        click.option("--cwd", type=click.Path(file_okay=False, exists=True, resolve_path=True), metavar="DIR",
+                     help="The directory the job works in" + ("." if update else " (default: the current one).")),
+        click.option("--silent/--no-silent", default=None, help="Publish no notification after a run."),
+        click.option("--fresh-session/--persistent-session", "fresh_session", default=None,
+                     help="A new conversation each run, instead of one kept across runs (the default)."),
+        click.option("--minimal-context/--full-context", "minimal_context", default=None,
+                     help="A lean prompt: the previous result capped at 2000 characters."),
+        click.option("--strict-schedule/--jitter", "strict_schedule", default=None,
+                     help="Run exactly on schedule, without the spreading jitter of hourly and daily jobs."),
+        click.option("--timeout", type=click.IntRange(0, 3600), metavar="SECS",
+                     help="A command job's bound (0: 300 s)."),
+        click.option("--timeout-secs", type=click.IntRange(1, 86400), metavar="SECS",
+                     help="A run's whole budget (default 1800)."),
+        click.option("--catch-up", type=click.Choice(CATCH_UPS),
+                     help="Due runs missed while no host ran: skip them, run once (default), or run each."),
+        click.option("--catch-up-max", type=click.IntRange(1, CATCH_UP_MAX_LIMIT), metavar="N",
+                     help="With --catch-up all: at most N runs (default 10)."),
+        click.option("--json", "as_json", is_flag=True, help="Print the job as JSON."),
+    ]
+    if update:
+        options += [
+            click.option("--name", help="A new name."),
+            click.option("--message", help="A new prompt (an agent job)."),
+            click.option("--command", help="A new command (a command job)."),
+            click.option("--no-skip-dates", is_flag=True, help="Clear the skip dates."),
+        ]
+    else:
+        options.append(click.option("--command", help="Run this shell command instead of an agent (no MESSAGE)."))
+
+    def apply(function: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):
+            function = option(function)
+        return function
+
+    return apply
+
+
+_SCHEDULE_ARGS = ("every", "cron_expr", "at", "delay", "at_time")
+_PLAIN_ARGS = ("timezone", "agent", "model", "authority", "timeout", "timeout_secs", "catch_up", "catch_up_max",
+               "silent", "minimal_context", "strict_schedule", "name", "message", "command")
+
+
+def _job_arguments(options: dict[str, Any]) -> dict[str, Any]:
+    """The tool arguments of the options given (an option left out changes nothing)."""
+    arguments = {name: options[name] for name in (*_SCHEDULE_ARGS, *_PLAIN_ARGS)
+                 if options.get(name) is not None}
+    if options.get("fresh_session") is not None:
+        arguments["persistent_session"] = not options["fresh_session"]
+    if options.get("skip_dates"):
+        arguments["skip_dates"] = list(options["skip_dates"])
+    if options.get("no_skip_dates"):
+        arguments["skip_dates"] = []
+    if options.get("cwd") is not None:
+        arguments["cwd"] = str(options["cwd"])
+    return arguments
+
+
+def _call_showing(tool: str, arguments: dict[str, Any], as_json: bool) -> None:
+    """Call ``tool`` and print its text, or with ``--json`` its JSON answer (the job as the tools show it)."""
+    if as_json:
+        _echo_json(call_tool(tool, {**arguments, "json": True}))
+    else:
+        _echo(call_tool(tool, arguments))
+
+
+# -- the commands -----------------------------------------------------------------------------------
+
+@click.group(name="cron")
+def cron() -> None:
+    """Scheduled Kiro work: add, list and manage cron jobs (twins of the kirocrew-cron tools).
+
+    \b
+    Examples:
+      kirocrew cron add nightly-tests 'run the test suite and summarise failures' --cron '0 2 * * *'
+      kirocrew cron add disk --command 'df -h /' --every 3600 --silent
+      kirocrew cron add reminder 'remind me to stretch' --at-time 'in 30 minutes'
+      kirocrew cron list --verbose
+      kirocrew cron history 3f9a0b1c
+    """
+
+
+@cron.command(name="add")
+@click.argument("name")
+@click.argument("message", required=False)
+@_options(update=False)
+def add(name: str, message: str | None, as_json: bool, **options: Any) -> None:
+    """Add a job: NAME and a MESSAGE for the agent (or --command), and one schedule option.
+
+    The job is yours (the CLI's, no session sees it) and runs in --cwd (default: the current directory).
+    """
+    arguments = {"name": name, **_job_arguments(options)}
+    if message is not None:
+        arguments["message"] = message
+    arguments.setdefault("cwd", os.getcwd())
+    _call_showing("cron_add", arguments, as_json)
+
+
+@cron.command(name="list")
+@click.option("--verbose", "-v", is_flag=True, help="Every field, the full message, the last result and error.")
+@click.option("--id", "ids", multiple=True, metavar="JOB", help="Only this job (repeat for more; shown verbose).")
+@click.option("--json", "as_json", is_flag=True, help="The jobs as JSON.")
+def list_jobs(verbose: bool, ids: tuple[str, ...], as_json: bool) -> None:
+    """List every job (twin of cron_list)."""
+    arguments: dict[str, Any] = {}
+    if verbose:
+        arguments["verbose"] = True
+    if ids:
+        arguments["ids"] = list(ids)
+    if as_json:
+        arguments["json"] = True
+    text = call_tool("cron_list", arguments)
+    (_echo_json if as_json else _echo)(text)
+
+
+@cron.command(name="update")
+@click.argument("job_id", metavar="JOB")
+@_options(update=True)
+def update(job_id: str, as_json: bool, **options: Any) -> None:
+    """Change a job: only the options given change (twin of cron_update)."""
+    _call_showing("cron_update", {"job_id": job_id, **_job_arguments(options)}, as_json)
+
+
+def _simple(tool: str, help_text: str) -> None:
+    """A command that takes JOB and calls ``tool`` with it."""
+
+    @click.argument("job_id", metavar="JOB")
+    @click.option("--json", "as_json", is_flag=True, help="The tool's answer as JSON.")
+    def command(job_id: str, as_json: bool) -> None:
+        _call_showing(tool, {"job_id": job_id}, as_json)
+
+    command.__doc__ = help_text
+    cron.command(name=tool.removeprefix("cron_"))(command)
+
+
+_simple("cron_remove", "Remove a job and its history (twin of cron_remove).")
+_simple("cron_pause", "Pause a job: it does not fire until resumed (twin of cron_pause).")
+_simple("cron_resume", "Resume a paused or auto-paused job (twin of cron_resume).")
+_simple("cron_trigger", "Run a job now, whatever its schedule (twin of cron_trigger; needs the host).")
+
+
+@cron.command(name="remove-all")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def remove_all(yes: bool) -> None:
+    """Remove every job (twin of cron_remove_all)."""
+    if not yes:
+        click.confirm("Remove every cron job and its history?", abort=True)
+    _echo(call_tool("cron_remove_all", {}))
+
+
+@cron.command(name="history")
+@click.argument("job_id", metavar="JOB")
+@click.option("--limit", type=click.IntRange(1, HISTORY_PER_JOB), default=20, show_default=True,
+              help="How many runs, newest first.")
+@click.option("--json", "as_json", is_flag=True, help="The runs as JSON.")
+def history(job_id: str, limit: int, as_json: bool) -> None:
+    """A job's runs, newest first: when, why (scheduled, manual, catch-up), how it ended, and its conversation."""
+    from kirocrew_cron.store import CronStore
+
+    with CronStore.open() as store:
+        job = store.get(job_id)
+        if job is None:
+            from kirocrew_cron.errors import cron_error
+
+            raise cron_error("job_not_found", f"job not found: {job_id}")
+        records = store.history(job_id, limit)
+    if as_json:
+        click.echo(json.dumps(_history_json(job, records), indent=2, ensure_ascii=False))
+    else:
+        _echo(_history_text(job, records))
+
+
+def _history_json(job: Job, records: list[RunRecord]) -> dict[str, Any]:
+    import dataclasses
+
+    return {"job_id": job.id, "name": job.name,
+            "runs": [{**dataclasses.asdict(r), "duration_ms": r.duration_ms} for r in records]}
+
+
+def _history_text(job: Job, records: list[RunRecord]) -> str:
+    from datetime import datetime
+
+    lines = [f"{len(records)} run(s) of {job.name} ({job.id}), newest first:" if records
+             else f"{job.name} ({job.id}) has not run yet."]
+    for record in records:
+        when = datetime.fromtimestamp(record.started_at).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+        took = "" if record.duration_ms is None else f" in {record.duration_ms / 1000:.1f}s"
+        what = f"{record.missed} due run(s) missed" if record.status == "missed" else record.status + took
+        lines.append(f"  {when}  {record.trigger:<9}  {what}")
+        detail = record.error or record.summary
+        if detail:
+            lines.append(f"    {detail}")
+        if record.conversation_id:
+            lines.append(f"    conversation {record.conversation_id}" +
+                         (f", run {record.run_id}" if record.run_id else ""))
+    return "\n".join(lines)
+
+
+@cron.command(name="import")
+@click.argument("path", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="The report as JSON.")
+def import_jobs(path: Path | None, as_json: bool) -> None:
+    """Import the original's crons.json (default: the one in the crew home); the file is only read.
+
+    Entries already imported are not added again; entries that cannot be imported are listed with why.
+    """
+    import asyncio
+
+    from kirocrew_core.host.mcp_client import call_tool_text, host_disabled
+
+    from kirocrew_cron import admin, importer
+
+    source = (path or importer.default_path()).absolute()
+    arguments = {"path": str(source), "json": as_json}
+    if host_disabled():
+        text = admin.import_in_process(source, as_json)
+    else:
+        text = asyncio.run(call_tool_text(admin.ADMIN_SERVER, "cron_import", arguments))
+    (_echo_json if as_json else _echo)(text)
