@@ -9,9 +9,9 @@ a refused command) is reported with its index and reason and skipped. Nothing is
 the source file is never written. Importing again adds nothing twice: the store remembers
 which source ids it imported (a job removed since stays removed).
 
-An imported job's missed runs count from the import, not from its creation: what it missed
-before was the original's business, and a flood of catch-up runs on the first start would
-surprise its owner.
+A recurring imported job's missed runs count from the import, not from its creation: what it
+missed before was the original's business, and a flood of catch-up runs on the first start
+would surprise its owner. A one-shot that never ran is still due, as it was in the original.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from kirocrew_core import home
 from kirocrew_core.coretools.contract import ToolRefused
@@ -201,9 +201,8 @@ def _agent(entry: dict[str, Any], dropped: set[str]) -> str:
 
 def _job(entry: Any, job_id: str, now: float, dropped: set[str]) -> Job:
     """The job an entry becomes (``_Malformed`` when it cannot be one)."""
-    from kirocrew_cron.schedule import check_skip_dates
+    from kirocrew_cron.schedule import check_skip_dates, check_timezone
     from kirocrew_cron.vet import vet_command
-    from kirocrew_cron.zones import zone_problem
 
     if entry.get("script"):
         raise _Malformed("script jobs are not supported (the original's in-process Python hooks); recreate it as a "
@@ -224,19 +223,19 @@ def _job(entry: Any, job_id: str, now: float, dropped: set[str]) -> Job:
             dropped.add("message (of a command job)")
             message = ""
     schedule = _schedule(entry)
-    timezone = _text(entry, "timezone", 50)
-    if timezone and (problem := zone_problem(timezone)):
-        raise _Malformed(f"timezone {problem}")
     raw_dates = entry.get("skip_dates") or []
-    if not isinstance(raw_dates, list) or not all(isinstance(d, str) for d in raw_dates):
+    if not isinstance(raw_dates, list):
         raise _Malformed("skip_dates must be a list of YYYY-MM-DD strings")
     try:
+        timezone = check_timezone(_text(entry, "timezone", 50))
         skip_dates = check_skip_dates(raw_dates)
     except ToolRefused as refused:
         raise _Malformed(refused.message) from None
+    last_run_ts = _number(entry, "last_run_ts")
     enabled = _flag(entry, "enabled", True)
     auto_paused = _flag(entry, "auto_paused")
-    last_status = entry.get("last_status") or ""
+    last_status: Literal["", "ok", "error"] = "ok" if entry.get("last_status") == "ok" else (
+        "error" if entry.get("last_status") == "error" else "")
     model = _text(entry, "model", 200)
     return Job(
         id=job_id, name=name, schedule=schedule, message=message, command=command, owner=PERSON,
@@ -250,9 +249,11 @@ def _job(entry: Any, job_id: str, now: float, dropped: set[str]) -> Job:
         # The original derived enabled from the two pause flags; an entry that says only enabled: false
         # was paused by someone, so it stays paused.
         user_paused=_flag(entry, "user_paused") or (not enabled and not auto_paused), auto_paused=auto_paused,
-        created_ts=_number(entry, "created_ts") or now, updated_ts=now, last_due_ts=now,
-        last_run_ts=_number(entry, "last_run_ts"),
-        last_status=last_status if last_status in ("ok", "error") else "",
+        created_ts=_number(entry, "created_ts") or now, updated_ts=now,
+        # A one-shot that never ran is still due (the original fired an overdue one once); a recurring job's
+        # missed runs count from the import.
+        last_due_ts=last_run_ts if schedule.kind == "at" else now, last_run_ts=last_run_ts,
+        last_status=last_status,
         last_error=_text(entry, "last_error", 100_000)[:LAST_RESULT_MAX],
         last_result=_text(entry, "last_result", 10_000_000)[:LAST_RESULT_MAX],
         consecutive_failures=_integer(entry, "consecutive_failures", 0, 1_000_000, 0),
