@@ -176,9 +176,12 @@ def acquire_owner_lock(wait: float, path: Path | None = None) -> Ownership:
 
 
 @contextlib.contextmanager
-def owner_lock(wait: float = CLI_LOCK_WAIT_SECS, path: Path | None = None) -> Iterator[Ownership]:
-    """The owner lock for the length of a ``with`` block (a CLI command working without a host)."""
-    held = acquire_owner_lock(wait, path)
+def owner_lock(wait: float | None = None, path: Path | None = None) -> Iterator[Ownership]:
+    """The owner lock for the length of a ``with`` block (a CLI command working without a host).
+
+    ``wait`` defaults to :data:`CLI_LOCK_WAIT_SECS`.
+    """
+    held = acquire_owner_lock(CLI_LOCK_WAIT_SECS if wait is None else wait, path)
     try:
         yield held
     finally:
