@@ -34,7 +34,7 @@ def offline(kirocrew: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("KIROCREW_NO_HOST", "1")
 
     def run(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
-        return kirocrew(*args, env=dict(os.environ), input=input)  # type: ignore[no-any-return]
+        return kirocrew(*args, env=dict(os.environ), input=input)
 
     return run
 
