@@ -211,7 +211,7 @@ def update_job(host: JobHost, actor: Actor, job_id: str, args: Mapping[str, Any]
     if any(name in changes and changes[name] != getattr(job, name) for name in ("schedule", "timezone", "skip_dates")):
         # Catch-up counts due instants from last_due_ts: none were missed under a schedule that did not exist.
         changes["last_due_ts"] = now
-    updated = host.store.update(job.id, **changes)
+    updated = host.store.update(job.id, **changes, updated_ts=now)
     host.changed(job.id)
     return updated
 
@@ -235,7 +235,7 @@ def remove_all(host: JobHost, actor: Actor) -> int:
 
 def pause_job(host: JobHost, actor: Actor, job_id: str) -> Job:
     job = visible_job(host, actor, job_id)
-    paused = host.store.update(job.id, user_paused=True)
+    paused = host.store.update(job.id, user_paused=True, updated_ts=host.clock.now())
     host.changed(job.id)
     return paused
 
@@ -245,9 +245,10 @@ def resume_job(host: JobHost, actor: Actor, job_id: str) -> Job:
     job = visible_job(host, actor, job_id)
     if not actor.is_person:
         _require_cron_capability("cron_resume")
-    changes: dict[str, Any] = {"user_paused": False, "auto_paused": False}
+    now = host.clock.now()
+    changes: dict[str, Any] = {"user_paused": False, "auto_paused": False, "updated_ts": now}
     if not job.enabled:
-        changes.update(consecutive_failures=0, last_due_ts=host.clock.now())
+        changes.update(consecutive_failures=0, last_due_ts=now)
     resumed = host.store.update(job.id, **changes)
     host.changed(job.id)
     return resumed
@@ -328,9 +329,7 @@ def _schedule(args: Mapping[str, Any], now: float, timezone: str) -> tuple[Sched
     if name == "cron_expr":
         return schedule.validate_schedule(Schedule("cron", cron_expr=str(value).strip())), False
     if name == "at":
-        if float(value) <= now:
-            raise cron_error("time_in_past", f"timestamp {value} is in the past")
-        at = float(value)
+        at = schedule.check_future(float(value), now)
     elif name == "delay":
         at = now + float(value)
     else:
@@ -351,13 +350,9 @@ def _payload(message: str, command: str) -> tuple[str, str]:
 
 
 def _timezone(name: str) -> str:
-    if not name:
-        return ""
-    from kirocrew_cron.zones import zone_problem
+    from kirocrew_cron import schedule
 
-    if zone_problem(name) is not None:
-        raise cron_error("invalid_timezone", f"invalid timezone: {name!r}")
-    return name
+    return schedule.check_timezone(name)
 
 
 def _skip_dates(dates: Sequence[str]) -> tuple[str, ...]:
