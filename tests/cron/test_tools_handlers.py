@@ -355,10 +355,10 @@ def test_update_changes_only_what_is_given_and_rearms_a_changed_schedule(play: A
         a = w.session(cwd=tmp_path)
         job = added_id((await w.call(a, "cron_add", name="n", message="m", every=3600, model="m1"))[0])
         await w.host.clock.advance(100)
-        out = {"job": job,
-               "none": await w.call(a, "cron_update", job_id=job),
-               "only_json": await w.call(a, "cron_update", job_id=job, json=True),
-               "renamed": await w.call(a, "cron_update", job_id=job, name="renamed", model="auto")}
+        out: dict[str, Any] = {"job": job,
+                               "none": await w.call(a, "cron_update", job_id=job),
+                               "only_json": await w.call(a, "cron_update", job_id=job, json=True),
+                               "renamed": await w.call(a, "cron_update", job_id=job, name="renamed", model="auto")}
         out["after_rename"] = store.get(job)
         await w.host.clock.advance(100)
         out["rescheduled"] = await w.call(a, "cron_update", job_id=job, cron_expr="30 9 * * 1-5",
@@ -495,7 +495,8 @@ def test_the_list_is_the_references_compact_layout_with_the_next_run_in_the_jobs
     assert code is None
     header, *blocks = text.split("\n\n")
     assert HEADER.match(header) and header == "3 cron job(s): 2 active, 1 paused"
-    first = blocks[0].splitlines()
+    by_name = {block.split()[1]: block.splitlines() for block in blocks}  # one creation instant: any order
+    first = by_name["hourly"]
     assert first[0] == "• hourly ✅ [agent]"
     assert first[1] == f"  ID: {hourly} | every 1h"
     assert first[2] == "  Next run: 2026-05-28 09:26 PM UTC (in 1h 0m)"
@@ -503,12 +504,12 @@ def test_the_list_is_the_references_compact_layout_with_the_next_run_in_the_jobs
     assert details.startswith("  agent=reviewer | last=ok | result=token <redacted> then yyy")
     assert secret[:10] not in text and details.endswith("…")
     assert len(details.split("result=")[1]) == 121  # cut to 120 after redaction, then the ellipsis
-    assert first[4] == "  → check the build " + "x" * 62 + "…"
-    second = blocks[1].splitlines()
+    assert first[4] == "  → check the build " + "x" * 64 + "…"  # 80 characters, then the ellipsis
+    second = by_name["paris"]
     assert second[0] == "• paris ✅ [command]" and second[1].startswith(f"  ID: {paris} | ")
     assert second[2] == "  Next run: 2026-05-29 09:00 AM CEST (in 10h 33m)"
     assert second[3] == "  running" and second[4] == "  → $ echo hi"
-    third = blocks[2].splitlines()
+    third = by_name["paused"]
     assert third[0] == "• paused ⏸️ [agent]" and third[1] == f"  ID: {paused} | every 24h"  # no next run when paused
     listed = json.loads(as_json)
     assert (listed["count"], listed["active"], listed["paused"]) == (3, 2, 1)
