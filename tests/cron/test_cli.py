@@ -180,3 +180,109 @@ def test_remove_all_asks_first_and_a_no_changes_nothing(monkeypatch: pytest.Monk
     assert result.exit_code == 1
     assert "Remove every cron job and its history?" in result.output
     assert len(store.jobs()) == 1
+
+
+# -- the twins without a host (the tools run in process) --------------------------------------------
+
+@pytest.fixture
+def twin(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``twin(*args)``: ``kirocrew cron ARGS`` through click's runner, in process (``KIROCREW_NO_HOST=1``)."""
+    monkeypatch.setenv("KIROCREW_NO_HOST", "1")
+
+    def run(*args: str) -> Any:
+        return CliRunner().invoke(cron, list(args), catch_exceptions=True)
+
+    return run
+
+
+def _stored() -> list[Job]:
+    with CronStore.open() as opened:
+        return opened.jobs()
+
+
+def _printed(result: Any) -> str:
+    assert result.exit_code == 0, (result.output, result.exception)
+    return str(result.output).rstrip("\n")
+
+
+def test_add_prints_the_tools_text_and_the_job_is_the_persons_in_the_current_directory(
+        twin: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    text = _printed(twin("add", "nightly", "run the tests", "--cron", "0 2 * * *", "--timezone", "Europe/Paris",
+                         "--skip-date", "2026-12-25", "--agent", "reviewer", "--fresh-session", "--catch-up", "all",
+                         "--catch-up-max", "3"))
+    [job] = _stored()
+    assert text == f"Added job: {job.id} (nightly) [At 02:00 (Europe/Paris)]. Tell the user: scheduled for " \
+                   "At 02:00 (Europe/Paris)."
+    assert (job.owner, job.workspace, job.message, job.schedule.cron_expr, job.timezone, job.skip_dates, job.agent,
+            job.persistent_session, job.catch_up, job.catch_up_max) == (
+        "", str(tmp_path), "run the tests", "0 2 * * *", "Europe/Paris", ("2026-12-25",), "reviewer", False, "all", 3)
+
+
+def test_a_command_job_with_its_own_directory_and_authority(twin: Any, tmp_path: Path) -> None:
+    _printed(twin("add", "disk", "--command", "df -h /", "--every", "3600", "--silent", "--cwd", str(tmp_path),
+                  "--authority", "unrestricted", "--timeout", "30"))
+    [job] = _stored()
+    assert (job.kind, job.command, job.workspace, job.silent, job.timeout, job.schedule.every_secs) == (
+        "command", "df -h /", str(tmp_path), True, 30, 3600)
+
+
+def test_bad_input_exits_2_with_the_tools_code_and_stores_nothing(twin: Any) -> None:
+    result = twin("add", "fast", "too often", "--every", "30")
+    assert isinstance(result.exception, KirocrewError)
+    assert (result.exception.code, result.exception.exit_code) == ("invalid_arguments", 2)
+    assert "minimum of 60" in result.exception.message
+    refused = twin("add", "leaky", "--command", "cat ~/.aws/credentials", "--every", "60")
+    assert refused.exception.code == "command_refused"
+    assert _stored() == []
+
+
+def test_list_update_pause_resume_and_remove_answer_with_the_reference_texts(twin: Any) -> None:
+    _printed(twin("add", "nightly", "run the tests", "--every", "3600"))
+    [job] = _stored()
+    listed = _printed(twin("list"))
+    assert listed.splitlines()[0] == "1 cron job(s): 1 active, 0 paused"
+    assert f"ID: {job.id} | every 1h" in listed
+    assert _printed(twin("update", job.id, "--cron", "30 2 * * 1-5", "--name", "weekdays")).startswith(
+        f"Updated job: {job.id} (weekdays) [")
+    assert _printed(twin("pause", job.id)) == f"Paused job: {job.id}"
+    assert _printed(twin("list")).splitlines()[0] == "1 cron job(s): 0 active, 1 paused"
+    assert _printed(twin("resume", job.id)) == f"Resumed job: {job.id}"
+    assert _printed(twin("remove", job.id)) == f"Removed job: {job.id}"
+    assert _printed(twin("remove-all", "--yes")) == "No cron jobs to remove."
+
+
+def test_json_answers_are_the_job_as_the_tools_show_it(twin: Any) -> None:
+    added = json.loads(_printed(twin("add", "nightly", "run the tests", "--every", "3600", "--json")))
+    assert (added["name"], added["kind"], added["enabled"], added["schedule_text"]) == (
+        "nightly", "agent", True, "every 1h")
+    paused = json.loads(_printed(twin("pause", added["id"], "--json")))
+    assert (paused["id"], paused["user_paused"], paused["enabled"]) == (added["id"], True, False)
+    listed = json.loads(_printed(twin("list", "--json", "--id", added["id"])))
+    assert [j["id"] for j in listed["jobs"]] == [added["id"]]
+
+
+def test_update_sets_and_clears_skip_dates_and_resets_the_agent(twin: Any) -> None:
+    _printed(twin("add", "n", "m", "--every", "3600", "--agent", "reviewer", "--skip-date", "2026-12-25"))
+    [job] = _stored()
+    _printed(twin("update", job.id, "--skip-date", "2027-01-01", "--skip-date", "2026-12-31", "--agent", ""))
+    [changed] = _stored()
+    assert (changed.skip_dates, changed.agent) == (("2026-12-31", "2027-01-01"), "")
+    _printed(twin("update", job.id, "--no-skip-dates", "--no-silent", "--jitter"))
+    [cleared] = _stored()
+    assert (cleared.skip_dates, cleared.silent, cleared.strict_schedule) == ((), False, False)
+
+
+def test_trigger_without_a_host_is_host_required_and_an_unknown_job_not_found(twin: Any) -> None:
+    _printed(twin("add", "n", "m", "--every", "3600"))
+    [job] = _stored()
+    assert twin("trigger", job.id).exception.code == "host_required"
+    assert twin("trigger", "ffffffff").exception.code == "job_not_found"
+    with CronStore.open() as opened:
+        assert opened.history(job.id) == []
+
+
+def test_the_real_command_prints_a_refusal_as_error_code_and_exits_1(offline: Any) -> None:
+    done = offline("cron", "pause", "ffffffff")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.strip() == "kirocrew: error[job_not_found]: job not found: ffffffff"

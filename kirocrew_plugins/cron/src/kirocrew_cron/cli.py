@@ -50,18 +50,15 @@ def call_tool(tool: str, arguments: dict[str, Any]) -> str:
 
 
 async def _in_process(tool: str, arguments: dict[str, Any]) -> str:
-    """The tool's handler in this process, validated and answered as the hosted server would, lock held."""
-    from kirocrew_core.coretools.server import CoreToolsServer
-
+    """The tool in this process, validated and answered as the hosted server would, the owner lock held."""
     from kirocrew_cron import store as store_module
-    from kirocrew_cron.offline import OfflineCronHost, cli_caller
-    from kirocrew_cron.tools import tools
+    from kirocrew_cron.offline import OfflineCronHost
+    from kirocrew_cron.server import call_as_person
 
     # Blocking while the lock is waited for is fine: this loop runs this one command.
     with store_module.owner_lock(), store_module.CronStore.open() as store:
         host = OfflineCronHost(store)
-        server = CoreToolsServer(tool_source=lambda: {t.name: t for t in tools(lambda: host)}, server_name=SERVER_NAME)
-        text, code = await server.call(tool, arguments, cli_caller())
+        text, code = await call_as_person(lambda: host, tool, arguments)
     if code is not None:
         from kirocrew_core.errors import BadInputError, KirocrewError
         from kirocrew_core.host.mcp_client import BAD_INPUT_CODES

@@ -8,15 +8,12 @@ is refused with ``host_required`` rather than pretending.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 from kirocrew_cron.clock import SystemClock
 from kirocrew_cron.errors import cron_error
 
 if TYPE_CHECKING:
-    from kirocrew_core.host.caller import CallerContext
-
     from kirocrew_cron.model import Job, RunRecord
     from kirocrew_cron.store import CronStore
 
@@ -57,11 +54,3 @@ class OfflineCronHost:
         raise cron_error("host_required", "running a job needs the host (unset KIROCREW_NO_HOST, or start it with "
                                           "kirocrew serve)")
 
-
-def cli_caller() -> CallerContext:
-    """The caller block of a ``kirocrew`` command in this process: session type ``cli``, no session key."""
-    from kirocrew_core.host.caller import CallerContext
-    from kirocrew_core.host.protocol import SESSION_TYPE_CLI
-
-    return CallerContext(session_key="", session_type=SESSION_TYPE_CLI, relay_pid=os.getpid(), host_pid=None,
-                         raw={}, peer_verified=True)

@@ -16,7 +16,6 @@ from kirocrew_cron import settings  # noqa: F401 - declares the cron.* config ke
 
 if TYPE_CHECKING:
     from kirocrew_core.cli import KirocrewCLI
-    from kirocrew_core.contributions import HostedMcpServer
 
 SERVER_NAME = "kirocrew-cron"
 SERVER_COMMAND = "mcp-cron"
