@@ -286,3 +286,50 @@ def test_the_real_command_prints_a_refusal_as_error_code_and_exits_1(offline: An
     done = offline("cron", "pause", "ffffffff")
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr.strip() == "kirocrew: error[job_not_found]: job not found: ffffffff"
+
+
+# -- with a real host -------------------------------------------------------------------------------
+
+def test_the_cli_twin_and_the_tool_agree_through_a_real_host(isolated_homes: Any, tmp_path: Path) -> None:
+    """One host for every check (a host start costs seconds): the twin and the tool, the person and a stranger."""
+    import asyncio
+    import os
+
+    from kirocrew_core.host.mcp_client import host_session
+    from kirocrew_testing.core_sessions import stdio_session
+    from kirocrew_testing.fixtures import kirocrew_argv, run_kirocrew
+
+    env = {k: v for k, v in os.environ.items() if k not in ("KIROCREW_NO_HOST", "KIROCREW_SESSION_KEY")}
+    source = tmp_path / "crons.json"
+    source.write_text(json.dumps(ORIGINAL))
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        done = run_kirocrew("cron", *args, env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done
+
+    added = cli("add", "nightly", "run the tests", "--every", "3600").stdout  # starts the host in the background
+    assert added.startswith("Added job: ")
+    imported = cli("import", str(source)).stdout  # through the host's admin server: the host holds the store
+    assert "Imported 1 job(s)" in imported and "a1b2c3d4" in imported
+    twin_text = cli("list").stdout.rstrip("\n")
+    assert twin_text.splitlines()[0] == "2 cron job(s): 2 active, 0 paused"
+
+    async def through_the_host() -> None:
+        async with host_session("kirocrew-cron") as person:  # session type cli, no session key: the person
+            result = await person.session.call_tool("cron_list", {})
+            assert not result.is_error
+            assert "".join(block.text for block in result.content) == twin_text
+        async with stdio_session(kirocrew_argv("mcp-cron"), env, tmp_path, tmp_path / "relay.stderr") as stranger:
+            result = await stranger.session.call_tool("cron_list", {})  # a relay client without a session
+            text = "".join(block.text for block in result.content)
+            assert text.startswith("0 cron job(s): 0 active, 0 paused")
+            assert "a1b2c3d4" not in text and "nightly" not in text
+            refused = await stranger.session.call_tool("cron_remove_all", {})
+            assert refused.isError and "error[caller_unverified]" in refused.content[0].text
+        async with host_session("kirocrew-cron-admin", session_type="relay") as relayed:
+            result = await relayed.session.call_tool("cron_import", {"path": str(source)})
+            assert result.isError and "error[caller_unverified]" in result.content[0].text
+
+    asyncio.run(asyncio.wait_for(through_the_host(), 90))
+    assert "2 cron job(s)" in cli("list").stdout  # nothing the stranger did changed anything
