@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kirocrew_core import hookimpl
+from kirocrew_core.contributions import HostService
 
 from kirocrew_cron import settings  # noqa: F401 - declares the cron.* config keys when the plugin loads
 
@@ -29,3 +30,10 @@ def register_commands(cli: KirocrewCLI) -> None:
 
 # The parts that follow are added by the modules that build them: managed_mcp_servers and
 # host_mcp_servers (server.py), host_services (service.py), gateway_routes and dashboard_pages (api.py, page.py).
+
+
+@hookimpl
+def host_services() -> list[HostService]:
+    from kirocrew_cron.service import host_service
+
+    return [host_service()]
