@@ -340,3 +340,14 @@ def test_the_cli_twin_and_the_tool_agree_through_a_real_host(isolated_homes: Any
 
     asyncio.run(asyncio.wait_for(through_the_host(), 90))
     assert "2 cron job(s)" in cli("list").stdout  # nothing the stranger did changed anything
+
+
+def test_cron_help_imports_no_sdk_store_or_scheduler() -> None:
+    probe = ("import sys\nfrom kirocrew_core.cli import main\n"
+             "try:\n    main(['cron', '--help'])\nexcept SystemExit:\n    pass\n"
+             "print('LOADED=' + ','.join(m for m in ('mcp', 'asyncio', 'sqlite3', 'kirocrew_cron.store', "
+             "'kirocrew_cron.tools', 'kirocrew_cron.service', 'cronsim') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "history" in done.stdout and "remove-all" in done.stdout
+    assert done.stdout.strip().endswith("LOADED="), done.stdout[-300:]

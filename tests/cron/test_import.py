@@ -185,6 +185,15 @@ def test_a_file_that_is_not_a_crons_json_v2_is_refused_and_nothing_changes(store
     assert store.jobs() == []
 
 
+def test_a_repeated_id_in_one_file_is_imported_once_and_the_repeat_reported(store: CronStore,
+                                                                            tmp_path: Path) -> None:
+    twin = {**FULL_AGENT_JOB, "name": "a copy"}
+    report = import_crons_json(store, _write(tmp_path / "c.json", [FULL_AGENT_JOB, twin]), now=NOW)
+    assert report.imported == ["a1b2c3d4"]
+    assert report.skipped == [(1, "a1b2c3d4: the same id as entry #0")]
+    assert [job.name for job in store.jobs()] == ["weekday standup notes"]
+
+
 def test_a_missing_file_is_refused(store: CronStore, tmp_path: Path) -> None:
     with pytest.raises(KirocrewError) as refused:
         import_crons_json(store, tmp_path / "absent.json")

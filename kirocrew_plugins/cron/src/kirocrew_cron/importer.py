@@ -268,6 +268,7 @@ def import_crons_json(store: CronStore, path: Path, *, now: float | None = None)
     when = time.time() if now is None else now
     report = ImportReport()
     dropped: set[str] = set()
+    seen: dict[str, int] = {}
     for index, entry in enumerate(_read(path)):
         if not isinstance(entry, dict):
             report.skipped.append((index, "not an object"))
@@ -276,6 +277,10 @@ def import_crons_json(store: CronStore, path: Path, *, now: float | None = None)
         if not isinstance(source_id, str) or not source_id:
             report.skipped.append((index, "id is missing"))
             continue
+        if source_id in seen:
+            report.skipped.append((index, f"{source_id}: the same id as entry #{seen[source_id]}"))
+            continue
+        seen[source_id] = index
         if store.imported_as(source_id) is not None:
             report.already.append(source_id)
             continue
