@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kirocrew_core import hookimpl
-from kirocrew_core.contributions import HostedMcpServer, ManagedMcpServer
+from kirocrew_core.contributions import HostedMcpServer, HostService, ManagedMcpServer
 
 from kirocrew_cron import settings  # noqa: F401 - declares the cron.* config keys when the plugin loads
 
@@ -47,5 +47,12 @@ async def _hosted_server() -> object:
     return await hosted_server()
 
 
-# The parts that follow are added by the modules that build them: host_services (service.py),
-# gateway_routes and dashboard_pages (api.py, page.py).
+@hookimpl
+def host_services() -> list[HostService]:
+    from kirocrew_cron.service import host_service
+
+    return [host_service()]
+
+
+# The parts that follow are added by the modules that build them: gateway_routes and dashboard_pages
+# (api.py, page.py).
