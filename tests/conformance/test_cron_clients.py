@@ -1,7 +1,8 @@
-"""``kirocrew mcp-cron`` as third-party MCP clients see it (the relay, the host, the eight cron tools).
+"""``kirocrew mcp-cron`` as the official TypeScript SDK client sees it (the relay, the host, the eight cron tools).
 
 The client is not a session kirocrew started: it lists every tool and reads, but sees no job
-and may write nothing, and its refusals arrive as ``error[<code>]: …`` results both SDKs accept.
+and may write nothing, and its refusals arrive as ``error[<code>]: …`` results the SDK's strict
+validation accepts. (The Python SDK's client drives the same server in tests/cron/test_tools_e2e.py.)
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conformance_clients import Runner, StdioServer, call_result, text_of
+from conformance_clients import StdioServer, call_result, run_typescript_client, text_of
 
 from kirocrew_testing.core_sessions import CrewHarness
 from kirocrew_testing.fixtures import kirocrew_argv
+from kirocrew_testing.requirements import unavailable
 
 TOOLS = ["cron_add", "cron_list", "cron_pause", "cron_remove", "cron_remove_all", "cron_resume", "cron_trigger",
          "cron_update"]
@@ -34,15 +36,16 @@ def cron_server(fake_kiro_cli: Any, tmp_path: Path) -> StdioServer:
     return StdioServer(kirocrew_argv("mcp-cron"), crew.env, tmp_path, tmp_path / "server.stderr")
 
 
-def test_a_client_lists_the_cron_tools_reads_an_empty_list_and_reads_refusals_by_their_code(
-        mcp_client: Runner, cron_server: StdioServer) -> None:
-    report = mcp_client(cron_server, [
+def test_the_typescript_client_lists_the_cron_tools_reads_an_empty_list_and_reads_refusals_by_their_code(
+        node_sdk_problem: str | None, cron_server: StdioServer) -> None:
+    if node_sdk_problem:
+        unavailable(node_sdk_problem)
+    report = run_typescript_client(cron_server, [
         {"name": "cron_list", "arguments": {"verbose": True}},
         {"name": "cron_add", "arguments": {"name": "x", "message": "m", "every": 3600}},
         {"name": "cron_remove", "arguments": {"job_id": "NOT-HEX"}},
     ])
-    if "serverInfo" in report:  # the TypeScript client reports it
-        assert report["serverInfo"]["name"] == "kirocrew-cron"
+    assert report["serverInfo"]["name"] == "kirocrew-cron"
     assert sorted(tool["name"] for tool in report["tools"]) == TOOLS
     assert report["schemaProblems"] == []
     listing = {tool["name"]: tool for tool in report["tools"]}["cron_list"]
