@@ -38,10 +38,11 @@ HEADER = re.compile(r"^\d+ cron job\(s\): \d+ active, \d+ paused$")
 
 
 class Host:
-    """What the tools need of the host's CronHost, without a scheduler: a real store, the test's clock.
+    """What the tools need of the host's CronHost, without its scheduler: a real store, the test's clock.
 
-    ``next_fire`` answers from the schedule module as the scheduler plans; ``trigger`` records a
-    manual run in the store's history, as the host does when a run starts.
+    It records what the tools tell the host (``changes``, ``triggered``) and answers what the page
+    and the list ask (``next_fire`` as CronHost plans it, ``is_running`` from ``running``), so the
+    tools are tested without firing anything. ``test_trigger_through_the_real_host`` uses CronHost.
     """
 
     def __init__(self, store: CronStore, clock: ManualClock) -> None:
@@ -57,7 +58,9 @@ class Host:
         return job_id in self.running
 
     def next_fire(self, job: Job) -> float | None:
-        due = schedule.next_due(job, self.clock.now())
+        if not job.enabled:
+            return None
+        due = schedule.next_due(job, job.last_due_ts if job.last_due_ts is not None else job.created_ts)
         return None if due is None else schedule.fire_time(job, due)
 
     async def trigger(self, job_id: str) -> RunRecord:
@@ -69,7 +72,7 @@ class Host:
 
 @dataclass
 class World:
-    host: Host
+    host: Any  # Host, or a real CronHost
     tree: ProcessTree
     service: Any  # the in-process ConversationsService
     keys: list[str] = field(default_factory=list)
@@ -127,14 +130,15 @@ def tree() -> Iterator[ProcessTree]:
 
 
 @contextlib.asynccontextmanager
-async def world(store: CronStore, tree: ProcessTree, tmp_path: Path) -> AsyncIterator[World]:
+async def world(store: CronStore, tree: ProcessTree, tmp_path: Path,
+                host: Any = None) -> AsyncIterator[World]:
     """The in-process conversations service (the host's ``hosted()``) and a host over ``store``; torn down after."""
     from kirocrew_core.coretools import identity
     from kirocrew_conversations.hosted import hosted
 
     os.environ["KIRO_CONVERSATIONS_STATE_DIR"] = str(tmp_path / "conversations-state")
     await hosted().start()
-    state = World(Host(store, ManualClock(START)), tree, hosted().service)
+    state = World(host or Host(store, ManualClock(START)), tree, hosted().service)
     try:
         yield state
     finally:
@@ -152,9 +156,9 @@ def run(coro: Any) -> Any:
 def play(store: CronStore, tree: ProcessTree, tmp_path: Path) -> Any:
     """``play(scenario)``: run ``async scenario(world)`` against a fresh world."""
 
-    def player(scenario: Any) -> Any:
+    def player(scenario: Any, host: Any = None) -> Any:
         async def main() -> Any:
-            async with world(store, tree, tmp_path) as w:
+            async with world(store, tree, tmp_path, host) as w:
                 return await scenario(w)
 
         return run(main())
@@ -448,6 +452,49 @@ def test_trigger_asks_the_host_to_run_the_job_now(play: Any, store: CronStore) -
     assert out["running"][1] == "job_running"
     assert out["triggered"] == [job, job]
     assert [r.trigger for r in store.history(job)] == ["manual", "manual"]
+
+
+def test_trigger_through_the_real_host_runs_the_job_now_and_refuses_a_second_run_meanwhile(
+        play: Any, store: CronStore, tmp_path: Path) -> None:
+    from kirocrew_cron.service import CronHost
+
+    async def scenario(w: World) -> Any:
+        await w.host.start()
+        try:
+            quick = added_id((await w.person("cron_add", name="quick", command="echo ran", every=86400,
+                                             cwd=str(tmp_path)))[0])
+            slow = added_id((await w.person("cron_add", name="slow", command="sleep 30", every=86400,
+                                            cwd=str(tmp_path)))[0])
+            out = {"quick": quick, "slow": slow, "trigger": await w.person("cron_trigger", job_id=quick),
+                   "first_slow": await w.person("cron_trigger", job_id=slow),
+                   "second_slow": await w.person("cron_trigger", job_id=slow)}
+            for _ in range(200):  # the quick run ends by itself; the slow one is cancelled by the stop
+                if store.history(quick)[0].status != "running":
+                    break
+                await asyncio.sleep(0.05)
+            return out
+        finally:
+            await w.host.stop()
+
+    out = play(scenario, CronHost(store, ManualClock(START)))
+    assert out["trigger"] == (f"Triggered job: {out['quick']} (quick) - executing now.", None)
+    assert out["first_slow"][1] is None and out["second_slow"][1] == "job_running"
+    [record] = store.history(out["quick"])
+    assert (record.trigger, record.status) == ("manual", "success")
+    job = store.get(out["quick"])
+    assert job is not None and job.last_result == "ran"
+
+
+def test_trigger_is_refused_by_a_host_without_its_scheduler(play: Any, store: CronStore) -> None:
+    from kirocrew_cron.service import CronHost
+
+    async def scenario(w: World) -> Any:
+        job = added_id((await w.person("cron_add", name="n", message="m", every=3600))[0])
+        return await w.person("cron_trigger", job_id=job), await w.person("cron_list", json=True)
+
+    (text, code), (listed, _) = play(scenario, CronHost(store, ManualClock(START), scheduler_on=False))
+    assert code == "scheduler_off" and "--no-crons" in text
+    assert json.loads(listed)["jobs"][0]["next_run"] is None  # nothing fires, so nothing is next
 
 
 def test_governance_cron_deny_stops_sessions_scheduling_but_not_the_person_nor_pausing(
