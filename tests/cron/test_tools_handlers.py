@@ -317,6 +317,8 @@ def test_sessions_see_and_change_only_their_own_jobs_and_anything_else_is_not_fo
     assert out["a_list"][0].splitlines()[0] == "1 cron job(s): 1 active, 0 paused" and mine in out["a_list"][0]
     assert persons not in out["a_list"][0]
     assert out["person_list"][0].startswith("2 cron job(s): 2 active, 0 paused")
+    # the person sees whose each job is; a session's own list never names owners
+    assert out["person_list"][0].count("owner=conversation:") == 1 and "owner=" not in out["a_list"][0]
     for target in (mine, persons, "ffff0000"):  # someone else's, the person's and an unknown id answer alike
         assert out[target] == [(f"job not found: {target}", "job_not_found")] * 5
     assert out["b_remove_all"] == ("No cron jobs owned by this session.", None)
@@ -580,7 +582,7 @@ def test_verbose_and_ids_show_every_setting_and_the_last_result(play: Any, store
     assert by_id.splitlines()[0] == "1 cron job(s): 0 active, 1 paused" and other not in by_id
     block = by_id.split("\n\n")[1]
     assert block.splitlines()[:2] == ["• v (⏸️ paused after 5 failures in a row) [agent]", f"  ID: {job}"]
-    for expected in (f"  Workspace: {tmp_path}", "  Skip dates: 2026-06-01", "silent",
+    for expected in ("  Owner: you", f"  Workspace: {tmp_path}", "  Skip dates: 2026-06-01", "silent",
                      "  Last run: 2026-05-28 08:25 PM UTC (error)", "  Message: line one\nline two",
                      "  ⚠️ last error: boom", "  last result: fine", "Authority: unrestricted"):
         assert expected in block
