@@ -522,6 +522,27 @@ def test_governance_cron_deny_stops_sessions_scheduling_but_not_the_person_nor_p
     assert [job.name for job in store.jobs()] == ["p"]
 
 
+def test_a_sessions_agent_policy_excludes_cron_tools_by_the_cron_servers_own_entries(
+        play: Any, tmp_path: Path) -> None:
+    agents = tmp_path / ".kiro" / "agents"
+    agents.mkdir(parents=True)
+    # every kirocrew-core tool is off for this agent; of kirocrew-cron only cron_remove_all is
+    (agents / "kirocrew.json").write_text(json.dumps({"name": "kirocrew", "mcpServers": {
+        "kirocrew-core": {"command": "kirocrew", "args": ["mcp-core"], "disabledTools": ["*"]},
+        "kirocrew-cron": {"command": "kirocrew", "args": ["mcp-cron"], "disabledTools": ["cron_remove_all"]}}}))
+
+    async def scenario(w: World) -> Any:
+        a = w.session(cwd=tmp_path)
+        server = core_server(lambda: w.host)
+        listed = [tool.name for tool in await asyncio.to_thread(server.listed, a)]
+        return listed, await server.call("cron_list", {}, a), await server.call("cron_remove_all", {}, a)
+
+    listed, allowed, excluded = play(scenario)
+    assert "cron_remove_all" not in listed and len(listed) == 7
+    assert allowed[1] is None
+    assert excluded == ("tool 'cron_remove_all' is not available for this agent", "tool_excluded")
+
+
 # -- listing ----------------------------------------------------------------------------------------------
 
 
