@@ -203,6 +203,27 @@ def test_a_sessions_job_runs_with_its_conversations_authority_directory_and_agen
     assert changes == [job_id, second.id]
 
 
+def test_a_session_whose_conversation_is_not_in_this_host_cannot_place_a_job(play: Any, store: CronStore,
+                                                                               tmp_path: Path) -> None:
+    from kirocrew_core.coretools.contract import ToolRefused
+    from kirocrew_conversations.hosted import HostedConversations
+
+    with pytest.raises(ToolRefused) as stopped:  # conversations not running (a host whose service failed)
+        HostedConversations().session_placement("conv_x")
+    assert stopped.value.code == "caller_unverified"
+
+    async def scenario(w: World) -> Any:
+        a = w.session(cwd=tmp_path)
+        conversation = w.session_of(a).target_id
+        w.service.store.archive_conversation(conversation)
+        w.service.store.delete_conversation(conversation, confirm_name="c0")
+        return await w.call(a, "cron_add", name="x", message="m", every=3600)
+
+    text, code = play(scenario)
+    assert code == "caller_unverified" and "conversation" in text
+    assert store.jobs() == []
+
+
 def test_a_session_cannot_choose_its_jobs_authority_or_directory(play: Any, store: CronStore, tmp_path: Path) -> None:
     async def scenario(w: World) -> Any:
         a = w.session(authority="read_only", cwd=tmp_path)
