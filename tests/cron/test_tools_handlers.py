@@ -38,10 +38,11 @@ HEADER = re.compile(r"^\d+ cron job\(s\): \d+ active, \d+ paused$")
 
 
 class Host:
-    """What the tools need of the host's CronHost, without a scheduler: a real store, the test's clock.
+    """What the tools need of the host's CronHost, without its scheduler: a real store, the test's clock.
 
-    ``next_fire`` answers from the schedule module as the scheduler plans; ``trigger`` records a
-    manual run in the store's history, as the host does when a run starts.
+    It records what the tools tell the host (``changes``, ``triggered``) and answers what the page
+    and the list ask (``next_fire`` as CronHost plans it, ``is_running`` from ``running``), so the
+    tools are tested without firing anything. ``test_trigger_through_the_real_host`` uses CronHost.
     """
 
     def __init__(self, store: CronStore, clock: ManualClock) -> None:
@@ -57,7 +58,9 @@ class Host:
         return job_id in self.running
 
     def next_fire(self, job: Job) -> float | None:
-        due = schedule.next_due(job, self.clock.now())
+        if not job.enabled:
+            return None
+        due = schedule.next_due(job, job.last_due_ts if job.last_due_ts is not None else job.created_ts)
         return None if due is None else schedule.fire_time(job, due)
 
     async def trigger(self, job_id: str) -> RunRecord:
@@ -69,7 +72,7 @@ class Host:
 
 @dataclass
 class World:
-    host: Host
+    host: Any  # Host, or a real CronHost
     tree: ProcessTree
     service: Any  # the in-process ConversationsService
     keys: list[str] = field(default_factory=list)
@@ -127,14 +130,15 @@ def tree() -> Iterator[ProcessTree]:
 
 
 @contextlib.asynccontextmanager
-async def world(store: CronStore, tree: ProcessTree, tmp_path: Path) -> AsyncIterator[World]:
+async def world(store: CronStore, tree: ProcessTree, tmp_path: Path,
+                host: Any = None) -> AsyncIterator[World]:
     """The in-process conversations service (the host's ``hosted()``) and a host over ``store``; torn down after."""
     from kirocrew_core.coretools import identity
     from kirocrew_conversations.hosted import hosted
 
     os.environ["KIRO_CONVERSATIONS_STATE_DIR"] = str(tmp_path / "conversations-state")
     await hosted().start()
-    state = World(Host(store, ManualClock(START)), tree, hosted().service)
+    state = World(host or Host(store, ManualClock(START)), tree, hosted().service)
     try:
         yield state
     finally:
@@ -152,9 +156,9 @@ def run(coro: Any) -> Any:
 def play(store: CronStore, tree: ProcessTree, tmp_path: Path) -> Any:
     """``play(scenario)``: run ``async scenario(world)`` against a fresh world."""
 
-    def player(scenario: Any) -> Any:
+    def player(scenario: Any, host: Any = None) -> Any:
         async def main() -> Any:
-            async with world(store, tree, tmp_path) as w:
+            async with world(store, tree, tmp_path, host) as w:
                 return await scenario(w)
 
         return run(main())
@@ -197,6 +201,27 @@ def test_a_sessions_job_runs_with_its_conversations_authority_directory_and_agen
     assert (second.owner, second.authority, second.agent, second.model) == (
         f"conversation:{session_n.target_id}", "read_only", "helper", "")
     assert changes == [job_id, second.id]
+
+
+def test_a_session_whose_conversation_is_not_in_this_host_cannot_place_a_job(play: Any, store: CronStore,
+                                                                               tmp_path: Path) -> None:
+    from kirocrew_core.coretools.contract import ToolRefused
+    from kirocrew_conversations.hosted import HostedConversations
+
+    with pytest.raises(ToolRefused) as stopped:  # conversations not running (a host whose service failed)
+        HostedConversations().session_placement("conv_x")
+    assert stopped.value.code == "caller_unverified"
+
+    async def scenario(w: World) -> Any:
+        a = w.session(cwd=tmp_path)
+        conversation = w.session_of(a).target_id
+        w.service.store.archive_conversation(conversation)
+        w.service.store.delete_conversation(conversation, confirm_name="c0")
+        return await w.call(a, "cron_add", name="x", message="m", every=3600)
+
+    text, code = play(scenario)
+    assert code == "caller_unverified" and "conversation" in text
+    assert store.jobs() == []
 
 
 def test_a_session_cannot_choose_its_jobs_authority_or_directory(play: Any, store: CronStore, tmp_path: Path) -> None:
@@ -313,6 +338,8 @@ def test_sessions_see_and_change_only_their_own_jobs_and_anything_else_is_not_fo
     assert out["a_list"][0].splitlines()[0] == "1 cron job(s): 1 active, 0 paused" and mine in out["a_list"][0]
     assert persons not in out["a_list"][0]
     assert out["person_list"][0].startswith("2 cron job(s): 2 active, 0 paused")
+    # the person sees whose each job is; a session's own list never names owners
+    assert out["person_list"][0].count("owner=conversation:") == 1 and "owner=" not in out["a_list"][0]
     for target in (mine, persons, "ffff0000"):  # someone else's, the person's and an unknown id answer alike
         assert out[target] == [(f"job not found: {target}", "job_not_found")] * 5
     assert out["b_remove_all"] == ("No cron jobs owned by this session.", None)
@@ -450,6 +477,49 @@ def test_trigger_asks_the_host_to_run_the_job_now(play: Any, store: CronStore) -
     assert [r.trigger for r in store.history(job)] == ["manual", "manual"]
 
 
+def test_trigger_through_the_real_host_runs_the_job_now_and_refuses_a_second_run_meanwhile(
+        play: Any, store: CronStore, tmp_path: Path) -> None:
+    from kirocrew_cron.service import CronHost
+
+    async def scenario(w: World) -> Any:
+        await w.host.start()
+        try:
+            quick = added_id((await w.person("cron_add", name="quick", command="echo ran", every=86400,
+                                             cwd=str(tmp_path)))[0])
+            slow = added_id((await w.person("cron_add", name="slow", command="sleep 30", every=86400,
+                                            cwd=str(tmp_path)))[0])
+            out = {"quick": quick, "slow": slow, "trigger": await w.person("cron_trigger", job_id=quick),
+                   "first_slow": await w.person("cron_trigger", job_id=slow),
+                   "second_slow": await w.person("cron_trigger", job_id=slow)}
+            for _ in range(200):  # the quick run ends by itself; the slow one is cancelled by the stop
+                if store.history(quick)[0].status != "running":
+                    break
+                await asyncio.sleep(0.05)
+            return out
+        finally:
+            await w.host.stop()
+
+    out = play(scenario, CronHost(store, ManualClock(START)))
+    assert out["trigger"] == (f"Triggered job: {out['quick']} (quick) - executing now.", None)
+    assert out["first_slow"][1] is None and out["second_slow"][1] == "job_running"
+    [record] = store.history(out["quick"])
+    assert (record.trigger, record.status) == ("manual", "success")
+    job = store.get(out["quick"])
+    assert job is not None and job.last_result == "ran"
+
+
+def test_trigger_is_refused_by_a_host_without_its_scheduler(play: Any, store: CronStore) -> None:
+    from kirocrew_cron.service import CronHost
+
+    async def scenario(w: World) -> Any:
+        job = added_id((await w.person("cron_add", name="n", message="m", every=3600))[0])
+        return await w.person("cron_trigger", job_id=job), await w.person("cron_list", json=True)
+
+    (text, code), (listed, _) = play(scenario, CronHost(store, ManualClock(START), scheduler_on=False))
+    assert code == "scheduler_off" and "--no-crons" in text
+    assert json.loads(listed)["jobs"][0]["next_run"] is None  # nothing fires, so nothing is next
+
+
 def test_governance_cron_deny_stops_sessions_scheduling_but_not_the_person_nor_pausing(
         play: Any, store: CronStore, tmp_path: Path) -> None:
     from kirocrew_core.config import set_value
@@ -471,6 +541,27 @@ def test_governance_cron_deny_stops_sessions_scheduling_but_not_the_person_nor_p
     assert "governance.cron" in out[0][0]
     assert [code for _, code in out[4:]] == [None, None, None]
     assert [job.name for job in store.jobs()] == ["p"]
+
+
+def test_a_sessions_agent_policy_excludes_cron_tools_by_the_cron_servers_own_entries(
+        play: Any, tmp_path: Path) -> None:
+    agents = tmp_path / ".kiro" / "agents"
+    agents.mkdir(parents=True)
+    # every kirocrew-core tool is off for this agent; of kirocrew-cron only cron_remove_all is
+    (agents / "kirocrew.json").write_text(json.dumps({"name": "kirocrew", "mcpServers": {
+        "kirocrew-core": {"command": "kirocrew", "args": ["mcp-core"], "disabledTools": ["*"]},
+        "kirocrew-cron": {"command": "kirocrew", "args": ["mcp-cron"], "disabledTools": ["cron_remove_all"]}}}))
+
+    async def scenario(w: World) -> Any:
+        a = w.session(cwd=tmp_path)
+        server = core_server(lambda: w.host)
+        listed = [tool.name for tool in await asyncio.to_thread(server.listed, a)]
+        return listed, await server.call("cron_list", {}, a), await server.call("cron_remove_all", {}, a)
+
+    listed, allowed, excluded = play(scenario)
+    assert "cron_remove_all" not in listed and len(listed) == 7
+    assert allowed[1] is None
+    assert excluded == ("tool 'cron_remove_all' is not available for this agent", "tool_excluded")
 
 
 # -- listing ----------------------------------------------------------------------------------------------
@@ -533,7 +624,7 @@ def test_verbose_and_ids_show_every_setting_and_the_last_result(play: Any, store
     assert by_id.splitlines()[0] == "1 cron job(s): 0 active, 1 paused" and other not in by_id
     block = by_id.split("\n\n")[1]
     assert block.splitlines()[:2] == ["• v (⏸️ paused after 5 failures in a row) [agent]", f"  ID: {job}"]
-    for expected in (f"  Workspace: {tmp_path}", "  Skip dates: 2026-06-01", "silent",
+    for expected in ("  Owner: you", f"  Workspace: {tmp_path}", "  Skip dates: 2026-06-01", "silent",
                      "  Last run: 2026-05-28 08:25 PM UTC (error)", "  Message: line one\nline two",
                      "  ⚠️ last error: boom", "  last result: fine", "Authority: unrestricted"):
         assert expected in block

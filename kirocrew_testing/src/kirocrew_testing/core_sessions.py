@@ -14,7 +14,8 @@ isolation stops it when the test ends.
   returns ``kiro_delegate``'s result once the run ended.
 * ``async with harness.core(session_key=...) as core`` — a plain MCP client on ``kirocrew mcp-core``
   (a relay, not started by a kiro-cli kirocrew started); ``await core.call(tool, **args)`` gives
-  ``(text, code)``, code None on success.
+  ``(text, code)``, code None on success. ``harness.relay("mcp-cron")`` is the same on another
+  hosted server's relay.
 * ``harness.probe_records()`` — what the probe tools saw, one dict per handler run.
 
 Used by tests/coretools; the other parts of issue 17 reuse it for their own tools.
@@ -193,10 +194,15 @@ class CrewHarness:
     def core(self, session_key: str | None = None,
              **extra_env: str) -> contextlib.AbstractAsyncContextManager[McpClient]:
         """A plain MCP client on ``kirocrew mcp-core``; ``session_key`` goes into its env as given."""
+        return self.relay("mcp-core", session_key, **extra_env)
+
+    def relay(self, command: str, session_key: str | None = None,
+              **extra_env: str) -> contextlib.AbstractAsyncContextManager[McpClient]:
+        """A plain MCP client on the relay ``kirocrew <command>``; ``session_key`` as in :meth:`core`."""
         env = {**self.env, **extra_env}
         if session_key is not None:
             env["KIROCREW_SESSION_KEY"] = session_key
-        return self._client("mcp-core", env)
+        return self._client(command, env)
 
     async def spawn(self, conv: McpClient, script: str, *, name: str | None = None, mode: str = AGENT,
                     workspace: Path | None = None) -> dict[str, Any]:

@@ -1,5 +1,8 @@
 """The session tool policy (containment layer 3): which ``kirocrew-core`` tools a session's agent excludes.
 
+(Another server built on kirocrew-core's tool server, ``kirocrew-cron``, asks the same question about
+its own tools: ``server`` names whose entries count.)
+
 One function answers for a session (:func:`policy_for_session`), with two callers: the route
 ``GET /api/session-tool-policy`` (``X-Session-Key``; :func:`policy_for_key`) and the server's
 own filter of ``tools/list`` and ``tools/call`` (:class:`ExclusionCache`). The exclusions are
@@ -79,11 +82,11 @@ def policy_for_key(key: str | None) -> tuple[CrewSession, ToolPolicy]:
     return session, policy_for_session(session)
 
 
-def policy_for_session(session: CrewSession) -> ToolPolicy:
-    """The session's exclusions; ``invalid_agent_name`` for a name that could be a path.
+def policy_for_session(session: CrewSession, server: str = CORE_MCP_SERVER) -> ToolPolicy:
+    """The session's exclusions of ``server``'s tools; ``invalid_agent_name`` for a name that could be a path.
 
     The agent file's ``managedToolPolicy.exclude`` when it has one, else the
-    ``disabledTools`` of its ``kirocrew-core`` entry: kiro-cli 2.x refuses an agent file
+    ``disabledTools`` of its ``server`` entry: kiro-cli 2.x refuses an agent file
     carrying a field it does not know, so an agent kiro-cli runs holds its policy in the
     form kirocrew-mcp renders ``managedToolPolicy`` into, per server.
     """
@@ -106,21 +109,21 @@ def policy_for_session(session: CrewSession) -> ToolPolicy:
                                               f"{agent!r}; nothing is excluded here", str(path))
     document = read.document
     if POLICY_KEY in document:
-        return _policy(agent, document[POLICY_KEY], path)
+        return _policy(agent, document[POLICY_KEY], path, server)
     servers = document.get("mcpServers")
-    entry = servers.get(CORE_MCP_SERVER) if isinstance(servers, dict) else None
+    entry = servers.get(server) if isinstance(servers, dict) else None
     disabled = entry.get("disabledTools") if isinstance(entry, dict) else None
     if disabled is None:
         return ToolPolicy(agent, frozenset(), None, str(path))
-    return _policy(agent, {"exclude": disabled}, path)
+    return _policy(agent, {"exclude": disabled}, path, server)
 
 
-def _policy(agent: str, policy: object, source: Path) -> ToolPolicy:
+def _policy(agent: str, policy: object, source: Path, server: str) -> ToolPolicy:
     exclude = policy.get("exclude") if isinstance(policy, dict) else None
     if not isinstance(exclude, list):
         return ToolPolicy(agent, frozenset(), f"the tool policy of agent {agent!r} has no exclude list; nothing "
                                               "is excluded here", str(source))
-    names = frozenset(name for name in (_tool_of(entry) for entry in exclude) if name)
+    names = frozenset(name for name in (_tool_of(entry, server) for entry in exclude) if name)
     return ToolPolicy(agent, names, None, str(source))
 
 
@@ -135,11 +138,11 @@ def agent_file(agent: str, workspace: str | None) -> Path:
     return home.kiro_agents_dir() / f"{agent}.json"
 
 
-def _tool_of(entry: object) -> str | None:
-    """A kirocrew-core tool an exclude entry names: ``tool``, ``@kirocrew-core/tool``, ``@kirocrew-core`` (all)."""
+def _tool_of(entry: object, server: str) -> str | None:
+    """A ``server`` tool an exclude entry names: ``tool``, ``@kirocrew-core/tool``, ``@kirocrew-core`` (all)."""
     if not isinstance(entry, str) or not entry:
         return None
-    server_ref = f"@{CORE_MCP_SERVER}"
+    server_ref = f"@{server}"
     if entry in (server_ref, f"{server_ref}/*"):
         return ALL_TOOLS
     if entry.startswith(server_ref + "/"):
@@ -169,11 +172,11 @@ class ExclusionCache:
     """
 
     def __init__(self, window_secs: float | None = None, *, max_sessions: int = CACHE_MAX_SESSIONS,
-                 lookup: Callable[[CrewSession], ToolPolicy] = policy_for_session,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 lookup: Callable[[CrewSession], ToolPolicy] | None = None,
+                 clock: Callable[[], float] = time.monotonic, server: str = CORE_MCP_SERVER) -> None:
         self.window = cache_window() if window_secs is None else window_secs
         self.max_sessions = max_sessions
-        self._lookup = lookup
+        self._lookup = lookup or (lambda session: policy_for_session(session, server))
         self._clock = clock
         self._lock = threading.Lock()
         self._entries: collections.OrderedDict[str, tuple[float, ToolPolicy]] = collections.OrderedDict()

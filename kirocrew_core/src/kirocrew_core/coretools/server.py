@@ -126,7 +126,7 @@ class CoreToolsServer:
         self._tool_source = tool_source
         self.server_name = server_name
         self.registry = registry or default_registry()
-        self.exclusions = exclusions or ExclusionCache()
+        self.exclusions = exclusions or ExclusionCache(server=server_name)
         self._reported: set[tuple[str, ...]] = set()  # duplicate names already logged (not per caller)
 
     def plugin_manager(self) -> KirocrewPluginManager:

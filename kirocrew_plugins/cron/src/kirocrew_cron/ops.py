@@ -304,7 +304,9 @@ def _refuse_person_only(actor: Actor, args: Mapping[str, Any]) -> None:
 def _workspace(cwd: Any) -> str:
     """The person's working directory for the job: an existing absolute directory (default: the home directory)."""
     if not cwd:
-        return os.path.expanduser("~")
+        from kirocrew_core.home import user_home
+
+        return str(user_home())
     if not isinstance(cwd, str) or not os.path.isabs(cwd):
         raise cron_error("invalid_workspace", "cwd must be an absolute path")
     if not os.path.isdir(cwd):

@@ -101,7 +101,8 @@ def tools(host: HostProvider = _hosted) -> list[CoreMcpTool]:
             return _json(payload)
         verbose = bool(args.get("verbose")) or "ids" in args
         blocks = [HEADER.format(**counts)]
-        blocks += [(_verbose if verbose else _compact)(h, job) for job in jobs]
+        owners = actor is not None and actor.is_person  # the person sees every session's jobs: say whose
+        blocks += [(_verbose if verbose else _compact)(h, job, owners) for job in jobs]
         if actor is None:
             blocks.append(UNVERIFIED_READ_NOTE)
         return "\n\n".join(blocks)
@@ -209,10 +210,10 @@ def _describe(host: JobHost, job: Job) -> str:
     return schedule.describe(job, host.clock.now())
 
 
-def _compact(host: JobHost, job: Job) -> str:
+def _compact(host: JobHost, job: Job, owners: bool) -> str:
     lines = [f"• {_clean(job.name, M.NAME_MAX)} {'✅' if job.enabled else '⏸️'} [{job.kind}]",
              f"  ID: {job.id} | {_describe(host, job)}{_next_run(host, job)}"]
-    details = []
+    details = [f"owner={job.owner}"] if owners and job.owner else []
     if job.agent:
         details.append(f"agent={job.agent}")
     if job.model:
@@ -231,7 +232,7 @@ def _compact(host: JobHost, job: Job) -> str:
     return "\n".join(lines)
 
 
-def _verbose(host: JobHost, job: Job) -> str:
+def _verbose(host: JobHost, job: Job, owners: bool) -> str:
     if job.enabled:
         state = "✅ active"
     elif job.auto_paused:
@@ -241,6 +242,7 @@ def _verbose(host: JobHost, job: Job) -> str:
     lines = [f"• {_clean(job.name, M.NAME_MAX)} ({state}) [{job.kind}]", f"  ID: {job.id}",
              f"  Schedule: {_describe(host, job)}{_next_run(host, job)}",
              f"  Agent: {job.agent or 'default'} | Model: {job.model or 'inherited'} | Authority: {job.authority}",
+             *([f"  Owner: {job.owner or 'you'}"] if owners else []),
              f"  Workspace: {job.workspace}",
              f"  Timeout: {job.timeout_secs}s | Catch-up: {job.catch_up} (at most {job.catch_up_max}) | "
              f"{'persistent' if job.persistent_session else 'fresh'} conversation"

@@ -1,0 +1,55 @@
+"""Shared kirocrew-cron end-to-end fixtures: a crew whose sessions mount ``kirocrew-cron``, and the person's client.
+
+``cron_crew`` is a :class:`~kirocrew_testing.core_sessions.CrewHarness` over the test's isolated
+homes with the ``kirocrew`` agent rendered (it mounts ``kirocrew-core``, ``kirocrew-conversations``
+and ``kirocrew-cron``); its relays start the real host on demand. Drive it with::
+
+    def test_something(cron_crew, run_async):
+        async def main():
+            async with cron_crew.conversations() as conv:
+                run = await cron_crew.delegate(conv, cron_line("cron_add", name="n", message="m", every=3600))
+            async with person(cron_crew) as owner:          # a kirocrew command on the host socket
+                text, code = await owner.call("cron_list", json=True)
+            async with cron_crew.relay("mcp-cron") as anyone:  # a plain MCP client, no session
+                ...
+        run_async(main())
+
+The helpers (``cron_line``, ``person``, ``tool_outcomes``) are in ``cron_e2e.py`` beside this file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from kirocrew_testing.core_sessions import CrewHarness
+
+T = TypeVar("T")
+TEST_TIMEOUT_SECS = 120.0
+
+
+def run_async(coro: Awaitable[T], timeout: float = TEST_TIMEOUT_SECS) -> T:
+    async def bounded() -> T:
+        return await asyncio.wait_for(coro, timeout)
+
+    return asyncio.run(bounded())
+
+
+@pytest.fixture(name="run_async")
+def _run_async() -> Callable[..., Any]:
+    return run_async
+
+
+@pytest.fixture
+def cron_crew(fake_kiro_cli: Any, tmp_path: Path) -> CrewHarness:
+    """The harness: the fake kiro-cli, the ``kirocrew`` agent rendered with every managed server."""
+    from kirocrew_mcp.render import rebuild_agent_config
+
+    harness = CrewHarness(tmp_path, {**os.environ, "KIRO_CLI_PATH": str(fake_kiro_cli.sandboxable_path)},
+                          rebuild_agent_config)
+    harness.render_agent()
+    return harness
