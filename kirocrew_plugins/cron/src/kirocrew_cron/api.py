@@ -135,10 +135,11 @@ def _answers_errors(route: Callable[[Request], Awaitable[JSONResponse]]) -> Call
 def host_of(request: Request) -> CronHost:
     """The host's cron service; ``host_required`` on a gateway without a host."""
     from kirocrew_cron.errors import cron_error
-    from kirocrew_cron.service import cron_host
 
     if getattr(request.app.state.kirocrew, "host", None) is None:
         raise cron_error("host_required", "cron jobs live in the host (kirocrew serve); this gateway has none")
+    from kirocrew_cron.service import cron_host
+
     return cron_host()
 
 

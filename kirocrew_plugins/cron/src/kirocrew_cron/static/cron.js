@@ -215,7 +215,8 @@ function wireForm(form) {
       } else {
         const answer = await api(`/api/cron/jobs/${encodeURIComponent(form.dataset.job)}`, { method: "PATCH", body });
         announce(`Saved job ${answer.job.name}: ${answer.job.schedule_text}.`);
-        initial = argumentsOf(form);
+        window.location.reload(); // the title, the facts and the form all show the saved job
+        return;
       }
       await redraw({ force: true });
     } catch (err) {
