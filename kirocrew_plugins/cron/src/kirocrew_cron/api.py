@@ -57,6 +57,7 @@ BAD_INPUT_CODES = frozenset({
     "invalid_arguments", "bad_json", "bad_request", "body_too_large", "invalid_job_id", "no_schedule",
     "conflicting_schedule", "invalid_schedule", "invalid_timezone", "invalid_skip_date", "time_in_past",
     "unparseable_time", "no_payload", "conflicting_payload", "command_refused", "no_fields", "import_unreadable",
+    "invalid_workspace", "person_only_field",
 })
 CONFLICT_CODES = frozenset({"job_running", "scheduler_off", "cron_store_busy", "authority_unavailable",
                             "governance_denied"})
@@ -77,6 +78,7 @@ FIELD_OF_CODE = {
     "conflicting_payload": "command",
     "command_refused": "command",
     "authority_unavailable": "authority",
+    "invalid_workspace": "cwd",
     "import_unreadable": "path",
 }
 

@@ -100,7 +100,7 @@ def form_values(job: dict[str, Any] | None) -> dict[str, Any]:
     if job is None:
         return {"id": "", "name": "", "kind": "agent", "message": "", "command": "", "schedule": "every",
                 "every": "", "every_unit": "60", "cron_expr": "", "at": "", "timezone": "", "skip_dates": "",
-                "agent": "", "model": "", "authority": "unrestricted", "workspace": "",
+                "agent": "", "model": "", "authority": "unrestricted", "cwd": "",
                 "timeout_secs": model.TIMEOUT_SECS_DEFAULT, "timeout": 0, "catch_up": "once",
                 "catch_up_max": model.CATCH_UP_MAX_DEFAULT, "persistent_session": True, "minimal_context": False,
                 "silent": False, "strict_schedule": False}
@@ -109,13 +109,13 @@ def form_values(job: dict[str, Any] | None) -> dict[str, Any]:
     whole_minutes = every % 60 == 0
     kinds = {"cron": "cron_expr", "at": "at", "every": "every"}
     return {**{name: job[name] for name in ("id", "name", "message", "command", "timezone", "agent", "model",
-                                             "authority", "workspace", "timeout_secs", "timeout", "catch_up",
+                                             "authority", "timeout_secs", "timeout", "catch_up",
                                              "catch_up_max", "persistent_session", "minimal_context", "silent",
                                              "strict_schedule")},
             "kind": "command" if job["command"] else "agent", "schedule": kinds.get(schedule["kind"], "every"),
             "every": (every // 60 if whole_minutes else every) or "", "every_unit": "60" if whole_minutes else "1",
             "cron_expr": schedule.get("cron_expr") or "", "at": schedule.get("at_ts") or "",
-            "skip_dates": " ".join(job["skip_dates"])}
+            "skip_dates": " ".join(job["skip_dates"]), "cwd": job["workspace"]}
 
 
 def _authorities() -> list[dict[str, Any]]:
@@ -137,7 +137,7 @@ def _update_fields() -> frozenset[str]:
     from kirocrew_cron.tools import cron_tool
 
     properties = cron_tool("cron_update").input_schema.get("properties", {})
-    return frozenset(name for name in properties if name != "job_id")
+    return frozenset(name for name in properties if name not in ("job_id", "json"))
 
 
 def _context() -> dict[str, Any]:

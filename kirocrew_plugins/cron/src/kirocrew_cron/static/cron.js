@@ -8,7 +8,7 @@ import { api, announce, clearFieldErrors, fetchPage, showFieldError } from "/sta
 const SCHEDULES = ["every", "cron_expr", "at_time", "delay", "at"];
 const NUMBERS = new Set(["timeout_secs", "timeout", "catch_up_max"]);
 const FLAGS = ["persistent_session", "minimal_context", "silent", "strict_schedule"];
-const TEXTS = ["name", "timezone", "agent", "model", "authority", "workspace", "catch_up"];
+const TEXTS = ["name", "timezone", "agent", "model", "authority", "cwd", "catch_up"];
 
 let region = document.getElementById("jobs") || document.getElementById("job");
 
