@@ -218,7 +218,7 @@ def test_import_reads_a_crons_json_as_the_persons_jobs_and_reports_what_it_skipp
 
 def test_the_cron_page_lists_jobs_and_its_add_form_offers_every_cron_add_argument(
         owner: httpx.Client, workspace: Path) -> None:
-    from kirocrew_cron.tools import cron_tool
+    from kirocrew_cron.tools import tools_by_name
 
     job = add(owner, workspace, name="on-the-page")
     page = owner.get("/cron")
@@ -229,7 +229,8 @@ def test_the_cron_page_lists_jobs_and_its_add_form_offers_every_cron_add_argumen
 
     form = html.split('id="add-form"', 1)[1].split("</form>", 1)[0]
     names = set(re.findall(r'name="([a-z_]+)"', form)) - {"payload", "schedule", "every_unit"}
-    assert names == set(cron_tool("cron_add").input_schema["properties"]) - {"json"}  # json shapes a tool's answer
+    # json only shapes a tool's answer
+    assert names == set(tools_by_name()["cron_add"].input_schema["properties"]) - {"json"}
 
 
 def test_a_jobs_page_shows_its_history_and_an_unknown_job_is_a_404_page(

@@ -149,9 +149,9 @@ def tool_schema_check(tool_name: str, arguments: dict[str, Any]) -> None:
     """Refuse ``arguments`` exactly as the MCP tool ``tool_name`` would (``invalid_arguments``)."""
     from kirocrew_core.coretools.server import validate_arguments
 
-    from kirocrew_cron.tools import cron_tool
+    from kirocrew_cron.tools import tools_by_name
 
-    problem = validate_arguments(cron_tool(tool_name), arguments)
+    problem = validate_arguments(tools_by_name()[tool_name], arguments)
     if problem is not None:
         raise BadInputError(problem, code="invalid_arguments")
 

@@ -119,14 +119,13 @@ def form_values(job: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _authorities() -> list[dict[str, Any]]:
-    """The execution authorities a person's job may choose, each with whether it can run on this host."""
+    """The execution authorities a person's job may choose (cron_add's), each with whether it can run here."""
     from kirocrew_conversations.authority import availability, backends
     from kirocrew_conversations.vocabulary import AUTHORITIES
 
     installed = backends()
-    names = list(dict.fromkeys([*AUTHORITIES, *sorted(installed)]))
     out = []
-    for name in names:
+    for name in AUTHORITIES:
         ok, reason = availability(name, installed)
         out.append({"name": name, "available": ok, "reason": reason or ""})
     return out
@@ -134,9 +133,9 @@ def _authorities() -> list[dict[str, Any]]:
 
 def _update_fields() -> frozenset[str]:
     """The arguments ``cron_update`` accepts: the edit form offers only these."""
-    from kirocrew_cron.tools import cron_tool
+    from kirocrew_cron.tools import tools_by_name
 
-    properties = cron_tool("cron_update").input_schema.get("properties", {})
+    properties = tools_by_name()["cron_update"].input_schema.get("properties", {})
     return frozenset(name for name in properties if name not in ("job_id", "json"))
 
 
