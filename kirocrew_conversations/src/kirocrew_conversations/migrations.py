@@ -1,15 +1,14 @@
 """Versioned schema migrations for the conversations database.
 
-Each migration is a list of statements applied in one transaction together
-with its ``schema_version`` row, so a crash mid-migration leaves the previous
-version intact. A database from a newer server is refused untouched: guessing
-at a schema we do not know could destroy results users were promised forever.
+Applied by :func:`kirocrew_core.sqlite_db.migrate`: each migration in one transaction
+with its ``schema_version`` row; a database from a newer server is refused untouched.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from datetime import datetime, timezone
+
+from kirocrew_core import sqlite_db
 
 from kirocrew_conversations.errors import conversation_error
 from kirocrew_conversations.vocabulary import RUN_STATUSES
@@ -176,60 +175,17 @@ MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4]
 LATEST_VERSION = len(MIGRATIONS)
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
-def schema_version(conn: sqlite3.Connection) -> int:
-    """The applied version (0 for an empty database)."""
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
-    )
-    row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
-    return int(row[0] or 0)
+def problem(exc: sqlite_db.DatabaseProblem) -> Exception:
+    """The conversations error for a database :mod:`kirocrew_core.sqlite_db` refused."""
+    if exc.kind == "too_new":
+        return conversation_error("database_too_new", f"{exc}; upgrade kirocrew-conversations or point "
+                                                      "KIRO_CONVERSATIONS_STATE_DIR elsewhere")
+    return conversation_error("database_unusable", str(exc))
 
 
 def migrate(conn: sqlite3.Connection) -> int:
-    """Bring ``conn`` (autocommit mode) to :data:`LATEST_VERSION`; return the version reached.
-
-    Re-running it on an up-to-date database changes nothing. Foreign keys are off while it runs
-    (a table rebuild drops the old table, which must not cascade) and checked before each commit.
-    """
+    """Bring ``conn`` (autocommit mode) to :data:`LATEST_VERSION` (:func:`kirocrew_core.sqlite_db.migrate`)."""
     try:
-        current = schema_version(conn)
-    except sqlite3.DatabaseError as exc:
-        raise conversation_error("database_unusable", f"cannot read the schema version: {exc}") from exc
-    if current > LATEST_VERSION:
-        raise conversation_error(
-            "database_too_new",
-            f"the database has schema version {current}, newer than this server's {LATEST_VERSION}; "
-            "upgrade kirocrew-conversations or point KIRO_CONVERSATIONS_STATE_DIR elsewhere",
-        )
-    if current == LATEST_VERSION:
-        return current
-    enforced = conn.execute("PRAGMA foreign_keys").fetchone()[0]
-    conn.execute("PRAGMA foreign_keys = OFF")  # a no-op inside a transaction: set before BEGIN
-    try:
-        _apply(conn, current)
-    finally:
-        conn.execute(f"PRAGMA foreign_keys = {'ON' if enforced else 'OFF'}")
-    return LATEST_VERSION
-
-
-def _apply(conn: sqlite3.Connection, current: int) -> None:
-    for version in range(current + 1, LATEST_VERSION + 1):
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            # Re-checked under the write lock: another connection may have just migrated.
-            if schema_version(conn) >= version:
-                conn.execute("COMMIT")
-                continue
-            for statement in MIGRATIONS[version - 1]:
-                conn.execute(statement)
-            if conn.execute("PRAGMA foreign_key_check").fetchone() is not None:
-                raise conversation_error("database_unusable", f"migration to version {version} broke a reference")
-            conn.execute("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)", (version, _now()))
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+        return sqlite_db.migrate(conn, MIGRATIONS)
+    except sqlite_db.DatabaseProblem as exc:
+        raise problem(exc) from exc

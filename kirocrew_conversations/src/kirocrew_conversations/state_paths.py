@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kirocrew_core import ownership
+from kirocrew_core import ownership, sqlite_db
 from kirocrew_core.home import user_home
 from kirocrew_core.ownership import Ownership
 
@@ -21,7 +21,7 @@ from kirocrew_conversations.errors import conversation_error
 
 STATE_DIR_ENV = "KIRO_CONVERSATIONS_STATE_DIR"
 STATE_DIR_MODE = 0o700
-DATABASE_MODE = 0o600
+DATABASE_MODE = sqlite_db.DATABASE_MODE
 DATABASE_NAME = "orchestrator-v1.sqlite"
 LOCK_NAME = "owner.lock"
 
@@ -65,12 +65,7 @@ def ensure_private_file(path: Path) -> Path:
     ``-shm`` files with the database file's mode.
     """
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, DATABASE_MODE)
-        try:
-            if (os.fstat(fd).st_mode & 0o777) != DATABASE_MODE:
-                os.fchmod(fd, DATABASE_MODE)
-        finally:
-            os.close(fd)
+        sqlite_db.ensure_private_file(path)
     except OSError as exc:
         raise conversation_error(
             "state_dir_unusable", f"cannot secure {path}: {exc.strerror or exc}"

@@ -23,6 +23,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kirocrew_core import sqlite_db
+
 from kirocrew_conversations import migrations
 from kirocrew_conversations.errors import conversation_error
 from kirocrew_conversations.vocabulary import ACTIVE_STATUSES, NONTERMINAL_STATUSES, RUN_STATUSES, TERMINAL_STATUSES
@@ -34,7 +36,7 @@ from kirocrew_conversations.state_paths import (
     ensure_state_dir,
 )
 
-BUSY_TIMEOUT_MS = 5000
+BUSY_TIMEOUT_MS = sqlite_db.BUSY_TIMEOUT_MS
 MAX_REPLY_BYTES = 256 * 1024
 MAX_EVENT_PAGE = 200
 
@@ -311,21 +313,11 @@ class Store:
         """Open (creating 0600 if needed) and migrate the database at ``path``."""
         ensure_private_file(path)
         try:
-            conn = sqlite3.connect(
-                path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
-            )
-        except sqlite3.Error as exc:
-            raise conversation_error("database_unusable", f"cannot open {path}: {exc}") from exc
-        conn.row_factory = sqlite3.Row
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA foreign_keys = ON")
             # Erased prompts and images are overwritten with zeros, not just unlinked from the b-tree.
-            conn.execute("PRAGMA secure_delete = ON")
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise conversation_error("database_unusable", f"cannot enable WAL on {path} (got {mode})")
-            conn.execute("PRAGMA synchronous = NORMAL")
+            conn = sqlite_db.connect(path, secure_delete=True)
+        except sqlite_db.DatabaseProblem as exc:
+            raise migrations.problem(exc) from exc
+        try:
             migrations.migrate(conn)
         except sqlite3.DatabaseError as exc:
             conn.close()
