@@ -13,7 +13,7 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import pytest
@@ -149,11 +149,11 @@ def test_a_job_is_added_listed_paused_run_edited_and_removed_on_the_page(
 
 def test_the_page_reads_well_in_the_dark_scheme_and_on_a_narrow_screen(
         module_dashboard: Dashboard, owner: httpx.Client, workspace: Path) -> None:
-    bodies = [{"name": "standup", "message": "Summarise yesterday's commits", "cron_expr": "0 9 * * 1-5",
-               "timezone": "Europe/Paris"},
-              {"name": "disk", "command": "df -h /", "every": 3600, "cwd": str(workspace)},
-              {"name": "a job whose name is long enough to need wrapping in its table cell", "message": "x",
-               "every": 120}]
+    bodies: list[dict[str, Any]] = [
+        {"name": "standup", "message": "Summarise yesterday's commits", "cron_expr": "0 9 * * 1-5",
+         "timezone": "Europe/Paris"},
+        {"name": "disk", "command": "df -h /", "every": 3600, "cwd": str(workspace)},
+        {"name": "a job whose name is long enough to need wrapping in its table cell", "message": "x", "every": 120}]
     for body in bodies:
         assert owner.post("/api/cron/jobs", json=body).status_code == 200
     paused = job_named(owner, bodies[2]["name"])
@@ -163,7 +163,8 @@ def test_the_page_reads_well_in_the_dark_scheme_and_on_a_narrow_screen(
     wide = module_dashboard.open("/cron")
     expect(wide.page.locator("#jobs tbody tr")).to_have_count(3)
     module_dashboard.screenshot(wide, "cron-page-light")
-    for scheme, width in (("dark", 1280), ("light", 400)):
+    views: tuple[tuple[Literal["light", "dark"], int], ...] = (("dark", 1280), ("light", 400))
+    for scheme, width in views:
         opened = module_dashboard.open("/cron", color_scheme=scheme, width=width)
         expect(opened.page.locator("#jobs tbody tr")).to_have_count(3)
         assert opened.page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), \
