@@ -56,7 +56,8 @@ def workspace(module_root: Path) -> Path:
 
 
 def add(owner: httpx.Client, workspace: Path, **arguments: Any) -> dict[str, Any]:
-    body = {"name": "job", "command": "echo hi", "every": 7200, "cwd": str(workspace), **arguments}
+    schedule = {} if {"every", "cron_expr", "at", "delay", "at_time"} & set(arguments) else {"every": 7200}
+    body = {"name": "job", "command": "echo hi", "cwd": str(workspace), **schedule, **arguments}
     answer = owner.post("/api/cron/jobs", json=body)
     assert answer.status_code == 200, answer.text
     job: dict[str, Any] = answer.json()["job"]

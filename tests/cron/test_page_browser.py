@@ -56,7 +56,37 @@ def module_dashboard(served: ServedGateway, module_root: Path) -> Iterator[Dashb
 
     chromium = executable("chromium", apt="chromium", also=("chromium-browser",))
     with chromium_browser(chromium) as browser:
-        yield Dashboard(browser, served, module_root / "screenshots")
+        shared = Dashboard(browser, served, module_root / "screenshots")
+        # The browser's own helpers (storage, network) start with its first page: here, not inside a test,
+        # whose process guard would take them for processes the test left running.
+        shared.open("/cron").page.context.close()
+        yield shared
+
+
+class ClosingDashboard(Dashboard):
+    """The module's browser, closing every page a test opened when the test ends (no renderer outlives it)."""
+
+    def __init__(self, shared: Dashboard) -> None:
+        super().__init__(shared.browser, shared.gateway, shared.artifacts)
+        self.opened: list[OpenedPage] = []
+
+    def open(self, path: str = "/", **options: Any) -> OpenedPage:
+        opened = super().open(path, **options)
+        self.opened.append(opened)
+        return opened
+
+    def close(self) -> None:
+        for opened in self.opened:
+            opened.page.context.close()
+
+
+@pytest.fixture
+def dashboard(module_dashboard: Dashboard) -> Iterator[Dashboard]:
+    pages = ClosingDashboard(module_dashboard)
+    try:
+        yield pages
+    finally:
+        pages.close()
 
 
 @pytest.fixture(scope="module")
@@ -77,11 +107,11 @@ def clean(opened: OpenedPage) -> None:
 
 
 def test_a_job_is_added_listed_paused_run_edited_and_removed_on_the_page(
-        module_dashboard: Dashboard, owner: httpx.Client, workspace: Path) -> None:
-    opened = module_dashboard.open("/cron")
+        dashboard: Dashboard, owner: httpx.Client, workspace: Path) -> None:
+    opened = dashboard.open("/cron")
     page = opened.page
     expect(page.get_by_text("No cron jobs yet.")).to_be_visible()
-    module_dashboard.screenshot(opened, "cron-empty-light")
+    dashboard.screenshot(opened, "cron-empty-light")
 
     form = page.locator("#add-form")
     form.get_by_label("Name").fill("disk-report")
@@ -96,7 +126,7 @@ def test_a_job_is_added_listed_paused_run_edited_and_removed_on_the_page(
     error = page.locator("#add-timezone-error")
     expect(error).to_contain_text("invalid_timezone")
     expect(form.get_by_label("Time zone")).to_have_attribute("aria-invalid", "true")
-    module_dashboard.screenshot(opened, "cron-form-error-light")
+    dashboard.screenshot(opened, "cron-form-error-light")
     assert job_named(owner, "disk-report") is None, "a refused form stores nothing"
 
     form.get_by_label("Time zone").fill("")
@@ -137,7 +167,7 @@ def test_a_job_is_added_listed_paused_run_edited_and_removed_on_the_page(
     changed = owner.get(f"/api/cron/jobs/{job['id']}").json()["job"]
     assert changed["schedule"] == {"kind": "cron", "every_secs": None, "at_ts": None, "cron_expr": "0 6 * * *"}
     expect(page.locator("#job")).to_contain_text(changed["schedule_text"])
-    module_dashboard.screenshot(opened, "cron-job-light")
+    dashboard.screenshot(opened, "cron-job-light")
 
     page.once("dialog", lambda dialog: dialog.accept())
     page.get_by_role("button", name="Remove disk-report-daily").click()
@@ -148,7 +178,7 @@ def test_a_job_is_added_listed_paused_run_edited_and_removed_on_the_page(
 
 
 def test_the_page_reads_well_in_the_dark_scheme_and_on_a_narrow_screen(
-        module_dashboard: Dashboard, owner: httpx.Client, workspace: Path) -> None:
+        dashboard: Dashboard, owner: httpx.Client, workspace: Path) -> None:
     bodies: list[dict[str, Any]] = [
         {"name": "standup", "message": "Summarise yesterday's commits", "cron_expr": "0 9 * * 1-5",
          "timezone": "Europe/Paris"},
@@ -160,14 +190,14 @@ def test_the_page_reads_well_in_the_dark_scheme_and_on_a_narrow_screen(
     assert paused is not None
     owner.post(f"/api/cron/jobs/{paused['id']}/pause", json={})
 
-    wide = module_dashboard.open("/cron")
+    wide = dashboard.open("/cron")
     expect(wide.page.locator("#jobs tbody tr")).to_have_count(3)
-    module_dashboard.screenshot(wide, "cron-page-light")
+    dashboard.screenshot(wide, "cron-page-light")
     views: tuple[tuple[Literal["light", "dark"], int], ...] = (("dark", 1280), ("light", 400))
     for scheme, width in views:
-        opened = module_dashboard.open("/cron", color_scheme=scheme, width=width)
+        opened = dashboard.open("/cron", color_scheme=scheme, width=width)
         expect(opened.page.locator("#jobs tbody tr")).to_have_count(3)
         assert opened.page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), \
             f"the page scrolls sideways at {width}px"
-        module_dashboard.screenshot(opened, f"cron-page-{scheme}-{width}px")
+        dashboard.screenshot(opened, f"cron-page-{scheme}-{width}px")
         clean(opened)

@@ -32,6 +32,10 @@ GOOD_STATUSES = frozenset({"success"})
 SCHEDULE_CHOICES = (("every", "Every"), ("cron_expr", "Cron expression"), ("at_time", "At a time (words)"),
                     ("delay", "In N seconds"), ("at", "At an instant"))
 EVERY_UNITS = (("60", "minutes"), ("3600", "hours"), ("86400", "days"), ("1", "seconds"))
+#: The tool arguments the job forms carry (the schedule's own inputs are offered by their radio choice).
+FORM_FIELDS = ("name", "message", "command", "timezone", "skip_dates", "agent", "model", "authority", "cwd",
+               "timeout_secs", "timeout", "catch_up", "catch_up_max", "persistent_session", "minimal_context",
+               "silent", "strict_schedule")
 
 
 def status_class(status: str | None) -> str:
@@ -84,9 +88,11 @@ def owner_of(job: dict[str, Any]) -> tuple[str, str]:
 
 
 def duration_text(ms: int | None) -> str:
-    """``1.2 s``, ``3 min 4 s`` or ``""`` while running."""
+    """``40 ms``, ``1.2 s``, ``3 min 4 s``, or ``""`` while running."""
     if ms is None:
         return ""
+    if ms < 1_000:
+        return f"{ms} ms"
     if ms < 60_000:
         return f"{ms / 1000:.1f} s"
     minutes, seconds = divmod(round(ms / 1000), 60)
@@ -145,7 +151,7 @@ def _context() -> dict[str, Any]:
 
     return {"status_class": status_class, "utc_stamp": utc_stamp, "utc_text": utc_text, "state_of": state_of,
             "owner_of": owner_of, "duration_text": duration_text, "schedule_choices": SCHEDULE_CHOICES,
-            "every_units": EVERY_UNITS, "catch_ups": model.CATCH_UPS, "limits": model,
+            "every_units": EVERY_UNITS, "form_fields": FORM_FIELDS, "catch_ups": model.CATCH_UPS, "limits": model,
             "default_timezone": configured_timezone() or "UTC", "refresh_seconds": REFRESH_SECONDS,
             "form_values": form_values}
 
