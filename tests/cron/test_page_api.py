@@ -2,7 +2,8 @@
 
 One real ``kirocrew serve`` (its host runs the cron service and the scheduler) is shared by the
 module; each test makes its own jobs and asserts on those. Scripts reach it with the owner's Bearer
-token, as the page's own script does with its cookie. Command jobs (``echo``) need no kiro-cli.
+token, as the page's own script does with its cookie. Command jobs (``echo``) need no kiro-cli; the
+one agent job runs on the fake kiro-cli in a host of its own (its kiro-cli lives as long as that host).
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ def workspace(module_root: Path) -> Path:
 
 def add(owner: httpx.Client, workspace: Path, **arguments: Any) -> dict[str, Any]:
     schedule = {} if {"every", "cron_expr", "at", "delay", "at_time"} & set(arguments) else {"every": 7200}
-    body = {"name": "job", "command": "echo hi", "cwd": str(workspace), **schedule, **arguments}
+    payload = {} if "message" in arguments else {"command": "echo hi"}
+    body = {"name": "job", "cwd": str(workspace), **payload, **schedule, **arguments}
     answer = owner.post("/api/cron/jobs", json=body)
     assert answer.status_code == 200, answer.text
     job: dict[str, Any] = answer.json()["job"]
@@ -190,6 +192,32 @@ def test_run_now_runs_a_command_job_and_its_history_row_appears_with_result_and_
     assert row["status"] == "success" and "hello-from-cron" in row["summary"]
     assert row["duration_ms"] is not None and row["finished_at"] >= row["started_at"]
     assert shown["job"]["last_status"] == "ok" and "hello-from-cron" in shown["job"]["last_result"]
+
+
+@pytest.fixture
+def gateway_env(hosted_gateway_env: dict[str, str]) -> dict[str, str]:
+    """The agent test's own ``kirocrew serve``: the fake kiro-cli, conversations in the test's state directory."""
+    return hosted_gateway_env
+
+
+def test_an_agent_jobs_history_links_to_its_run_on_the_conversations_page(
+        owner_client: httpx.Client, tmp_path: Path) -> None:
+    owner = owner_client
+    job = add(owner, tmp_path, name="agent-run", message="!say cron says hi")
+    one = f"/api/cron/jobs/{job['id']}"
+    assert owner.post(one + "/trigger", json={}).status_code == 200
+    deadline = time.monotonic() + WAIT_SECS
+    while not (history := owner.get(one).json()["history"]) or history[0]["status"] == "running":
+        assert time.monotonic() < deadline, history
+        time.sleep(0.2)
+    (row,) = history
+    assert row["status"] == "success", row
+    assert row["conversation_id"] and row["run_id"]
+    assert row["url"] == f"/conversations/{row['conversation_id']}#run-{row['run_id']}-heading"
+    conversation = owner.get(row["url"].split("#")[0])
+    assert conversation.status_code == 200 and f'id="run-{row["run_id"]}-heading"' in conversation.text
+    page = owner.get(f"/cron/{job['id']}").text
+    assert f'href="{row["url"]}"' in page and f'href="/conversations/{row["conversation_id"]}"' in page
 
 
 def test_import_reads_a_crons_json_as_the_persons_jobs_and_reports_what_it_skipped(
