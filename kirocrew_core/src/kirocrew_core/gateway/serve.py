@@ -207,8 +207,15 @@ def _configured(name: str) -> Any:
     help="Development only: send a connection provider's requests for ORIGIN to URL (http(s) on a loopback "
          "host; the gateway must listen on loopback). Repeatable; announced on stderr and on every page.",
 )
+@click.option(
+    "--no-crons",
+    "no_crons",
+    is_flag=True,
+    help="Run without the cron scheduler: cron jobs can still be listed and changed, but none fires and "
+         "`kirocrew cron trigger` is refused (sets KIROCREW_CRONS=off for the host).",
+)
 def serve(host: str | None, port: int | None, allow_remote: bool, background: bool,
-          override_origin: tuple[str, ...] = ()) -> None:
+          override_origin: tuple[str, ...] = (), no_crons: bool = False) -> None:
     """Run the host: the gateway and dashboard, and the socket every kirocrew MCP server relays to.
 
     The gateway listens on 127.0.0.1 and serves only its owner: the URL it
@@ -227,6 +234,8 @@ def serve(host: str | None, port: int | None, allow_remote: bool, background: bo
     from kirocrew_core.host.server import Host, idle_secs
     from kirocrew_core.plugins import get_plugin_manager
 
+    if no_crons:  # read by the cron plugin's host service (kirocrew_cron.service.CRONS_ENV) when it starts
+        os.environ["KIROCREW_CRONS"] = "off"
     host = host if host is not None else str(_configured("gateway.host"))
     port = port if port is not None else int(_configured("gateway.port"))
     address = resolve_bind_address(host, port)

@@ -47,41 +47,37 @@ class SystemClock:
 
 
 class ManualClock:
-    """A clock that moves only when told (:meth:`advance`, :meth:`set`); sleepers wake when it passes them."""
+    """A clock that moves only when told (:meth:`advance`, :meth:`set`); sleepers wake when it passes them.
+
+    A sleeper is a future per :meth:`sleep_until` call, resolved by the move that passes its deadline,
+    so cancelling a sleeper (a stopping scheduler) leaves nothing behind.
+    """
 
     def __init__(self, start: float) -> None:
         self._now = start
-        self._moved: asyncio.Condition | None = None
+        self._sleepers: list[tuple[float, asyncio.Future[None]]] = []
 
     def now(self) -> float:
         return self._now
 
-    def _condition(self) -> asyncio.Condition:
-        if self._moved is None:
-            self._moved = asyncio.Condition()
-        return self._moved
-
     async def sleep_until(self, deadline: float, wake: asyncio.Event) -> None:
-        moved = self._condition()
+        if self._now >= deadline or wake.is_set():
+            return
+        entry = (deadline, asyncio.get_running_loop().create_future())
+        self._sleepers.append(entry)
         waker = asyncio.ensure_future(wake.wait())
         try:
-            async with moved:
-                while self._now < deadline and not wake.is_set():
-                    mover = asyncio.ensure_future(moved.wait())
-                    done, _ = await asyncio.wait({mover, waker}, return_when=asyncio.FIRST_COMPLETED)
-                    if mover not in done:
-                        mover.cancel()
-                        await asyncio.gather(mover, return_exceptions=True)
+            await asyncio.wait({entry[1], waker}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             waker.cancel()
-            await asyncio.gather(waker, return_exceptions=True)
+            self._sleepers.remove(entry)
 
     async def set(self, when: float) -> None:
         """Move to ``when`` (never backwards) and wake every sleeper whose deadline passed."""
-        moved = self._condition()
-        async with moved:
-            self._now = max(self._now, when)
-            moved.notify_all()
+        self._now = max(self._now, when)
+        for deadline, moved in self._sleepers:
+            if deadline <= self._now and not moved.done():
+                moved.set_result(None)
         await asyncio.sleep(0)
 
     async def advance(self, seconds: float) -> None:

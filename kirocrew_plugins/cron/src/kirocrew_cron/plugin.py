@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kirocrew_core import hookimpl
-from kirocrew_core.contributions import DashboardPage, HostedMcpServer, ManagedMcpServer
+from kirocrew_core.contributions import DashboardPage, HostedMcpServer, HostService, ManagedMcpServer
 
 from kirocrew_cron import settings  # noqa: F401 - declares the cron.* config keys when the plugin loads
 
@@ -51,7 +51,11 @@ async def _hosted_server() -> object:
     return await hosted_server()
 
 
-# host_services (service.py) is added by the module that builds it.
+@hookimpl
+def host_services() -> list[HostService]:
+    from kirocrew_cron.service import host_service
+
+    return [host_service()]
 
 
 @hookimpl

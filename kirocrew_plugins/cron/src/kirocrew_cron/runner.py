@@ -1,0 +1,300 @@
+"""What a job does when it fires: an agent job is a run of a conversation, a command job a process.
+
+:class:`JobRunner` is the host's default runner (:class:`~kirocrew_cron.service.CronHost` takes
+another one only in tests). It raises nothing for an ordinary failure: it returns an
+:class:`Outcome`, which the host turns into the history row, the job's last result and the
+notification. A refusal before anything ran (the job's authority cannot run here) is
+``denied``. Cancelling it (the job's deadline, the reaper, the host stopping) tears down what
+it started: the conversation run is cancelled, the command's process group is killed.
+
+* **Agent jobs** run in the host's conversations service, as any conversation's run: a
+  persistent job keeps one conversation (``cron-<id>``, its id kept in ``job.conversation_id``;
+  created again if it was deleted or archived) and gets its previous result as context (the
+  reference's preamble); a fresh job gets a new conversation ``cron-<id>-<8 hex>`` per run and
+  the bare message. The conversation works in the job's workspace under the job's authority, on
+  the job's agent (its mode) and model. The run's reply is the result.
+* **Command jobs** run ``/bin/sh -c COMMAND`` in the job's workspace under the job's authority
+  (the authority backend's launcher, as a conversation's kiro-cli gets it; an authority that
+  cannot run refuses the fire), bounded by ``timeout`` (0: 300 s), in their own process group.
+  Exit status 0 is success; the output, redacted, is the result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import stat
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from kirocrew_cron.model import (
+    COMMAND_TIMEOUT_DEFAULT_SECS,
+    LAST_RESULT_MAX,
+    MINIMAL_LAST_RESULT_MAX,
+    Job,
+    RunStatus,
+)
+
+if TYPE_CHECKING:
+    from kirocrew_conversations.service import ConversationsService
+    from kirocrew_conversations.store import Conversation, Run
+
+#: The reference's wrapper of the previous result a persistent job's prompt starts with.
+PREVIOUS_RESULT_HEAD = "[Previous run result — do NOT repeat the same content]\n"
+PREVIOUS_RESULT_TAIL = "\n[End of previous run result]\n\n"
+NO_RESPONSE = "_No response._"
+#: The most output a command run keeps (read past it is discarded, so a chatty command cannot fill memory).
+OUTPUT_READ_MAX = 1024 * 1024
+
+
+@dataclass
+class Outcome:
+    """How a run ended. ``status``: success, failure, timeout, cancelled or denied (refused before it ran)."""
+
+    status: RunStatus
+    result: str = ""
+    error: str = ""
+    conversation_id: str = ""
+    run_id: str = ""
+
+
+@dataclass
+class ActiveRun:
+    """A run in progress, as the host tracks it (the runner fills in what it starts, so it can be torn down)."""
+
+    job_id: str
+    record_id: int
+    trigger: str
+    started_at: float
+    #: When the job's ``timeout_secs`` cancels it, and when the reaper force-ends it if the cancel did not.
+    deadline: float
+    reap_at: float
+    task: asyncio.Task[Any] | None = None
+    conversation_id: str = ""
+    run_id: str = ""
+    process: asyncio.subprocess.Process | None = None
+    reaped: bool = False
+    #: Called with (conversation id, run id) once an agent run exists, so history can link it while it runs.
+    on_linked: Callable[[str, str], None] | None = field(default=None, repr=False)
+
+
+class Runner(Protocol):
+    def __call__(self, job: Job, active: ActiveRun) -> Awaitable[Outcome]: ...
+
+
+def capped_result(job: Job, text: str) -> str:
+    """A result as ``last_result`` keeps it: ``minimal_context`` jobs keep less."""
+    return text[: MINIMAL_LAST_RESULT_MAX if job.minimal_context else LAST_RESULT_MAX]
+
+
+def agent_prompt(job: Job) -> str:
+    """The message a run of ``job`` sends: a persistent job's previous result (capped) first, as context."""
+    if job.persistent_session and job.last_result:
+        return PREVIOUS_RESULT_HEAD + capped_result(job, job.last_result) + PREVIOUS_RESULT_TAIL + job.message
+    return job.message
+
+
+class JobRunner:
+    """The host's runner (see the module docstring); ``conversations`` is the host's conversations service."""
+
+    def __init__(self, conversations: Callable[[], Awaitable[ConversationsService]] | None = None) -> None:
+        self._conversations = conversations or _hosted_conversations
+
+    async def __call__(self, job: Job, active: ActiveRun) -> Outcome:
+        if job.command:
+            return await run_command(job, active)
+        return await self._run_agent(job, active)
+
+    # -- agent jobs ------------------------------------------------------------------------------
+
+    async def _run_agent(self, job: Job, active: ActiveRun) -> Outcome:
+        from kirocrew_core.errors import KirocrewError
+
+        try:
+            service = await self._conversations()
+            service.require_authority(job.authority)
+        except KirocrewError as exc:
+            return _refused(exc)
+        problem = _workspace_problem(job.workspace)
+        if problem:
+            return Outcome("failure", error=problem)
+        try:
+            conversation = await self._conversation(service, job)
+            settings = await service.resolve_settings(
+                {"model": None if job.model in ("", "auto") else job.model, "mode": job.agent or None},
+                conversation)
+            run = await service.orchestrator.submit(conversation.id, agent_prompt(job), settings)
+        except KirocrewError as exc:
+            return _refused(exc) if exc.code == "authority_unavailable" else Outcome(
+                "failure", error=_error_text(f"the run could not start: {exc.code}: {exc.message}"))
+        active.conversation_id, active.run_id = conversation.id, run.id
+        if active.on_linked is not None:
+            active.on_linked(conversation.id, run.id)
+        try:
+            ended = await _run_end(service, run.id)
+        except asyncio.CancelledError:  # the deadline or the reaper: the conversation's run ends too
+            with contextlib.suppress(Exception):
+                await asyncio.shield(service.orchestrator.cancel(run.id))
+            raise
+        return _agent_outcome(ended, conversation.id)
+
+    async def _conversation(self, service: ConversationsService, job: Job) -> Conversation:
+        """The job's persistent conversation (made again if it went away), or a fresh one for this run."""
+        from kirocrew_core.errors import KirocrewError
+
+        from kirocrew_conversations.orchestrator import db_call
+
+        store = service.store
+        if job.persistent_session and job.conversation_id:
+            try:
+                existing = await db_call(store.get_conversation, job.conversation_id)
+            except KirocrewError:
+                existing = None
+            if existing is not None and existing.state != "archived" and not existing.retired:
+                return existing
+        name = f"cron-{job.id}" if job.persistent_session else f"cron-{job.id}-{secrets.token_hex(4)}"
+        if await db_call(store.name_in_use, name):  # an archived conversation of this job keeps the plain name
+            name = f"cron-{job.id}-{secrets.token_hex(4)}"
+        from kirocrew_conversations.redact import workspace_fingerprint
+        from kirocrew_conversations.store import Workspace
+
+        real = os.path.realpath(job.workspace)
+        return await db_call(store.create_conversation, name=name,
+                             workspace=Workspace(strategy="shared", path=real, fingerprint=workspace_fingerprint(real)),
+                             authority=job.authority, mode=job.agent or None,
+                             model=None if job.model in ("", "auto") else job.model)
+
+
+async def _hosted_conversations() -> ConversationsService:
+    from kirocrew_conversations.hosted import hosted
+
+    return await hosted().ready()
+
+
+async def _run_end(service: ConversationsService, run_id: str) -> Run:
+    """The run once it reached a terminal status: event-driven (the orchestrator's waits and run-end listeners)."""
+    orchestrator = service.orchestrator
+    ended: asyncio.Future[Run] = asyncio.get_running_loop().create_future()
+
+    async def listener(run: Run) -> None:
+        if run.id == run_id and not ended.done():
+            ended.set_result(run)
+
+    orchestrator.run_end_listeners.append(listener)
+    try:
+        while True:
+            waited = await orchestrator.wait([run_id], "any")
+            run = waited.runs[0]
+            if run.terminal:
+                return run
+            if run.status == "needs_attention":  # a permission or question waits on its conversation's page
+                return await ended
+    finally:
+        with contextlib.suppress(ValueError):
+            orchestrator.run_end_listeners.remove(listener)
+
+
+def _agent_outcome(run: Run, conversation_id: str) -> Outcome:
+    from kirocrew_conversations.redact import redact_secrets
+
+    reply = redact_secrets(run.reply_text or "")
+    if run.status == "completed":
+        return Outcome("success", result=reply or NO_RESPONSE, conversation_id=conversation_id, run_id=run.id)
+    detail = f": {run.error_detail}" if run.error_detail else ""
+    status: RunStatus = "cancelled" if run.status == "cancelled" else "failure"
+    return Outcome(status, result=reply, error=_error_text(f"the run ended {run.status} ({run.error_code}){detail}"),
+                   conversation_id=conversation_id, run_id=run.id)
+
+
+# -- command jobs ----------------------------------------------------------------------------------
+
+
+async def run_command(job: Job, active: ActiveRun) -> Outcome:
+    """``sh -c`` the job's command under its authority, in its workspace, bounded; see the module docstring."""
+    from kirocrew_core import proc
+    from kirocrew_core.errors import KirocrewError
+
+    problem = _workspace_problem(job.workspace)
+    if problem:
+        return Outcome("failure", error=problem)
+    try:
+        launcher, env = command_launch(job.authority, job.workspace)
+        child = await proc.spawn_async([*launcher, "/bin/sh", "-c", job.command], env=env, cwd=job.workspace,
+                                       stdin=proc.DEVNULL, stdout=proc.PIPE, stderr=asyncio.subprocess.STDOUT)
+    except KirocrewError as exc:
+        return _refused(exc) if exc.code == "authority_unavailable" else Outcome(
+            "failure", error=_error_text(f"the command could not start: {exc.message}"))
+    active.process = child
+    bound = job.timeout or COMMAND_TIMEOUT_DEFAULT_SECS
+    try:
+        assert child.stdout is not None
+        output = await asyncio.wait_for(_read_all(child.stdout), timeout=bound)
+        code = await asyncio.wait_for(child.wait(), timeout=max(1.0, bound))
+    except TimeoutError:
+        await proc.terminate_async(child, reason=f"cron job {job.id} passed its {bound}s bound")
+        return Outcome("failure", error=f"Command timed out after {bound}s")
+    except BaseException:  # cancelled (the deadline, the reaper, the host stopping): nothing outlives the run
+        await asyncio.shield(proc.terminate_async(child, reason=f"cron job {job.id} was cancelled"))
+        raise
+    from kirocrew_conversations.redact import redact_secrets
+
+    text = redact_secrets(output.decode("utf-8", "replace")).strip()
+    if code != 0:
+        return Outcome("failure", result=text, error=_error_text(f"exit status {code}" + (f": {text[-500:]}"
+                                                                                           if text else "")))
+    return Outcome("success", result=text)
+
+
+def command_launch(authority_name: str, workspace: str) -> tuple[list[str], dict[str, str]]:
+    """The argv prefix and environment a command runs with under ``authority_name``: its backend's launcher.
+
+    ``authority_unavailable`` (a KirocrewError) when the authority cannot run here: never run unrestricted instead.
+    """
+    from kirocrew_core.acp_runtime import AcpOptions
+
+    from kirocrew_conversations import authority
+    from kirocrew_conversations.vocabulary import UNRESTRICTED
+
+    installed = authority.backends()
+    installed.setdefault(UNRESTRICTED, authority.UNRESTRICTED_BACKEND)
+    backend = authority.require(authority_name, installed)
+    options = backend.factory(AcpOptions(), workspace=workspace)
+    env = dict(options.env) if options.env is not None else dict(os.environ)
+    return [str(part) for part in options.launcher], env
+
+
+async def _read_all(stream: asyncio.StreamReader) -> bytes:
+    chunks: list[bytes] = []
+    kept = 0
+    while True:
+        chunk = await stream.read(64 * 1024)
+        if not chunk:
+            return b"".join(chunks)
+        if kept < OUTPUT_READ_MAX:
+            chunks.append(chunk[: OUTPUT_READ_MAX - kept])
+            kept += len(chunks[-1])
+
+
+# -- shared ----------------------------------------------------------------------------------------
+
+
+def _workspace_problem(workspace: str) -> str:
+    try:
+        if workspace and stat.S_ISDIR(os.stat(workspace).st_mode):
+            return ""
+    except OSError:
+        pass
+    return "the job's workspace is not an existing directory"
+
+
+def _refused(exc: Any) -> Outcome:
+    return Outcome("denied", error=_error_text(f"{exc.code}: {exc.message}"))
+
+
+def _error_text(text: str) -> str:
+    from kirocrew_conversations.redact import redact_text
+
+    return redact_text(text, 2000)
