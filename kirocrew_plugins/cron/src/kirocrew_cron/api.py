@@ -362,9 +362,7 @@ async def import_file(request: Request) -> JSONResponse:
         return report
 
     report = await _changing("cron_import", None, run)
-    return JSONResponse({"ok": True, "imported": list(report.imported),
-                         "skipped": [{"index": index, "reason": reason} for index, reason in report.skipped],
-                         "already": list(report.already)})
+    return JSONResponse({"ok": True, **report.as_dict()})
 
 
 def routes() -> list[BaseRoute]:
