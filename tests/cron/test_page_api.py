@@ -278,6 +278,19 @@ def test_a_jobs_page_shows_its_history_and_an_unknown_job_is_a_404_page(
     assert missing.status_code == 404 and "<code>job_not_found</code>" in missing.text
 
 
+def test_with_no_crons_jobs_can_be_added_but_run_now_is_refused_and_the_page_says_why(
+        isolated_homes: Any, tmp_path: Path) -> None:
+    env = {key: value for key, value in os.environ.items() if key != "KIROCREW_NO_HOST"}
+    with serving_gateway(env, ["--no-crons"], kirocrew_argv(), tmp_path / "logs") as gateway, \
+            owner_http_client(gateway) as owner:
+        job = add(owner, tmp_path, name="held")
+        assert owner.get("/api/cron/jobs").json()["scheduler_on"] is False
+        assert refusal(owner.post(f"/api/cron/jobs/{job['id']}/trigger", json={}))[:2] == (409, "scheduler_off")
+        assert owner.get(f"/api/cron/jobs/{job['id']}").json()["history"] == []
+        page = owner.get("/cron").text
+        assert "kirocrew serve --no-crons" in page and 'data-off title="The scheduler is off"' in page
+
+
 # -- without a host -------------------------------------------------------------------------------------
 
 
