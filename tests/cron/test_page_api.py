@@ -146,8 +146,8 @@ def test_an_unknown_job_is_404_job_not_found_and_a_malformed_id_400_on_every_rou
 # -- changing ----------------------------------------------------------------------------------------
 
 
-def test_pause_resume_update_and_remove_change_the_job_and_refuse_bad_input(
-        owner: httpx.Client, workspace: Path) -> None:
+def test_pause_resume_update_and_remove_change_the_job_refuse_bad_input_and_are_audited(
+        owner: httpx.Client, workspace: Path, module_root: Path) -> None:
     job = add(owner, workspace, name="changes")
     one = f"/api/cron/jobs/{job['id']}"
 
@@ -171,6 +171,25 @@ def test_pause_resume_update_and_remove_change_the_job_and_refuse_bad_input(
     assert refusal(owner.get(one))[:2] == (404, "job_not_found")
     assert refusal(owner.delete(one))[:2] == (404, "job_not_found")
 
+    from kirocrew_core import audit
+
+    with pytest.MonkeyPatch.context() as patch:
+        isolate_homes(patch, module_root)  # the served host's homes: its security event log
+        records = [r for r in audit.tail(200) if r["event"] == "cron.dashboard"
+                   and r["fields"].get("job_id") == job["id"]]
+    assert [(r["actor"], r["outcome"], r["fields"]["tool"], r["fields"]["code"]) for r in records] == [
+        ("owner", "ok", "cron_add", "ok"),
+        ("owner", "ok", "cron_pause", "ok"),
+        ("owner", "ok", "cron_resume", "ok"),
+        ("owner", "ok", "cron_update", "ok"),
+        ("owner", "refused", "cron_update", "no_fields"),
+        ("owner", "refused", "cron_update", "invalid_arguments"),
+        ("owner", "refused", "cron_update", "invalid_arguments"),
+        ("owner", "refused", "cron_update", "invalid_timezone"),
+        ("owner", "ok", "cron_remove", "ok"),
+        ("owner", "refused", "cron_remove", "job_not_found"),
+    ]
+
 
 def test_run_now_runs_a_command_job_and_its_history_row_appears_with_result_and_duration(
         owner: httpx.Client, workspace: Path) -> None:
@@ -184,7 +203,7 @@ def test_run_now_runs_a_command_job_and_its_history_row_appears_with_result_and_
     deadline = time.monotonic() + WAIT_SECS
     while True:
         shown = owner.get(one).json()
-        if shown["history"] and shown["history"][0]["status"] != "running":
+        if shown["history"] and shown["history"][0]["status"] != "running" and shown["job"]["last_status"]:
             break
         assert time.monotonic() < deadline, shown
         time.sleep(0.1)

@@ -5,7 +5,8 @@ as :meth:`~kirocrew_cron.ops.Actor.person`: the owner of the dashboard sees and 
 a body is first checked against the matching tool's own input schema (``cron_add``, ``cron_update``)
 with kirocrew-core's validator, so the page's form and the tool accept exactly the same arguments
 under the same names and fail with the same codes. The gateway authenticates every ``/api`` route as
-the owner; each change is recorded in the security event log as ``cron.dashboard`` (actor ``owner``).
+the owner; each change it makes or refuses is recorded in the security event log as ``cron.dashboard``
+(actor ``owner``); a body refused as malformed (``bad_json``, ``body_too_large``, ``bad_request``) is not.
 
 Routes (``{id}`` is a job id)::
 
@@ -257,8 +258,12 @@ async def add(request: Request) -> JSONResponse:
 
     host = host_of(request)
     body = await _body(request)
-    tool_schema_check("cron_add", body)
-    job: Job = await _changing("cron_add", None, lambda: ops.add_job(host, ops.Actor.person(), body))
+
+    def run() -> Job:
+        tool_schema_check("cron_add", body)
+        return ops.add_job(host, ops.Actor.person(), body)
+
+    job: Job = await _changing("cron_add", None, run)
     return JSONResponse({"ok": True, "job": await asyncio.to_thread(ops.job_view, host, job)})
 
 
@@ -279,11 +284,14 @@ async def update(request: Request) -> JSONResponse:
     host = host_of(request)
     job_id = _job_id(request)
     body = await _body(request)
-    if "job_id" in body:
-        raise BadInputError("job_id comes from the address, not the body", code="invalid_arguments")
-    tool_schema_check("cron_update", {"job_id": job_id, **body})
-    job: Job = await _changing("cron_update", job_id,
-                               lambda: ops.update_job(host, ops.Actor.person(), job_id, body))
+
+    def run() -> Job:
+        if "job_id" in body:
+            raise BadInputError("job_id comes from the address, not the body", code="invalid_arguments")
+        tool_schema_check("cron_update", {"job_id": job_id, **body})
+        return ops.update_job(host, ops.Actor.person(), job_id, body)
+
+    job: Job = await _changing("cron_update", job_id, run)
     return JSONResponse({"ok": True, "job": await asyncio.to_thread(ops.job_view, host, job)})
 
 
@@ -348,15 +356,16 @@ async def import_file(request: Request) -> JSONResponse:
 
     host = host_of(request)
     body = await _body(request)
-    extra = sorted(set(body) - {"path"})
-    if extra:
-        raise BadInputError(f"unknown field {extra[0][:64]}; this route takes only path", code="invalid_arguments")
-    path = body.get("path")
-    if not isinstance(path, str) or not path or len(path) > IMPORT_PATH_MAX or "\0" in path \
-            or not Path(path).is_absolute():
-        raise BadInputError("path: an absolute file name of a crons.json is required", code="invalid_arguments")
 
     def run() -> Any:
+        extra = sorted(set(body) - {"path"})
+        if extra:
+            raise BadInputError(f"{extra[0][:64]}: unknown field; this route takes only path",
+                                code="invalid_arguments")
+        path = body.get("path")
+        if not isinstance(path, str) or not path or len(path) > IMPORT_PATH_MAX or "\0" in path \
+                or not Path(path).is_absolute():
+            raise BadInputError("path: an absolute file name of a crons.json is required", code="invalid_arguments")
         report = import_crons_json(host.store, Path(path))
         host.changed()
         return report
