@@ -293,8 +293,9 @@ def test_a_jobs_page_shows_its_history_and_an_unknown_job_is_a_404_page(
     assert page.status_code == 200
     assert "<h1>with-history</h1>" in page.text and "on-its-page" in page.text and ">success<" in page.text
     assert 'id="edit-form"' in page.text
-    missing = owner.get("/cron/deadbeef")
-    assert missing.status_code == 404 and "<code>job_not_found</code>" in missing.text
+    for address in ("/cron/deadbeef", "/cron/NOT-HEX"):
+        missing = owner.get(address)
+        assert missing.status_code == 404 and "<code>job_not_found</code>" in missing.text
 
 
 def test_with_no_crons_jobs_can_be_added_but_run_now_is_refused_and_the_page_says_why(

@@ -13,6 +13,7 @@ Starlette is imported inside functions.
 from __future__ import annotations
 
 import asyncio
+import re
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -178,21 +179,18 @@ async def job_page(request: Request) -> Response:
     from kirocrew_core.gateway.shell import render_page
 
     from kirocrew_cron.api import detail, host_of, status_of
+    from kirocrew_cron.model import JOB_ID_PATTERN
+    from kirocrew_cron.ops import not_found
 
     job_id = request.path_params["job_id"]
     try:
-        import re
-
-        from kirocrew_cron.errors import cron_error
-        from kirocrew_cron.model import JOB_ID_PATTERN
-
+        host = host_of(request)
         if not re.fullmatch(JOB_ID_PATTERN, job_id):
-            raise cron_error("job_not_found", f"Error: job not found: {job_id[:40]}")
-        shown = await asyncio.to_thread(detail, host_of(request), job_id)
+            raise not_found(job_id[:40])  # a page address, not an argument: any id that names no job is 404
+        shown = await asyncio.to_thread(detail, host, job_id)
     except KirocrewError as exc:
         return render_page(request, f"{PACKAGE}/job.html", title="Cron job not available",
-                           status_code=status_of(exc.code) if exc.code != "invalid_arguments" else 404,
-                           shown=None, problem=exc, **_context())
+                           status_code=status_of(exc.code), shown=None, problem=exc, **_context())
     authorities, editable = await asyncio.gather(asyncio.to_thread(_authorities), asyncio.to_thread(_update_fields))
     return render_page(request, f"{PACKAGE}/job.html", title=shown["job"]["name"], shown=shown, problem=None,
                        authorities=authorities, job=shown["job"], editable=editable, **_context())
