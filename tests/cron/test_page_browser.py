@@ -177,6 +177,29 @@ def test_a_job_is_added_listed_paused_run_edited_and_removed_on_the_page(
     clean(opened)
 
 
+def test_an_instant_picked_in_the_browsers_time_zone_becomes_the_jobs_one_shot_time(
+        dashboard: Dashboard, owner: httpx.Client, workspace: Path) -> None:
+    opened = dashboard.open("/cron")
+    page = opened.page
+    target = time.time() + 3 * 3600
+    local = page.evaluate("""(seconds) => {
+        const d = new Date(seconds * 1000), pad = (n) => String(n).padStart(2, "0");
+        const day = `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
+        return `${day}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+    }""", target)
+    form = page.locator("#add-form")
+    form.get_by_label("Name").fill("one-shot")
+    form.get_by_label("Message").fill("remind me")
+    form.get_by_label("At an instant").check()
+    form.get_by_label("Instant", exact=True).fill(local)
+    form.get_by_role("button", name="Add job").click()
+    expect(page.locator("#jobs tbody tr", has_text="one-shot")).to_be_visible(timeout=TIMEOUT_MS)
+    job = job_named(owner, "one-shot")
+    assert job is not None and job["schedule"]["kind"] == "at"
+    assert abs(job["schedule"]["at_ts"] - target) < 60, "the minute picked, in the browser's zone"
+    clean(opened)
+
+
 def test_an_open_page_shows_a_job_made_elsewhere_at_its_next_refresh(
         dashboard: Dashboard, owner: httpx.Client) -> None:
     opened = dashboard.open("/cron", controlled_clock=True)
