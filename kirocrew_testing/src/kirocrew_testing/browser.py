@@ -18,6 +18,8 @@ Fixtures (``pytest_plugins = ["kirocrew_testing.fixtures"]`` brings them):
   script (the Bearer token of the printed sign-in URL).
 * :func:`sqlite_rows` reads a database beside the process that owns it (the repository's
   ``conversations_rows`` fixture reads the served host's conversations store with it).
+* :func:`serving_gateway`, :func:`owner_http_client` and :func:`chromium_browser`: the same three as
+  context managers, for a module that shares one gateway and one browser across its tests.
 * ``dashboard``: a :class:`Dashboard` that opens signed-in pages in light or dark, at any
   width, and saves screenshots under ``<tmp_path>/screenshots`` (run pytest with
   ``--basetemp DIR`` to keep them somewhere known).
@@ -30,6 +32,7 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -181,48 +184,73 @@ def gateway_command() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "kirocrew_core"]
 
 
-@pytest.fixture
-def served_gateway(gateway_env: dict[str, str], gateway_args: list[str], gateway_command: list[str],
-                   tmp_path: Path) -> Iterator[ServedGateway]:
-    """A real ``kirocrew serve --port 0 *gateway_args`` under ``gateway_env``; stderr to ``<tmp_path>/serve.stderr``."""
+@contextmanager
+def serving_gateway(env: dict[str, str], args: list[str], command: list[str], logs: Path) -> Iterator[ServedGateway]:
+    """A real ``kirocrew serve --port 0 *args`` under ``env`` until the block ends; stderr to ``<logs>/serve.stderr``.
+
+    The fixtures below serve one gateway per test; a module that shares one across its tests (a
+    host costs seconds to start) calls this from a module-scoped fixture of its own.
+    """
     from kirocrew_core import proc
 
-    argv = gateway_command
-    with open(tmp_path / "serve.stderr", "w") as stderr:
-        server = proc.spawn([*argv, "serve", "--port", "0", *gateway_args], env=gateway_env, stdin=proc.DEVNULL,
+    logs.mkdir(parents=True, exist_ok=True)
+    with open(logs / "serve.stderr", "w") as stderr:
+        server = proc.spawn([*command, "serve", "--port", "0", *args], env=env, stdin=proc.DEVNULL,
                             stderr=stderr, text=True)
     assert server.stdout is not None
     try:
         line = server.stdout.readline().strip()
         if not line.startswith("kirocrew gateway: http://127.0.0.1:"):
-            pytest.fail(f"kirocrew serve printed {line!r}; stderr:\n{(tmp_path / 'serve.stderr').read_text()[-2000:]}")
+            pytest.fail(f"kirocrew serve printed {line!r}; stderr:\n{(logs / 'serve.stderr').read_text()[-2000:]}")
         sign_in_url = line.removeprefix("kirocrew gateway: ")
         yield ServedGateway(sign_in_url.split("/?", 1)[0], sign_in_url, server)
     finally:
         proc.terminate(server)
 
 
-@pytest.fixture
-def owner_client(served_gateway: ServedGateway) -> Iterator[httpx.Client]:
-    """An HTTP client on ``served_gateway``, authenticated as the owner like a script (Bearer token)."""
+@contextmanager
+def owner_http_client(gateway: ServedGateway) -> Iterator[httpx.Client]:
+    """An HTTP client on ``gateway``, authenticated as the owner like a script (Bearer token)."""
     import httpx
 
-    token = parse_qs(urlsplit(served_gateway.sign_in_url).query)["token"][0]
-    with httpx.Client(base_url=served_gateway.url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as client:
+    token = parse_qs(urlsplit(gateway.sign_in_url).query)["token"][0]
+    with httpx.Client(base_url=gateway.url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as client:
         yield client
 
 
-@pytest.fixture
-def dashboard(chromium_path: str, served_gateway: ServedGateway, tmp_path: Path) -> Iterator[Dashboard]:
-    """Headless Debian chromium through Playwright, closed (driver included) when the test ends."""
+@contextmanager
+def chromium_browser(chromium_path: str) -> Iterator[Browser]:
+    """Headless Debian chromium through Playwright, closed (driver included) when the block ends."""
     from playwright.sync_api import sync_playwright
 
     playwright: Any = sync_playwright().start()
     try:
         browser = playwright.chromium.launch(executable_path=chromium_path, args=list(CHROMIUM_ARGS))
         try:
-            yield Dashboard(browser, served_gateway, tmp_path / "screenshots")
+            yield browser
         finally:
             browser.close()
     finally:
         playwright.stop()
+
+
+@pytest.fixture
+def served_gateway(gateway_env: dict[str, str], gateway_args: list[str], gateway_command: list[str],
+                   tmp_path: Path) -> Iterator[ServedGateway]:
+    """A real ``kirocrew serve --port 0 *gateway_args`` under ``gateway_env``; stderr to ``<tmp_path>/serve.stderr``."""
+    with serving_gateway(gateway_env, gateway_args, gateway_command, tmp_path) as gateway:
+        yield gateway
+
+
+@pytest.fixture
+def owner_client(served_gateway: ServedGateway) -> Iterator[httpx.Client]:
+    """An HTTP client on ``served_gateway``, authenticated as the owner like a script (Bearer token)."""
+    with owner_http_client(served_gateway) as client:
+        yield client
+
+
+@pytest.fixture
+def dashboard(chromium_path: str, served_gateway: ServedGateway, tmp_path: Path) -> Iterator[Dashboard]:
+    """Headless Debian chromium through Playwright, closed (driver included) when the test ends."""
+    with chromium_browser(chromium_path) as browser:
+        yield Dashboard(browser, served_gateway, tmp_path / "screenshots")

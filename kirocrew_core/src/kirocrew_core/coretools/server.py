@@ -157,7 +157,7 @@ class CoreToolsServer:
             shown = name if name.isidentifier() and len(name) <= 64 else "that name"
             return _Refusal(f"no {self.server_name} tool is named {shown}; tools/list names them", "unknown_tool")
         try:
-            problem = _validate(tool, raw_args)
+            problem = validate_arguments(tool, raw_args)
         except Exception:  # noqa: BLE001 - a plugin's broken schema is its bug, reported like one
             log.error("%s tool %s has an unusable input schema:\n%s", self.server_name, name, traceback.format_exc())
             return _Refusal(f"{name} failed unexpectedly; the kirocrew host's log has the details", "internal_error")
@@ -207,8 +207,11 @@ async def _run_handler(handler: Callable[..., Any], args: dict[str, Any], call: 
     return await result if inspect.isawaitable(result) else result
 
 
-def _validate(tool: CoreMcpTool, raw_args: Any) -> str | None:
-    """The first schema violation as ``<field>: <message>``, or None; unknown fields are refused."""
+def validate_arguments(tool: CoreMcpTool, raw_args: Any) -> str | None:
+    """The first schema violation as ``<field>: <message>``, or None; unknown fields are refused.
+
+    Public so a twin of a tool outside MCP (a dashboard route) checks its input exactly as the tool does.
+    """
     import jsonschema
 
     schema = dict(tool.input_schema)

@@ -10,11 +10,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kirocrew_core import hookimpl
-from kirocrew_core.contributions import HostedMcpServer, HostService, ManagedMcpServer
+from kirocrew_core.contributions import DashboardPage, HostedMcpServer, HostService, ManagedMcpServer
 
 from kirocrew_cron import settings  # noqa: F401 - declares the cron.* config keys when the plugin loads
 
 if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import BaseRoute
+
     from kirocrew_core.cli import KirocrewCLI
 
 SERVER_NAME = "kirocrew-cron"
@@ -65,5 +69,31 @@ def host_services() -> list[HostService]:
     return [host_service()]
 
 
-# The parts that follow are added by the modules that build them: gateway_routes and dashboard_pages
-# (api.py, page.py).
+@hookimpl
+def gateway_routes() -> list[BaseRoute]:
+    """``/api/cron…``: the Cron page's JSON routes (the person's view of every job)."""
+    from kirocrew_cron.api import routes
+
+    return routes()
+
+
+async def _list_page(request: Request) -> Response:
+    from kirocrew_cron.page import list_page
+
+    return await list_page(request)
+
+
+async def _job_page(request: Request) -> Response:
+    from kirocrew_cron.page import job_page
+
+    return await job_page(request)
+
+
+@hookimpl
+def dashboard_pages() -> list[DashboardPage]:
+    return [DashboardPage("/cron", "Cron", _list_page,
+                          "Scheduled Kiro work: every job, its next and last run, pause, run now, add and edit",
+                          package="kirocrew_cron"),
+            DashboardPage("/cron/{job_id}", "Cron job", _job_page,
+                          "One cron job: its history with links to the runs, its actions and its settings",
+                          package="kirocrew_cron")]
