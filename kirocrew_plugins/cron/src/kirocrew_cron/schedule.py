@@ -409,7 +409,7 @@ def due_between(job: Job, start: float, end: float, limit: int) -> tuple[list[fl
             first.append(ts)
         count += 1
         last = ts
-        if count >= COUNT_SCAN_MAX:
+        if count >= max(COUNT_SCAN_MAX, limit):
             rate = count / (last - start)
             return first, count + math.floor((end - last) * rate)
     return first, count

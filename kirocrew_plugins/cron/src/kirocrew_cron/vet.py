@@ -75,7 +75,9 @@ _ENV_DUMP = (
     (re.compile(r"(?:^|[;&|(])\s*(?:export|declare|typeset)\s+-p"), "export -p (prints the environment)"),
     (re.compile(r"/proc/[^/\s]+/environ"), "/proc/…/environ"),
 )
-_HIDDEN_GLOB = re.compile(r"(?:^|[/~\s'\"=])\.[^/\s'\"]*[*?\[]")
+# A wildcard in a hidden name (~/.s*/, .a?s): it names a credential directory without spelling it. Not
+# after a quote: a quoted wildcard does not expand (jq's '.items[]').
+_HIDDEN_GLOB = re.compile(r"(?:^|[/~\s=])\.[^/\s'\"]*[*?\[]")
 # Sending data: the tools and the flags that upload.
 _NET_TOOL = re.compile(r"(?<![\w.-])(nc|ncat|netcat|socat|telnet)(?![\w.-])")
 _CURL = re.compile(r"(?<![\w.-])curl(?![\w.-])")
