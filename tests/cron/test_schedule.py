@@ -396,6 +396,28 @@ def test_a_long_cron_gap_is_counted_in_bounded_work() -> None:
     assert total == 30 * 1440  # estimated past COUNT_SCAN_MAX; exact for an even rate
 
 
+@pytest.mark.parametrize("job", [
+    cron_job("*/20 1-3 * * *", tz="America/New_York"),
+    cron_job("0 9 * * MON-FRI", tz="Europe/Paris", skip_dates=("2026-11-02", "2026-11-07", "2026-12-25")),
+    cron_job("5,35 8-18 * * 1-5", tz="Europe/Berlin"),
+    cron_job("0 12 L * *", tz="Asia/Tokyo"),
+    cron_job("0 9 1-7 * 1"),
+    cron_job("* 3 * * *", tz="Europe/Berlin", skip_dates=("2026-10-25",)),
+], ids=["night-ny", "weekdays-skip", "twice-hourly-office", "last-day", "first-monday-or", "minutely-3am"])
+def test_a_long_cron_gap_is_estimated_within_one_percent(job: Job) -> None:
+    start, end = at(UTC, 2026, 10, 1, 7, 13), at(UTC, 2027, 1, 9, 16, 41)  # across a DST change, odd hours
+    exact = len(walk(job, start, end))
+    _, total = sched.due_between(job, start, end, 0)
+    assert abs(total - exact) <= max(2, exact // 100)
+
+
+def test_decades_of_downtime_are_estimated_without_walking_them() -> None:
+    start, end = at(UTC, 2000, 1, 1), at(UTC, 2026, 1, 1)
+    assert sched.due_between(cron_job("0 0 1 * *"), start, end, 0)[1] == pytest.approx(26 * 12, abs=3)
+    minutes = (end - start) / 60
+    assert sched.due_between(cron_job("* * * * *"), start, end, 0)[1] == pytest.approx(minutes, rel=1e-6)
+
+
 def test_a_short_cron_gap_is_counted_exactly() -> None:
     job = cron_job("0 */2 * * *")
     start = at(UTC, 2026, 1, 1)
@@ -410,13 +432,16 @@ def test_an_empty_or_reversed_window_has_no_instants() -> None:
 
 @pytest.mark.parametrize("job", [
     cron_job("30 2 * * *", tz="Europe/Berlin"),
-    cron_job("*/15 * * * *", tz="America/New_York"),
+    cron_job("*/15 0-4 * * *", tz="America/New_York"),
     cron_job("0 * * * *", tz="America/New_York", skip_dates=("2026-11-01",)),
     cron_job("0 9 * * 1-5", tz="Europe/Paris", skip_dates=("2026-10-26", "2026-10-30")),
     every_job(5400, created=at(UTC, 2026, 10, 20), timezone="Europe/Berlin", skip_dates=("2026-10-25",)),
 ], ids=["daily-berlin", "quarter-ny", "hourly-ny-skip", "weekdays-paris-skip", "every-berlin-skip"])
-def test_the_latest_instants_agree_with_walking_forward(job: Job) -> None:
-    start, end = at(UTC, 2026, 10, 20), at(UTC, 2026, 11, 5)
+@pytest.mark.parametrize("window", [((2026, 10, 20), (2026, 11, 5)), ((2026, 3, 1), (2026, 3, 31))],
+                         ids=["fall", "spring"])
+def test_the_latest_instants_agree_with_walking_forward(
+        job: Job, window: tuple[tuple[int, int, int], tuple[int, int, int]]) -> None:
+    start, end = at(UTC, *window[0]), at(UTC, *window[1])
     forward = walk(job, start, end)
     first, total = sched.due_between(job, start, end, 300)
     assert first == forward[:300]
