@@ -204,6 +204,19 @@ def test_a_skip_date_that_is_not_a_real_date_is_refused(bad: Any) -> None:
     assert refusal.message.startswith("invalid skip_date: ")
 
 
+def test_skip_dates_may_come_from_any_iterable() -> None:
+    assert sched.check_skip_dates(d for d in ("2026-01-02", "2026-01-01")) == ("2026-01-01", "2026-01-02")
+
+
+def test_a_config_change_is_seen_at_the_next_call() -> None:
+    import kirocrew_cron.settings  # noqa: F401 - declares cron.timezone
+
+    zones = ["Europe/Paris", "Europe/Rome", "Asia/Tokyo", "Europe/Oslo"]  # Paris/Rome/Oslo: same length
+    for name in zones:
+        set_value("cron.timezone", name)
+        assert sched.resolve_zone("").key == name
+
+
 def test_too_many_skip_dates_or_a_bare_string_are_refused() -> None:
     start = date(2026, 1, 1)
     many = [(start + timedelta(days=i)).isoformat() for i in range(SKIP_DATES_MAX + 1)]

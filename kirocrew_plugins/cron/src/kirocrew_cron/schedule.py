@@ -21,7 +21,7 @@ import hashlib
 import math
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from functools import lru_cache
@@ -189,10 +189,11 @@ def check_timezone(name: object) -> str:
     return name
 
 
-def check_skip_dates(dates: Sequence[str]) -> tuple[str, ...]:
+def check_skip_dates(dates: Iterable[str]) -> tuple[str, ...]:
     """The dates sorted and unique; ``cron_error("invalid_skip_date", …)`` for one that is not a real date."""
-    if isinstance(dates, str):
+    if isinstance(dates, (str, bytes)) or not isinstance(dates, Iterable):
         raise cron_error("invalid_skip_date", "skip_dates must be a list of YYYY-MM-DD dates")
+    dates = list(dates)
     if len(dates) > SKIP_DATES_MAX:
         raise cron_error("invalid_skip_date", f"at most {SKIP_DATES_MAX} skip_dates, got {len(dates)}")
     seen: set[str] = set()
@@ -210,7 +211,7 @@ def check_skip_dates(dates: Sequence[str]) -> tuple[str, ...]:
 
 # -- zones --------------------------------------------------------------------------------------------
 
-_configured: tuple[tuple[str, int, int], str] | None = None
+_configured: tuple[tuple[str, int, int, int], str] | None = None
 
 
 @lru_cache(maxsize=16)
@@ -227,9 +228,9 @@ def _configured_zone_name() -> str:
     path = _config_path(*(os.environ.get(name) for name in ("HOME", "KIRO_HOME", "KIROCREW_HOME")))
     try:
         info = os.stat(path)
-        signature = (path, info.st_mtime_ns, info.st_size)
+        signature = (path, info.st_ino, info.st_mtime_ns, info.st_size)  # a rewrite replaces the file: new inode
     except OSError:
-        signature = (path, -1, -1)
+        signature = (path, -1, -1, -1)
     if _configured is None or _configured[0] != signature:
         from kirocrew_cron.settings import configured_timezone
 
