@@ -573,6 +573,17 @@ def test_a_one_shot_in_words_names_the_date_unless_it_is_today() -> None:
     assert sched.describe(job, at(PARIS, 2025, 12, 1)) == "at 05:00 PM CET, Mar 28 2026"
 
 
+def test_a_job_whose_zone_became_unknown_is_described_not_failed() -> None:
+    words = sched.describe(cron_job("0 9 * * *", tz="Gone/Away"), 0.0)
+    assert words == "At 09:00 (UTC) [unknown time zone 'Gone/Away']"
+
+
+def test_a_huge_interval_is_refused_without_printing_it() -> None:
+    with _Refusal("invalid_schedule") as refusal:
+        sched.validate_schedule(Schedule("every", every_secs=10**400))
+    assert refusal.message == "Interval must be <= 2592000s (30 days), got a larger number"
+
+
 def test_a_cron_expression_in_words_names_its_zone() -> None:
     assert sched.describe(cron_job("0 9 * * MON-FRI", tz="Europe/Paris"), 0.0) == (
         "At 09:00, Monday through Friday (Europe/Paris)")

@@ -22,12 +22,13 @@ import math
 import os
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta, timezone
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from cronsim import CronSim
+from kirocrew_core.coretools.contract import ToolRefused
 
 from kirocrew_cron.errors import cron_error
 from kirocrew_cron.model import (
@@ -145,9 +146,11 @@ def validate_schedule(s: Schedule) -> Schedule:
             raise cron_error("invalid_schedule", "Must provide every_secs, at_ts, or cron_expr")
         assert every is not None
         if every < EVERY_MIN_SECS:
-            raise cron_error("invalid_schedule", f"Interval must be >= {EVERY_MIN_SECS}s, got {every}")
+            shown = every if every > -(10**12) else "a smaller number"
+            raise cron_error("invalid_schedule", f"Interval must be >= {EVERY_MIN_SECS}s, got {shown}")
         if every > EVERY_MAX_SECS:
-            raise cron_error("invalid_schedule", f"Interval must be <= {EVERY_MAX_SECS}s (30 days), got {every}")
+            shown = every if every < 10**12 else "a larger number"
+            raise cron_error("invalid_schedule", f"Interval must be <= {EVERY_MAX_SECS}s (30 days), got {shown}")
         return Schedule("every", every_secs=every)
     if s.kind == "at":
         if s.cron_expr is not None or s.every_secs is not None:
@@ -668,7 +671,10 @@ def describe(job: Job, now: float) -> str:
     schedule = job.schedule
     if schedule.kind == "every":
         return _interval_words(int(schedule.every_secs or 0))
-    tz = resolve_zone(job.timezone)
+    try:
+        tz = resolve_zone(job.timezone)
+    except ToolRefused:  # a view says so rather than failing the whole list
+        return f"{describe(replace(job, timezone='UTC'), now)} [unknown time zone {_shown(job.timezone)!r}]"
     if schedule.kind == "at":
         moment = datetime.fromtimestamp(schedule.at_ts or 0.0, tz)
         text = f"at {_clock_words(moment)}"
