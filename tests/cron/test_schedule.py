@@ -336,6 +336,19 @@ def test_a_daily_time_inside_the_repeated_hour_runs_once(
     assert [local(t, tz) for t in walk(job, start, start + 3 * 86_400 - 1)] == expected
 
 
+@pytest.mark.parametrize(("expr", "spring", "fall"), [
+    ("0 1-3 * * *", ["01:00 CET", "03:00 CEST"], ["01:00 CEST", "02:00 CEST", "03:00 CET"]),
+    ("30 2,3 * * *", ["03:00 CEST", "03:30 CEST"], ["02:30 CEST", "03:30 CET"]),
+    ("*/30 1-3 * * *", ["01:00 CET", "01:30 CET", "03:00 CEST", "03:30 CEST"],
+     ["01:00 CEST", "01:30 CEST", "02:00 CEST", "02:30 CEST", "02:00 CET", "02:30 CET", "03:00 CET", "03:30 CET"]),
+])
+def test_runs_around_the_changed_hour(expr: str, spring: list[str], fall: list[str]) -> None:
+    job = cron_job(expr, tz="Europe/Berlin")
+    for day, expected in (((2026, 3, 29), spring), ((2026, 10, 25), fall)):
+        found = walk(job, at(BERLIN, *day), at(BERLIN, *day) + 86_000)
+        assert [local(t, BERLIN)[11:] for t in found] == expected
+
+
 def test_a_fixed_time_job_asked_during_the_second_pass_of_the_hour_waits_for_the_next_day() -> None:
     job = cron_job("30 1 * * *", tz="America/New_York")
     second_pass = at(NEW_YORK, 2026, 11, 1, 1, 45, fold=1)
