@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from kirocrew_core.coretools.contract import ToolRefused
 
@@ -152,6 +154,13 @@ def test_refused_commands_name_the_construct(command: str, construct: str) -> No
 def test_control_and_invisible_characters_are_refused(char: str) -> None:
     why = command_problem(f"echo a{char}b")
     assert why is not None and f"U+{ord(char):04X}" in why
+
+
+def test_the_crew_home_is_refused_wherever_it_lives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KIROCREW_HOME", str(tmp_path / "elsewhere"))
+    why = command_problem(f"cat {tmp_path}/elsewhere/gateway.token")
+    assert why is not None and "credential path" in why
+    assert command_problem(f"ls {tmp_path}/elsewhere/state") == "it names a credential path (the crew home)"
 
 
 def test_a_refusal_never_echoes_a_secret_value() -> None:

@@ -40,10 +40,13 @@ _KEY_FILES = ("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")
 
 
 def credential_paths() -> tuple[str, ...]:
-    """Path fragments a command may not name: the sandbox's credential roots plus :data:`EXTRA_CREDENTIAL_PATHS`."""
+    """Path fragments a command may not name: the sandbox's credential roots, :data:`EXTRA_CREDENTIAL_PATHS`,
+    and the crew home wherever ``KIROCREW_HOME`` puts it (the sandbox hides it from restricted runs).
+    """
     from kirocrew_conversations.sandbox.policy import CREDENTIALS
+    from kirocrew_core.home import crew_home
 
-    return (*CREDENTIALS, *EXTRA_CREDENTIAL_PATHS)
+    return (*CREDENTIALS, *EXTRA_CREDENTIAL_PATHS, str(crew_home()))
 
 
 def _refused(why: str) -> Exception:
@@ -119,9 +122,11 @@ def _control(command: str) -> str | None:
 
 
 def _credential_path(command: str) -> str | None:
-    for fragment in credential_paths():
+    paths = credential_paths()
+    crew = paths[-1]
+    for fragment in paths:
         if re.search(rf"(?:^|[\s/~'\"=:@]){re.escape(fragment)}(?:$|[\s/'\";:&|)])", command):
-            return fragment
+            return "the crew home" if fragment == crew else fragment  # never an absolute path in a message
     for name in _KEY_FILES:
         if re.search(rf"(?<![\w.-]){name}", command):
             return name
