@@ -17,6 +17,7 @@ the CLI and the page validate with it; the scheduler plans with it.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import math
 import os
@@ -410,45 +411,77 @@ def due_between(job: Job, start: float, end: float, limit: int) -> tuple[list[fl
     instants); a cron expression's instants are counted one by one when there are at most
     :data:`COUNT_SCAN_MAX` of them, else estimated day by day (:func:`_cron_estimate`).
     """
+    first, total, _ = _scan(job, start, end, limit)
+    return first, total
+
+
+def _scan(job: Job, start: float, end: float, limit: int) -> tuple[list[float], int, list[float] | None]:
+    """:func:`due_between`, plus every instant when they were walked (a cron expression's few, a one-shot's
+    one), so catch-up need not walk them again; None when they were counted or estimated instead.
+    """
     if end <= start:
-        return [], 0
+        return [], 0, []
     plan = _plan(job)
-    if job.schedule.kind == "every":
-        return _every_between(plan, start, end, limit)
-    first: list[float] = []
     wanted = max(0, limit)
+    if job.schedule.kind == "every":
+        first, total = _every_between(plan, start, end, wanted)
+        return first, total, None
     if job.schedule.kind == "cron":
         estimate = _cron_estimate(plan, start, end)
         if estimate > COUNT_SCAN_MAX:
+            head: list[float] = []
             for ts in _iter_due(job, start, plan) if wanted else ():
                 if ts > end:
                     break
-                first.append(ts)
-                if len(first) >= wanted:
+                head.append(ts)
+                if len(head) >= wanted:
                     break
-            return first, max(estimate, len(first))
-    count = 0
+            return head, max(estimate, len(head)), None
+    walked: list[float] = []
     for ts in _iter_due(job, start, plan):
         if ts > end:
             break
-        if len(first) < wanted:
-            first.append(ts)
-        count += 1
-        if count > 2 * COUNT_SCAN_MAX and len(first) >= wanted:  # the estimate was far off: stop walking
-            return first, max(count, _cron_estimate(plan, start, end))
-    return first, count
+        walked.append(ts)
+        if len(walked) > max(2 * COUNT_SCAN_MAX, wanted):  # the estimate was far off: stop walking
+            return walked[:wanted], max(len(walked), _cron_estimate(plan, start, end)), None
+    return walked[:wanted], len(walked), walked
 
 
-#: Days summed one by one when estimating; a longer span is scaled from them.
-_ESTIMATE_DAYS_MAX = 3 * 366
+@lru_cache(maxsize=256)
+def _fields(expr: str) -> CronSim:
+    """The expression parsed (its field sets), for counting; never iterated."""
+    return CronSim(_expression(expr), datetime(2000, 1, 1, tzinfo=timezone.utc))
+
+
+@lru_cache(maxsize=1024)
+def _matching_days(expr: str, year: int) -> tuple[int, ...]:
+    """The ordinals of the dates in ``year`` the expression's day and month fields match (dates have no zone)."""
+    sim = _fields(expr)
+    day, found = date(year, 1, 1), []
+    while day.year == year:
+        if day.month in sim.months and sim.match_day(day):
+            found.append(day.toordinal())
+        day += timedelta(days=1)
+    return tuple(found)
+
+
+def _matching_between(expr: str, first: date, stop: date) -> int:
+    """How many dates in ``[first, stop)`` the expression's day and month fields match."""
+    low, high, count = first.toordinal(), stop.toordinal(), 0
+    for year in range(first.year, stop.year + 1):
+        days = _matching_days(expr, year)
+        count += bisect.bisect_left(days, high) - bisect.bisect_left(days, low)
+    return count
 
 
 def _cron_estimate(plan: _Plan, after: float, end: float) -> int:
-    """About how many instants of the job's expression lie in ``(after, end]``: the matching days times the
-    runs per day (hours × minutes). Off by the runs a DST change adds or removes, and partial first and
-    last days count pro rata. A weekday-only pattern counts whole weeks arithmetically.
+    """About how many instants of the job's expression lie in ``(after, end]``: the matching days (skip dates
+    left out) times the runs per day (hours × minutes). Off by the runs a DST change adds or removes;
+    partial first and last days count pro rata. Each expression's matching days are worked out once
+    per year and cached, so a year or a decade costs a few look-ups.
     """
-    sim = CronSim(_expression(plan.job.schedule.cron_expr or ""), datetime(2000, 1, 1, tzinfo=timezone.utc))
+    expr = plan.job.schedule.cron_expr or ""
+    sim = _fields(expr)
     per_day = len(sim.hours) * len(sim.minutes)
     tz = plan.tz
 
@@ -461,29 +494,17 @@ def _cron_estimate(plan: _Plan, after: float, end: float) -> int:
         return _day_start(day + timedelta(days=1), tz) - _day_start(day, tz)
 
     first, last = _local_date(after, tz), _local_date(end, tz)
-    if first == last:
+    if first >= last:
         return round(runs_on(first) * (end - after) / day_length(first))
     total = runs_on(first) * (_day_start(first + timedelta(days=1), tz) - after) / day_length(first)
     total += runs_on(last) * (end - _day_start(last, tz)) / day_length(last)
-    day, stop = first + timedelta(days=1), last  # the whole days: [day, stop)
-    weekly = sim.day_and and len(sim.days) == 31 and len(sim.months) == 12 and all(
-        isinstance(w, int) for w in sim.weekdays)
-    if weekly and (stop - day).days >= 14:
-        # Only the weekday matters: whole weeks at once, then the skip dates among them taken back out.
-        weeks = (stop - day).days // 7
-        until = day + timedelta(days=7 * weeks)
-        total += weeks * per_day * sum(sim.match_day(day + timedelta(days=i)) for i in range(7))
-        total -= per_day * sum(sim.match_day(skipped) for skipped in map(date.fromisoformat, plan.skip)
-                               if day <= skipped < until)
-        day = until
-    span, summed, counted = (stop - day).days, 0, 0
-    while day < stop and counted < _ESTIMATE_DAYS_MAX:
-        summed += runs_on(day)
-        day += timedelta(days=1)
-        counted += 1
-    if counted and counted < span:
-        summed = round(summed * span / counted)  # decades of downtime: scaled from the summed days
-    return max(0, round(total + summed))
+    whole_first, whole_stop = first + timedelta(days=1), last  # the whole days: [whole_first, whole_stop)
+    if whole_first < whole_stop:
+        days = _matching_between(expr, whole_first, whole_stop)
+        days -= sum(1 for text in plan.skip if whole_first <= (skipped := date.fromisoformat(text)) < whole_stop
+                    and skipped.month in sim.months and sim.match_day(skipped))
+        total += days * per_day
+    return max(0, round(total))
 
 
 def _every_count(anchor: float, step: int, start: float, end: float) -> int:
@@ -584,11 +605,12 @@ def plan_catch_up(job: Job, now: float, grace: float) -> CatchUpPlan:
     """
     start = _anchor(job)
     end = now - grace
-    _, total = due_between(job, start, end, 0)
+    _, total, walked = _scan(job, start, end, 0)
     if total == 0:
         return CatchUpPlan([], 0, job.last_due_ts)
     keep = {"skip": 0, "once": 1}.get(job.catch_up, max(1, job.catch_up_max))
-    latest = latest_due(job, start, end, max(1, min(keep, total)))
+    wanted = max(1, min(keep, total))
+    latest = walked[-wanted:] if walked is not None else latest_due(job, start, end, wanted)
     if not latest:  # an estimate said "some" but none is there: nothing to do
         return CatchUpPlan([], 0, job.last_due_ts)
     run = latest[-keep:] if keep else []
