@@ -437,6 +437,14 @@ def test_a_long_cron_gap_is_estimated_within_one_percent(job: Job) -> None:
     assert abs(total - exact) <= max(2, exact // 100)
 
 
+@pytest.mark.parametrize(("expr", "hours"), [("*/5 9-17 * * *", 4), ("*/5 9-17 * * *", 30), ("*/10 22,23 * * *", 27)])
+def test_a_gap_ending_or_starting_mid_day_counts_the_runs_of_those_hours(expr: str, hours: int) -> None:
+    job = cron_job(expr, tz="Europe/Paris")
+    start = at(PARIS, 2026, 5, 4, 8, 7)
+    end = start + hours * 3600
+    assert sched.due_between(job, start, end, 0)[1] == len(walk(job, start, end))
+
+
 def test_decades_of_downtime_are_estimated_without_walking_them() -> None:
     start, end = at(UTC, 2000, 1, 1), at(UTC, 2026, 1, 1)
     assert sched.due_between(cron_job("0 0 1 * *"), start, end, 0)[1] == pytest.approx(26 * 12, abs=3)

@@ -474,37 +474,44 @@ def _matching_between(expr: str, first: date, stop: date) -> int:
     return count
 
 
+@lru_cache(maxsize=256)
+def _minutes_of_day(expr: str) -> tuple[int, ...]:
+    """The wall-clock minutes of a day (``hour * 60 + minute``) the expression runs at, sorted."""
+    sim = _fields(expr)
+    return tuple(sorted(hour * 60 + minute for hour in sim.hours for minute in sim.minutes))
+
+
 def _cron_estimate(plan: _Plan, after: float, end: float) -> int:
-    """About how many instants of the job's expression lie in ``(after, end]``: the matching days (skip dates
-    left out) times the runs per day (hours × minutes). Off by the runs a DST change adds or removes;
-    partial first and last days count pro rata. Each expression's matching days are worked out once
-    per year and cached, so a year or a decade costs a few look-ups.
+    """About how many instants of the job's expression lie in ``(after, end]``: its runs on the matching days
+    (skip dates left out), whole days times the runs per day, the first and last day by their wall-clock
+    minutes. Off only by the runs a DST change adds or removes. Each expression's matching days are
+    worked out once per year and cached, so a year or a decade costs a few look-ups.
     """
     expr = plan.job.schedule.cron_expr or ""
     sim = _fields(expr)
-    per_day = len(sim.hours) * len(sim.minutes)
+    minutes = _minutes_of_day(expr)
     tz = plan.tz
 
-    def runs_on(day: date) -> int:
-        if day.isoformat() in plan.skip or day.month not in sim.months or not sim.match_day(day):
-            return 0
-        return per_day
+    def matches(day: date) -> bool:
+        return day.isoformat() not in plan.skip and day.month in sim.months and sim.match_day(day)
 
-    def day_length(day: date) -> float:
-        return _day_start(day + timedelta(days=1), tz) - _day_start(day, tz)
+    def runs_until(moment: datetime) -> int:
+        """The day's runs at or before ``moment``'s wall-clock minute."""
+        return bisect.bisect_right(minutes, moment.hour * 60 + moment.minute)
 
-    first, last = _local_date(after, tz), _local_date(end, tz)
+    start_at, end_at = datetime.fromtimestamp(after, tz), datetime.fromtimestamp(end, tz)
+    first, last = start_at.date(), end_at.date()
     if first >= last:
-        return round(runs_on(first) * (end - after) / day_length(first))
-    total = runs_on(first) * (_day_start(first + timedelta(days=1), tz) - after) / day_length(first)
-    total += runs_on(last) * (end - _day_start(last, tz)) / day_length(last)
+        return max(0, runs_until(end_at) - runs_until(start_at)) if matches(first) else 0
+    total = (len(minutes) - runs_until(start_at)) if matches(first) else 0
+    total += runs_until(end_at) if matches(last) else 0
     whole_first, whole_stop = first + timedelta(days=1), last  # the whole days: [whole_first, whole_stop)
     if whole_first < whole_stop:
         days = _matching_between(expr, whole_first, whole_stop)
         days -= sum(1 for text in plan.skip if whole_first <= (skipped := date.fromisoformat(text)) < whole_stop
                     and skipped.month in sim.months and sim.match_day(skipped))
-        total += days * per_day
-    return max(0, round(total))
+        total += days * len(minutes)
+    return max(0, total)
 
 
 def _every_count(anchor: float, step: int, start: float, end: float) -> int:
