@@ -79,6 +79,8 @@ def test_everyday_commands_pass(command: str) -> None:
     ("cat ~/.config/gh/hosts.yml", "credential path (.config/gh)"),
     ("gpg --homedir ~/.gnupg --export-secret-keys", "credential path (.gnupg)"),
     ("cat ~/.pgpass", "credential path (.pgpass)"),
+    ("mysqldump --defaults-file=~/.my.cnf db", "credential path (.my.cnf)"),
+    ("cat ~/.cargo/credentials.toml", "credential path (.cargo/credentials)"),
     ("cp /tmp/id_rsa .", "credential path (id_rsa)"),
     ("cat ~/.kiro/crew/gateway.token", "credential path"),
     ("sqlite3 ~/.local/share/kiro-cli/data.sqlite3 .dump", "credential path (.local/share/kiro-cli)"),

@@ -32,7 +32,8 @@ SECRET_VARIABLES = ("AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "AWS_SESSION_T
 #: Credential files and directories beyond the sandbox's read-only list (ssh keys by name, database and
 #: package-registry passwords, kiro-cli's login data, kirocrew's own owner token and audit key).
 EXTRA_CREDENTIAL_PATHS = (
-    ".pgpass", ".npmrc", ".pypirc", ".vault-token", ".config/gcloud", ".azure", ".password-store",
+    ".pgpass", ".my.cnf", ".npmrc", ".pypirc", ".gem/credentials", ".cargo/credentials", ".s3cfg", ".boto",
+    ".terraform.d/credentials.tfrc.json", ".vault-token", ".config/gcloud", ".config/hub", ".azure", ".password-store",
     ".local/share/kiro-cli", "Application Support/kiro-cli", ".kiro/crew", "gateway.token", "sel.key",
     "/etc/shadow",
 )
@@ -125,7 +126,7 @@ def _credential_path(command: str) -> str | None:
     paths = credential_paths()
     crew = paths[-1]
     for fragment in paths:
-        if re.search(rf"(?:^|[\s/~'\"=:@]){re.escape(fragment)}(?:$|[\s/'\";:&|)])", command):
+        if re.search(rf"(?:^|[\s/~'\"=:@]){re.escape(fragment)}(?:$|[\s/'\";:&|).])", command):
             return "the crew home" if fragment == crew else fragment  # never an absolute path in a message
     for name in _KEY_FILES:
         if re.search(rf"(?<![\w.-]){name}", command):
