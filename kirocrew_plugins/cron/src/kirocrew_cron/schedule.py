@@ -17,17 +17,19 @@ the CLI and the page validate with it; the scheduler plans with it.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import math
 import os
 import re
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta, timezone
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from cronsim import CronSim
+from kirocrew_core.coretools.contract import ToolRefused
 
 from kirocrew_cron.errors import cron_error
 from kirocrew_cron.model import (
@@ -45,9 +47,9 @@ from kirocrew_cron.zones import zone, zone_problem
 if TYPE_CHECKING:
     from zoneinfo import ZoneInfo
 
-#: A cron expression's instants are counted one by one up to this many; a longer gap (a minutely job
-#: missed for a month) is estimated from the rate over these, so host start stays fast with many jobs.
-COUNT_SCAN_MAX = 256
+#: A cron expression's instants are counted one by one when about this many or fewer are due; a longer
+#: gap (a minutely job missed for a month) is estimated day by day, so host start stays fast with many jobs.
+COUNT_SCAN_MAX = 16
 #: Shorthands cron users write, as the 5-field expressions they stand for (``@reboot`` is refused:
 #: a job runs on a clock, not at host start).
 ALIASES = {
@@ -94,6 +96,7 @@ def cron_fields(expr: str) -> list[str]:
     return fields
 
 
+@lru_cache(maxsize=1024)
 def _expression(expr: str) -> str:
     return " ".join(cron_fields(expr))
 
@@ -144,9 +147,11 @@ def validate_schedule(s: Schedule) -> Schedule:
             raise cron_error("invalid_schedule", "Must provide every_secs, at_ts, or cron_expr")
         assert every is not None
         if every < EVERY_MIN_SECS:
-            raise cron_error("invalid_schedule", f"Interval must be >= {EVERY_MIN_SECS}s, got {every}")
+            shown = every if every > -(10**12) else "a smaller number"
+            raise cron_error("invalid_schedule", f"Interval must be >= {EVERY_MIN_SECS}s, got {shown}")
         if every > EVERY_MAX_SECS:
-            raise cron_error("invalid_schedule", f"Interval must be <= {EVERY_MAX_SECS}s (30 days), got {every}")
+            shown = every if every < 10**12 else "a larger number"
+            raise cron_error("invalid_schedule", f"Interval must be <= {EVERY_MAX_SECS}s (30 days), got {shown}")
         return Schedule("every", every_secs=every)
     if s.kind == "at":
         if s.cron_expr is not None or s.every_secs is not None:
@@ -188,10 +193,11 @@ def check_timezone(name: object) -> str:
     return name
 
 
-def check_skip_dates(dates: Sequence[str]) -> tuple[str, ...]:
+def check_skip_dates(dates: Iterable[str]) -> tuple[str, ...]:
     """The dates sorted and unique; ``cron_error("invalid_skip_date", …)`` for one that is not a real date."""
-    if isinstance(dates, str):
+    if isinstance(dates, (str, bytes)) or not isinstance(dates, Iterable):
         raise cron_error("invalid_skip_date", "skip_dates must be a list of YYYY-MM-DD dates")
+    dates = list(dates)
     if len(dates) > SKIP_DATES_MAX:
         raise cron_error("invalid_skip_date", f"at most {SKIP_DATES_MAX} skip_dates, got {len(dates)}")
     seen: set[str] = set()
@@ -209,25 +215,39 @@ def check_skip_dates(dates: Sequence[str]) -> tuple[str, ...]:
 
 # -- zones --------------------------------------------------------------------------------------------
 
-_configured: tuple[tuple[str, int, int], str] | None = None
+_configured: tuple[tuple[str, int, int, int], str] | None = None
+
+
+@lru_cache(maxsize=16)
+def _config_path(*environment: str | None) -> str:
+    from kirocrew_core.home import config_file
+
+    return str(config_file())
 
 
 def _configured_zone_name() -> str:
-    """``cron.timezone``, re-read only when the config file changes (a plan pass asks once per job)."""
+    """``cron.timezone``, re-read only when the config file changes (a plan pass asks once per job: one stat)."""
     global _configured
-    from kirocrew_core.home import config_file
-
-    from kirocrew_cron.settings import configured_timezone
-
-    path = config_file()
+    # The config file's path follows these variables (home.py); building it is ~30 µs, a stat ~2 µs.
+    path = _config_path(*(os.environ.get(name) for name in ("HOME", "KIRO_HOME", "KIROCREW_HOME")))
     try:
         info = os.stat(path)
-        signature = (str(path), info.st_mtime_ns, info.st_size)
+        signature = (path, info.st_ino, info.st_mtime_ns, info.st_size)  # a rewrite replaces the file: new inode
     except OSError:
-        signature = (str(path), -1, -1)
+        signature = (path, -1, -1, -1)
     if _configured is None or _configured[0] != signature:
+        from kirocrew_cron.settings import configured_timezone
+
         _configured = (signature, configured_timezone())
     return _configured[1]
+
+
+@lru_cache(maxsize=512)
+def _job_zone(name: str) -> ZoneInfo:
+    try:
+        return zone(check_timezone(name))
+    except (KeyError, ValueError, OSError):
+        raise cron_error("invalid_timezone", f"invalid timezone: {_shown(name)!r}") from None
 
 
 def resolve_zone(job_tz: str) -> ZoneInfo:
@@ -238,10 +258,7 @@ def resolve_zone(job_tz: str) -> ZoneInfo:
     config key documents.
     """
     if job_tz:
-        try:
-            return zone(check_timezone(job_tz))
-        except (KeyError, ValueError, OSError):
-            raise cron_error("invalid_timezone", f"invalid timezone: {_shown(job_tz)!r}") from None
+        return _job_zone(job_tz)
     configured = _configured_zone_name()
     if configured and zone_problem(configured) is None:
         return zone(configured)
@@ -391,28 +408,110 @@ def due_between(job: Job, start: float, end: float, limit: int) -> tuple[list[fl
     """The first ``limit`` due instants in ``(start, end]``, oldest first, and how many there are in all.
 
     Bounded work whatever the gap: ``every`` counts arithmetically (minus the skipped dates'
-    instants); a cron expression is counted instant by instant up to :data:`COUNT_SCAN_MAX`, then
-    estimated from the rate so far.
+    instants); a cron expression's instants are counted one by one when there are at most
+    :data:`COUNT_SCAN_MAX` of them, else estimated day by day (:func:`_cron_estimate`).
+    """
+    first, total, _ = _scan(job, start, end, limit)
+    return first, total
+
+
+def _scan(job: Job, start: float, end: float, limit: int) -> tuple[list[float], int, list[float] | None]:
+    """:func:`due_between`, plus every instant when they were walked (a cron expression's few, a one-shot's
+    one), so catch-up need not walk them again; None when they were counted or estimated instead.
     """
     if end <= start:
-        return [], 0
+        return [], 0, []
     plan = _plan(job)
+    wanted = max(0, limit)
     if job.schedule.kind == "every":
-        return _every_between(plan, start, end, limit)
-    first: list[float] = []
-    count = 0
-    last = start
+        first, total = _every_between(plan, start, end, wanted)
+        return first, total, None
+    if job.schedule.kind == "cron":
+        estimate = _cron_estimate(plan, start, end)
+        if estimate > COUNT_SCAN_MAX:
+            head: list[float] = []
+            for ts in _iter_due(job, start, plan) if wanted else ():
+                if ts > end:
+                    break
+                head.append(ts)
+                if len(head) >= wanted:
+                    break
+            return head, max(estimate, len(head)), None
+    walked: list[float] = []
     for ts in _iter_due(job, start, plan):
         if ts > end:
-            return first, count
-        if len(first) < max(0, limit):
-            first.append(ts)
-        count += 1
-        last = ts
-        if count >= COUNT_SCAN_MAX:
-            rate = count / (last - start)
-            return first, count + math.floor((end - last) * rate)
-    return first, count
+            break
+        walked.append(ts)
+        if len(walked) > max(2 * COUNT_SCAN_MAX, wanted):  # the estimate was far off: stop walking
+            return walked[:wanted], max(len(walked), _cron_estimate(plan, start, end)), None
+    return walked[:wanted], len(walked), walked
+
+
+@lru_cache(maxsize=256)
+def _fields(expr: str) -> CronSim:
+    """The expression parsed (its field sets), for counting; never iterated."""
+    return CronSim(_expression(expr), datetime(2000, 1, 1, tzinfo=timezone.utc))
+
+
+@lru_cache(maxsize=1024)
+def _matching_days(expr: str, year: int) -> tuple[int, ...]:
+    """The ordinals of the dates in ``year`` the expression's day and month fields match (dates have no zone)."""
+    sim = _fields(expr)
+    day, found = date(year, 1, 1), []
+    while day.year == year:
+        if day.month in sim.months and sim.match_day(day):
+            found.append(day.toordinal())
+        day += timedelta(days=1)
+    return tuple(found)
+
+
+def _matching_between(expr: str, first: date, stop: date) -> int:
+    """How many dates in ``[first, stop)`` the expression's day and month fields match."""
+    low, high, count = first.toordinal(), stop.toordinal(), 0
+    for year in range(first.year, stop.year + 1):
+        days = _matching_days(expr, year)
+        count += bisect.bisect_left(days, high) - bisect.bisect_left(days, low)
+    return count
+
+
+@lru_cache(maxsize=256)
+def _minutes_of_day(expr: str) -> tuple[int, ...]:
+    """The wall-clock minutes of a day (``hour * 60 + minute``) the expression runs at, sorted."""
+    sim = _fields(expr)
+    return tuple(sorted(hour * 60 + minute for hour in sim.hours for minute in sim.minutes))
+
+
+def _cron_estimate(plan: _Plan, after: float, end: float) -> int:
+    """About how many instants of the job's expression lie in ``(after, end]``: its runs on the matching days
+    (skip dates left out), whole days times the runs per day, the first and last day by their wall-clock
+    minutes. Off only by the runs a DST change adds or removes. Each expression's matching days are
+    worked out once per year and cached, so a year or a decade costs a few look-ups.
+    """
+    expr = plan.job.schedule.cron_expr or ""
+    sim = _fields(expr)
+    minutes = _minutes_of_day(expr)
+    tz = plan.tz
+
+    def matches(day: date) -> bool:
+        return day.isoformat() not in plan.skip and day.month in sim.months and sim.match_day(day)
+
+    def runs_until(moment: datetime) -> int:
+        """The day's runs at or before ``moment``'s wall-clock minute."""
+        return bisect.bisect_right(minutes, moment.hour * 60 + moment.minute)
+
+    start_at, end_at = datetime.fromtimestamp(after, tz), datetime.fromtimestamp(end, tz)
+    first, last = start_at.date(), end_at.date()
+    if first >= last:
+        return max(0, runs_until(end_at) - runs_until(start_at)) if matches(first) else 0
+    total = (len(minutes) - runs_until(start_at)) if matches(first) else 0
+    total += runs_until(end_at) if matches(last) else 0
+    whole_first, whole_stop = first + timedelta(days=1), last  # the whole days: [whole_first, whole_stop)
+    if whole_first < whole_stop:
+        days = _matching_between(expr, whole_first, whole_stop)
+        days -= sum(1 for text in plan.skip if whole_first <= (skipped := date.fromisoformat(text)) < whole_stop
+                    and skipped.month in sim.months and sim.match_day(skipped))
+        total += days * len(minutes)
+    return max(0, total)
 
 
 def _every_count(anchor: float, step: int, start: float, end: float) -> int:
@@ -513,11 +612,12 @@ def plan_catch_up(job: Job, now: float, grace: float) -> CatchUpPlan:
     """
     start = _anchor(job)
     end = now - grace
-    _, total = due_between(job, start, end, 0)
+    _, total, walked = _scan(job, start, end, 0)
     if total == 0:
         return CatchUpPlan([], 0, job.last_due_ts)
     keep = {"skip": 0, "once": 1}.get(job.catch_up, max(1, job.catch_up_max))
-    latest = latest_due(job, start, end, max(1, min(keep, total)))
+    wanted = max(1, min(keep, total))
+    latest = walked[-wanted:] if walked is not None else latest_due(job, start, end, wanted)
     if not latest:  # an estimate said "some" but none is there: nothing to do
         return CatchUpPlan([], 0, job.last_due_ts)
     run = latest[-keep:] if keep else []
@@ -600,7 +700,10 @@ def describe(job: Job, now: float) -> str:
     schedule = job.schedule
     if schedule.kind == "every":
         return _interval_words(int(schedule.every_secs or 0))
-    tz = resolve_zone(job.timezone)
+    try:
+        tz = resolve_zone(job.timezone)
+    except ToolRefused:  # a view says so rather than failing the whole list
+        return f"{describe(replace(job, timezone='UTC'), now)} [unknown time zone {_shown(job.timezone)!r}]"
     if schedule.kind == "at":
         moment = datetime.fromtimestamp(schedule.at_ts or 0.0, tz)
         text = f"at {_clock_words(moment)}"
