@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import time
@@ -79,6 +80,18 @@ def crons_enabled() -> bool:
 def reap_after(job: Job) -> float:
     """The reference's hard deadline: ``max(min(timeout_secs, 86400), floor)`` seconds (floor 1800 s)."""
     return max(min(float(job.timeout_secs), float(TIMEOUT_SECS_MAX)), _env_float(REAP_FLOOR_ENV, REAP_FLOOR_SECS))
+
+
+def resume_changes(job: Job, now: float) -> dict[str, Any]:
+    """What resuming a paused ``job`` at ``now`` changes: its instants while paused count as handled.
+
+    They are neither run nor recorded missed (nobody missed them: the job was paused), so the
+    schedule goes on from the next instant after ``now`` instead of catching up on the pause.
+    """
+    from kirocrew_cron import schedule
+
+    plan = schedule.plan_catch_up(dataclasses.replace(job, catch_up="skip"), now, 0.0)
+    return {"last_due_ts": plan.last_due} if plan.last_due is not None else {}
 
 
 class CronHost:
@@ -197,11 +210,12 @@ class CronHost:
         await self._launch(moved, "scheduled", due)
         return moved
 
-    async def catch_up(self, job: Job, now: float, grace: float) -> None:
-        """Apply ``job``'s catch-up policy to the instants it missed: run some (``catch-up``), record the rest."""
+    async def catch_up(self, job: Job, now: float) -> None:
+        """Apply ``job``'s catch-up policy to every instant it missed up to ``now``: run some (trigger
+        ``catch-up``), record the rest as one ``missed`` row."""
         from kirocrew_cron import schedule
 
-        plan = schedule.plan_catch_up(job, now, grace)
+        plan = schedule.plan_catch_up(job, now, 0.0)  # the instant just past is one of the missed, not a run of its own
         runs = list(plan.run)
         missed = plan.missed
         if runs and self.is_running(job.id):
@@ -320,6 +334,8 @@ class CronHost:
         if outcome.status == "success":
             changes.update(last_status="ok", last_error="", consecutive_failures=0, auto_paused=False,
                            last_result=capped_result(current, outcome.result))
+            if current.auto_paused and current.enabled is False and not current.user_paused:
+                changes.update(resume_changes(current, self.clock.now()))
         elif failed:
             failures = current.consecutive_failures + 1
             changes.update(last_status="error", last_error=outcome.error, consecutive_failures=failures)
