@@ -115,6 +115,27 @@ class HostedConversations:
         log.info("restart_sessions (%s): %d kiro-cli worker(s) closed or retiring", reason, count)
         return count
 
+    def session_placement(self, conversation_id: str) -> tuple[str, str]:
+        """``(authority, cwd)`` a session of ``conversation_id`` works with now, for work it hands on (a cron job).
+
+        The authority is its run in progress's (a run may narrow the conversation's default), else
+        the conversation's. Blocking store reads: a coroutine calls it through ``asyncio.to_thread``.
+        Refused ``caller_unverified`` when the service is not running or the conversation is gone:
+        a session key names a live conversation of this host, so neither is a session to act for.
+        """
+        from kirocrew_core.coretools.contract import ToolRefused
+
+        service = self._service
+        try:
+            if service is None:
+                raise KirocrewError("conversations are not running", code="service_unavailable")
+            conversation = service.store.get_conversation(conversation_id)
+            runs = [run for run in service.store.unfinished_runs(conversation_id) if run.status != "queued"]
+        except KirocrewError as exc:
+            raise ToolRefused("the calling session's conversation is not available in this host",
+                              code="caller_unverified") from exc
+        return (runs[0].authority if runs else conversation.authority), conversation.cwd
+
     def host_service(self) -> HostService:
         return HostService(SERVICE_NAME, self.start, self.stop, self.busy)
 

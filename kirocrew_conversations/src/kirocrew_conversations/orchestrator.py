@@ -702,7 +702,7 @@ class Orchestrator:
                             options: AcpOptions) -> tuple[AcpSession, bool]:
         if worker.session is not None and not worker.session.closed:
             return worker.session, False
-        cwd = conversation.project or conversation.workspace.worktree_path or conversation.workspace.path
+        cwd = conversation.cwd
         runtime = worker.runtime if worker.runtime is not None else await self._open_runtime(worker, options, cwd)
 
         async def on_update(session_id: str, update: Any) -> None:

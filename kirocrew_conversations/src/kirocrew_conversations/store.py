@@ -118,6 +118,11 @@ class Conversation:
         return self.spawn_batch is not None
     project: str | None = None  # bound by the set_project directive: the cwd of its next kiro session
 
+    @property
+    def cwd(self) -> str:
+        """The directory its kiro sessions work in: the bound project, else its worktree, else its workspace."""
+        return self.project or self.workspace.worktree_path or self.workspace.path
+
 
 @dataclass(frozen=True)
 class Settings:

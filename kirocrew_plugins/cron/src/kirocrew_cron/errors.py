@@ -30,6 +30,11 @@ CATALOGUE: dict[str, str] = {
     "cron_store_busy": "The cron store is held by another writer; retry.",
     "cron_store_unusable": "The cron store cannot be opened, is damaged, or was written by a newer version.",
     "authority_unavailable": "The job's authority cannot run here; the job is kept and the fire refused.",
+    "caller_unverified": "The caller is not a verified kirocrew session nor the kirocrew CLI: it may read nothing "
+                         "and write nothing (manage jobs with kirocrew cron).",
+    "person_only_field": "authority and cwd are set only by the person (kirocrew cron, the Cron page): a session's "
+                         "job runs with its own conversation's authority and working directory.",
+    "invalid_workspace": "cwd is not an absolute path to an existing directory.",
     "import_unreadable": "The crons.json to import cannot be read or is not JSON.",
 }
 
