@@ -9,6 +9,7 @@ scheduler sleeps with nothing left to do and no run is active.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -489,3 +490,72 @@ def test_a_thousand_jobs_are_planned_and_one_change_re_plans_one(store: CronStor
         return count, busy, gone
 
     assert run(main()) == (1000, "1000 cron jobs scheduled", None)
+
+
+# -- time zones, jitter, skip dates (the schedule module decides; the scheduler must fire exactly then) ---
+
+
+def _utc(text: str) -> float:
+    from datetime import datetime, timezone
+
+    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
+
+
+def test_a_cron_job_fires_at_local_nine_in_its_zone_on_both_sides_of_a_dst_change(
+        store: CronStore, tmp_path: Path) -> None:
+    start = _utc("2026-03-27T12:00:00")  # Europe/Paris moves to summer time on 2026-03-29
+    job = store.add(Job(id=store.new_id(), name="morning", schedule=Schedule("cron", cron_expr="0 9 * * *"),
+                        command="echo morning", timezone="Europe/Paris", strict_schedule=True,
+                        workspace=str(tmp_path), created_ts=start, updated_ts=start))
+
+    async def main() -> None:
+        clock = ManualClock(start)
+        host = await started(store, clock)
+        for when in ("2026-03-28T07:59:59", "2026-03-28T08:00:00", "2026-03-29T06:59:59", "2026-03-29T07:00:00"):
+            await at(host, clock, _utc(when))
+        await host.stop()
+
+    run(main())
+    assert [r.due_ts for r in reversed(store.history(job.id))] == [_utc("2026-03-28T08:00:00"),
+                                                                   _utc("2026-03-29T07:00:00")]
+
+
+def test_a_jittered_job_fires_at_its_due_instant_plus_its_jitter_not_before(store: CronStore, tmp_path: Path) -> None:
+    from kirocrew_cron import schedule
+
+    job = command_job(store, "echo late", tmp_path, schedule=Schedule("every", every_secs=3600))
+    store.remove(job.id)
+    while schedule.jitter(job := dataclasses.replace(job, id=store.new_id(), strict_schedule=False),
+                          T0 + 3600) < 2:
+        pass
+    store.add(job)
+    shift = schedule.jitter(job, T0 + 3600)
+    assert 2 <= shift <= 300
+
+    async def main() -> tuple[list[str], list[str]]:
+        clock = ManualClock(T0)
+        host = await started(store, clock)
+        await at(host, clock, T0 + 3600 + shift - 1)
+        before = statuses(store, job.id)
+        await at(host, clock, T0 + 3600 + shift)
+        await host.stop()
+        return before, statuses(store, job.id)
+
+    assert run(main()) == ([], ["success"])
+    assert store.history(job.id)[0].due_ts == T0 + 3600  # history keeps the due instant, not the fire time
+
+
+def test_a_skip_date_is_passed_over_without_a_run_or_a_missed_row(store: CronStore, tmp_path: Path) -> None:
+    job = command_job(store, "echo daily", tmp_path, schedule=Schedule("every", every_secs=86_400),
+                      skip_dates=("2026-03-04",))  # T0 is 2026-03-02 12:00 UTC
+
+    async def main() -> None:
+        clock = ManualClock(T0)
+        host = await started(store, clock)
+        for day in range(1, 4):
+            await at(host, clock, T0 + day * 86_400)
+        await host.stop()
+
+    run(main())
+    assert [r.due_ts for r in reversed(store.history(job.id))] == [T0 + 86_400, T0 + 3 * 86_400]
+    assert all(r.status == "success" for r in store.history(job.id))

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import os
 import time
@@ -80,18 +79,6 @@ def crons_enabled() -> bool:
 def reap_after(job: Job) -> float:
     """The reference's hard deadline: ``max(min(timeout_secs, 86400), floor)`` seconds (floor 1800 s)."""
     return max(min(float(job.timeout_secs), float(TIMEOUT_SECS_MAX)), _env_float(REAP_FLOOR_ENV, REAP_FLOOR_SECS))
-
-
-def resume_changes(job: Job, now: float) -> dict[str, Any]:
-    """What resuming a paused ``job`` at ``now`` changes: its instants while paused count as handled.
-
-    They are neither run nor recorded missed (nobody missed them: the job was paused), so the
-    schedule goes on from the next instant after ``now`` instead of catching up on the pause.
-    """
-    from kirocrew_cron import schedule
-
-    plan = schedule.plan_catch_up(dataclasses.replace(job, catch_up="skip"), now, 0.0)
-    return {"last_due_ts": plan.last_due} if plan.last_due is not None else {}
 
 
 class CronHost:
@@ -334,8 +321,8 @@ class CronHost:
         if outcome.status == "success":
             changes.update(last_status="ok", last_error="", consecutive_failures=0, auto_paused=False,
                            last_result=capped_result(current, outcome.result))
-            if current.auto_paused and current.enabled is False and not current.user_paused:
-                changes.update(resume_changes(current, self.clock.now()))
+            if current.auto_paused:  # as a resume does (ops.resume_job): the paused instants are not caught up
+                changes["last_due_ts"] = self.clock.now()
         elif failed:
             failures = current.consecutive_failures + 1
             changes.update(last_status="error", last_error=outcome.error, consecutive_failures=failures)
