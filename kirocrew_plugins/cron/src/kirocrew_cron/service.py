@@ -514,7 +514,9 @@ async def _start() -> None:
     try:
         store = await asyncio.to_thread(CronStore.open)
         try:
-            await asyncio.to_thread(importer.import_once, store, home.crew_home())
+            report = await asyncio.to_thread(importer.import_once, store, home.crew_home())
+            if report is not None and report.problem:  # the next start tries again
+                log.warning("crons.json was not imported: %s", report.problem)
             await asyncio.to_thread(store.interrupt_running, time.time())
             host = CronHost(store, scheduler_on=crons_enabled())
             await host.start()
