@@ -559,3 +559,27 @@ def test_a_skip_date_is_passed_over_without_a_run_or_a_missed_row(store: CronSto
     run(main())
     assert [r.due_ts for r in reversed(store.history(job.id))] == [T0 + 86_400, T0 + 3 * 86_400]
     assert all(r.status == "success" for r in store.history(job.id))
+
+
+def test_a_one_shot_missed_while_no_host_ran_runs_late_or_is_kept_paused_when_its_policy_is_skip(
+        store: CronStore, tmp_path: Path) -> None:
+    late = command_job(store, "echo late", tmp_path, schedule=Schedule("at", at_ts=T0 + 60), delete_after_run=True)
+    skipped = command_job(store, "echo never", tmp_path, schedule=Schedule("at", at_ts=T0 + 60),
+                          delete_after_run=True, catch_up="skip")
+
+    async def main() -> None:
+        host = await started(store, ManualClock(T0 + 3600))
+        await host.stop()
+
+    run(main())
+    assert store.get(late.id) is None  # ran (trigger catch-up), then removed like any one-shot
+    kept = store.get(skipped.id)
+    assert kept is not None and kept.user_paused and statuses(store, skipped.id) == ["missed"]
+
+
+def test_kirocrew_serve_offers_no_crons() -> None:
+    from click.testing import CliRunner
+    from kirocrew_core.gateway.serve import serve
+
+    shown = CliRunner().invoke(serve, ["--help"])
+    assert shown.exit_code == 0 and "--no-crons" in shown.output and "KIROCREW_CRONS=off" in shown.output

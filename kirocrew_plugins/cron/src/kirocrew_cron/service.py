@@ -200,6 +200,8 @@ class CronHost:
     async def catch_up(self, job: Job, now: float) -> None:
         """Apply ``job``'s catch-up policy to every instant it missed up to ``now``: run some (trigger
         ``catch-up``), record the rest as one ``missed`` row."""
+        from kirocrew_core.errors import KirocrewError
+
         from kirocrew_cron import schedule
 
         plan = schedule.plan_catch_up(job, now, 0.0)  # the instant just past is one of the missed, not a run of its own
@@ -218,6 +220,9 @@ class CronHost:
             job = moved
         if runs:
             self._spawn(self._catch_up_runs(job, runs), f"cron-catch-up-{job.id}")
+        elif job.schedule.kind == "at" and missed:  # a one-shot that will never run: kept, paused, for the person
+            with contextlib.suppress(KirocrewError):
+                await asyncio.to_thread(lambda: self.store.update(job.id, user_paused=True))
 
     async def _catch_up_runs(self, job: Job, instants: list[float]) -> None:
         """The catch-up runs of one job, oldest first, one at a time (a job never runs twice at once)."""
