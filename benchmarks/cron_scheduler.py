@@ -137,6 +137,7 @@ def main() -> None:
     args = parser.parse_args()
     if not Path("/proc/self/stat").exists():
         raise SystemExit("this benchmark reads /proc (Linux)")
+    print(f"load average {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory(prefix="kirocrew-bench-cron-") as scratch:
         root = Path(scratch)
         env = fake_kiro_environment(root, state_dir=True)
@@ -158,6 +159,7 @@ def main() -> None:
             p99 = delays[min(len(delays) - 1, int(0.99 * len(delays)))]
             print(f"{f'due -> run start, {len(delays)} jobs':<44} median {statistics.median(delays):8.1f} ms   "
                   f"p99 {p99:8.1f} ms   max {delays[-1]:8.1f} ms")
+    print(f"load average {os.getloadavg()[0]:.1f}")
     sys.stdout.flush()
 
 
