@@ -583,3 +583,20 @@ def test_kirocrew_serve_offers_no_crons() -> None:
 
     shown = CliRunner().invoke(serve, ["--help"])
     assert shown.exit_code == 0 and "--no-crons" in shown.output and "KIROCREW_CRONS=off" in shown.output
+
+
+# -- what an agent run is sent ------------------------------------------------------------------------
+
+
+def test_a_persistent_agent_job_sends_its_previous_result_first_capped_and_a_fresh_one_the_bare_message() -> None:
+    from kirocrew_cron.model import LAST_RESULT_MAX, MINIMAL_LAST_RESULT_MAX
+    from kirocrew_cron.runner import agent_prompt
+
+    job = Job(id="0a1b2c3d", name="digest", schedule=Schedule("every", every_secs=3600), message="Summarise.",
+              last_result="x" * (LAST_RESULT_MAX + 10))
+    assert agent_prompt(job) == ("[Previous run result — do NOT repeat the same content]\n" + "x" * LAST_RESULT_MAX
+                                 + "\n[End of previous run result]\n\nSummarise.")
+    lean = agent_prompt(dataclasses.replace(job, minimal_context=True))
+    assert lean.count("x") == MINIMAL_LAST_RESULT_MAX
+    assert agent_prompt(dataclasses.replace(job, persistent_session=False)) == "Summarise."
+    assert agent_prompt(dataclasses.replace(job, last_result="")) == "Summarise."  # a first run: nothing before
