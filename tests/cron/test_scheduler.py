@@ -161,13 +161,15 @@ def test_a_restricted_authority_that_cannot_run_refuses_the_fire_and_keeps_the_j
         store: CronStore, tmp_path: Path) -> None:
     job = command_job(store, "echo hi", tmp_path, authority="no_such_authority")
 
-    async def main() -> None:
+    async def main() -> str:
         host = await started(store, ManualClock(T0))
-        await host.trigger(job.id)
+        with pytest.raises(KirocrewError) as refused:
+            await host.trigger(job.id)  # the one asking hears why; the row records it
         await settle(host)
         await host.stop()
+        return refused.value.code
 
-    run(main())
+    assert run(main()) == "authority_unavailable"
     [record] = store.history(job.id)
     assert record.status == "denied" and record.error.startswith("authority_unavailable: ")
     kept = store.get(job.id)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kirocrew_core.contributions import HostService
+from kirocrew_core.coretools.contract import ToolRefused
 
 from kirocrew_cron.errors import cron_error
 from kirocrew_cron.model import (
@@ -159,8 +160,9 @@ class CronHost:
     async def trigger(self, job_id: str) -> RunRecord:
         """Run ``job_id`` now (trigger ``manual``; its schedule is untouched); the run's first history row.
 
-        ``scheduler_off`` under ``--no-crons``, ``job_not_found``, ``job_running`` while it runs.
-        A fire refused at fire time returns its ``denied`` row.
+        ``scheduler_off`` under ``--no-crons``, ``job_not_found``, ``job_running`` while it runs; a fire
+        refused by the checks at fire time is recorded (a ``denied`` row) and then raised with its code
+        (``command_refused``, ``governance_denied``, ``authority_unavailable``).
         """
         if not self.scheduler_on or not self._started:
             raise cron_error("scheduler_off", "this host runs without its scheduler (kirocrew serve --no-crons): "
@@ -243,10 +245,14 @@ class CronHost:
 
         now = self.clock.now()
         refusal = await asyncio.to_thread(_fire_time_refusal, job)
-        if refusal:
+        if refusal is not None:
+            code, message = refusal
+            error = f"{code}: {message}"
             record = await asyncio.to_thread(self.store.record, job.id, trigger, "denied", started_at=now,
-                                             due_ts=due, error=refusal)
-            await self._after(job, trigger, Outcome("denied", error=refusal), now)
+                                             due_ts=due, error=error)
+            await self._after(job, trigger, Outcome("denied", error=error), now)
+            if trigger == "manual":  # the person (or session) asking is told, with the code; the row stays
+                raise ToolRefused(f"the fire was refused and recorded in the job's history: {message}", code=code)
             return record
         record = await asyncio.to_thread(self.store.start_run, job.id, trigger, due_ts=due, started_at=now)
         active = ActiveRun(job.id, record.id, trigger, started_at=now, deadline=now + job.timeout_secs,
@@ -427,10 +433,17 @@ async def _force_end(active: ActiveRun) -> None:
                 await asyncio.wait_for(service.orchestrator.cancel(active.run_id), 30)
 
 
-def _fire_time_refusal(job: Job) -> str:
-    """Why this fire is refused now (the command fails vetting, governance denies a session's job), or ""."""
+def _fire_time_refusal(job: Job) -> tuple[str, str] | None:
+    """Why this fire is refused now, as (code, message), or None.
+
+    The command fails vetting (``command_refused``), governance denies a session's job
+    (``governance_denied``), or the job's authority cannot run here (``authority_unavailable``).
+    """
     from kirocrew_core.errors import KirocrewError
     from kirocrew_core.governance import capability_allowed
+
+    from kirocrew_conversations import authority
+    from kirocrew_conversations.vocabulary import UNRESTRICTED
 
     if job.command:
         from kirocrew_cron.vet import vet_command
@@ -438,11 +451,16 @@ def _fire_time_refusal(job: Job) -> str:
         try:
             vet_command(job.command)
         except KirocrewError as exc:
-            return f"command_refused: {exc.message}"
+            return "command_refused", exc.message
     if job.owner != PERSON and not capability_allowed("cron"):
-        return ('governance_denied: cron jobs of sessions are blocked by governance policy '
-                '(governance.cron is not "allow")')
-    return ""
+        return ("governance_denied", 'cron jobs of sessions are blocked by governance policy (governance.cron is '
+                                     'not "allow")')
+    installed = authority.backends()
+    installed.setdefault(UNRESTRICTED, authority.UNRESTRICTED_BACKEND)
+    ok, reason = authority.availability(job.authority, installed)
+    if not ok:
+        return "authority_unavailable", f"authority {job.authority} is unavailable: {reason}"
+    return None
 
 
 def _audit_auto_pause(job: Job) -> None:
