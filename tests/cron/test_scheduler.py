@@ -311,8 +311,7 @@ def test_the_reaper_force_ends_a_run_whose_cancel_did_not_end_it(
         clock = ManualClock(T0)
         host = await started(store, clock, runner=stubborn)
         await host.trigger(job.id)
-        while not host._active[job.id].process:
-            await asyncio.sleep(0.01)
+        await until(lambda: (active := host.active_run(job.id)) is not None and active.process is not None)
         await clock.advance(5)  # the deadline: the cancel is ignored
         await asyncio.sleep(0.1)
         before = statuses(store, job.id)
@@ -602,3 +601,24 @@ def test_a_persistent_agent_job_sends_its_previous_result_first_capped_and_a_fre
     assert lean.count("x") == MINIMAL_LAST_RESULT_MAX
     assert agent_prompt(dataclasses.replace(job, persistent_session=False)) == "Summarise."
     assert agent_prompt(dataclasses.replace(job, last_result="")) == "Summarise."  # a first run: nothing before
+
+
+def test_command_jobs_beyond_the_concurrency_bound_wait_for_a_slot(store: CronStore, tmp_path: Path) -> None:
+    jobs = [command_job(store, "sleep 60", tmp_path, name=f"slow {n}") for n in range(3)]
+
+    async def main() -> tuple[int, list[str]]:
+        host = await started(store, ManualClock(T0), runner=JobRunner(max_commands=2))
+        for job in jobs:
+            await host.trigger(job.id)
+        def spawned() -> int:
+            return sum(1 for job in jobs if (active := host.active_run(job.id)) is not None and active.process)
+
+        await until(lambda: spawned() == 2)
+        await asyncio.sleep(0.2)  # time enough for a third process, were it allowed
+        running = sorted(host.running_jobs())
+        count = spawned()
+        await host.stop()
+        return count, running
+
+    spawned, running = run(main())
+    assert spawned == 2 and running == sorted(job.id for job in jobs)  # the third is running, waiting for a slot

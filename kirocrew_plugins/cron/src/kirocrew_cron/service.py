@@ -141,6 +141,10 @@ class CronHost:
     def running_jobs(self) -> list[str]:
         return list(self._active)
 
+    def active_run(self, job_id: str) -> ActiveRun | None:
+        """The job's run in progress (what it started: its conversation run, its process), or None."""
+        return self._active.get(job_id)
+
     def tasks(self) -> list[asyncio.Task[Any]]:
         """The run and catch-up tasks in flight (a test waits on them after moving the clock)."""
         return list(self._tasks)
