@@ -117,7 +117,8 @@ def test_a_job_never_runs_twice_at_once_and_trigger_says_so(store: CronStore, tm
 
     async def main() -> str:
         host = await started(store, ManualClock(T0))
-        await host.trigger(job.id)
+        racing = await asyncio.gather(host.trigger(job.id), host.trigger(job.id), return_exceptions=True)
+        assert sorted(type(r).__name__ for r in racing) == ["RunRecord", "ToolRefused"]  # two at once: one runs
         with pytest.raises(KirocrewError) as refused:
             await host.trigger(job.id)
         await host.stop()

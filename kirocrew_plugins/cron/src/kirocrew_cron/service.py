@@ -101,6 +101,7 @@ class CronHost:
         self.runner: Runner = runner or JobRunner()
         self.scheduler = Scheduler(self)
         self._active: dict[str, ActiveRun] = {}
+        self._starting: set[str] = set()  # jobs between the running check and their run's start (awaits there)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reaper: asyncio.Task[None] | None = None
         self._started = False
@@ -136,7 +137,7 @@ class CronHost:
         self.scheduler.changed(job_id)
 
     def is_running(self, job_id: str) -> bool:
-        return job_id in self._active
+        return job_id in self._active or job_id in self._starting
 
     def running_jobs(self) -> list[str]:
         return list(self._active)
@@ -245,6 +246,15 @@ class CronHost:
 
     async def _launch(self, job: Job, trigger: Trigger, due: float | None) -> RunRecord:
         """Check the fire, write its ``running`` row and start it as its own task; the row."""
+        if self.is_running(job.id):  # checked and claimed with no await between: never two runs at once
+            raise cron_error("job_running", f"job {job.id} is running now; a job never runs twice at once")
+        self._starting.add(job.id)
+        try:
+            return await self._start(job, trigger, due)
+        finally:
+            self._starting.discard(job.id)
+
+    async def _start(self, job: Job, trigger: Trigger, due: float | None) -> RunRecord:
         from kirocrew_cron.runner import ActiveRun, Outcome
 
         now = self.clock.now()
