@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 PREVIOUS_RESULT_HEAD = "[Previous run result — do NOT repeat the same content]\n"
 PREVIOUS_RESULT_TAIL = "\n[End of previous run result]\n\n"
 NO_RESPONSE = "_No response._"
+#: How many command jobs run at once (the rest wait for a slot).
+MAX_CONCURRENT_COMMANDS = 16
 #: The most output a command run keeps (read past it is discarded, so a chatty command cannot fill memory).
 OUTPUT_READ_MAX = 1024 * 1024
 
@@ -98,14 +100,22 @@ def agent_prompt(job: Job) -> str:
 
 
 class JobRunner:
-    """The host's runner (see the module docstring); ``conversations`` is the host's conversations service."""
+    """The host's runner (see the module docstring); ``conversations`` is the host's conversations service.
 
-    def __init__(self, conversations: Callable[[], Awaitable[ConversationsService]] | None = None) -> None:
+    At most ``max_commands`` command jobs run at once (a catch-up after a long downtime must not
+    start hundreds of processes together); the others wait their turn, their deadline running.
+    Agent jobs need no bound here: the conversations service queues runs beyond its workers.
+    """
+
+    def __init__(self, conversations: Callable[[], Awaitable[ConversationsService]] | None = None, *,
+                 max_commands: int = MAX_CONCURRENT_COMMANDS) -> None:
         self._conversations = conversations or _hosted_conversations
+        self._commands = asyncio.Semaphore(max_commands)
 
     async def __call__(self, job: Job, active: ActiveRun) -> Outcome:
         if job.command:
-            return await run_command(job, active)
+            async with self._commands:
+                return await run_command(job, active)
         return await self._run_agent(job, active)
 
     # -- agent jobs ------------------------------------------------------------------------------

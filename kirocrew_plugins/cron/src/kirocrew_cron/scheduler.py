@@ -114,6 +114,7 @@ class Scheduler:
             earliest = self._heap[0][0] if self._heap else clock.now() + 86_400.0
             self.idle.set()
             await clock.sleep_until(earliest, self._wake)
+            self.idle.clear()
 
     async def _replan_dirty(self) -> None:
         with self._lock:
@@ -151,7 +152,7 @@ class Scheduler:
             return
         now = self.host.clock.now()
         if fire_at < now - CATCH_UP_GRACE_SECS:
-            await self.host.catch_up(job, now, CATCH_UP_GRACE_SECS)
+            await self.host.catch_up(job, now)
             fresh = await asyncio.to_thread(self.host.store.get, job.id)
             if fresh is None or not fresh.enabled or fresh.last_due_ts == job.last_due_ts:
                 return  # removed, paused, or nothing moved (never loop on a job catch-up cannot advance)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kirocrew_core.contributions import HostService
+from kirocrew_core.coretools.contract import ToolRefused
 
 from kirocrew_cron.errors import cron_error
 from kirocrew_cron.model import (
@@ -100,6 +101,7 @@ class CronHost:
         self.runner: Runner = runner or JobRunner()
         self.scheduler = Scheduler(self)
         self._active: dict[str, ActiveRun] = {}
+        self._starting: set[str] = set()  # jobs between the running check and their run's start (awaits there)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reaper: asyncio.Task[None] | None = None
         self._started = False
@@ -135,10 +137,14 @@ class CronHost:
         self.scheduler.changed(job_id)
 
     def is_running(self, job_id: str) -> bool:
-        return job_id in self._active
+        return job_id in self._active or job_id in self._starting
 
     def running_jobs(self) -> list[str]:
         return list(self._active)
+
+    def active_run(self, job_id: str) -> ActiveRun | None:
+        """The job's run in progress (what it started: its conversation run, its process), or None."""
+        return self._active.get(job_id)
 
     def tasks(self) -> list[asyncio.Task[Any]]:
         """The run and catch-up tasks in flight (a test waits on them after moving the clock)."""
@@ -159,8 +165,9 @@ class CronHost:
     async def trigger(self, job_id: str) -> RunRecord:
         """Run ``job_id`` now (trigger ``manual``; its schedule is untouched); the run's first history row.
 
-        ``scheduler_off`` under ``--no-crons``, ``job_not_found``, ``job_running`` while it runs.
-        A fire refused at fire time returns its ``denied`` row.
+        ``scheduler_off`` under ``--no-crons``, ``job_not_found``, ``job_running`` while it runs; a fire
+        refused by the checks at fire time is recorded (a ``denied`` row) and then raised with its code
+        (``command_refused``, ``governance_denied``, ``authority_unavailable``).
         """
         if not self.scheduler_on or not self._started:
             raise cron_error("scheduler_off", "this host runs without its scheduler (kirocrew serve --no-crons): "
@@ -197,11 +204,14 @@ class CronHost:
         await self._launch(moved, "scheduled", due)
         return moved
 
-    async def catch_up(self, job: Job, now: float, grace: float) -> None:
-        """Apply ``job``'s catch-up policy to the instants it missed: run some (``catch-up``), record the rest."""
+    async def catch_up(self, job: Job, now: float) -> None:
+        """Apply ``job``'s catch-up policy to every instant it missed up to ``now``: run some (trigger
+        ``catch-up``), record the rest as one ``missed`` row."""
+        from kirocrew_core.errors import KirocrewError
+
         from kirocrew_cron import schedule
 
-        plan = schedule.plan_catch_up(job, now, grace)
+        plan = schedule.plan_catch_up(job, now, 0.0)  # the instant just past is one of the missed, not a run of its own
         runs = list(plan.run)
         missed = plan.missed
         if runs and self.is_running(job.id):
@@ -217,6 +227,9 @@ class CronHost:
             job = moved
         if runs:
             self._spawn(self._catch_up_runs(job, runs), f"cron-catch-up-{job.id}")
+        elif job.schedule.kind == "at" and missed:  # a one-shot that will never run: kept, paused, for the person
+            with contextlib.suppress(KirocrewError):
+                await asyncio.to_thread(lambda: self.store.update(job.id, user_paused=True))
 
     async def _catch_up_runs(self, job: Job, instants: list[float]) -> None:
         """The catch-up runs of one job, oldest first, one at a time (a job never runs twice at once)."""
@@ -233,14 +246,27 @@ class CronHost:
 
     async def _launch(self, job: Job, trigger: Trigger, due: float | None) -> RunRecord:
         """Check the fire, write its ``running`` row and start it as its own task; the row."""
+        if self.is_running(job.id):  # checked and claimed with no await between: never two runs at once
+            raise cron_error("job_running", f"job {job.id} is running now; a job never runs twice at once")
+        self._starting.add(job.id)
+        try:
+            return await self._start(job, trigger, due)
+        finally:
+            self._starting.discard(job.id)
+
+    async def _start(self, job: Job, trigger: Trigger, due: float | None) -> RunRecord:
         from kirocrew_cron.runner import ActiveRun, Outcome
 
         now = self.clock.now()
         refusal = await asyncio.to_thread(_fire_time_refusal, job)
-        if refusal:
+        if refusal is not None:
+            code, message = refusal
+            error = f"{code}: {message}"
             record = await asyncio.to_thread(self.store.record, job.id, trigger, "denied", started_at=now,
-                                             due_ts=due, error=refusal)
-            await self._after(job, trigger, Outcome("denied", error=refusal), now)
+                                             due_ts=due, error=error)
+            await self._after(job, trigger, Outcome("denied", error=error), now)
+            if trigger == "manual":  # the person (or session) asking is told, with the code; the row stays
+                raise ToolRefused(f"the fire was refused and recorded in the job's history: {message}", code=code)
             return record
         record = await asyncio.to_thread(self.store.start_run, job.id, trigger, due_ts=due, started_at=now)
         active = ActiveRun(job.id, record.id, trigger, started_at=now, deadline=now + job.timeout_secs,
@@ -320,6 +346,8 @@ class CronHost:
         if outcome.status == "success":
             changes.update(last_status="ok", last_error="", consecutive_failures=0, auto_paused=False,
                            last_result=capped_result(current, outcome.result))
+            if current.auto_paused:  # as a resume does (ops.resume_job): the paused instants are not caught up
+                changes["last_due_ts"] = self.clock.now()
         elif failed:
             failures = current.consecutive_failures + 1
             changes.update(last_status="error", last_error=outcome.error, consecutive_failures=failures)
@@ -419,10 +447,17 @@ async def _force_end(active: ActiveRun) -> None:
                 await asyncio.wait_for(service.orchestrator.cancel(active.run_id), 30)
 
 
-def _fire_time_refusal(job: Job) -> str:
-    """Why this fire is refused now (the command fails vetting, governance denies a session's job), or ""."""
+def _fire_time_refusal(job: Job) -> tuple[str, str] | None:
+    """Why this fire is refused now, as (code, message), or None.
+
+    The command fails vetting (``command_refused``), governance denies a session's job
+    (``governance_denied``), or the job's authority cannot run here (``authority_unavailable``).
+    """
     from kirocrew_core.errors import KirocrewError
     from kirocrew_core.governance import capability_allowed
+
+    from kirocrew_conversations import authority
+    from kirocrew_conversations.vocabulary import UNRESTRICTED
 
     if job.command:
         from kirocrew_cron.vet import vet_command
@@ -430,11 +465,16 @@ def _fire_time_refusal(job: Job) -> str:
         try:
             vet_command(job.command)
         except KirocrewError as exc:
-            return f"command_refused: {exc.message}"
+            return "command_refused", exc.message
     if job.owner != PERSON and not capability_allowed("cron"):
-        return ('governance_denied: cron jobs of sessions are blocked by governance policy '
-                '(governance.cron is not "allow")')
-    return ""
+        return ("governance_denied", 'cron jobs of sessions are blocked by governance policy (governance.cron is '
+                                     'not "allow")')
+    installed = authority.backends()
+    installed.setdefault(UNRESTRICTED, authority.UNRESTRICTED_BACKEND)
+    ok, reason = authority.availability(job.authority, installed)
+    if not ok:
+        return "authority_unavailable", f"authority {job.authority} is unavailable: {reason}"
+    return None
 
 
 def _audit_auto_pause(job: Job) -> None:
@@ -511,7 +551,9 @@ async def _start() -> None:
     try:
         store = await asyncio.to_thread(CronStore.open)
         try:
-            await asyncio.to_thread(importer.import_once, store, home.crew_home())
+            report = await asyncio.to_thread(importer.import_once, store, home.crew_home())
+            if report is not None and report.problem:  # the next start tries again
+                log.warning("crons.json was not imported: %s", report.problem)
             await asyncio.to_thread(store.interrupt_running, time.time())
             host = CronHost(store, scheduler_on=crons_enabled())
             await host.start()

@@ -1,0 +1,153 @@
+"""Jobs firing in a real host: a session's jobs run as conversation runs through the fake kiro-cli.
+
+One host (started by the first relay, as a kiro-cli session's would be) serves the whole
+story: a session adds jobs with ``!mcp kirocrew-cron cron_add``, a one-shot fires by itself,
+the session triggers another (its run is in the conversations store and linked from history,
+its result in the notification feed), a hung job is timed out; then the host is stopped, the
+store is set back as an hour of downtime would leave it, and the next host start applies the
+catch-up policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kirocrew_testing.core_sessions import CrewHarness
+from kirocrew_testing.fixtures import kirocrew_argv
+
+BOUND_SECS = 150.0
+SESSION_AGENT = "cron-session"
+JOB_AGENT = "plain"
+
+
+@pytest.fixture
+def crew(fake_kiro_cli: Any, tmp_path: Path) -> CrewHarness:
+    """The kirocrew-core harness (tests/coretools' fixture): the ``kirocrew`` agent mounts kirocrew-cron too."""
+    import os
+
+    from kirocrew_mcp.render import rebuild_agent_config
+
+    env = dict(os.environ)
+    env["KIRO_CLI_PATH"] = str(fake_kiro_cli.sandboxable_path)
+    harness = CrewHarness(tmp_path, env, rebuild_agent_config)
+    document = harness.render_agent()
+    assert "kirocrew-cron" in document["mcpServers"]
+    # Lean agents, so each kiro-cli starts only the relays it uses: the session mounts kirocrew-cron alone,
+    # the jobs' runs (agent "plain") nothing.
+    harness.write_agent(SESSION_AGENT, {**document, "name": SESSION_AGENT,
+                                        "mcpServers": {"kirocrew-cron": document["mcpServers"]["kirocrew-cron"]}})
+    harness.write_agent(JOB_AGENT, {**document, "name": JOB_AGENT, "mcpServers": {}})
+    return harness
+
+
+def _add(**args: Any) -> str:
+    return f"!mcp kirocrew-cron cron_add {json.dumps({**args, 'agent': JOB_AGENT})}"
+
+
+def _cron_rows(sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    from kirocrew_core import home
+
+    db = sqlite3.connect(home.state_dir("cron") / "cron.db")
+    try:
+        return db.execute(sql, params).fetchall()
+    finally:
+        db.close()
+
+
+async def _until(what: str, found: Callable[[], Any]) -> Any:
+    """``found()``'s first truthy value: the host's work happens in other processes, so look until it is there."""
+    for _ in range(int(BOUND_SECS * 10)):
+        value = found()
+        if value:
+            return value
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"never happened: {what}")
+
+
+def test_a_sessions_jobs_fire_as_conversation_runs_time_out_and_catch_up_after_a_restart(
+        crew: CrewHarness, conversations_rows: Any) -> None:
+    from kirocrew_core.notifications.store import all_notifications
+
+    async def main() -> None:
+        async with crew.conversations() as conv:
+            added = await crew.delegate(conv, "\n".join([
+                _add(name="greet", message="!say hello from cron", delay=1),
+                _add(name="daily", message="!say daily report", every=3600),
+                _add(name="hang", message="!sleep 60", every=3600, timeout_secs=2),
+                "!say added"]), name="scheduler", mode=SESSION_AGENT)
+            assert added["status"] == "completed", added
+            owner = f"conversation:{added['conversationId']}"
+            ids = dict(_cron_rows("SELECT name, id FROM jobs WHERE owner = ?", owner))
+            assert set(ids) == {"greet", "daily", "hang"}
+
+            # the one-shot fires by itself, as a run of its own conversation, then it is gone
+            greet = await _until("the one-shot's run", lambda: conversations_rows(
+                "SELECT c.workspace_path, r.status, r.reply_text FROM conversations c JOIN runs r"
+                " ON r.conversation_id = c.id WHERE c.name = ? AND r.status = 'completed'", f"cron-{ids['greet']}"))
+            assert greet == [(str(crew.workspace.resolve()), "completed", "hello from cron")]
+            await _until("the one-shot's removal", lambda: not _cron_rows("SELECT 1 FROM jobs WHERE id = ?",
+                                                                          ids["greet"]))
+
+            # the session triggers its two others from its own conversation
+            sent = await conv.structured("kiro_send", conversationId=added["conversationId"], delivery="queue",
+                                         message="\n".join(f"!mcp kirocrew-cron cron_trigger "
+                                                           f"{json.dumps({'job_id': ids[name]})}"
+                                                           for name in ("daily", "hang")) + "\n!say triggered")
+            assert (await crew.wait(conv, sent))["status"] == "completed"
+
+            daily = await _until("the daily job's run", lambda: _cron_rows(
+                "SELECT trigger, status, conversation_id, run_id, summary FROM history WHERE job_id = ?"
+                " AND status != 'running'", ids["daily"]))
+            [(trigger, status, conversation_id, run_id, summary)] = daily
+            assert (trigger, status, summary) == ("manual", "success", "daily report")
+            assert conversations_rows("SELECT c.name, r.reply_text FROM runs r JOIN conversations c"
+                                      " ON c.id = r.conversation_id WHERE r.id = ?", run_id) == [
+                (f"cron-{ids['daily']}", "daily report")]
+            assert _cron_rows("SELECT conversation_id, last_result FROM jobs WHERE id = ?", ids["daily"]) == [
+                (conversation_id, "daily report")]
+            [note] = [n for n in all_notifications() if n.group_key == f"cron:{ids['daily']}"]
+            assert note.title == "Cron: daily" and note.body == "daily report"
+            assert note.url == f"/conversations/{conversation_id}#run-{run_id}-heading"
+
+            hung = await _until("the hung job's timeout", lambda: _cron_rows(
+                "SELECT status, error, run_id FROM history WHERE job_id = ? AND status != 'running'", ids["hang"]))
+            [(status, error, hung_run)] = hung
+            assert (status, error) == ("timeout", "Timed out after 2s")
+            assert conversations_rows("SELECT status FROM runs WHERE id = ?", hung_run) == [("cancelled",)]
+
+        # the host stops; the store is set back as an hour of downtime would leave it
+        stopped = subprocess.run(kirocrew_argv("host", "stop"), env=crew.env, capture_output=True, text=True,
+                                 timeout=60)
+        assert stopped.returncode == 0, stopped.stderr
+        [(created,)] = _cron_rows("SELECT created_ts FROM jobs WHERE id = ?", ids["daily"])
+        db = sqlite3.connect(_cron_db())
+        with db:
+            db.execute("UPDATE jobs SET last_due_ts = ? WHERE id = ?", (created - 3 * 3600, ids["daily"]))
+        db.close()
+
+        async with crew.conversations() as conv:  # a relay starts the next host; it catches up at start
+            def caught_up() -> list[tuple[Any, ...]]:
+                rows = _cron_rows("SELECT trigger, status, missed FROM history WHERE job_id = ?"
+                                  " AND trigger = 'catch-up' ORDER BY id", ids["daily"])
+                return rows if len(rows) == 2 and rows[1][1] != "running" else []
+
+            rows = await _until("the catch-up", caught_up)
+            assert rows == [("catch-up", "missed", 2), ("catch-up", "success", 0)]  # policy "once"
+            assert {name for (name,) in _cron_rows("SELECT name FROM jobs")} == {"daily", "hang"}
+            await conv.tool_names()
+
+    asyncio.run(asyncio.wait_for(main(), BOUND_SECS))
+
+
+def _cron_db() -> Path:
+    from kirocrew_core import home
+
+    return home.state_dir("cron") / "cron.db"
+
