@@ -230,3 +230,15 @@ def test_an_unreadable_crons_json_at_first_start_is_tried_again_next_start(store
     again = import_once(store)
     assert again is not None and again.imported == ["a1b2c3d4"]
     assert os.path.exists(path)
+
+
+def test_an_imported_last_result_and_error_are_stored_redacted(store: CronStore, tmp_path: Path) -> None:
+    # Readers (the page, --json) show stored results as they are: the importer redacts, as the runner does.
+    leaky = {"id": "d0e1f2a3", "name": "leaky result", "message": "m", "schedule": {"kind": "every", "every_secs": 600},
+             "last_result": "deployed with GITHUB_TOKEN=ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+             "last_error": "curl: Authorization: Bearer sk-live-0123456789abcdef0123"}
+    import_crons_json(store, _write(tmp_path / "crons.json", [leaky]), now=NOW)
+    job = store.get("d0e1f2a3")
+    assert job is not None
+    assert "ghp_abcdefghij" not in job.last_result and "<redacted>" in job.last_result
+    assert "sk-live-0123" not in job.last_error and "<redacted>" in job.last_error

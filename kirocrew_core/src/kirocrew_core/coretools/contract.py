@@ -14,8 +14,10 @@ from kirocrew_core.errors import KirocrewError
 if TYPE_CHECKING:
     from kirocrew_core.host.caller import CallerContext
 
-# What a session key names: a conversation's kiro-cli (its runs, its sub-agents' own processes),
-# or a scheduled job's run (kirocrew-cron).
+# What a session key names: a conversation's kiro-cli (its runs; a sub-agent and a cron job's run are
+# runs of conversations of their own). ``cron`` is reserved for a job run outside any conversation
+# (none today); a tool that serves only conversations refuses other kinds. The kind is part of a job
+# owner's name in kirocrew-cron (``conversation:<id>``).
 SessionKind = Literal["conversation", "cron"]
 # How a tool resolves its caller: ``strict`` (anything that mutates or targets a session: the
 # injected key or a verified sidecar, never a walk, never an unsigned file; an unresolved caller

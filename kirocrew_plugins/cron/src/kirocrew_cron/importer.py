@@ -27,6 +27,7 @@ from typing import Any, Literal
 from kirocrew_core import home
 from kirocrew_core.coretools.contract import ToolRefused
 from kirocrew_core.jsonfile import ReadState, read_json
+from kirocrew_conversations.redact import redact_secrets
 
 from kirocrew_cron.errors import cron_error
 from kirocrew_cron.model import (
@@ -254,8 +255,9 @@ def _job(entry: Any, job_id: str, now: float, dropped: set[str]) -> Job:
         # missed runs count from the import.
         last_due_ts=last_run_ts if schedule.kind == "at" else now, last_run_ts=last_run_ts,
         last_status=last_status,
-        last_error=_text(entry, "last_error", 100_000)[:LAST_RESULT_MAX],
-        last_result=_text(entry, "last_result", 10_000_000)[:LAST_RESULT_MAX],
+        # Stored results are redacted when written (the runner does the same), so no reader has to.
+        last_error=redact_secrets(_text(entry, "last_error", 100_000)[:LAST_RESULT_MAX]),
+        last_result=redact_secrets(_text(entry, "last_result", 10_000_000)[:LAST_RESULT_MAX]),
         consecutive_failures=_integer(entry, "consecutive_failures", 0, 1_000_000, 0),
     )
 

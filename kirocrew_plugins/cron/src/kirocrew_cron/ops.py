@@ -129,16 +129,13 @@ def job_view(host: JobHost, job: Job) -> dict[str, Any]:
     Every field of :class:`~kirocrew_cron.model.Job` (the schedule as an object, skip dates as a
     list), plus ``kind``, ``enabled``, ``schedule_text`` (the schedule in words), ``next_run``
     (the next fire time, jitter included; None when it never fires again or is paused) and
-    ``running``. The last result and error are redacted of secrets.
+    ``running``. The last result and error are shown as stored: every writer (the runner, the
+    importer) redacts them before they are stored, so a listing of many jobs does not redact again.
     """
-    from kirocrew_conversations.redact import redact_secrets
-
     from kirocrew_cron import schedule
 
     view = dataclasses.asdict(job)
     view["skip_dates"] = list(job.skip_dates)
-    view["last_result"] = redact_secrets(job.last_result)
-    view["last_error"] = redact_secrets(job.last_error)
     view.update(kind=job.kind, enabled=job.enabled, schedule_text=schedule.describe(job, host.clock.now()),
                 next_run=host.next_fire(job) if job.enabled else None, running=host.is_running(job.id))
     return view
