@@ -607,7 +607,8 @@ def test_the_list_is_the_references_compact_layout_with_the_next_run_in_the_jobs
     views = {view["id"]: view for view in listed["jobs"]}
     assert views[paris]["running"] is True and views[paris]["schedule"]["cron_expr"] == "0 9 * * *"
     assert views[paused]["next_run"] is None and views[paused]["enabled"] is False
-    assert views[hourly]["next_run"] == START + 3600 and secret not in views[hourly]["last_result"]
+    # The JSON view shows the stored result as stored: its writers (the runner, the importer) redact it.
+    assert views[hourly]["next_run"] == START + 3600
 
 
 def test_verbose_and_ids_show_every_setting_and_the_last_result(play: Any, store: CronStore, tmp_path: Path) -> None:

@@ -78,8 +78,8 @@ def test_the_skip_link_comes_first_and_every_control_is_reachable_by_keyboard(da
     assert _focused_name(page) == "Send"
 
     page.evaluate("document.activeElement.blur()")
-    reached = []
-    for _ in range(12):
+    reached: list[str] = []
+    while "Send" not in reached and len(reached) < 40:  # the navigation grows with the installed pages
         page.keyboard.press("Tab")
         reached.append(_focused_name(page))
     for name in ("Skip to main content", "kirocrew", "Overview", "Echo", "Message", "Send"):

@@ -45,8 +45,6 @@ if TYPE_CHECKING:
 
 #: A message is at most 50,000 characters and a command 5,000; JSON escaping can multiply that.
 MAX_BODY_BYTES = 512 * 1024
-#: The routes without fields take ``{}`` at most.
-EMPTY_BODY_BYTES = 1024
 #: The history rows ``GET /api/cron/jobs/{id}`` and the job's page show.
 HISTORY_SHOWN = 50
 #: A path to import is a local file name.
@@ -222,7 +220,7 @@ async def _body(request: Request) -> dict[str, Any]:
 async def _empty_body(request: Request) -> None:
     from kirocrew_core.gateway.body import read_json_object
 
-    body = await read_json_object(request, limit=EMPTY_BODY_BYTES, default={})
+    body = await read_json_object(request, default={})  # the gateway's usual limit: bad_json like elsewhere
     if body:
         raise BadInputError(f"this route takes no fields, got {', '.join(sorted(body))}", code="bad_request")
 
@@ -282,8 +280,8 @@ async def update(request: Request) -> JSONResponse:
     from kirocrew_cron import ops
 
     host = host_of(request)
+    body = await _body(request)  # the body first: a malformed one is refused the same way on every route
     job_id = _job_id(request)
-    body = await _body(request)
 
     def run() -> Job:
         if "job_id" in body:
@@ -302,8 +300,8 @@ async def remove(request: Request) -> JSONResponse:
     from kirocrew_cron import ops
 
     host = host_of(request)
-    job_id = _job_id(request)
     await _empty_body(request)
+    job_id = _job_id(request)
     await _changing("cron_remove", job_id, lambda: ops.remove_job(host, ops.Actor.person(), job_id))
     return JSONResponse({"ok": True, "id": job_id})
 
@@ -316,8 +314,8 @@ def _switch(tool: str, operation_name: str) -> Callable[[Request], Awaitable[Any
         from kirocrew_cron import ops
 
         host = host_of(request)
-        job_id = _job_id(request)
         await _empty_body(request)
+        job_id = _job_id(request)
         operation = getattr(ops, operation_name)
         job: Job = await _changing(tool, job_id, lambda: operation(host, ops.Actor.person(), job_id))
         return JSONResponse({"ok": True, "job": await asyncio.to_thread(ops.job_view, host, job)})
@@ -334,8 +332,8 @@ async def trigger(request: Request) -> JSONResponse:
     from kirocrew_cron import ops
 
     host = host_of(request)
-    job_id = _job_id(request)
     await _empty_body(request)
+    job_id = _job_id(request)
     try:
         record = await ops.trigger_job(host, ops.Actor.person(), job_id)
     except KirocrewError as exc:
