@@ -1,4 +1,5 @@
-"""`python3 bootstrap.py test` lints before pytest: a finding stops the command with a message naming the linter."""
+"""`python3 bootstrap.py test` lints before pytest (a finding stops the command with a message naming the linter)
+and byte-compiles the members' sources first."""
 
 from __future__ import annotations
 
@@ -55,3 +56,19 @@ def test_a_mypy_finding_stops_the_test_command_naming_mypy(tmp_path, monkeypatch
     err = capfd.readouterr()
     assert "[return-value]" in err.out and "lint failed: mypy found problems" in err.err
 
+
+
+def test_the_members_sources_are_byte_compiled_before_the_suite_even_where_python_writes_no_bytecode(
+        tmp_path, monkeypatch):
+    bootstrap = _bootstrap(tmp_path, monkeypatch)
+    package = tmp_path / "kirocrew_core" / "src" / "kirocrew_core_under_test"
+    package.mkdir(parents=True)
+    (package / "mod.py").write_text("VALUE = 1\n")
+    (tmp_path / "kirocrew_core" / "tests").mkdir()
+    (tmp_path / "kirocrew_core" / "tests" / "test_mod.py").write_text("def test(): pass\n")
+    # Every process the suite starts inherits this; it would otherwise compile kirocrew's modules each time.
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    bootstrap.precompile()
+    tag = sys.implementation.cache_tag
+    assert (package / "__pycache__" / f"mod.{tag}.pyc").is_file()
+    assert not (tmp_path / "kirocrew_core" / "tests" / "__pycache__").exists()  # only the members' src trees

@@ -22,11 +22,13 @@ Fixtures (``pytest_plugins = ["kirocrew_testing.fixtures"]`` brings them):
   context managers, for a module that shares one gateway and one browser across its tests.
 * ``dashboard``: a :class:`Dashboard` that opens signed-in pages in light or dark, at any
   width, and saves screenshots under ``<tmp_path>/screenshots`` (run pytest with
-  ``--basetemp DIR`` to keep them somewhere known).
+  ``--basetemp DIR`` to keep them somewhere known). Its browser is ``module_chromium``, one per
+  test module; each page is in the test's own context, closed when the test ends.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import subprocess
@@ -44,7 +46,7 @@ from kirocrew_testing.homes import IsolatedHomes
 
 if TYPE_CHECKING:
     import httpx
-    from playwright.sync_api import Browser, Page
+    from playwright.sync_api import Browser, BrowserContext, Page
 
 CHROMIUM_ARGS = ("--disable-gpu", "--disable-quic", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run")
@@ -57,6 +59,9 @@ document.addEventListener("securitypolicyviolation", (e) => {
   window.__cspViolations.push(`${e.violatedDirective} ${e.blockedURI}`);
 });
 """
+
+# Bounds a served gateway's graceful stop (see _stop_gracefully); it measures nothing.
+GATEWAY_STOP_TIMEOUT_SECS = 30.0
 
 DEMO_PLUGIN_SOURCE = "from kirocrew_testing.dashboard_demo import dashboard_pages, gateway_routes\n"
 
@@ -89,6 +94,12 @@ class Dashboard:
         self.browser = browser
         self.gateway = gateway
         self.artifacts = artifacts
+        self.contexts: list[BrowserContext] = []
+
+    def close(self) -> None:
+        """Close every context this dashboard opened (their pages and renderer processes with them)."""
+        while self.contexts:
+            self.contexts.pop().close()
 
     def open(self, path: str = "/", *, color_scheme: Literal["light", "dark"] = "light", width: int = 1280,
              height: int = 900, signed_in: bool = True, controlled_clock: bool = False) -> OpenedPage:
@@ -99,6 +110,7 @@ class Dashboard:
         """
         context = self.browser.new_context(viewport={"width": width, "height": height}, color_scheme=color_scheme,
                                            reduced_motion="reduce")
+        self.contexts.append(context)
         context.add_init_script(_CSP_WATCH)
         opened = OpenedPage(context.new_page())
         if controlled_clock:
@@ -118,9 +130,10 @@ class Dashboard:
         return path
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def chromium_path() -> str:
-    """Debian's chromium, or a skip (a failure under ``KIROCREW_REQUIRE_SYSTEM_DEPS=1``)."""
+    """Debian's chromium, or a skip (a failure under ``KIROCREW_REQUIRE_SYSTEM_DEPS=1``); module-wide, as the
+    browser that ``module_chromium`` starts with it is."""
     from kirocrew_testing.requirements import executable
 
     return executable("chromium", apt="chromium", also=("chromium-browser",))
@@ -205,7 +218,25 @@ def serving_gateway(env: dict[str, str], args: list[str], command: list[str], lo
         sign_in_url = line.removeprefix("kirocrew gateway: ")
         yield ServedGateway(sign_in_url.split("/?", 1)[0], sign_in_url, server)
     finally:
+        _stop_gracefully(server)
         proc.terminate(server)
+
+
+def _stop_gracefully(server: subprocess.Popen[str]) -> None:
+    """SIGTERM ``kirocrew serve``'s process group and let the gateway finish its stop.
+
+    Its ``gateway_stopping`` hooks end children in process groups of their own (the MCP page's
+    server probes); on a loaded machine that can outlast :func:`kirocrew_core.proc.terminate`'s
+    SIGTERM grace, and a SIGKILLed gateway would leave them running. The bound only stops a hang.
+    """
+    import signal
+
+    if server.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(server.pid, signal.SIGTERM)  # spawned in its own session: the group is its pid
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        server.wait(GATEWAY_STOP_TIMEOUT_SECS)
 
 
 @contextmanager
@@ -220,10 +251,22 @@ def owner_http_client(gateway: ServedGateway) -> Iterator[httpx.Client]:
 
 @contextmanager
 def chromium_browser(chromium_path: str) -> Iterator[Browser]:
-    """Headless Debian chromium through Playwright, closed (driver included) when the block ends."""
+    """Headless Debian chromium through Playwright, closed (driver included) when the block ends.
+
+    Its process tree is shared test infrastructure to the process guard
+    (:func:`kirocrew_testing.process_guard.share`): chromium starts and ends helper processes of its
+    own while it runs, so a browser shared across tests is not one test's leftover.
+    """
     from playwright.sync_api import sync_playwright
 
+    from kirocrew_core import proc
+    from kirocrew_testing import process_guard
+
+    before = set(proc.live_descendants())
     playwright: Any = sync_playwright().start()
+    driver = [pid for pid in proc.live_descendants() if pid not in before]  # the driver, parent of chromium
+    for pid in driver:
+        process_guard.share(pid)
     try:
         browser = playwright.chromium.launch(executable_path=chromium_path, args=list(CHROMIUM_ARGS))
         try:
@@ -232,6 +275,8 @@ def chromium_browser(chromium_path: str) -> Iterator[Browser]:
             browser.close()
     finally:
         playwright.stop()
+        for pid in driver:
+            process_guard.unshare(pid)
 
 
 @pytest.fixture
@@ -249,8 +294,23 @@ def owner_client(served_gateway: ServedGateway) -> Iterator[httpx.Client]:
         yield client
 
 
-@pytest.fixture
-def dashboard(chromium_path: str, served_gateway: ServedGateway, tmp_path: Path) -> Iterator[Dashboard]:
-    """Headless Debian chromium through Playwright, closed (driver included) when the test ends."""
+@pytest.fixture(scope="module")
+def module_chromium(chromium_path: str) -> Iterator[Browser]:
+    """One headless Debian chromium (and Playwright driver) for a test module's tests, closed after its last one.
+
+    Starting the driver and the browser costs seconds, and every test opens its own contexts
+    (own cookies and storage) anyway, so a module shares them; the contexts a test opened are
+    closed when it ends (``dashboard``).
+    """
     with chromium_browser(chromium_path) as browser:
-        yield Dashboard(browser, served_gateway, tmp_path / "screenshots")
+        yield browser
+
+
+@pytest.fixture
+def dashboard(module_chromium: Browser, served_gateway: ServedGateway, tmp_path: Path) -> Iterator[Dashboard]:
+    """Signed-in pages of ``served_gateway`` in the module's chromium; the test's contexts close when it ends."""
+    opened = Dashboard(module_chromium, served_gateway, tmp_path / "screenshots")
+    try:
+        yield opened
+    finally:
+        opened.close()

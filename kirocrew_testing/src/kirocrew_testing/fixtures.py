@@ -132,6 +132,7 @@ from kirocrew_testing.browser import (  # noqa: E402, F401 - the dashboard-in-a-
     gateway_command,
     gateway_env,
     hosted_gateway_env,
+    module_chromium,
     owner_client,
     served_gateway,
 )

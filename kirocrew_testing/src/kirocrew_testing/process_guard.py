@@ -21,6 +21,8 @@ from kirocrew_core import proc
 GRACE_SECS = 3.0
 _PR_SET_CHILD_SUBREAPER = 36
 _subreaper = False
+#: Roots of process trees that outlive single tests on purpose (a test module's shared browser).
+_shared_roots: set[int] = set()
 
 
 def become_subreaper() -> bool:
@@ -35,11 +37,34 @@ def become_subreaper() -> bool:
     return _subreaper
 
 
+def share(root: int) -> None:
+    """Count ``root`` and its descendants as shared test infrastructure, not as any test's leftovers.
+
+    For a tree started before a module's tests and stopped after them, whose processes come and
+    go meanwhile (a browser's helper processes); :func:`unshare` when it is stopped.
+    """
+    _shared_roots.add(root)
+
+
+def unshare(root: int) -> None:
+    """Stop exempting ``root``'s tree (see :func:`share`)."""
+    _shared_roots.discard(root)
+
+
+def _shared_pids() -> set[int]:
+    found: set[int] = set()
+    for root in _shared_roots:
+        found.add(root)
+        found.update(proc.live_descendants(root))
+    return found
+
+
 def leaked_since(before: set[int], grace: float = GRACE_SECS) -> dict[int, str]:
-    """Descendants not in ``before`` still alive after ``grace`` seconds."""
+    """Descendants not in ``before`` (nor in a shared tree) still alive after ``grace`` seconds."""
     deadline = time.monotonic() + grace
     while True:
-        leaked = {pid: cmd for pid, cmd in proc.live_descendants().items() if pid not in before}
+        shared = _shared_pids()
+        leaked = {pid: cmd for pid, cmd in proc.live_descendants().items() if pid not in before and pid not in shared}
         if not leaked or time.monotonic() >= deadline:
             return leaked
         time.sleep(0.05)
