@@ -17,7 +17,6 @@ Servers opened one after another in a test share the state directory, as a resta
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from kirocrew_testing.aio import run_bounded
 from kirocrew_testing.fixtures import kirocrew_argv
 
 T = TypeVar("T")
@@ -38,11 +38,7 @@ TEST_TIMEOUT_SECS = 90.0
 
 def run_async(coro: Awaitable[T], timeout: float = TEST_TIMEOUT_SECS) -> T:
     """Run ``coro`` to completion on a fresh event loop, failing after ``timeout`` seconds."""
-
-    async def bounded() -> T:
-        return await asyncio.wait_for(coro, timeout)
-
-    return asyncio.run(bounded())
+    return run_bounded(coro, timeout)
 
 
 class ToolCallError(Exception):

@@ -14,7 +14,6 @@ coroutine with a hang bound::
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,6 +21,7 @@ from typing import Any, TypeVar
 import contextlib
 
 import pytest
+from kirocrew_testing.aio import run_bounded
 from kirocrew_testing.core_sessions import CrewHarness, ProcessTree, process_tree
 
 T = TypeVar("T")
@@ -29,10 +29,7 @@ TEST_TIMEOUT_SECS = 90.0
 
 
 def run_async(coro: Awaitable[T], timeout: float = TEST_TIMEOUT_SECS) -> T:
-    async def bounded() -> T:
-        return await asyncio.wait_for(coro, timeout)
-
-    return asyncio.run(bounded())
+    return run_bounded(coro, timeout)
 
 
 @pytest.fixture(name="run_async")

@@ -15,28 +15,33 @@ and ``kirocrew-cron``); its relays start the real host on demand. Drive it with:
         run_async(main())
 
 The helpers (``cron_line``, ``person``, ``tool_outcomes``) are in ``cron_e2e.py`` beside this file.
+``served`` and ``owner`` are one ``kirocrew serve`` and the owner's HTTP client shared by a module's tests
+(the Cron page's), for a module that defines a module-scoped ``module_root``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
+from kirocrew_testing.aio import run_bounded
+from kirocrew_testing.browser import ServedGateway, owner_http_client, serving_gateway
 from kirocrew_testing.core_sessions import CrewHarness
+from kirocrew_testing.fixtures import kirocrew_argv
+from kirocrew_testing.homes import isolate_homes, stop_host
+
+if TYPE_CHECKING:
+    import httpx
 
 T = TypeVar("T")
 TEST_TIMEOUT_SECS = 120.0
 
 
 def run_async(coro: Awaitable[T], timeout: float = TEST_TIMEOUT_SECS) -> T:
-    async def bounded() -> T:
-        return await asyncio.wait_for(coro, timeout)
-
-    return asyncio.run(bounded())
+    return run_bounded(coro, timeout)
 
 
 @pytest.fixture(name="run_async")
@@ -53,3 +58,24 @@ def cron_crew(fake_kiro_cli: Any, tmp_path: Path) -> CrewHarness:
                           rebuild_agent_config)
     harness.render_agent()
     return harness
+
+
+@pytest.fixture(scope="module")
+def served(module_root: Path) -> Iterator[ServedGateway]:
+    """``kirocrew serve`` in homes of its own under the module's ``module_root`` (a module-scoped fixture the
+    module defines), shared by the module's tests: a host costs seconds to start."""
+    with pytest.MonkeyPatch.context() as patch:
+        homes = isolate_homes(patch, module_root)
+        env = {key: value for key, value in os.environ.items() if key != "KIROCREW_NO_HOST"}
+        try:
+            with serving_gateway(env, [], kirocrew_argv(), module_root / "logs") as gateway:
+                yield gateway
+        finally:
+            stop_host(homes.crew_home)
+
+
+@pytest.fixture(scope="module")
+def owner(served: ServedGateway) -> Iterator[httpx.Client]:
+    """The owner's HTTP client on ``served`` (Bearer token)."""
+    with owner_http_client(served) as client:
+        yield client

@@ -12,15 +12,14 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from kirocrew_testing.browser import ServedGateway, owner_http_client, serving_gateway
+from kirocrew_testing.browser import owner_http_client, serving_gateway
 from kirocrew_testing.fixtures import kirocrew_argv
-from kirocrew_testing.homes import isolate_homes, stop_host
+from kirocrew_testing.homes import isolate_homes
 
 WAIT_SECS = 60
 
@@ -28,25 +27,6 @@ WAIT_SECS = 60
 @pytest.fixture(scope="module")
 def module_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("cron-page-api")
-
-
-@pytest.fixture(scope="module")
-def served(module_root: Path) -> Iterator[ServedGateway]:
-    """``kirocrew serve`` in homes of its own under the module's tmp dir, for every test of the module."""
-    with pytest.MonkeyPatch.context() as patch:
-        homes = isolate_homes(patch, module_root)
-        env = {key: value for key, value in os.environ.items() if key != "KIROCREW_NO_HOST"}
-        try:
-            with serving_gateway(env, [], kirocrew_argv(), module_root / "logs") as gateway:
-                yield gateway
-        finally:
-            stop_host(homes.crew_home)
-
-
-@pytest.fixture(scope="module")
-def owner(served: ServedGateway) -> Iterator[httpx.Client]:
-    with owner_http_client(served) as client:
-        yield client
 
 
 @pytest.fixture(scope="module")

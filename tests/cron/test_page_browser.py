@@ -8,7 +8,6 @@ test's ``screenshots`` folder (run with ``--basetemp`` to keep them).
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Iterator
@@ -17,10 +16,7 @@ from typing import Any, Literal
 
 import httpx
 import pytest
-from kirocrew_testing.browser import (Dashboard, OpenedPage, ServedGateway, chromium_browser, owner_http_client,
-                                      serving_gateway)
-from kirocrew_testing.fixtures import kirocrew_argv
-from kirocrew_testing.homes import isolate_homes, stop_host
+from kirocrew_testing.browser import (Dashboard, OpenedPage, ServedGateway, chromium_browser)
 from playwright.sync_api import expect
 
 TIMEOUT_MS = 30_000
@@ -30,24 +26,6 @@ WAIT_SECS = 60
 @pytest.fixture(scope="module")
 def module_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("cron-page-browser")
-
-
-@pytest.fixture(scope="module")
-def served(module_root: Path) -> Iterator[ServedGateway]:
-    with pytest.MonkeyPatch.context() as patch:
-        homes = isolate_homes(patch, module_root)
-        env = {key: value for key, value in os.environ.items() if key != "KIROCREW_NO_HOST"}
-        try:
-            with serving_gateway(env, [], kirocrew_argv(), module_root / "logs") as gateway:
-                yield gateway
-        finally:
-            stop_host(homes.crew_home)
-
-
-@pytest.fixture(scope="module")
-def owner(served: ServedGateway) -> Iterator[httpx.Client]:
-    with owner_http_client(served) as client:
-        yield client
 
 
 @pytest.fixture(scope="module")

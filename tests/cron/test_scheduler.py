@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import pytest
 from kirocrew_core.errors import KirocrewError
+from kirocrew_testing.aio import run_bounded
 
 from kirocrew_cron.clock import ManualClock
 from kirocrew_cron.model import AUTO_PAUSE_THRESHOLD, Job, RunRecord, Schedule
@@ -30,10 +31,7 @@ BOUND_SECS = 60.0
 
 
 def run(coro: Awaitable[T]) -> T:
-    async def bounded() -> T:
-        return await asyncio.wait_for(coro, BOUND_SECS)
-
-    return asyncio.run(bounded())
+    return run_bounded(coro, BOUND_SECS)
 
 
 def command_job(store: CronStore, command: str, workspace: Path, **fields: Any) -> Job:
