@@ -348,14 +348,8 @@ class Store:
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One short IMMEDIATE transaction: it takes the write lock up front, so no upgrade deadlock."""
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+        with sqlite_db.immediate(self._conn, self._lock) as conn:
+            yield conn
 
     # -- conversations ---------------------------------------------------
 

@@ -10,9 +10,11 @@ users were promised). The owning plugin maps :class:`DatabaseProblem` to its own
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
@@ -70,6 +72,23 @@ def connect(path: Path, *, secure_delete: bool = False) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+@contextlib.contextmanager
+def immediate(conn: sqlite3.Connection, lock: threading.Lock | threading.RLock) -> Iterator[sqlite3.Connection]:
+    """One ``BEGIN IMMEDIATE`` transaction on ``conn`` under ``lock`` (the connection's one user at a time).
+
+    The write lock is taken up front, so a read-modify-write inside never has to upgrade a read
+    lock (no upgrade deadlock, no lost update); any exception rolls back, success commits.
+    """
+    with lock:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
 
 
 def _now() -> str:

@@ -284,14 +284,8 @@ class CronStore:
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One IMMEDIATE transaction: the write lock is taken up front, so a read-modify-write never races."""
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+        with sqlite_db.immediate(self._conn, self._lock) as conn:
+            yield conn
 
     # -- jobs --------------------------------------------------------------------------------------
 
