@@ -29,38 +29,20 @@ def module_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def module_dashboard(served: ServedGateway, module_root: Path) -> Iterator[Dashboard]:
-    from kirocrew_testing.requirements import executable
-
-    chromium = executable("chromium", apt="chromium", also=("chromium-browser",))
-    with chromium_browser(chromium) as browser:
+def module_dashboard(served: ServedGateway, module_root: Path, chromium_path: str) -> Iterator[Dashboard]:
+    with chromium_browser(chromium_path) as browser:
         shared = Dashboard(browser, served, module_root / "screenshots")
         # The browser's own helpers (storage, network) start with its first page: here, not inside a test,
         # whose process guard would take them for processes the test left running.
-        shared.open("/cron").page.context.close()
+        shared.open("/cron")
+        shared.close()
         yield shared
-
-
-class ClosingDashboard(Dashboard):
-    """The module's browser, closing every page a test opened when the test ends (no renderer outlives it)."""
-
-    def __init__(self, shared: Dashboard) -> None:
-        super().__init__(shared.browser, shared.gateway, shared.artifacts)
-        self.opened: list[OpenedPage] = []
-
-    def open(self, path: str = "/", **options: Any) -> OpenedPage:
-        opened = super().open(path, **options)
-        self.opened.append(opened)
-        return opened
-
-    def close(self) -> None:
-        for opened in self.opened:
-            opened.page.context.close()
 
 
 @pytest.fixture
 def dashboard(module_dashboard: Dashboard) -> Iterator[Dashboard]:
-    pages = ClosingDashboard(module_dashboard)
+    """The module's browser; every page a test opened is closed when it ends (no renderer outlives it)."""
+    pages = Dashboard(module_dashboard.browser, module_dashboard.gateway, module_dashboard.artifacts)
     try:
         yield pages
     finally:
