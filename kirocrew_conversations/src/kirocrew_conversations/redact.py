@@ -13,26 +13,12 @@ import hashlib
 import os
 import re
 
-from kirocrew_core.redaction import SECRET_NAME_PATTERN, SECRET_VALUE_PATTERNS
+from kirocrew_core.redaction import redact_secrets
 
 from kirocrew_conversations import limits
 
 # An absolute path: a "/" not preceded by a word character, dot or another path character.
 _ABSOLUTE_PATH = re.compile(r"(?<![\w./~-])(?:~|/)[^\s'\"`,;:()<>\[\]{}]*")
-_URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s@]+@")
-_SECRET_ASSIGNMENT = re.compile(
-    rf"(?i)\b([\w.-]*(?:{SECRET_NAME_PATTERN})[\w.-]*)(\s*[=:]\s*)(?:bearer\s+)?[^\s'\",;]+")
-_BEARER = re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]+")
-
-
-def redact_secrets(text: str) -> str:
-    """``text`` with secrets replaced by ``<redacted>`` (paths kept: for the model's own words, like a reply)."""
-    text = _URL_CREDENTIALS.sub("<redacted>@", text)
-    text = _SECRET_ASSIGNMENT.sub(r"\1\2<redacted>", text)
-    text = _BEARER.sub("Bearer <redacted>", text)
-    for pattern in SECRET_VALUE_PATTERNS:
-        text = pattern.sub("<redacted>", text)
-    return text
 
 
 def redact_text(text: str, limit: int = limits.ERROR_MESSAGE_MAX_CHARS) -> str:

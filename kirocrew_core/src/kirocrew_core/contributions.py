@@ -145,6 +145,19 @@ class AuthorityBackend:
 
 
 @dataclass(frozen=True)
+class ProtectedPath:
+    """A file or folder crew sessions never write; with ``secret``, they read it only with the owner's say-so.
+
+    The permission gate turns these into its built-in rules (``deny`` writes, ``ask`` reads of
+    secrets), which no owner or project rule can weaken. A folder covers everything below it.
+    """
+
+    path: Path
+    secret: bool = False
+    label: str = ""
+
+
+@dataclass(frozen=True)
 class DoctorResult:
     """One check's verdict. ``fail`` makes ``kirocrew doctor`` exit 1."""
 

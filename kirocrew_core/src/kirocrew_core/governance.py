@@ -113,6 +113,15 @@ def _parsed(patterns: list[str]) -> list[tuple[str, str | None]]:
     return [_split(pattern) for pattern in patterns]
 
 
+def governs(patterns: Iterable[str], ref: str) -> bool:
+    """Whether the ceiling ``patterns`` name ``ref``'s server at any granularity (an unreadable one: True)."""
+    try:
+        parsed = _parsed(list(patterns))
+    except ValueError:
+        return True
+    return _withholds(parsed, ref)
+
+
 def may_auto_approve(ref: str, *, pm: KirocrewPluginManager | None = None) -> bool:
     """True when ``ref`` (``@srv``, ``@srv/tool``, ``fs_read``) may keep a blanket auto-approve.
 

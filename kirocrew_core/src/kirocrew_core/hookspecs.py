@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         DoctorCheck,
         ManagedMcpServer,
         McpScope,
+        ProtectedPath,
         RegistryLoader,
     )
     from kirocrew_core.plugins import KirocrewPluginManager
@@ -348,6 +349,21 @@ def governance_ceiling() -> list[str]:
         the config. An exception from any plugin, or a result that is not
         a list of valid patterns, makes the predicate fail closed (nothing is
         auto-approved).
+    """
+
+
+@hookspec
+def protected_paths() -> list[ProtectedPath]:
+    """Return files and folders crew sessions must not touch on their own: a plugin's secrets and state.
+
+    Called by the permission gate (:mod:`kirocrew_core.gate`) whenever it builds the policy a
+    decision uses. Each :class:`~kirocrew_core.contributions.ProtectedPath` becomes part of the
+    built-in rules: writing it is denied; reading it asks the owner when ``secret`` is set. No
+    owner or project rule can weaken them.
+
+    :return: a list of protected paths; concatenated. An exception from any plugin, or a result
+        that is not a list of :class:`~kirocrew_core.contributions.ProtectedPath`, fails closed:
+        every file access and shell command asks the owner until it is fixed.
     """
 
 

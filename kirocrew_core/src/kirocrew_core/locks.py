@@ -32,6 +32,7 @@ from kirocrew_core.errors import BadInputError, KirocrewError
 #: Every lock name, in the only order a thread may nest them.
 LOCK_ORDER: tuple[str, ...] = (
     "config",  # <crew home>/config.toml
+    "policy",  # <crew home>/policy.toml, the permission policy
     "crew-mcp",  # <crew home>/mcp.json and the user's Kiro MCP file on an explicit Apply
     "agent-file",  # the rendered <kiro home>/agents/kirocrew.json
     "connections",  # connection records and the OAuth mint bookkeeping

@@ -50,6 +50,23 @@ SECRET_VALUE_PATTERNS = tuple(re.compile(pattern) for pattern in (
 ))
 
 
+_URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s@]+@")
+_SECRET_ASSIGNMENT = re.compile(
+    rf"(?i)\b([\w.-]*(?:{SECRET_NAME_PATTERN})[\w.-]*)(\s*[=:]\s*)(?:bearer\s+)?[^\s'\",;]+")
+_BEARER = re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]+")
+
+
+def redact_secrets(text: str, marker: str = "<redacted>") -> str:
+    """``text`` with secrets replaced by ``marker``: URL credentials, ``token=...``, bearer tokens and the
+    credential shapes above. Paths are kept (a command or a reply the owner must still be able to read)."""
+    text = _URL_CREDENTIALS.sub(marker + "@", text)
+    text = _SECRET_ASSIGNMENT.sub(lambda m: m.group(1) + m.group(2) + marker, text)
+    text = _BEARER.sub("Bearer " + marker, text)
+    for pattern in SECRET_VALUE_PATTERNS:
+        text = pattern.sub(marker, text)
+    return text
+
+
 def normalise_name(name: str) -> str:
     """``name`` in lower case with "-" and " " as "_", the form :data:`SECRET_NAME_WORDS` are in."""
     return name.lower().replace("-", "_").replace(" ", "_")

@@ -27,7 +27,7 @@ from typing import Any, Literal
 from kirocrew_core import home
 from kirocrew_core.coretools.contract import ToolRefused
 from kirocrew_core.jsonfile import ReadState, read_json
-from kirocrew_conversations.redact import redact_secrets
+from kirocrew_core.redaction import redact_secrets
 
 from kirocrew_cron.errors import cron_error
 from kirocrew_cron.model import (

@@ -208,7 +208,7 @@ async def _run_end(service: ConversationsService, run_id: str) -> Run:
 
 
 def _agent_outcome(run: Run, conversation_id: str) -> Outcome:
-    from kirocrew_conversations.redact import redact_secrets
+    from kirocrew_core.redaction import redact_secrets
 
     reply = redact_secrets(run.reply_text or "")
     if run.status == "completed":
@@ -249,7 +249,7 @@ async def run_command(job: Job, active: ActiveRun) -> Outcome:
     except BaseException:  # cancelled (the deadline, the reaper, the host stopping): nothing outlives the run
         await asyncio.shield(proc.terminate_async(child, reason=f"cron job {job.id} was cancelled"))
         raise
-    from kirocrew_conversations.redact import redact_secrets
+    from kirocrew_core.redaction import redact_secrets
 
     text = redact_secrets(output.decode("utf-8", "replace")).strip()
     if code != 0:

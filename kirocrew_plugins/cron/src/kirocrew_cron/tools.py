@@ -302,7 +302,7 @@ def _clean(text: str, limit: int, *, flat: bool = True) -> str:
 
     Redacting first means a cut never leaves half a secret that the redaction would no longer match.
     """
-    from kirocrew_conversations.redact import redact_secrets
+    from kirocrew_core.redaction import redact_secrets
 
     cleaned = redact_secrets(text)
     if flat:

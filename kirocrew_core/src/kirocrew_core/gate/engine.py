@@ -1,0 +1,447 @@
+"""The policy: decide a tool call, and say which tools may keep a blanket auto-approve.
+
+A decision looks at every subject of the call (:mod:`.calls`): for each, every rule whose
+scope (authority, agent, workspace), tool and input match is collected from the built-in,
+owner and project tiers, and the strictest decision wins (deny > ask > allow; among rules of
+the same decision, the first in precedence order — built-in, then the owner's file order,
+then the project's — is the one named). A subject no rule matches takes the first default
+that matches it. The call's decision is the strictest of its subjects'. Three floors on top:
+
+- a subject the parser could not reduce (``$CMD x``, a parse error) is never allowed without
+  asking, whatever rule or default allowed it;
+- an input that is not known before the call runs makes a matching ``deny`` an ``ask`` (the
+  rule may or may not apply) and never satisfies an ``allow``;
+- an ``allow`` from a rule that names command prefixes becomes ``ask`` when the command is
+  run with variables that change what runs (``LD_PRELOAD=…``, ``PATH=…``, ``GIT_…``) or with
+  an option that runs other programs (``git -c``/``--upload-pack``, ``rg --pre``,
+  ``find -exec``, ``tar --to-command``, ``rsync -e``, ``sed``'s ``e`` command …): the owner
+  allowed the command, not whatever it can be made to run.
+
+:meth:`Policy.may_auto_approve` answers the render: a reference (``read``, ``@srv``,
+``@srv/tool``) keeps a blanket grant in ``allowedTools``/``autoApprove``/``--trust-tools``
+only when the policy allows it **whatever its input**, under every authority, so every call a
+rule could refuse reaches the gate.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING, Any
+
+from kirocrew_core.gate.calls import SEARCH_TOOLS, SHELL_TOOLS, Context, Subject, ToolCall, subjects
+from kirocrew_core.gate.paths import MAYBE, NO, YES, Match, best, domain_match, path_match
+from kirocrew_core.gate.protections import (
+    AUTHORITY_DEFAULTS,
+    UNKNOWN_AUTHORITY_DEFAULT,
+    default_rules,
+    protection_rules,
+)
+from kirocrew_core.gate.rules import SEVERITY, Decision, Rule
+
+if TYPE_CHECKING:
+    from kirocrew_core.plugins import KirocrewPluginManager
+
+# Variables that change which program runs, or what it loads: an allow by command prefix does not cover them.
+_RISKY_VARIABLES = re.compile(
+    r"^(LD_\w+|DYLD_\w+|PATH|BASH_ENV|ENV|IFS|PS4|PROMPT_COMMAND|SHELLOPTS|BASHOPTS|GIT_\w+|PYTHON\w*|NODE_OPTIONS|"
+    r"NODE_PATH|PERL5\w*|PERLLIB|RUBY\w*|JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|LESSOPEN|LESSCLOSE|EDITOR|VISUAL|PAGER|"
+    r"GIT_SSH_COMMAND|SSH_ASKPASS|SUDO_ASKPASS)$")
+# Options that make a command run another program (long options match their unambiguous prefixes too).
+_EXEC_OPTIONS: dict[str, tuple[str, ...]] = {
+    "git": ("-c", "--config-env", "--upload-pack", "--receive-pack", "--exec-path", "--exec"),
+    "rg": ("--pre", "--pre-glob"),
+    "find": ("-exec", "-execdir", "-ok", "-okdir"),
+    "tar": ("--to-command", "--checkpoint-action", "--use-compress-program", "-I", "--info-script",
+            "--new-volume-script", "-F"),
+    "rsync": ("-e", "--rsh", "--rsync-path"),
+    "ssh": ("-o", "-F"),
+    "zip": ("-TT", "--unzip-command"),
+}
+_SED_EXEC = re.compile(r"(^|[;{}\n])\s*\d*\s*[eEwW]\b|/[gpiImM0-9]*[ew][gpiImM0-9]*\s*(;|$)")
+_AWK_EXEC = re.compile(r"\bsystem\s*\(|\|\s*getline|print[^;]*[|>]")
+
+DEFAULT_CEILING_ID = "default:ceiling"
+
+
+@dataclass(frozen=True)
+class Part:
+    """How one subject of a call was decided."""
+
+    label: str
+    decision: Decision
+    rule: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A decision on a call: what, by which rule, why, and a fingerprint of the input (never the input)."""
+
+    decision: Decision
+    rule: Rule
+    reason: str
+    subject: str
+    tool: str
+    fingerprint: str
+    parts: tuple[Part, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"decision": self.decision, "rule": self.rule.as_dict(), "reason": self.reason,
+                "subject": self.subject, "tool": self.tool, "fingerprint": self.fingerprint,
+                "parts": [{"label": p.label, "decision": p.decision, "rule": p.rule, "note": p.note}
+                          for p in self.parts]}
+
+
+@dataclass
+class Policy:
+    """The rules in force. Build it with :func:`kirocrew_core.gate.policy_file.current_policy`.
+
+    ``owner_rules`` come from ``policy.toml`` in file order; ``defaults`` are its ``[defaults]``
+    (per authority); ``problems`` says what could not be used (shown by the CLI, the page and the
+    doctor); ``ceiling`` is the governance ceiling (None: it could not be assembled, so its
+    default asks for every call of an MCP server). ``project_rules`` (workspace → rules) are
+    read by the caller for the workspace of a call and passed to :meth:`decide`.
+    """
+
+    owner_rules: list[Rule] = field(default_factory=list)
+    defaults: dict[str, Decision] = field(default_factory=lambda: dict(AUTHORITY_DEFAULTS))
+    ceiling: list[str] | None = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    builtin_rules: list[Rule] = field(default_factory=list)
+    source: str = ""
+
+    @classmethod
+    def build(cls, owner_rules: Sequence[Rule] = (), defaults: dict[str, Decision] | None = None, *,
+              problems: Sequence[str] = (), pm: KirocrewPluginManager | None = None, source: str = "") -> Policy:
+        """A policy with the built-in protections and the governance ceiling of this process."""
+        from kirocrew_core.governance import ceiling_patterns
+
+        builtin, protection_problems = protection_rules(pm)
+        try:
+            ceiling: list[str] | None = ceiling_patterns(pm)
+        except Exception:  # noqa: BLE001 - a ceiling that cannot be assembled asks for every MCP call
+            ceiling = None
+        merged = dict(AUTHORITY_DEFAULTS)
+        merged.update(defaults or {})
+        return cls(list(owner_rules), merged, ceiling, [*problems, *protection_problems], builtin, source)
+
+    # -- the rules in precedence order -----------------------------------------------------------
+
+    def rules(self, project_rules: Sequence[Rule] = ()) -> list[Rule]:
+        """Built-in, owner and project rules, in precedence order (defaults excluded)."""
+        return [*self.builtin_rules, *self.owner_rules, *project_rules]
+
+    def default_rules(self) -> list[Rule]:
+        """The defaults in the order they are tried (the ceiling first)."""
+        ceiling = _ceiling_rule(self.ceiling)
+        return [*([ceiling] if ceiling else []), *default_rules(self.defaults)]
+
+    # -- deciding ----------------------------------------------------------------------------------
+
+    def decide(self, call: ToolCall, ctx: Context, project_rules: Sequence[Rule] = ()) -> Verdict:
+        """The decision on ``call`` where ``ctx`` says it runs (see the module docstring)."""
+        if not ctx.home:
+            from kirocrew_core import home
+
+            ctx = Context(ctx.authority, ctx.agent, ctx.workspace, str(home.user_home()))
+        rules = [r for r in self.rules(project_rules) if _in_scope(r, ctx)]
+        defaults = [r for r in self.default_rules() if _in_scope(r, ctx)]
+        parts: list[tuple[Part, Rule, Subject]] = []
+        for subject in subjects(call, ctx):
+            outcome = self._subject(subject, ctx, rules, defaults)
+            if outcome is not None:
+                parts.append((outcome[0], outcome[1], subject))
+        if not parts:  # only restrict-only subjects, none restricted: cannot happen for a real call
+            rule = defaults[-1] if defaults else _fallback(ctx.authority)
+            parts.append((Part(call.ref, rule.decision, rule.id), rule, Subject(call.name, call.server, "call",
+                                                                                call.ref)))
+        worst = max(parts, key=lambda item: SEVERITY[item[0].decision])
+        part, rule, subject = next(item for item in parts if item[0].decision == worst[0].decision)
+        return Verdict(part.decision, rule, _reason(part, rule, subject), part.label, call.ref, call.fingerprint(),
+                       tuple(p for p, _, _ in parts))
+
+    def _subject(self, subject: Subject, ctx: Context, rules: list[Rule],
+                 defaults: list[Rule]) -> tuple[Part, Rule] | None:
+        found: list[tuple[Decision, Rule, str]] = []
+        for rule in rules:
+            if subject.restrict_only and rule.decision == "allow":
+                continue
+            if not _tool_matches(rule, subject):
+                continue
+            match = _input_match(rule, subject, ctx)
+            if match is NO:
+                continue
+            if match is MAYBE:
+                if rule.decision == "allow":
+                    continue
+                found.append(("ask", rule, "the input is not known before the call runs" if rule.decision == "deny"
+                              else ""))
+            else:
+                found.append((rule.decision, rule, ""))
+        if found:
+            decision, rule, note = max(found, key=lambda item: SEVERITY[item[0]])
+            decision, rule, note = next(item for item in found if item[0] == decision)
+        elif subject.restrict_only:
+            return None
+        else:
+            rule = next((r for r in defaults if _tool_matches(r, subject)), _fallback(ctx.authority))
+            decision, note = rule.decision, ""
+        if decision == "allow" and subject.unknown:
+            decision, note = "ask", subject.unknown
+        elif decision == "allow" and rule.tier != "default" and rule.commands and subject.command is not None:
+            risky = _risky(subject.command)
+            if risky:
+                decision, note = "ask", risky
+        return Part(subject.label, decision, rule.id, note), rule
+
+    # -- blanket grants ----------------------------------------------------------------------------
+
+    def may_auto_approve(self, ref: str, authorities: Sequence[str] = ()) -> bool:
+        """Whether ``ref`` may keep a blanket auto-approve: allowed whatever the input, under every authority.
+
+        ``authorities`` are the ones sessions may run under (default: every one the policy has a
+        default for). False for the shell (a line the parser cannot reduce always asks), for
+        anything a ``deny``/``ask`` rule could match (input and scope ignored: any overlap
+        counts), for anything the governance ceiling names, and when an authority would not
+        allow it by an unconditional rule or by default.
+        """
+        target = _ref(ref)
+        if target is None:
+            return False
+        server, tool = target
+        if server is None and tool in SHELL_TOOLS:
+            return False
+        if self.ceiling is None or (server is not None and _ceiling_names(self.ceiling, server)):
+            return False
+        if self.problems and any("protected_paths" in p for p in self.problems):
+            return False
+        for rule in self.rules():
+            if rule.decision != "allow" and any(_overlaps(pattern, server, tool) for pattern in rule.tools):
+                return False
+        for authority in authorities or tuple(self.defaults):
+            if not self._allowed_everywhere(server, tool, authority):
+                return False
+        return True
+
+    def _allowed_everywhere(self, server: str | None, tool: str | None, authority: str) -> bool:
+        for rule in [*self.owner_rules, *default_rules(self.defaults)]:
+            if rule.decision != "allow" or rule.has_input or rule.workspace is not None:
+                continue
+            if rule.authority not in (None, authority) or rule.agent not in (None, "kirocrew"):
+                continue
+            if any(_covers(pattern, server, tool) for pattern in rule.tools):
+                return True
+        return False
+
+    def trusted_tools(self, candidates: Sequence[str], authority: str) -> tuple[str, ...]:
+        """The ``candidates`` a sandbox may pass to ``--trust-tools``: those allowed whatever their input."""
+        return tuple(ref for ref in candidates if self.may_auto_approve(ref, (authority,)))
+
+
+def _fallback(authority: str) -> Rule:
+    decision = AUTHORITY_DEFAULTS.get(authority, UNKNOWN_AUTHORITY_DEFAULT)
+    return Rule(f"default:{authority}", decision, "*", authority=authority, tier="default", source="built-in",
+                reason=f"the {authority} authority's default when no rule matches")
+
+
+def _ceiling_rule(ceiling: list[str] | None) -> Rule | None:
+    if ceiling is None:
+        return Rule(DEFAULT_CEILING_ID, "ask", "@*", tier="default", source="built-in",
+                    reason="the governance ceiling could not be assembled, so every MCP call asks")
+    if not ceiling:
+        return None
+    return Rule(DEFAULT_CEILING_ID, "ask", ceiling[0], tier="default", source="built-in",
+                reason="the governance ceiling sends this server's calls through the approval gate",
+                also_tools=tuple(ceiling[1:]))
+
+
+def _ceiling_names(ceiling: list[str], server: str) -> bool:
+    from kirocrew_core.governance import governs
+
+    return governs(ceiling, f"@{server}")
+
+
+def _in_scope(rule: Rule, ctx: Context) -> bool:
+    if rule.authority is not None and rule.authority != ctx.authority:
+        return False
+    if rule.agent is not None and not fnmatchcase(ctx.agent or "", rule.agent):
+        return False
+    if rule.workspace is not None:
+        workspace = os.path.realpath(ctx.workspace) if ctx.workspace else ""
+        root = os.path.realpath(rule.workspace)
+        if not workspace or not (workspace == root or workspace.startswith(root.rstrip("/") + "/")):
+            return False
+    return True
+
+
+def _tool_matches(rule: Rule, subject: Subject) -> bool:
+    if rule.id == DEFAULT_CEILING_ID:  # the ceiling governs a whole server, whatever tool a pattern names
+        if subject.server is None:
+            return False
+        return rule.tool == "@*" or _ceiling_names(list(rule.tools), subject.server)
+    return any(_pattern_matches(pattern, subject.server, subject.tool) for pattern in rule.tools)
+
+
+def _pattern_matches(pattern: str, server: str | None, tool: str) -> bool:
+    if pattern == "*":
+        return True
+    if pattern == "@builtin":
+        return server is None
+    if pattern.startswith("@"):
+        srv, _, name = pattern[1:].partition("/")
+        return server is not None and fnmatchcase(server.casefold(), srv.casefold()) and (
+            not name or fnmatchcase(tool, name))
+    return server is None and fnmatchcase(tool, pattern)
+
+
+def _input_match(rule: Rule, subject: Subject, ctx: Context) -> Match:
+    if not rule.has_input:
+        return YES
+    for_allow = rule.decision == "allow"
+    if rule.commands:
+        if subject.kind != "command":
+            return NO
+        if subject.command is None:
+            return MAYBE
+        return best([_prefix_match(prefix, subject.command, for_allow) for prefix in rule.commands])
+    if rule.paths:
+        if subject.path is None:
+            return NO
+        match = path_match(rule.paths, subject.path, workspace=ctx.workspace, home=ctx.home, for_allow=for_allow)
+        if match is NO and not for_allow and subject.tool in SEARCH_TOOLS and subject.path.known:
+            return _search_reaches(rule.paths, subject.path.literal or "", ctx)
+        return match
+    if subject.kind != "domain":
+        return NO
+    return domain_match(rule.domains, subject.host)
+
+
+def _search_reaches(patterns: tuple[str, ...], root: str, ctx: Context) -> Match:
+    """A search rooted at ``root`` reaches a protected path below it (``grep -r x ~/.kiro`` reads the token)."""
+    from kirocrew_core.gate.paths import anchored
+
+    prefix = root.rstrip("/") + "/"
+    for pattern in patterns:
+        absolute = anchored(pattern, ctx.workspace, ctx.home)
+        fixed = re.split(r"[*?\[]", absolute, maxsplit=1)[0]
+        if fixed.startswith(prefix) or absolute.startswith("/**"):
+            return YES
+    return NO
+
+
+def _prefix_match(prefix: str, command: Any, for_allow: bool) -> Match:
+    words = prefix.split()
+    argv = command.argv
+    if len(argv) < len(words):
+        return MAYBE if command.open_tail and not for_allow else NO
+    result = YES
+    for index, pattern in enumerate(words):
+        value = argv[index].value
+        if value is None:
+            result = MAYBE
+            continue
+        if index == 0 and "/" in value and "/" not in pattern:
+            # A path to a program: a deny or ask names it by its basename; an allow covers only the bare name,
+            # so a program of that name in some other folder is not allowed by it.
+            if for_allow:
+                return NO
+            value = os.path.basename(value)
+        if not fnmatchcase(value, pattern):
+            return NO
+    return result
+
+
+def _risky(command: Any) -> str:
+    """Why an allow by command prefix does not cover ``command`` (empty when it does)."""
+    risky = [name for name in command.assignments if _RISKY_VARIABLES.match(name)]
+    if risky:
+        return f"it is run with {', '.join(risky)} set, which changes what runs"
+    name = command.name or ""
+    words = [w.value or "" for w in command.argv[1:]]
+    for option in _EXEC_OPTIONS.get(name, ()):
+        for word in words:
+            flag = word.partition("=")[0]
+            if flag == option or (option.startswith("--") and flag.startswith("--") and len(flag) > 3
+                                  and option.startswith(flag)) or (
+                    not option.startswith("--") and len(option) == 2 and flag.startswith(option) and
+                    not flag.startswith("--")):
+                return f"{name} {option} runs other programs"
+    if name in ("sed", "gsed") and any(_SED_EXEC.search(w) for w in words if not w.startswith("-")):
+        return "a sed script that runs commands or writes files"
+    if name in ("awk", "gawk", "mawk", "nawk") and any(_AWK_EXEC.search(w) for w in words):
+        return "an awk program that runs commands or writes files"
+    if command.open_tail:
+        return f"{command.via or 'a wrapper'} adds arguments not known before it runs"
+    return ""
+
+
+def _reason(part: Part, rule: Rule, subject: Subject) -> str:
+    """What the owner and the model are told: which rule decided, about what, and why."""
+    why = rule.reason or "no reason given"
+    if part.decision == "deny":
+        return f"kirocrew policy rule {rule.id} ({rule.describe()}) refused `{subject.label}`: {why}"
+    if part.note and part.decision == "ask" and rule.decision == "allow":
+        return f"`{subject.label}` needs the owner's decision: {part.note}"
+    if part.note:
+        return f"rule {rule.id} ({rule.describe()}) may apply to `{subject.label}` ({part.note}): the owner decides"
+    if part.decision == "ask":
+        return f"rule {rule.id} ({rule.describe()}) asks the owner about `{subject.label}`: {why}"
+    return f"rule {rule.id} ({rule.describe()}) allows `{subject.label}`"
+
+
+# -- references ------------------------------------------------------------------------------------
+
+
+def _ref(ref: str) -> tuple[str | None, str | None] | None:
+    """``(server, tool)``: ``@srv`` → (srv, None), ``@srv/t`` → (srv, t), ``read`` → (None, read)."""
+    from kirocrew_core.gate.rules import canonical_tool
+
+    text = ref.strip()
+    if not text:
+        return None
+    if text.startswith("@"):
+        server, _, tool = text[1:].partition("/")
+        return (server, tool or None) if server else None
+    return None, canonical_tool(text)
+
+
+def _overlaps(pattern: str, server: str | None, tool: str | None) -> bool:
+    """Whether ``pattern`` could match some call of the reference (globs on both sides may meet)."""
+    if pattern == "*":
+        return True
+    if pattern == "@builtin":
+        return server is None
+    if pattern.startswith("@"):
+        if server is None:
+            return False
+        srv, _, name = pattern[1:].partition("/")
+        if not _globs_meet(srv.casefold(), server.casefold()):
+            return False
+        return tool is None or not name or _globs_meet(name, tool)
+    return server is None and tool is not None and _globs_meet(pattern, tool)
+
+
+def _covers(pattern: str, server: str | None, tool: str | None) -> bool:
+    """Whether ``pattern`` matches every call of the reference."""
+    if pattern == "*":
+        return True
+    if pattern == "@builtin":
+        return server is None
+    if pattern.startswith("@"):
+        if server is None:
+            return False
+        srv, _, name = pattern[1:].partition("/")
+        if not fnmatchcase(server.casefold(), srv.casefold()):
+            return False
+        return not name or name == "*" or (tool is not None and fnmatchcase(tool, name))
+    return server is None and tool is not None and fnmatchcase(tool, pattern)
+
+
+def _globs_meet(a: str, b: str) -> bool:
+    if fnmatchcase(a, b) or fnmatchcase(b, a):
+        return True
+    return any(c in a for c in "*?[") and any(c in b for c in "*?[")

@@ -1,0 +1,534 @@
+"""A shell command line reduced to the simple commands it would run, with a real parser.
+
+Prefix or regex matching on the raw command line is bypassed by chaining (``a; b``,
+``a && b``, pipes, ``&``, newlines), substitution (``$(…)``, backticks), wrappers
+(``bash -c``, ``env``, ``xargs``) and redirections (the permission reference, §5). So the
+line is parsed with tree-sitter-bash and every ``command`` node anywhere in the tree —
+inside lists, pipelines, subshells, substitutions, conditions, loops, function bodies —
+becomes a :class:`SimpleCommand`. Then:
+
+- **wrappers** are unwrapped: ``env``, ``timeout``, ``time``, ``nice``, ``nohup``, ``stdbuf``,
+  ``command``, ``builtin``, ``exec``, ``setsid``, ``ionice``, ``coproc``, ``busybox`` and
+  ``xargs`` stand for the command they run (only that one is checked); ``sudo``/``doas``
+  are checked themselves *and* for the command they run; ``find -exec …`` adds the command it
+  execs;
+- **scripts inside scripts** are parsed too: ``bash -c '…'`` (any ``sh``-like shell, flags such
+  as ``-lc``), ``eval …``, ``env -S '…'``, and a here-document or here-string fed to a shell;
+- **redirections** to files are file writes (``>``, ``>>``, ``&>``, ``>|``, ``<>``) or reads
+  (``<``); ``/dev/null`` and friends and descriptor copies (``2>&1``) are not files.
+
+A word's value is known when it is literal (quoted or not; ``~``, ``$HOME`` and ``$PWD`` are
+expanded); anything built from another variable or a substitution is unknown (None). What the
+parser cannot reduce to known simple commands is reported in :attr:`Reduction.unknown`, and the
+engine never allows such a line without asking: a parse error, a command name that is not
+known before it runs (``$CMD x``), ``eval`` or ``bash -c`` of something unknown, a shell
+reading commands from a pipe, a line longer than :data:`MAX_CHARS`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_CHARS = 10_000
+MAX_COMMANDS = 256
+MAX_DEPTH = 4
+
+#: Shells whose ``-c`` argument (or here-document) is a script to parse.
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "posh", "fish"})
+#: Wrappers that only run another command: the command they run is what is checked.
+TRANSPARENT = frozenset({"env", "timeout", "time", "nice", "nohup", "stdbuf", "command", "builtin", "exec",
+                         "setsid", "ionice", "coproc", "busybox", "xargs"})
+#: Wrappers that change who runs the command: checked themselves and for what they run.
+ELEVATING = frozenset({"sudo", "doas"})
+
+#: Files that are not files for a permission decision.
+_NOT_FILES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/stdin", "/dev/tty", "-"})
+_WRITE_OPERATORS = frozenset({">", ">>", "&>", "&>>", ">|", "<>"})
+_READ_OPERATORS = frozenset({"<"})
+_GLOB = frozenset("*?[")
+
+# Options that take a value, per wrapper (short and long; a long one may also be --name=value).
+_VALUE_OPTIONS: dict[str, frozenset[str]] = {
+    "env": frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}),
+    "timeout": frozenset({"-s", "--signal", "-k", "--kill-after"}),
+    "nice": frozenset({"-n", "--adjustment"}),
+    "ionice": frozenset({"-c", "--class", "-n", "--classdata", "-p", "-P", "-u"}),
+    "stdbuf": frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}),
+    "exec": frozenset({"-a"}),
+    "xargs": frozenset({"-I", "-i", "-n", "--max-args", "-P", "--max-procs", "-L", "--max-lines", "-s",
+                        "--max-chars", "-d", "--delimiter", "-E", "-e", "--eof", "-a", "--arg-file"}),
+    "sudo": frozenset({"-u", "--user", "-g", "--group", "-C", "--close-from", "-D", "--chdir", "-h", "--host",
+                       "-p", "--prompt", "-r", "--role", "-t", "--type", "-T", "--command-timeout", "-U",
+                       "--other-user"}),
+    "doas": frozenset({"-u", "-C"}),
+}
+
+
+@dataclass(frozen=True)
+class Word:
+    """One argument: ``value`` when known before the run, else None; ``glob`` when the shell expands it."""
+
+    value: str | None
+    glob: bool = False
+
+    @property
+    def shown(self) -> str:
+        return self.value if self.value is not None else "<unknown>"
+
+
+@dataclass(frozen=True)
+class SimpleCommand:
+    """A command the line would run; ``open_tail`` when more arguments come from elsewhere (``xargs``)."""
+
+    argv: tuple[Word, ...]
+    assignments: tuple[str, ...] = ()  # names assigned in front of it (``A=1 cmd``, ``env A=1 cmd``)
+    open_tail: bool = False
+    via: str | None = None  # the wrapper or construct it was found in ("bash -c", "xargs", "find -exec")
+
+    @property
+    def name(self) -> str | None:
+        """The command's name: the basename of ``argv[0]`` (None when unknown)."""
+        first = self.argv[0].value if self.argv else None
+        return os.path.basename(first) if first else None
+
+    @property
+    def text(self) -> str:
+        """The command as words (for the owner, the audit fingerprint and messages)."""
+        return " ".join(w.shown for w in self.argv) + (" …" if self.open_tail else "")
+
+
+@dataclass(frozen=True)
+class Redirect:
+    """A file the line reads (``<``) or writes (``>``)."""
+
+    target: Word
+    write: bool
+
+
+@dataclass
+class Reduction:
+    """What :func:`reduce` found: the commands, the files redirected, and why parts could not be reduced."""
+
+    commands: list[SimpleCommand] = field(default_factory=list)
+    redirects: list[Redirect] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+
+    @property
+    def reduced(self) -> bool:
+        return not self.unknown
+
+    def _unknown(self, why: str) -> None:
+        if why not in self.unknown:
+            self.unknown.append(why)
+
+
+_parser_lock = threading.Lock()
+_parser: Any = None
+
+
+def _parse(source: bytes) -> Any:
+    global _parser
+    with _parser_lock:
+        if _parser is None:
+            import tree_sitter_bash
+            from tree_sitter import Language, Parser
+
+            _parser = Parser(Language(tree_sitter_bash.language()))
+        return _parser.parse(source)
+
+
+def reduce(command: str, *, cwd: str = "", home: str = "") -> Reduction:
+    """Reduce ``command`` (see the module docstring). ``home``/``cwd`` give ``~``, ``$HOME``, ``$PWD``."""
+    out = Reduction()
+    if len(command) > MAX_CHARS:
+        out._unknown(f"the command is longer than {MAX_CHARS} characters")
+        return out
+    _Reducer(out, cwd=cwd, home=home).script(command, depth=0, via=None)
+    return out
+
+
+class _Reducer:
+    def __init__(self, out: Reduction, *, cwd: str, home: str) -> None:
+        self.out = out
+        self.vars = {"HOME": home, "PWD": cwd} if home else {"PWD": cwd}
+        self.vars = {k: v for k, v in self.vars.items() if v}
+        self.home = home
+
+    # -- scripts and nodes ----------------------------------------------------------------------
+
+    def script(self, source: str, *, depth: int, via: str | None) -> None:
+        if depth > MAX_DEPTH:
+            self.out._unknown(f"scripts nested deeper than {MAX_DEPTH} levels")
+            return
+        tree = _parse(source.encode("utf-8", "surrogatepass"))
+        root = tree.root_node
+        if root.has_error:
+            self.out._unknown("the command does not parse as shell")
+        self.walk(root, depth=depth, via=via, source=source)
+
+    def walk(self, node: Any, *, depth: int, via: str | None, source: str) -> None:
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            kind = current.type
+            if kind == "command":
+                self.command(current, depth=depth, via=via, pipe_fed=_pipe_fed(current))
+            elif kind == "declaration_command" or kind == "unset_command":
+                words = [self.word(c) for c in current.named_children if c.type not in ("variable_assignment",)]
+                keyword = Word(_text(current.children[0])) if current.children else Word(None)
+                self.add(SimpleCommand((keyword, *words), via=via))
+            elif kind == "file_redirect":
+                self.redirect(current)
+            elif kind == "redirected_statement":
+                self.fed_script(current, depth=depth)
+            stack.extend(reversed(current.children))
+
+    def add(self, command: SimpleCommand) -> None:
+        if len(self.out.commands) >= MAX_COMMANDS:
+            self.out._unknown(f"more than {MAX_COMMANDS} commands")
+            return
+        self.out.commands.append(command)
+
+    def command(self, node: Any, *, depth: int, via: str | None, pipe_fed: bool) -> None:
+        name_node = node.child_by_field_name("name")
+        assignments = tuple(_text(c.child_by_field_name("name")) for c in node.named_children
+                            if c.type == "variable_assignment" and c.child_by_field_name("name") is not None)
+        if name_node is None:
+            return  # assignments alone (``A=1``): their substitutions are walked as nodes
+        name = self.word(name_node.named_children[0] if name_node.named_children else name_node)
+        args = [self.word(c) for c in node.children_by_field_name("argument")]
+        fed = False
+        for here in (c for c in node.children if c.type == "herestring_redirect"):
+            self.here_string(name, here, depth=depth)
+            fed = True
+        parent = node.parent
+        if parent is not None and parent.type == "redirected_statement":
+            fed = fed or any(c.type == "heredoc_redirect" for c in parent.children)
+        self.expand([name, *args], assignments, depth=depth, via=via, pipe_fed=pipe_fed, script_fed=fed)
+
+    def redirect(self, node: Any) -> None:
+        destination = node.child_by_field_name("destination")
+        operator = next((c.type for c in node.children if not c.is_named), ">")
+        if destination is None or operator in (">&", "<&", ">&-", "<&-"):
+            return
+        target = self.word(destination)
+        if target.value is not None and (target.value in _NOT_FILES or target.value.startswith("/dev/fd/")):
+            return
+        if destination.type == "number" and operator in (">&", "<&"):
+            return
+        if operator in _WRITE_OPERATORS or operator.startswith(">"):
+            self.out.redirects.append(Redirect(target, write=True))
+        elif operator in _READ_OPERATORS:
+            self.out.redirects.append(Redirect(target, write=False))
+
+    def fed_script(self, node: Any, *, depth: int) -> None:
+        """A here-document fed to a shell (``bash <<'EOF' … EOF``) is a script: parse it."""
+        body = node.child_by_field_name("body")
+        if body is None or body.type != "command":
+            return
+        name = self.word(body.child_by_field_name("name") or body)
+        if _base(name.value) not in SHELLS:
+            return
+        for here in (c for c in node.children if c.type == "heredoc_redirect"):
+            start = next((c for c in here.children if c.type == "heredoc_start"), None)
+            content = next((c for c in here.children if c.type == "heredoc_body"), None)
+            if content is None:
+                continue
+            quoted = start is not None and _text(start)[:1] in ("'", '"')
+            if not quoted and any(c.type not in ("heredoc_content",) for c in content.named_children):
+                self.out._unknown("a here-document with expansions is fed to a shell")
+                continue
+            self.script(_text(content), depth=depth + 1, via=f"{name.value} <<")
+
+    def here_string(self, name: Word, node: Any, *, depth: int) -> None:
+        if _base(name.value) not in SHELLS:
+            return
+        value = self.word(node.named_children[0]) if node.named_children else Word(None)
+        if value.value is None:
+            self.out._unknown("a here-string with expansions is fed to a shell")
+        else:
+            self.script(value.value, depth=depth + 1, via=f"{name.value} <<<")
+
+    # -- words ----------------------------------------------------------------------------------
+
+    def word(self, node: Any) -> Word:
+        kind = node.type
+        text = _text(node)
+        if kind == "word":
+            return self._plain(text)
+        if kind == "number":
+            return Word(text)
+        if kind == "raw_string":
+            return Word(text[1:-1])
+        if kind == "string":
+            return self._double_quoted(node)
+        if kind == "concatenation":
+            parts = [self.word(c) for c in node.named_children]
+            if any(_text(c) in ("{", "}") for c in node.children) and "," in text:
+                return Word(None)  # brace expansion: several words, not one
+            if any(p.value is None for p in parts):
+                return Word(None)
+            return Word("".join(p.value or "" for p in parts), glob=any(p.glob for p in parts))
+        if kind in ("simple_expansion", "expansion"):
+            return Word(self._variable(node))
+        if kind == "command_name":
+            return self.word(node.named_children[0]) if node.named_children else Word(None)
+        return Word(None)  # substitutions, arithmetic, $'…', $"…", brace expressions
+
+    def _plain(self, text: str) -> Word:
+        glob = False
+        out: list[str] = []
+        chars = iter(text)
+        for ch in chars:
+            if ch == "\\":
+                out.append(next(chars, ""))
+            else:
+                glob = glob or ch in _GLOB
+                out.append(ch)
+        value = "".join(out)
+        if value == "~" or value.startswith("~/"):
+            if not self.home:
+                return Word(None)
+            value = self.home + value[1:]
+        elif value.startswith("~"):
+            return Word(None)  # ~user
+        return Word(value, glob=glob)
+
+    def _double_quoted(self, node: Any) -> Word:
+        out: list[str] = []
+        for child in node.named_children:
+            if child.type == "string_content":
+                out.append(_unescape_double(_text(child)))
+            elif child.type in ("simple_expansion", "expansion"):
+                value = self._variable(child)
+                if value is None:
+                    return Word(None)
+                out.append(value)
+            else:
+                return Word(None)
+        return Word("".join(out))
+
+    def _variable(self, node: Any) -> str | None:
+        names = [c for c in node.named_children]
+        if len(names) != 1 or names[0].type != "variable_name":
+            return None
+        if node.type == "expansion" and _text(node) != "${" + _text(names[0]) + "}":
+            return None
+        return self.vars.get(_text(names[0]))
+
+    # -- wrappers -------------------------------------------------------------------------------
+
+    def expand(self, argv: list[Word], assignments: tuple[str, ...], *, depth: int, via: str | None,
+               pipe_fed: bool, open_tail: bool = False, script_fed: bool = False) -> None:
+        if not argv:
+            return
+        first = argv[0]
+        if first.value is None or first.glob:
+            self.out._unknown("a command name is not known before it runs")
+            return
+        name = os.path.basename(first.value)
+        rest = argv[1:]
+        if name in SHELLS:
+            self.shell(name, argv, assignments, depth=depth, via=via, pipe_fed=pipe_fed, open_tail=open_tail,
+                       script_fed=script_fed)
+            return
+        if name == "eval":
+            if any(w.value is None for w in rest):
+                self.out._unknown("eval of something not known before it runs")
+            elif rest:
+                self.script(" ".join(w.value or "" for w in rest), depth=depth + 1, via="eval")
+            return
+        if name in ELEVATING:
+            self.add(SimpleCommand(tuple(argv), assignments, open_tail, via))
+            inner = _after_options(rest, _VALUE_OPTIONS.get(name, frozenset()))
+            if inner is None:
+                self.out._unknown(f"the command {name} runs is not known")
+            elif inner:
+                self.expand(inner, (), depth=depth, via=name, pipe_fed=False, open_tail=open_tail)
+            return
+        if name in TRANSPARENT:
+            self.transparent(name, argv, assignments, depth=depth, via=via, open_tail=open_tail)
+            return
+        if name == "find":
+            self.find(argv, assignments, depth=depth, via=via)
+            return
+        self.add(SimpleCommand(tuple(argv), assignments, open_tail, via))
+
+    def shell(self, name: str, argv: list[Word], assignments: tuple[str, ...], *, depth: int, via: str | None,
+              pipe_fed: bool, open_tail: bool, script_fed: bool) -> None:
+        """A shell runs its ``-c`` script, a here-document's or here-string's (parsed elsewhere), or a file."""
+        rest = argv[1:]
+        script_index = None
+        for index, word in enumerate(rest):
+            value = word.value
+            if value is None:
+                break
+            if value == "--" or not value.startswith(("-", "+")) or value in ("-", "+"):
+                break
+            if not value.startswith("--") and "c" in value[1:]:
+                script_index = index + 1
+                break
+        if script_index is not None:
+            script = rest[script_index] if script_index < len(rest) else Word(None)
+            if script.value is None:
+                self.out._unknown(f"{name} -c runs a script not known before it runs")
+            else:
+                self.script(script.value, depth=depth + 1, via=f"{name} -c")
+            return
+        operands = [w for w in rest if w.value is None or not w.value.startswith(("-", "+"))]
+        if open_tail or any(w.value is None for w in rest):
+            self.out._unknown(f"{name} gets arguments not known before it runs")
+            return
+        if not operands and script_fed:
+            return  # the here-document or here-string is the script, and it was parsed as one
+        if pipe_fed and not operands:
+            self.out._unknown(f"{name} reads commands from a pipe")
+            return
+        self.add(SimpleCommand(tuple(argv), assignments, open_tail, via))
+
+    def transparent(self, name: str, argv: list[Word], assignments: tuple[str, ...], *, depth: int,
+                    via: str | None, open_tail: bool) -> None:
+        rest = argv[1:]
+        inner_assignments = list(assignments)
+        if name == "env":
+            inner = []
+            index = 0
+            while index < len(rest):
+                value = rest[index].value
+                if value is None:
+                    self.out._unknown("env gets arguments not known before it runs")
+                    return
+                if value in ("-S", "--split-string") or value.startswith("--split-string="):
+                    script = value.partition("=")[2] if "=" in value else (
+                        rest[index + 1].value if index + 1 < len(rest) else None)
+                    if script is None:
+                        self.out._unknown("env -S of something not known before it runs")
+                    else:
+                        self.script(script, depth=depth + 1, via="env -S")
+                    return
+                if value == "--":
+                    index += 1
+                    break
+                if value.startswith("-") and value != "-":
+                    index += 2 if value in _VALUE_OPTIONS["env"] else 1
+                    continue
+                if "=" in value and not value.startswith("="):
+                    inner_assignments.append(value.partition("=")[0])
+                    index += 1
+                    continue
+                break
+            inner = rest[index:]
+        elif name == "command" and rest and rest[0].value in ("-v", "-V"):
+            self.add(SimpleCommand(tuple(argv), assignments, open_tail, via))
+            return
+        elif name == "timeout":
+            after = _after_options(rest, _VALUE_OPTIONS["timeout"])
+            inner = after[1:] if after else after  # the duration comes first
+        elif name == "nice":
+            inner = _after_nice_options(rest)
+        elif name == "busybox":
+            inner = rest
+        else:
+            inner = _after_options(rest, _VALUE_OPTIONS.get(name, frozenset()))
+        if inner is None:
+            self.out._unknown(f"the command {name} runs is not known")
+            return
+        if not inner:
+            if name == "xargs":
+                inner = [Word("echo")]
+            else:
+                self.add(SimpleCommand(tuple(argv), assignments, open_tail, via))  # ``env`` alone, ``time`` alone
+                return
+        self.expand(inner, tuple(inner_assignments), depth=depth, via=name, pipe_fed=False,
+                    open_tail=open_tail or name == "xargs")
+
+    def find(self, argv: list[Word], assignments: tuple[str, ...], *, depth: int, via: str | None) -> None:
+        self.add(SimpleCommand(tuple(argv), assignments, False, via))
+        index = 1
+        while index < len(argv):
+            value = argv[index].value
+            if value in ("-exec", "-execdir", "-ok", "-okdir"):
+                end = index + 1
+                while end < len(argv) and argv[end].value not in (";", "+"):
+                    end += 1
+                inner = [w for w in argv[index + 1:end] if w.value != "{}"]
+                self.expand(inner, (), depth=depth, via=f"find {value}", pipe_fed=False, open_tail=True)
+                index = end
+            index += 1
+
+
+def _text(node: Any) -> str:
+    data = node.text if node is not None else b""
+    return data.decode("utf-8", "surrogatepass") if isinstance(data, bytes) else str(data or "")
+
+
+def _unescape_double(text: str) -> str:
+    out: list[str] = []
+    chars = iter(text)
+    for ch in chars:
+        if ch == "\\":
+            nxt = next(chars, "")
+            out.append(nxt if nxt in '"\\$`\n' else "\\" + nxt)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _base(value: str | None) -> str | None:
+    return os.path.basename(value) if value else None
+
+
+def _pipe_fed(node: Any) -> bool:
+    """True when the command is not the first of a pipeline (its stdin is another command's output)."""
+    parent = node.parent
+    child = node
+    while parent is not None and parent.type == "redirected_statement":
+        child, parent = parent, parent.parent
+    if parent is None or parent.type != "pipeline":
+        return False
+    return parent.named_children[0].id != child.id
+
+
+def _after_nice_options(words: list[Word]) -> list[Word] | None:
+    """``nice``'s arguments after ``-n N``, ``-N``, ``--adjustment[=N]`` (a negative number is a value)."""
+    index = 0
+    while index < len(words):
+        value = words[index].value
+        if value is None:
+            return None
+        if value in ("-n", "--adjustment"):
+            index += 2
+        elif value == "--":
+            return words[index + 1:]
+        elif value.startswith("--adjustment=") or (value.startswith("-") and value[1:].lstrip("n").lstrip("-")
+                                                   .isdigit()):
+            index += 1
+        else:
+            return words[index:]
+    return []
+
+
+def _after_options(words: list[Word], with_value: frozenset[str]) -> list[Word] | None:
+    """``words`` after the leading options (``--`` ends them); None when an option is not known."""
+    index = 0
+    while index < len(words):
+        value = words[index].value
+        if value is None:
+            return None
+        if value == "--":
+            return words[index + 1:]
+        if not value.startswith("-") or value == "-":
+            return words[index:]
+        name = value.partition("=")[0]
+        index += 2 if name in with_value and "=" not in value else 1
+    return []
+
+
+def iter_words(reduction: Reduction) -> Iterator[Word]:
+    """Every argument of every command (not the command names): the words a path protection looks at."""
+    for command in reduction.commands:
+        yield from command.argv[1:]
