@@ -66,6 +66,8 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+# How long telling a turn why a call was refused may delay the refusal (kiro may not answer steering at all).
+STEER_TIMEOUT_SECS = 2.0
 # After a cancel or deadline, how long the aborted turn may take to wind down before teardown.
 ABORT_GRACE_SECS = 2.0
 ERROR_DETAIL_MAX_CHARS = limits.ERROR_MESSAGE_MAX_CHARS
@@ -913,14 +915,11 @@ class Orchestrator:
         self.audit.record("deny", decided, conversation_id=run.conversation_id, run_id=run.id)
         await self._event(run, "permission_denied", {"toolName": tool, "rule": decided.rule_view(),
                                                      "subject": decided.subject})
-        session = worker.session
-        if session is not None:
-            async def tell() -> None:
-                with contextlib.suppress(AcpError, KirocrewError):
-                    await session.steer(gatekeeper.steer_text(decided))
-
-            # After kiro has its answer: the steer is folded in at the turn's next generation boundary.
-            asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(tell()))
+        if worker.session is not None:
+            # Before kiro hears "no": the steer is queued for the turn's next generation boundary, which is
+            # where the model reads the rejected call's result, so the two arrive together.
+            with contextlib.suppress(AcpError, KirocrewError, TimeoutError):
+                await asyncio.wait_for(worker.session.steer(gatekeeper.steer_text(decided)), STEER_TIMEOUT_SECS)
         return offered.get("reject_once")  # not offered: "cancelled", which ends the turn (never a run)
 
     async def _ask_owner(self, worker: _Worker, ctx: _RunContext, run: Run, tool: str | None,

@@ -228,8 +228,10 @@ def _keep_last_good(read: PolicyFile) -> None:
 
 def _forget_last_good() -> None:
     """The owner removed the file: the defaults apply, and a later broken file must not revive old rules."""
+    target = last_good_file()
     with contextlib.suppress(OSError):
-        last_good_file().unlink()
+        if target.exists():
+            target.unlink()
 
 
 def project_rules(workspace: str) -> tuple[list[Rule], dict[str, Decision], list[str]]:
