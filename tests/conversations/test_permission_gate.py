@@ -24,8 +24,11 @@ BYPASSES = (
     "echo $(rm -rf x)",
     "echo `rm -rf x`",
     "env A=1 rm -rf x",
-    "git status\nrm -rf x",
+    "git status & rm -rf x",
+    "git status | rm -rf x",
 )
+# A newline between two commands reads as ";" to the parser (the gate's own tests in tests/core); a script line of
+# the fake cannot hold one.
 REFUSED = "[kirocrew] The permission policy refused this tool call"
 
 
@@ -46,7 +49,7 @@ def target(out: dict[str, Any]) -> dict[str, str]:
 
 
 def shell_steps(*commands: str) -> str:
-    return "".join(f"!shell {command.replace(chr(10), chr(92) + 'n')}\n" for command in commands)
+    return "".join(f"!shell {command}\n" for command in commands)
 
 
 def decisions() -> list[dict[str, Any]]:
@@ -64,12 +67,12 @@ def test_no_chain_wrapper_substitution_or_env_prefix_runs_a_denied_command(
         async with hosted_conversations_client() as client:
             out = await client.call("kiro_delegate", **spawn(workspace, "bypasses",
                                                               shell_steps(*BYPASSES) + "!say done"))
-            events = await client.call("kiro_events", **target(out["run"]), limit=200)
+            events = await client.call("kiro_events", **target(out["run"]), limit=100)
         return out, events
 
     out, events = run_async(main())
     run = out["run"]
-    assert run["status"] == "completed", run
+    assert run["status"] == "completed", run["attention"]
     assert (workspace / "x" / "keep.txt").read_text() == "precious", "a denied rm ran"
     assert run["reply"]["text"].endswith("done")
     # The model was told, by steering the turn, which rule refused and why: once per refused call.
