@@ -101,29 +101,25 @@ def steer_text(decided: Decided) -> str:
 
 
 class AuditTrail:
-    """Decisions recorded in the SEL in a worker thread, one after another, never delaying an answer."""
+    """Every decision in the SEL, written by the gate's own writer thread, never delaying an answer."""
 
     def __init__(self) -> None:
-        self._pending: set[asyncio.Future[Any]] = set()
+        from kirocrew_core.gate.decisions import DecisionLog
+
+        self._log = DecisionLog()
 
     def record(self, outcome: str, decided: Decided | None, *, conversation_id: str, run_id: str,
                actor: str = "system", rule: str | None = None, tool: str | None = None,
                **extra: Any) -> None:
-        from kirocrew_core.gate import decisions
-
-        fields = {"rule": rule or (decided.verdict.rule.id if decided else "unknown"),
-                  "tool": tool or (decided.verdict.tool if decided else "unknown"),
-                  "fingerprint": decided.verdict.fingerprint if decided else "",
-                  "actor": actor, "conversation": conversation_id, "run": run_id,
-                  "authority": decided.context.authority if decided else None, **extra}
-        future = asyncio.get_running_loop().run_in_executor(None, lambda: decisions.record(outcome, **fields))
-        self._pending.add(future)
-        future.add_done_callback(self._pending.discard)
+        self._log.submit(outcome, rule=rule or (decided.verdict.rule.id if decided else "unknown"),
+                         tool=tool or (decided.verdict.tool if decided else "unknown"),
+                         fingerprint=decided.verdict.fingerprint if decided else "", actor=actor,
+                         conversation=conversation_id, run=run_id,
+                         authority=decided.context.authority if decided else None, **extra)
 
     async def drain(self) -> None:
-        """Wait for the records still being written (the host stopping)."""
-        if self._pending:
-            await asyncio.gather(*list(self._pending), return_exceptions=True)
+        """Write the records still queued (the host stopping)."""
+        await asyncio.to_thread(self._log.flush)
 
 
 def notify_owner(decided: Decided, *, conversation_id: str, conversation_name: str, permission_id: str) -> None:
