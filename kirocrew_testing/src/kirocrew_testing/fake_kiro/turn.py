@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from kirocrew_testing.fake_kiro import commands, local_fetch, permissions, script, sessions
 
@@ -307,8 +307,9 @@ class Turn:
         path = Path(name)
         return path if path.is_absolute() else self.session.cwd / path
 
-    def _path_check(self, path: Path, tool: str) -> Check:
-        settings = getattr(self.session.agent.tools_settings, tool)
+    def _path_check(self, path: Path, tool: Literal["read", "write"]) -> Check:
+        tools_settings = self.session.agent.tools_settings
+        settings = tools_settings.read if tool == "read" else tools_settings.write
         cwd = self.session.cwd
         return lambda trusted: permissions.path_verdict(path, settings, cwd, tool_allowed=trusted)
 
