@@ -247,12 +247,14 @@ def test_a_malformed_policy_file_shows_the_banner_and_the_last_good_rules(
 
 
 def test_the_page_reads_well_in_light_and_dark_and_at_400_px(dashboard: Dashboard, owner: httpx.Client,
-                                                            homes: IsolatedHomes, module_root: Path) -> None:
+                                                            homes: IsolatedHomes) -> None:
     from kirocrew_core.gate import decisions
 
-    long_workspace = module_root / "a-workspace-with-a-long-name" / "and-a-deeper-folder-that-is-long-too"
+    project = "~/projects/a-project-with-a-long-name/and-a-deeper-folder-that-is-long-too"
+    (homes.user_home / project.removeprefix("~/")).mkdir(parents=True, exist_ok=True)
     add(owner, decision="allow", tool="shell", command=["git status", "git diff", "npm run test:*"],
-        workspace=str(long_workspace), reason="everyday read-only commands in this project")
+        workspace=str(homes.user_home / project.removeprefix("~/")),
+        reason="everyday read-only commands in this project")
     add(owner, decision="ask", tool="@github/create_pull_request", authority="workspace_write")
     with pytest.MonkeyPatch.context() as patch:
         isolate_homes(patch, homes.root)
@@ -260,23 +262,30 @@ def test_the_page_reads_well_in_light_and_dark_and_at_400_px(dashboard: Dashboar
                          conversation="conv-0a1b2c3d")
         decisions.record("owner_allow", rule="default:workspace_write", tool="@github/create_pull_request",
                          fingerprint="0a1b2c3d4e5f6789", conversation="conv-0a1b2c3d")
-    views: tuple[tuple[Literal["light", "dark"], int], ...] = (("light", 1280), ("dark", 1280), ("light", 400),
-                                                              ("dark", 400))
+    views: tuple[tuple[Literal["light", "dark"], int], ...] = (("light", 1280), ("dark", 1280), ("light", 1024),
+                                                              ("light", 400), ("dark", 400))
     for scheme, width in views:
-        opened = dashboard.open("/policy", color_scheme=scheme, width=width)
+        opened = dashboard.open("/policy", color_scheme=scheme, width=width, height=1300 if width == 1280 else 900)
         page = opened.page
         expect(page.locator("#decisions tbody tr").first).to_contain_text("you allowed")
+        expect(page.locator("table.rules")).to_contain_text(project)  # paths are shown from ~
         too_wide = page.evaluate(
             "[...document.querySelectorAll('main *')].filter(e => e.getBoundingClientRect().right > innerWidth)"
             ".map(e => `${e.tagName} ${e.textContent.slice(0, 40)}`)")
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), too_wide
         assert page.evaluate("[...document.querySelectorAll('.table-scroll')].every("
                              "e => e.scrollWidth <= e.clientWidth)"), "a table scrolls sideways"
+        if width == 1280:  # the docs' picture of the top of the page: the rules in order
+            dashboard.screenshot(opened, f"policy-top-{scheme}", full_page=False)
         box = page.locator("#check-form")
         box.get_by_label("Input").fill(json.dumps({"command": "git status && npm run test:unit; rm -rf build"}))
-        box.get_by_label("Workspace").fill(str(long_workspace))
+        box.get_by_label("Workspace").fill(project)
         box.get_by_role("button", name="Check").click()
         expect(page.locator("#verdict .verdict")).to_be_visible(timeout=TIMEOUT_MS)
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), "the verdict fits"
         dashboard.screenshot(opened, f"policy-page-{scheme}-{width}px")
+        if width == 1280:  # and of its answer to "Would this be allowed?"
+            page.locator("#check-heading").scroll_into_view_if_needed()
+            page.evaluate("document.getElementById('check-heading').scrollIntoView({block: 'start'})")
+            dashboard.screenshot(opened, f"policy-answer-{scheme}", full_page=False)
         clean(opened)
