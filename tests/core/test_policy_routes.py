@@ -222,6 +222,7 @@ def test_a_check_with_bad_fields_is_refused_at_the_field(owner: httpx.Client, bo
 
 def test_a_workspace_adds_its_projects_rules_to_the_list_and_to_a_check(owner: httpx.Client,
                                                                         module_root: Path) -> None:
+    add(owner, decision="ask", tool="shell", command="npm")  # an owner rule for the project's to follow
     workspace = module_root / "project"
     (workspace / ".kiro" / "crew").mkdir(parents=True, exist_ok=True)
     (workspace / ".kiro" / "crew" / "policy.toml").write_text(

@@ -1,9 +1,9 @@
 """The Policy page in headless Chromium against one real ``kirocrew serve`` shared by the module.
 
 A rule is added through the form (a refusal shown at its field first) and listed in precedence
-order; Remove asks before it removes; "Would this be allowed?" shows the deciding rule and each
-part of a chained command; a malformed policy file shows the banner saying the last good policy
-stays in force. The page is looked at in light, dark and at 400 px. Screenshots land in the
+order; a project's rules are listed for its workspace; Remove asks before it removes; "Would this
+be allowed?" shows the deciding rule and each part of a chained command; a malformed policy file
+shows the banner saying the last good policy stays in force. The page is looked at in light, dark and at 400 px. Screenshots land in the
 module's ``screenshots`` folder (run with ``--basetemp`` to keep them).
 """
 
@@ -166,6 +166,36 @@ def test_remove_asks_first_and_removes_only_when_confirmed(dashboard: Dashboard,
     expect(row).to_have_count(0, timeout=TIMEOUT_MS)
     assert rule["id"] not in [r["id"] for r in owner_rules(owner)]
     expect(page.locator("#rules-heading")).to_be_focused()  # the keyboard stays in the list
+    clean(opened)
+
+
+def test_a_projects_rules_are_listed_for_its_workspace_and_stay_listed_after_an_edit(
+        dashboard: Dashboard, owner: httpx.Client, homes: IsolatedHomes) -> None:
+    project = homes.user_home / "projects" / "shop"
+    (project / ".kiro" / "crew").mkdir(parents=True, exist_ok=True)
+    (project / ".kiro" / "crew" / "policy.toml").write_text(
+        '[[rule]]\nid = "no-publish"\ndecision = "deny"\ntool = "shell"\ncommand = "npm publish"\n')
+    opened = dashboard.open("/policy")
+    page = opened.page
+    expect(page.locator("tr.tier-project")).to_have_count(0)
+    form = page.locator("#project-form")
+    form.get_by_label("Workspace").fill("projects/shop")
+    form.get_by_role("button", name="Show its rules").click()
+    expect(page.locator("#project-workspace-error")).to_contain_text("workspace must be an absolute path")
+    expect(page.locator("tr.tier-project")).to_have_count(0)
+
+    page.locator("#project-form").get_by_label("Workspace").fill("~/projects/shop")
+    page.locator("#project-form").get_by_role("button", name="Show its rules").click()
+    row = page.locator("tr.tier-project[data-id='no-publish']")
+    expect(row).to_contain_text("npm publish")
+    expect(row).to_contain_text("in the project's file")
+    expect(page.locator("#check-form").get_by_label("Workspace")).to_have_value(str(project))
+
+    add_form = page.locator("#add-form")
+    add_form.get_by_label("Tool").fill("@github/merge_pull_request")
+    add_form.get_by_role("button", name="Add rule").click()
+    expect(page.locator("tr.tier-owner", has_text="merge_pull_request")).to_have_count(1, timeout=TIMEOUT_MS)
+    expect(row).to_have_count(1)  # the page redrawn for the same workspace
     clean(opened)
 
 
