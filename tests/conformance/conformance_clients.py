@@ -13,6 +13,10 @@ makes each call and returns one report, the same shape for every client::
 * ``python``: the ``mcp`` SDK's ``ClientSession``, which validates successful results only.
 
 A thrown call is reported, never raised: that is exactly what these tests look for.
+
+An argument may be taken from an earlier call's result: ``{"$ref": [index, "key", ...]}`` is
+replaced, in both clients, by that call's result at that path (``[0, "structuredContent", "run",
+"runId"]``), so a plan can decide a permission request the first call ran into.
 """
 
 from __future__ import annotations
@@ -91,7 +95,7 @@ def run_python_client(server: StdioServer, calls: list[dict[str, Any]]) -> dict[
                             report["schemaProblems"].append({"tool": tool.name, "schema": which, "error": str(exc)})
                 for call in calls:
                     try:
-                        result = await session.call_tool(call["name"], call["arguments"])
+                        result = await session.call_tool(call["name"], resolve_refs(call["arguments"], report))
                     except Exception as exc:  # noqa: BLE001 - a rejected result is what the test looks for
                         report["calls"].append({"name": call["name"], "thrown": {"code": getattr(
                             getattr(exc, "error", None), "code", None), "message": str(exc)}})
@@ -105,6 +109,21 @@ def run_python_client(server: StdioServer, calls: list[dict[str, Any]]) -> dict[
         return asyncio.run(asyncio.wait_for(main(), RUN_TIMEOUT_SECS))
     finally:
         mcp.client.stdio.PROCESS_TERMINATION_TIMEOUT = previous
+
+
+def resolve_refs(value: Any, report: dict[str, Any]) -> Any:
+    """``value`` with every ``{"$ref": [index, *path]}`` replaced by that earlier call's result at ``path``."""
+    if isinstance(value, dict):
+        if set(value) == {"$ref"}:
+            index, *path = value["$ref"]
+            found: Any = report["calls"][index].get("result", {})
+            for key in path:
+                found = found[key]
+            return found
+        return {key: resolve_refs(item, report) for key, item in value.items()}
+    if isinstance(value, list):
+        return [resolve_refs(item, report) for item in value]
+    return value
 
 
 def _tail(path: Path) -> str:

@@ -80,3 +80,32 @@ def test_error_results_reach_the_client_with_their_code_and_message_as_text(
         assert result["isError"] is True
         text = text_of(result)
         assert text.startswith(f"error[{code}]: ") and len(text) > len(f"error[{code}]: ")
+
+
+def test_a_call_the_policy_asks_about_reaches_the_client_as_needs_attention_with_its_rule(
+        mcp_client: Runner, conversations_server: StdioServer, tmp_path: Path) -> None:
+    from kirocrew_testing.policy import ASK_EVERYTHING, write_policy
+
+    write_policy(defaults=ASK_EVERYTHING, rules=[
+        {"id": "ask-deploys", "decision": "ask", "tool": "shell", "command": "./deploy", "reason": "deploys are mine"}])
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    run = [0, "structuredContent", "run"]
+    report = mcp_client(conversations_server, [
+        {"name": "kiro_delegate", "arguments": {"conversation": "new", "name": "deploy", "workspace": str(workspace),
+                                                "message": "!shell ./deploy prod\n!say after"}},
+        {"name": "kiro_permission_decide", "arguments": {
+            "conversationId": {"$ref": [*run, "conversationId"]}, "runId": {"$ref": [*run, "runId"]},
+            "permissionRequestId": {"$ref": [*run, "attention", "permissionRequestId"]},
+            "decision": "reject_once"}},
+        {"name": "kiro_wait", "arguments": {"targets": [{"conversationId": {"$ref": [*run, "conversationId"]},
+                                                         "runId": {"$ref": [*run, "runId"]}}], "mode": "all"}},
+    ])
+    asked = call_result(report, 0)["structuredContent"]["run"]
+    assert asked["status"] == "needs_attention"
+    attention = asked["attention"]
+    assert attention["rule"] == {"id": "ask-deploys", "tier": "owner", "decision": "ask",
+                                 "description": "ask shell command ./deploy", "reason": "deploys are mine"}
+    assert attention["subject"] == "./deploy prod" and attention["options"] == ["allow_once", "reject_once"]
+    assert call_result(report, 1)["structuredContent"]["rulesAdded"] == []
+    assert call_result(report, 2)["structuredContent"]["runs"][0]["status"] == "completed"

@@ -3,6 +3,7 @@
 // Reads a JSON plan on stdin:
 //   {"command": str, "args": [str], "env": {str: str}, "cwd": str, "stderr": path,
 //    "calls": [{"name": str, "arguments": {...}}]}
+// where an argument {"$ref": [index, "key", ...]} stands for an earlier call's result at that path
 // and prints one JSON report on stdout:
 //   {"serverInfo", "tools", "schemaProblems": [{"tool", "schema", "error"}],
 //    "calls": [{"name", "result"} | {"name", "thrown": {"code", "message"}}]}
@@ -18,6 +19,19 @@ async function readStdin() {
   const chunks = [];
   for await (const chunk of process.stdin) chunks.push(chunk);
   return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+}
+
+function resolveRefs(value, report) {
+  if (Array.isArray(value)) return value.map((item) => resolveRefs(item, report));
+  if (value && typeof value === 'object') {
+    const keys = Object.keys(value);
+    if (keys.length === 1 && keys[0] === '$ref') {
+      const [index, ...path] = value.$ref;
+      return path.reduce((found, key) => found[key], report.calls[index].result ?? {});
+    }
+    return Object.fromEntries(keys.map((key) => [key, resolveRefs(value[key], report)]));
+  }
+  return value;
 }
 
 function thrown(error) {
@@ -49,7 +63,8 @@ try {
   }
   for (const call of plan.calls) {
     try {
-      report.calls.push({ name: call.name, result: await client.callTool({ name: call.name, arguments: call.arguments }) });
+      const args = resolveRefs(call.arguments, report);
+      report.calls.push({ name: call.name, result: await client.callTool({ name: call.name, arguments: args }) });
     } catch (error) {
       report.calls.push({ name: call.name, thrown: thrown(error) });
     }

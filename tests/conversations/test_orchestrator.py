@@ -13,6 +13,8 @@ import pytest
 from kirocrew_core.acp_runtime import AcpOptions
 from kirocrew_core.errors import KirocrewError
 
+from kirocrew_testing.policy import write_policy
+
 from kirocrew_conversations.errors import CATALOGUE
 from kirocrew_conversations.orchestrator import Orchestrator
 from kirocrew_conversations.store import Store, Workspace
@@ -44,6 +46,11 @@ def conversation(store: Store, tmp_path: Path, name: str) -> str:
 def asking_options(conversation: Any, run: Any) -> AcpOptions:
     """No trust flags: the fake asks permission for every tool call."""
     return AcpOptions()
+
+
+def owner_asks_about_deploys() -> None:
+    """The owner's policy asks about the ``deploy`` tool: its requests wait for :meth:`Orchestrator.decide`."""
+    write_policy(rules=[{"decision": "ask", "tool": "deploy", "reason": "deploys are the owner's call"}])
 
 def orchestrator(store: Store, **kwargs: Any) -> Orchestrator:
     return Orchestrator(store, **kwargs)
@@ -157,13 +164,17 @@ def test_a_wait_that_times_out_says_so_and_cancels_nothing(store: Store, tmp_pat
 def test_a_permission_request_needs_attention_until_allowed_once(store: Store, tmp_path: Path) -> None:
     a = conversation(store, tmp_path, "a")
 
+    owner_asks_about_deploys()
+
     async def main() -> None:
         async with orchestrator(store, acp_options_factory=asking_options) as orch:
             asking = await orch.submit(a, "!tool deploy\n!say deployed")
             attention = await orch.wait([asking.id], mode="all", timeout=30)
             assert not attention.wait_expired and attention.runs[0].status == "needs_attention"
             [request] = store.permission_requests(asking.id)
+            # An owner's ask rule asked: an allow rule could not change that, so "allow always" is not offered.
             assert request.tool_name == "deploy" and set(request.options) == {"allow_once", "reject_once"}
+            assert request.rule is not None and request.rule["tier"] == "owner" and request.subject == "deploy"
             with pytest.raises(KirocrewError) as unknown:
                 await orch.decide(asking.id, "perm_unknown", "allow_once")
             with pytest.raises(KirocrewError) as unsupported:
@@ -182,6 +193,8 @@ def test_a_permission_request_needs_attention_until_allowed_once(store: Store, t
 
 def test_cancel_answers_an_outstanding_permission_and_ends_the_run_cancelled(store: Store, tmp_path: Path) -> None:
     a = conversation(store, tmp_path, "a")
+
+    owner_asks_about_deploys()
 
     async def main() -> None:
         async with orchestrator(store, acp_options_factory=asking_options) as orch:

@@ -137,17 +137,22 @@ def test_a_conversation_started_over_the_routes_runs_and_its_page_renders_the_re
 def test_a_permission_is_answered_over_the_routes_and_the_run_goes_on(
         owner_client: httpx.Client, workspace: Path, conversations_rows: Any) -> None:
     executable("bwrap", apt="bubblewrap")  # read_only runs in its sandbox
-    started = start(owner_client, workspace, "asks", "!tool fs_write {}\n!say after the tool", authority="read_only")
+    started = start(owner_client, workspace, "asks", '!tool fs_write {"path": "notes.txt"}\n!say after the tool',
+                    authority="read_only")
     cid, rid = started["conversationId"], started["runId"]
     waiting = detail_when(owner_client, cid, lambda d: d["attention"] is not None)
     attention = waiting["attention"]
-    assert attention["toolName"] == "fs_write" and set(attention["options"]) == {"allow_once", "reject_once"}
+    # read_only's default asked (no rule of the owner's matched), so an "allow always" rule could change the answer.
+    assert attention["toolName"] == "fs_write"
+    assert set(attention["options"]) == {"allow_once", "reject_once", "allow_always"}
+    assert attention["rule"]["id"] == "default:read_only" and attention["subject"] == "write notes.txt"
     html = owner_client.get(f"/conversations/{cid}").text
     assert 'role="alert"' in html and "Kiro asks to use fs_write" in html
-    assert ">Allow once</button>" in html and ">Reject once</button>" in html
+    assert ">Allow once</button>" in html and ">Reject once</button>" in html and ">Allow always</button>" in html
+    assert "default:read_only" in html and 'id="always-scope"' in html
 
     path = f"/api/conversations/{cid}/runs/{rid}/permissions/{attention['permissionRequestId']}"
-    assert error_of(owner_client.post(path, json={"decision": "allow_always"})) == (400, "invalid_arguments")
+    assert error_of(owner_client.post(path, json={"decision": "allow_forever"})) == (400, "invalid_arguments")
     assert error_of(owner_client.post(path.replace(attention["permissionRequestId"], "perm_nope"),
                                json={"decision": "allow_once"}))[0] == 400
     decided = owner_client.post(path, json={"decision": "allow_once"})

@@ -260,13 +260,16 @@ def test_the_launcher_resolves_symlinked_roots_and_passes_the_temporary_area_as_
     assert decide(profile, "file-write-unlink", f"{linked_kiro}/agents") == "deny"
 
 
-def test_sandboxed_options_wrap_kiro_cli_trust_only_reads_and_set_tmpdir(fake_home: None, tmp_path: Path) -> None:
+def test_sandboxed_options_wrap_kiro_cli_trust_no_tool_a_rule_could_refuse_and_set_tmpdir(
+        fake_home: None, tmp_path: Path) -> None:
     policy = darwin_policy(WORKSPACE_WRITE)
     base = AcpOptions(model="m", trust_all_tools=True, env={"PATH": "/usr/bin", "TMPDIR": "/elsewhere"})
     options = sandboxed_options(base, policy, tmp_path)
     argv = options.argv("/opt/kiro/kiro-cli")
     assert argv[:5] == [SANDBOX_EXEC, "-p", render_profile(policy), "-D", f"TMPDIR={tmp_path}"]
-    assert argv[5:] == ["/opt/kiro/kiro-cli", "acp", "--model", "m", "--trust-tools=read,fs_read,glob,grep"]
+    # Reads are not pre-trusted: the built-in protections ask before kirocrew's secrets are read, so every read
+    # reaches the permission gate (which allows the rest by default). Nothing is trusted wholesale.
+    assert argv[5:] == ["/opt/kiro/kiro-cli", "acp", "--model", "m", "--trust-tools="]
     assert "--trust-all-tools" not in argv
     assert dict(options.env or {}) == {"PATH": "/usr/bin", "TMPDIR": str(tmp_path)}
     # The orchestrator restarts kiro-cli whenever a run's options differ: the same run must give equal options.

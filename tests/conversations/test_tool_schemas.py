@@ -111,7 +111,9 @@ INVALID: dict[str, list[tuple[dict[str, Any], str]]] = {
     ],
     "kiro_events": [({**_ref(), "limit": 1.5}, "arguments.limit must be of type integer")],
     "kiro_permission_decide": [
-        ({**_ref(), "permissionRequestId": "p_1", "decision": "allow_always"}, 'must be one of "allow_once"'),
+        ({**_ref(), "permissionRequestId": "p_1", "decision": "allow_forever"}, 'must be one of "allow_once"'),
+        ({**_ref(), "permissionRequestId": "p_1", "decision": "allow_always", "scope": "galaxy"},
+         'must be one of "workspace"'),
         ({**_ref(), "decision": "allow_once"}, "missing required permissionRequestId"),
     ],
     "kiro_question_answer": [

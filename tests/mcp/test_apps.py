@@ -23,6 +23,7 @@ from kirocrew_mcp.apps import (
 )
 from kirocrew_mcp.render import rebuild_agent_config
 from kirocrew_testing.plugins import ManagedServers
+from kirocrew_testing.policy import write_policy
 
 CORE = ManagedMcpServer("kirocrew-core", ("mcp-core",), may_auto_approve=True)
 COMPUTER = ManagedMcpServer("kirocrew-computer", ("mcp-computer",), may_auto_approve=False)
@@ -62,6 +63,7 @@ def test_a_clean_rebuild_keeps_registered_app_servers(plugin_manager):
 
 
 def test_the_registry_is_authoritative_over_a_stale_entry_in_the_file(plugin_manager):
+    write_policy(rules=[{"decision": "allow", "tool": "@notes:*"}])  # so the app's grant is the registry's to keep
     register_app_mcp_servers("notes", {"search": {**STDIO, "autoApprove": ["find"]}})
     doc = json.loads(home.rendered_agent_file().read_text())
     doc["mcpServers"]["notes:search"]["args"] = ["hand", "edited"]
@@ -109,6 +111,8 @@ def test_a_fixed_url_is_written_as_declared(plugin_manager):
 
 
 def test_a_governed_app_auto_approve_is_stripped_and_an_ungoverned_one_kept(plugin_manager):
+    # The owner's policy allows both servers' tools whatever their input; the ceiling still withholds one.
+    write_policy(rules=[{"decision": "allow", "tool": "@notes:*"}])
     home.crew_home().mkdir(parents=True, exist_ok=True)
     home.config_file().write_text('[governance]\nceiling = ["@notes:search"]\n')
     register_app_mcp_servers("notes", {"search": {**STDIO, "autoApprove": ["find"]},
@@ -116,7 +120,18 @@ def test_a_governed_app_auto_approve_is_stripped_and_an_ungoverned_one_kept(plug
     assert servers()["notes:search"]["autoApprove"] == []
     assert servers()["notes:index"]["autoApprove"] == ["list"]
     withheld = [r for r in audit.tail(100) if r["event"] == "mcp_auto_approve_withheld"]
-    assert withheld and "@notes:search/find" in withheld[-1]["fields"]["refs"]
+    assert any("@notes:search/find" in r["fields"]["refs"] and r["fields"]["reason"] == "governance_ceiling"
+               for r in withheld)
+
+
+def test_an_app_grant_the_permission_policy_does_not_allow_whatever_the_input_is_withheld(plugin_manager):
+    write_policy(rules=[{"decision": "allow", "tool": "@notes:*"},
+                        {"decision": "ask", "tool": "@notes:index/list", "reason": "listing is mine to allow"}])
+    register_app_mcp_servers("notes", {"index": {**STDIO, "autoApprove": ["list", "count"]}})
+    assert servers()["notes:index"]["autoApprove"] == ["count"]
+    withheld = {ref: r["fields"]["reason"] for r in audit.tail(100) if r["event"] == "mcp_auto_approve_withheld"
+                for ref in r["fields"]["refs"]}
+    assert withheld["@notes:index/list"] == "permission_policy" and "@notes:index/count" not in withheld
 
 
 @pytest.mark.parametrize(

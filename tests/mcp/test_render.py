@@ -17,6 +17,7 @@ from kirocrew_core.errors import KirocrewError
 from kirocrew_testing.fake_kiro.agents_dirs import parse_spec
 from kirocrew_mcp.render import AGENT_TEMPLATE, rebuild_agent_config, remove_server_from_agent_file
 from kirocrew_testing.plugins import ManagedServers
+from kirocrew_testing.policy import write_policy
 
 CORE = ManagedMcpServer("kirocrew-core", ("mcp-core",), may_auto_approve=True)
 COMPUTER = ManagedMcpServer("kirocrew-computer", ("mcp-computer",), may_auto_approve=False)
@@ -146,6 +147,7 @@ def test_a_rebuild_that_changes_nothing_does_not_rewrite_the_file(plugin_manager
 
 
 def test_the_existing_file_is_the_merge_base_so_hand_added_servers_survive(plugin_manager, bin_dir):
+    owner_allows_every_tool()
     base({"name": "kirocrew", "tools": ["*"], "mcpServers": {
         "added-by-kiro-cli": {"command": "tool-b", "args": ["mine"]},
         "a": {"command": "tool-a", "autoApprove": ["read_thing"]},
@@ -166,6 +168,7 @@ def test_clean_ignores_the_existing_file(plugin_manager, bin_dir):
 
 
 def test_the_crew_store_overrides_the_launch_but_user_fields_survive(plugin_manager, bin_dir):
+    owner_allows_every_tool()
     base({"name": "kirocrew", "tools": ["*"], "mcpServers": {"a": {"command": "tool-a", "args": ["old"],
                                                                    "autoApprove": ["t"]}}})
     kiro_global({"mcpServers": {"a": {"command": "tool-a", "args": ["global"]}}})
@@ -319,10 +322,12 @@ def test_a_never_auto_approvable_server_never_carries_a_grant(plugin_manager):
     report = rebuild_agent_config()
     doc = agent()
     assert "autoApprove" not in doc["mcpServers"]["kirocrew-computer"]
-    assert doc["allowedTools"] == ["read", "@kirocrew-core/status"]
-    assert {"*", "@kirocrew-*", "@kirocrew-computer/click"} <= set(report.withheld)
+    # read is withheld too: the built-in protections ask before kirocrew's secrets are read, so reads reach the gate
+    assert doc["allowedTools"] == ["@kirocrew-core/status"]
+    assert {"*", "@kirocrew-*", "@kirocrew-computer/click", "read"} <= set(report.withheld)
     records = sel_events("mcp_auto_approve_withheld")
-    assert records and records[-1]["fields"]["reason"] == "never_auto_approvable"
+    reasons = {r["fields"]["reason"]: r["fields"]["refs"] for r in records}
+    assert "@kirocrew-computer/click" in reasons["never_auto_approvable"] and reasons["permission_policy"] == ["read"]
 
 
 def test_a_server_its_plugin_stops_managing_is_retracted(plugin_manager):
@@ -369,6 +374,7 @@ def test_two_plugins_claiming_one_managed_name_write_nothing(plugin_manager):
 
 
 def test_the_fallback_adopts_command_args_and_env_as_a_unit(plugin_manager, bin_dir):
+    owner_allows_every_tool()
     base({"name": "kirocrew", "tools": ["*"], "mcpServers": {"a": {"command": "missing-bin", "args": ["s"],
                                                                    "env": {"A": "1"}, "autoApprove": ["t"]}}})
     crew_store({"mcpServers": {"a": {"command": "missing-bin", "args": ["store"], "env": {"S": "1"}}}})
@@ -454,23 +460,30 @@ def test_a_non_boolean_disabled_mutes_fail_closed(plugin_manager, bin_dir):
 # -- governance ---------------------------------------------------------------
 
 
+def owner_allows_every_tool() -> None:
+    """An owner rule allowing every tool whatever its input: blanket grants are then the merge's to keep or drop
+    (the permission policy withholds a grant it could refuse; tests of the merge are not about that)."""
+    write_policy(rules=[{"decision": "allow", "tool": "*"}])
+
+
 def _ceiling(*patterns: str) -> None:
     home.crew_home().mkdir(parents=True, exist_ok=True)
     home.config_file().write_text(f"[governance]\nceiling = {json.dumps(list(patterns))}\n")
 
 
 def test_the_ceiling_withholds_blanket_grants_and_the_sel_says_so(plugin_manager, bin_dir):
+    owner_allows_every_tool()
     _ceiling("@fetch/delete", "@fs_write")
     base({"name": "kirocrew", "tools": ["*", "@fetch"], "allowedTools": ["read", "fs_write", "@fetch", "@other/x"],
           "mcpServers": {"fetch": {"command": "tool-a", "autoApprove": ["get", "delete"]},
                          "other": {"command": "tool-b", "autoApprove": ["x"]}}})
     report = rebuild_agent_config()
     doc = agent()
-    assert doc["allowedTools"] == ["read", "@other/x"]
+    assert doc["allowedTools"] == ["@other/x"]  # read: the built-in protections may ask (the policy's doing)
     assert doc["mcpServers"]["fetch"]["autoApprove"] == []
     assert doc["mcpServers"]["other"]["autoApprove"] == ["x"]
     assert doc["tools"] == ["*", "@fetch"]  # mounting is not approving
-    assert set(report.withheld) == {"fs_write", "@fetch", "@fetch/get", "@fetch/delete"}
+    assert set(report.withheld) == {"fs_write", "@fetch", "@fetch/get", "@fetch/delete", "read"}
     records = sel_events("mcp_auto_approve_withheld")
     assert {ref for r in records for ref in r["fields"]["refs"]} == set(report.withheld)
     assert all(r["fields"]["source"] == "rebuild_agent_config" for r in records)
@@ -549,6 +562,7 @@ def test_an_unreadable_agent_file_is_left_alone(plugin_manager):
 
 
 def test_slash_keys_render_under_their_alias_and_refs_follow_idempotently(plugin_manager, bin_dir):
+    owner_allows_every_tool()
     base({"name": "kirocrew", "tools": ["@@playwright/mcp"], "allowedTools": ["@@playwright/mcp/click"],
           "mcpServers": {"@playwright/mcp": {"command": "tool-a"}}})
     kiro_global({"mcpServers": {"npm:@playwright/mcp": {"command": "tool-b"}}})

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kirocrew_core import hookimpl
-from kirocrew_core.contributions import DashboardPage, HostService
+from kirocrew_core.contributions import DashboardPage, HostService, ProtectedPath
 
 from kirocrew_connections.clients import register_config_keys
 
@@ -33,6 +33,14 @@ register_config_keys()
 def register_commands(cli: KirocrewCLI) -> None:
     cli.add_lazy_command("connections", "kirocrew_connections.cli:connections",
                          "Connect accounts through OAuth MCP servers: providers, L0/L1 checks.")
+
+
+@hookimpl
+def protected_paths() -> list[ProtectedPath]:
+    """Pre-registered OAuth client secrets: a session reads them only with the owner's say-so, never writes them."""
+    from kirocrew_connections.clients import clients_dir
+
+    return [ProtectedPath(clients_dir(), secret=True, label="OAuth client secrets")]
 
 
 @hookimpl

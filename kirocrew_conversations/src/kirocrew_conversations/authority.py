@@ -5,11 +5,14 @@ of a run into the options that launch kiro-cli under that authority::
 
     factory(options: AcpOptions, *, workspace: str) -> AcpOptions
 
-``unrestricted`` (registered by this plugin) only adds ``--trust-all-tools``.
-A sandboxing backend wraps the binary, narrows the environment and the trust
-flags, and raises when it cannot establish the sandbox; the run then fails. An
-authority without an available backend is refused with ``authority_unavailable``
-— never silently run unrestricted.
+``unrestricted`` (registered by this plugin) runs kiro-cli as it is. No authority
+trusts every tool: kiro-cli asks before each call its agent file does not already
+allow, and the permission policy answers (:mod:`kirocrew_conversations.gatekeeper`).
+A sandboxing backend wraps the binary, narrows the environment, pre-trusts only the
+tools the policy allows whatever their input (:func:`pretrusted`), and raises when
+it cannot establish the sandbox; the run then fails. An authority without an
+available backend is refused with ``authority_unavailable`` — never silently run
+unrestricted.
 """
 
 from __future__ import annotations
@@ -29,14 +32,29 @@ if TYPE_CHECKING:
 
 
 def unrestricted_options(options: AcpOptions, *, workspace: str) -> AcpOptions:
-    """The host process as is: inherited environment, network, and every Kiro tool trusted."""
-    return dataclasses.replace(options, trust_all_tools=True, trust_tools=None)
+    """The host process as is: inherited environment and network; no tool trusted, the policy answers."""
+    return dataclasses.replace(options, trust_all_tools=False, trust_tools=None)
+
+
+def pretrusted(candidates: tuple[str, ...], authority: str) -> tuple[str, ...]:
+    """The ``candidates`` a sandbox may pass to ``--trust-tools``: those the policy allows whatever their input.
+
+    A tool a rule could refuse (the built-in protections make every file read one) is left to ask,
+    so the gate sees the call; fails closed to none when the policy cannot be read.
+    """
+    from kirocrew_core.gate.policy_file import current_policy
+
+    try:
+        return current_policy().trusted_tools(candidates, authority)
+    except Exception:  # noqa: BLE001 - a policy that cannot be read trusts nothing
+        return ()
 
 
 UNRESTRICTED_BACKEND = AuthorityBackend(
     name=UNRESTRICTED,
-    description="Kiro runs directly on the host with the inherited environment, network access, "
-                "workspace read/write and all tools trusted.",
+    description="Kiro runs directly on the host with the inherited environment, network access and "
+                "workspace read/write; the permission policy answers each tool call (by default it allows "
+                "what it does not protect).",
     available=lambda: (True, ""),
     factory=unrestricted_options,
 )

@@ -33,7 +33,8 @@ from kirocrew_conversations.vocabulary import (
     ARCHIVE_FILTERS,
     AUTHORITIES,
     CONVERSATION_STATES,
-    DECISIONS,
+    ALWAYS_SCOPES,
+    OWNER_DECISIONS,
     EFFORTS,
     RUN_STATUSES,
     TERMINAL_RUN_STATUSES,
@@ -214,7 +215,13 @@ def _render_run(run: dict[str, Any]) -> str:
         lines.append(f"  answer with: {_PROG} answer {run['conversationId']} --ask {card['askId']} "
                      "--answer 'QUESTION=ANSWER' (or --dismiss)")
     elif attention:
-        lines.append(f"  {attention['title']} (permission {attention['permissionRequestId']}); answer with:")
+        lines.append(f"  {attention['title']} (permission {attention['permissionRequestId']})")
+        if attention.get("subject"):
+            lines.append(f"    {attention['subject']}")
+        if attention.get("rule"):
+            rule = attention["rule"]
+            lines.append(f"    policy rule {rule['id']} ({rule['description']}): {attention.get('reason') or ''}")
+        lines.append("  answer with:")
         lines.append(f"    {_PROG} decide {run['conversationId']} {run['runId']} "
                      f"{attention['permissionRequestId']} {'|'.join(attention['options'])}")
     reply = run["reply"]
@@ -664,15 +671,21 @@ def events(options: _Options, conversation_id: str, run_id: str, cursor: str | N
 @click.argument("conversation_id")
 @click.argument("run_id")
 @click.argument("permission_id")
-@click.argument("decision", type=click.Choice(DECISIONS))
+@click.argument("decision", type=click.Choice(OWNER_DECISIONS))
+@click.option("--scope", type=click.Choice(ALWAYS_SCOPES), default=None,
+              help="For allow_always: where the new policy rules apply (default: the conversation's workspace).")
 @_json_option
 @click.pass_obj
-def decide(options: _Options, conversation_id: str, run_id: str, permission_id: str, decision: str) -> None:
-    """Answer a run's open permission request once: allow_once or reject_once."""
+def decide(options: _Options, conversation_id: str, run_id: str, permission_id: str, decision: str,
+           scope: str | None) -> None:
+    """Answer a run's open permission request: allow_once, reject_once, or allow_always (adds policy rules)."""
     args = {"conversationId": conversation_id, "runId": run_id, "permissionRequestId": permission_id,
             "decision": decision}
+    if scope is not None:
+        args["scope"] = scope
     _simple("kiro_permission_decide", args, options,
-            lambda out: f"run {out['runId']}: {out['decision']} → {out['status']}")
+            lambda out: f"run {out['runId']}: {out['decision']} → {out['status']}" + (
+                f" (added policy rules {', '.join(out['rulesAdded'])})" if out.get("rulesAdded") else ""))
 
 
 @conversations.command("answer")

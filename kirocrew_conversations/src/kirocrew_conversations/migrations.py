@@ -170,8 +170,17 @@ _V4_DIRECTIVES = [
 ]
 _V4 = [*_V4_SUBAGENTS, *_V4_DIRECTIVES]
 
+# v5 (issue 26, the permission gate): what decided a permission request the owner is asked about: the
+# policy rule (id, tier, decision, description, reason, as JSON), the part of the call it was about (redacted)
+# and why it asks.
+_V5 = [
+    "ALTER TABLE permission_requests ADD COLUMN rule_json TEXT",
+    "ALTER TABLE permission_requests ADD COLUMN subject TEXT",
+    "ALTER TABLE permission_requests ADD COLUMN reason TEXT",
+]
+
 # Index i holds the statements that take the schema from version i to i + 1.
-MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4]
+MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4, _V5]
 LATEST_VERSION = len(MIGRATIONS)
 
 

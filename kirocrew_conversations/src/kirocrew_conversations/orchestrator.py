@@ -55,17 +55,19 @@ from kirocrew_core.coretools import directives
 from kirocrew_core.errors import KirocrewError
 from kirocrew_core.kiro_ext import parse_usage
 
-from kirocrew_conversations import directive_effects, limits, slash
+from kirocrew_conversations import directive_effects, gatekeeper, limits, slash
 from kirocrew_conversations.errors import conversation_error
 from kirocrew_conversations.questions import Outcome, PendingQuestion, QuestionBoard, check_answers
 from kirocrew_conversations.redact import redact_text
 from kirocrew_conversations.store import Conversation, ImageInput, Run, Settings, Store
-from kirocrew_conversations.vocabulary import DECISIONS
+from kirocrew_conversations.vocabulary import DECISIONS, OWNER_DECISIONS
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+# How long telling a turn why a call was refused may delay the refusal (kiro may not answer steering at all).
+STEER_TIMEOUT_SECS = 2.0
 # After a cancel or deadline, how long the aborted turn may take to wind down before teardown.
 ABORT_GRACE_SECS = 2.0
 ERROR_DETAIL_MAX_CHARS = limits.ERROR_MESSAGE_MAX_CHARS
@@ -79,9 +81,8 @@ RunEndListener = Callable[[Run], Awaitable[None]]
 
 
 def default_acp_options(conversation: Conversation, run: Run) -> AcpOptions:
-    """``unrestricted`` trusts every tool; the other authorities never reach a worker yet."""
-    return AcpOptions(agent=run.mode, model=run.model, effort=run.effort,
-                      trust_all_tools=run.authority == "unrestricted")
+    """kiro-cli on the run's agent, model and effort; nothing trusted, so every call comes to the gate."""
+    return AcpOptions(agent=run.mode, model=run.model, effort=run.effort)
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,8 @@ class _RunContext:
     cwd: str = ""
     chunks: list[str] = field(default_factory=list)
     tool_names: dict[str, str | None] = field(default_factory=dict)  # tool call id → redacted name
+    # tool call id → the call as kiro reported it (name, server, rawInput), for the permission gate only
+    calls: dict[str, Any] = field(default_factory=dict)
     # Session directives: the directive each tool call may carry, from kiro's _meta only (never the title);
     # the calls whose directive was consumed, and those whose marker was already reported as ignored.
     directive_tools: dict[str, str] = field(default_factory=dict)
@@ -131,6 +134,7 @@ class _PendingPermission:
     run_id: str
     offered: dict[str, str]  # decision kind → kiro's option id
     answer: asyncio.Future[str]
+    decided: gatekeeper.Decided | None = None  # the policy's ask (None: the call could not be decided)
 
 
 @dataclass
@@ -171,6 +175,7 @@ class Orchestrator:
         self._waiting: collections.deque[str] = collections.deque()  # conversations without a slot, FIFO
         self.observed = Observed()
         self._permissions: dict[str, _PendingPermission] = {}
+        self.audit = gatekeeper.AuditTrail()
         self.questions = QuestionBoard()  # ask_question cards waiting on the owner (questions.py)
         self._attention_lock = asyncio.Lock()  # a question card's run: running ⇄ needs_attention
         self._start_lock = asyncio.Lock()  # queued → running vs queued → cancelled
@@ -300,12 +305,21 @@ class Orchestrator:
             await asyncio.shield(ctx.finished)
         return await self._db(self.store.get_run, run_id)
 
-    async def decide(self, run_id: str, permission_id: str, option: str) -> Run:
-        """Answer a pending permission request with ``allow_once`` or ``reject_once``; anything else fails closed."""
+    async def decide(self, run_id: str, permission_id: str, option: str, *,
+                     scope: str = "workspace") -> tuple[Run, list[str]]:
+        """Answer a pending permission request for the owner; the run and the ids of any rules added.
+
+        ``allow_once``/``reject_once`` are passed to kiro as they are. ``allow_always`` first adds
+        the permission-policy rules the request's call needs (one per part that asked, in
+        ``scope``: this ``workspace``, this ``authority``, or ``everywhere``), then answers kiro
+        ``allow_once``: kiro's own "always" would trust the whole tool for the session, past the
+        policy. Anything else, or "allow always" where no allow rule could change the answer
+        (a built-in protection or an ``ask`` rule asked), fails closed and changes nothing.
+        """
         run = await self._db(self.store.get_run, run_id)
-        if option not in DECISIONS:
+        if option not in OWNER_DECISIONS:
             raise conversation_error("unsupported_permission_option",
-                                     f"the decision must be one of {', '.join(DECISIONS)}")
+                                     f"the decision must be one of {', '.join(OWNER_DECISIONS)}")
         pending = self._permissions.get(permission_id)
         if pending is None or pending.run_id != run_id:
             known = any(p.id == permission_id for p in await self._db(self.store.permission_requests, run_id))
@@ -313,20 +327,38 @@ class Orchestrator:
                 raise conversation_error("permission_not_pending",
                                          f"permission request {permission_id} was already answered or withdrawn")
             raise conversation_error("permission_not_found", f"no permission request {permission_id!r} for this run")
-        if option not in pending.offered:
+        kiro_option = "allow_once" if option == "allow_always" else option
+        if kiro_option not in pending.offered:
             raise conversation_error("unsupported_permission_option",
-                                     f"kiro did not offer {option} for this request")
+                                     f"kiro did not offer {kiro_option} for this request")
+        added: list[str] = []
+        if option == "allow_always":
+            if pending.decided is None or not pending.decided.always:
+                raise conversation_error("unsupported_permission_option",
+                                         "allow_always cannot change this answer (a built-in protection or an ask "
+                                         "rule asked, or kirocrew could not read the call); allow it once instead")
+            added = await asyncio.to_thread(gatekeeper.always, pending.decided, scope)
+            if not added:
+                raise conversation_error("unsupported_permission_option",
+                                         "no rule can allow this call for good; allow it once instead")
         await self._db(self.store.decide_permission, permission_id, option)
         self._permissions.pop(permission_id, None)  # the attention deadline may have withdrawn it meanwhile
         others = any(p.run_id == run_id for p in self._permissions.values()) or self.questions.of_run(run_id)
         if not others and run.status == "needs_attention":
             # Back to running before kiro hears the answer: the turn may end right after it.
             run = await self._db(self.store.transition_run, run_id, "running")
-        await self._event(run, "permission_decided", {"permissionId": permission_id, "decision": option})
+        payload: dict[str, Any] = {"permissionId": permission_id, "decision": option}
+        if added:
+            payload["rulesAdded"] = added
+        await self._event(run, "permission_decided", payload)
+        self.audit.record({"allow_once": "owner_allow", "reject_once": "owner_reject",
+                           "allow_always": "owner_allow_always"}[option], pending.decided,
+                          conversation_id=run.conversation_id, run_id=run.id, actor="owner",
+                          rules_added=added or None)
         if not pending.answer.done():
-            pending.answer.set_result(option)
+            pending.answer.set_result(kiro_option)
         await self._notify()
-        return run
+        return run, added
 
     async def ask(self, conversation_id: str, questions: list[dict[str, Any]],
                   window_secs: float) -> tuple[PendingQuestion, Outcome, dict[str, str]]:
@@ -477,6 +509,7 @@ class Orchestrator:
         self.store.on_erase = None
         if self._scrub_pending.is_set():
             await asyncio.to_thread(self.store.scrub_wal)
+        await self.audit.drain()
 
     def _erased(self) -> None:
         """A prompt was erased (on the loop, via the store's hook): scrub the WAL soon, in the background."""
@@ -797,6 +830,9 @@ class Orchestrator:
         elif kind == "tool_call":
             name = ctx.tool_names[str(update.tool_call_id)] = _tool_name(update)
             server, tool = _kiro_meta(update, "mcpServerName"), _kiro_meta(update, "toolName")
+            ctx.calls[str(update.tool_call_id)] = gatekeeper.tool_call(
+                tool if isinstance(tool, str) else _tool_name(update), server if isinstance(server, str) else None,
+                getattr(update, "raw_input", None))
             ctx.directive_tools[str(update.tool_call_id)] = directives.directive_tool_for(server, tool)
             await self._append(worker.conversation_id, ctx.run_id, "tool_call",
                                {"toolName": name, "status": _status(update),
@@ -845,7 +881,10 @@ class Orchestrator:
             self, worker.conversation_id, ctx.run_id, call_id), expected, payload)
 
     async def _on_permission(self, worker: _Worker, request: AcpPermissionRequest) -> str | None:
-        """Put the run in ``needs_attention`` until :meth:`decide`; a cancel or deadline answers ``cancelled``."""
+        """Decide by the permission policy (:mod:`.gatekeeper`); an ``ask`` waits for :meth:`decide`.
+
+        A cancel or the attention deadline answers ``cancelled``.
+        """
         ctx = worker.current
         if ctx is None:
             return None
@@ -853,17 +892,61 @@ class Orchestrator:
         # kiro names the tool only in the tool_call update, which may still be in the session's queue.
         if worker.session is not None:
             await worker.session.flush_updates()
-        tool = ctx.tool_names.get(str(request.tool_call.tool_call_id)) or _tool_name(request.tool_call)
-        perm = await self._db(self.store.add_permission_request, ctx.run_id, list(offered), tool_name=tool)
-        answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self._permissions[perm.id] = _PendingPermission(ctx.run_id, offered, answer)
+        call_id = str(request.tool_call.tool_call_id)
+        tool = ctx.tool_names.get(call_id) or _tool_name(request.tool_call)
+        run = await self._db(self.store.get_run, ctx.run_id)
+        call = ctx.calls.get(call_id) or gatekeeper.tool_call(tool, None, None)
         try:
-            run = await self._db(self.store.get_run, ctx.run_id)
+            decided: gatekeeper.Decided | None = gatekeeper.decide(
+                call, authority=run.authority, agent=run.mode, workspace=ctx.cwd)
+        except Exception:  # a bug in the gate must leave the call to the owner, never allow it
+            log.exception("the permission policy could not decide a call of run %s", run.id)
+            decided = None
+        if decided is not None and decided.verdict.decision == "allow" and "allow_once" in offered:
+            self.audit.record("allow", decided, conversation_id=run.conversation_id, run_id=run.id)
+            return offered["allow_once"]
+        if decided is not None and decided.verdict.decision == "deny":
+            return await self._refuse(worker, run, tool, decided, offered)
+        return await self._ask_owner(worker, ctx, run, tool, decided, offered)
+
+    async def _refuse(self, worker: _Worker, run: Run, tool: str | None, decided: gatekeeper.Decided,
+                      offered: dict[str, str]) -> str | None:
+        """``reject_once`` (the turn goes on without the call), and the running turn is told which rule and why."""
+        self.audit.record("deny", decided, conversation_id=run.conversation_id, run_id=run.id)
+        await self._event(run, "permission_denied", {"toolName": tool, "rule": decided.rule_view(),
+                                                     "subject": decided.subject})
+        if worker.session is not None:
+            # Before kiro hears "no": the steer is queued for the turn's next generation boundary, which is
+            # where the model reads the rejected call's result, so the two arrive together.
+            with contextlib.suppress(AcpError, KirocrewError, TimeoutError):
+                await asyncio.wait_for(worker.session.steer(gatekeeper.steer_text(decided)), STEER_TIMEOUT_SECS)
+        return offered.get("reject_once")  # not offered: "cancelled", which ends the turn (never a run)
+
+    async def _ask_owner(self, worker: _Worker, ctx: _RunContext, run: Run, tool: str | None,
+                         decided: gatekeeper.Decided | None, offered: dict[str, str]) -> str | None:
+        """``needs_attention`` with the rule that asked, a card in the owner's feed, until :meth:`decide`."""
+        options = list(offered) + (["allow_always"] if decided is not None and decided.always
+                                   and "allow_once" in offered else [])
+        perm = await self._db(self.store.add_permission_request, ctx.run_id, options, tool_name=tool,
+                              rule=decided.rule_view() if decided is not None else None,
+                              subject=decided.subject if decided is not None else None,
+                              reason=decided.reason if decided is not None else
+                              "the permission policy could not decide this call")
+        answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._permissions[perm.id] = _PendingPermission(ctx.run_id, offered, answer, decided)
+        self.audit.record("ask", decided, conversation_id=run.conversation_id, run_id=run.id, tool=tool,
+                          rule=None if decided is not None else "gate_failed")
+        try:
             if run.status == "running":
                 run = await self._db(self.store.transition_run, ctx.run_id, "needs_attention")
             await self._event(run, "permission_requested",
-                              {"permissionId": perm.id, "toolName": tool, "options": list(offered)})
+                              {"permissionId": perm.id, "toolName": tool, "options": options,
+                               "rule": decided.rule_view() if decided is not None else None})
             await self._notify()
+            if decided is not None:
+                conversation = await self._db(self.store.get_conversation, run.conversation_id)
+                await asyncio.to_thread(gatekeeper.notify_owner, decided, conversation_id=conversation.id,
+                                        conversation_name=conversation.name, permission_id=perm.id)
             try:
                 return offered[await asyncio.wait_for(asyncio.shield(answer), self.attention_deadline_secs)]
             except TimeoutError:
@@ -871,6 +954,7 @@ class Orchestrator:
                 # kiro "cancelled" and end the run needs_attention_expired, so the queue moves on.
                 self._permissions.pop(perm.id, None)
                 await self._event(run, "permission_expired", {"permissionId": perm.id})
+                self.audit.record("expired", decided, conversation_id=run.conversation_id, run_id=run.id, tool=tool)
                 ctx.attention_expired = True
                 ctx.cancel_requested.set()
                 return None

@@ -19,6 +19,7 @@ from kirocrew_core.contributions import (
     HostedMcpServer,
     HostService,
     ManagedMcpServer,
+    ProtectedPath,
 )
 
 if TYPE_CHECKING:
@@ -60,6 +61,18 @@ def authority_backends() -> list[AuthorityBackend]:
     from kirocrew_conversations.sandbox import bwrap, seatbelt
 
     return [UNRESTRICTED_BACKEND, *bwrap.authority_backends(), *seatbelt.authority_backends()]
+
+
+@hookimpl
+def protected_paths() -> list[ProtectedPath]:
+    """The conversations database (every conversation's prompts and replies) and its owner lock; the worktrees
+    beside them are workspaces, left to the rules."""
+    from kirocrew_conversations.state_paths import database_file, lock_file
+
+    database = database_file()
+    return [ProtectedPath(path, secret=True, label="the conversations database")
+            for path in (database, database.with_name(database.name + "-wal"),
+                         database.with_name(database.name + "-shm"), lock_file())]
 
 
 @hookimpl

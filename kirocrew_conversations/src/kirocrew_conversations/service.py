@@ -495,10 +495,11 @@ class ConversationsService:
     async def _tool_kiro_permission_decide(self, args: dict[str, Any],
                                            progress: ProgressSink | None) -> dict[str, Any]:
         run = await self._run_of(args["conversationId"], args["runId"])
-        run = await self.orchestrator.decide(run.id, args["permissionRequestId"], args["decision"])
+        run, added = await self.orchestrator.decide(run.id, args["permissionRequestId"], args["decision"],
+                                                    scope=args.get("scope") or "workspace")
         return {"conversationId": run.conversation_id, "runId": run.id,
                 "permissionRequestId": args["permissionRequestId"], "decision": args["decision"],
-                "status": run.status}
+                "status": run.status, "rulesAdded": added}
 
     async def _tool_kiro_question_answer(self, args: dict[str, Any],
                                          progress: ProgressSink | None) -> dict[str, Any]:

@@ -186,6 +186,9 @@ class PermissionRequest:
     decided_option: str | None
     created_at: str
     decided_at: str | None
+    rule: dict[str, Any] | None = None  # the permission-policy rule that asked (id, tier, description, reason)
+    subject: str | None = None  # the part of the call it asked about, redacted
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -282,10 +285,12 @@ def _run(row: sqlite3.Row) -> Run:
 
 
 def _permission(row: sqlite3.Row) -> PermissionRequest:
+    rule = json.loads(row["rule_json"]) if row["rule_json"] else None
     return PermissionRequest(
         id=row["id"], run_id=row["run_id"], tool_name=row["tool_name"],
         options=tuple(json.loads(row["options_json"])), state=row["state"],
         decided_option=row["decided_option"], created_at=row["created_at"], decided_at=row["decided_at"],
+        rule=rule if isinstance(rule, dict) else None, subject=row["subject"], reason=row["reason"],
     )
 
 
@@ -849,15 +854,18 @@ class Store:
     # -- permissions ----------------------------------------------------------
 
     def add_permission_request(
-        self, run_id: str, options: Sequence[str], *, tool_name: str | None = None
+        self, run_id: str, options: Sequence[str], *, tool_name: str | None = None,
+        rule: dict[str, Any] | None = None, subject: str | None = None, reason: str | None = None,
     ) -> PermissionRequest:
+        """A pending request, with the policy rule that asked the owner, what about and why (all redacted)."""
         pid = new_id("perm")
         with self._write() as db:
             self._get_run(db, run_id)
             db.execute(
-                "INSERT INTO permission_requests (id, run_id, tool_name, options_json, state, created_at)"
-                " VALUES (?, ?, ?, ?, 'pending', ?)",
-                (pid, run_id, tool_name, json.dumps(list(options)), _now()),
+                "INSERT INTO permission_requests (id, run_id, tool_name, options_json, state, created_at,"
+                " rule_json, subject, reason) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?)",
+                (pid, run_id, tool_name, json.dumps(list(options)), _now(),
+                 json.dumps(rule) if rule is not None else None, subject, reason),
             )
             row = db.execute("SELECT * FROM permission_requests WHERE id = ?", (pid,)).fetchone()
         return _permission(row)

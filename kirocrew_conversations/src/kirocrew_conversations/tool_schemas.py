@@ -22,8 +22,9 @@ from kirocrew_conversations.vocabulary import (
     ARCHIVE_FILTERS,
     ATTENTION_KINDS,
     AUTHORITIES,
+    ALWAYS_SCOPES,
     CONVERSATION_STATES,
-    DECISIONS,
+    OWNER_DECISIONS,
     DELIVERIES,
     EFFORTS,
     EVENT_KINDS,
@@ -208,6 +209,14 @@ _ANSWERS_OR_DISMISSED: dict[str, Any] = {
     "then": {"not": {"required": ["dismissed"]}, "description": "answers and dismissed exclude each other"},
     "else": {"required": ["dismissed"]},
 }
+# The permission-policy rule that decided a call (kirocrew policy list shows it whole).
+_POLICY_RULE = _all_required({
+    "id": _string(64),
+    "tier": _enum(("builtin", "owner", "project", "default")),
+    "decision": _enum(("allow", "ask", "deny")),
+    "description": _string(L.TEXT_MAX_CHARS),
+    "reason": _string(L.TEXT_MAX_CHARS, min_length=0),
+}, "The permission-policy rule that decided (null for a request the policy could not decide).", nullable=True)
 _ATTENTION = _all_required({
     "kind": _enum(ATTENTION_KINDS, "permission: decide it with kiro_permission_decide; question: answer or "
                   "dismiss it with kiro_question_answer."),
@@ -215,9 +224,13 @@ _ATTENTION = _all_required({
     | {"type": ["string", "null"]},
     "toolName": _string(128, nullable=True),
     "title": _TEXT,
-    "options": _array(_enum(DECISIONS), len(DECISIONS), unique=True),
+    "options": _array(_enum(OWNER_DECISIONS), len(OWNER_DECISIONS), unique=True),
     "requestedAt": _TIMESTAMP,
     "question": _QUESTION_CARD,
+    "rule": _POLICY_RULE,
+    "subject": _string(L.TEXT_MAX_CHARS, "The part of the call the rule asked about (secrets redacted).",
+                       nullable=True),
+    "reason": _string(L.TEXT_MAX_CHARS, "Why the owner is asked.", nullable=True),
 }, "The open attention request when status is needs_attention: a permission request or a question card.",
     nullable=True)
 _REPLY = _all_required({
@@ -503,7 +516,8 @@ TOOLS: tuple[Tool, ...] = (
                 "locations": _array(_string(L.PATH_MAX_CHARS), 16, "Workspace-relative paths."),
                 "permissionRequestId": _run_id(),
                 "askId": _ASK_ID,
-                "options": _array(_enum(DECISIONS), len(DECISIONS), unique=True),
+                "options": _array(_enum(OWNER_DECISIONS), len(OWNER_DECISIONS), unique=True),
+                "rule": _POLICY_RULE,
                 "usage": _object({"contextPercent": _integer(0, 100), "credits": {"type": "number", "minimum": 0,
                                                                                   "maximum": 1e9},
                                   "turnDurationMs": _count()}, description="Kiro's usage report of a turn."),
@@ -517,18 +531,24 @@ TOOLS: tuple[Tool, ...] = (
     ),
     _tool(
         "kiro_permission_decide",
-        """Resolve the current attention request of a run in needs_attention with allow_once (permit this one
-        request) or reject_once (reject it). Only one-shot decisions exist. Missing, stale, unknown or unsupported
-        choices fail closed with a stable error code and change nothing.""",
+        """Resolve the current attention request of a run in needs_attention (a call the owner's permission policy
+        asked about; attention.rule says which rule and why): allow_once permits this one call, reject_once
+        rejects it (the run goes on without it), allow_always adds permission-policy rules allowing this call's
+        parts from now on, in scope (workspace: this conversation's workspace, the default; authority: runs
+        under this run's authority; everywhere), and permits the call. allow_always is offered (attention.options)
+        only where an allow rule can change the answer. Missing, stale, unknown or unsupported choices fail closed
+        with a stable error code and change nothing.""",
         _object({
             "conversationId": _conversation_id(),
             "runId": _run_id(),
             "permissionRequestId": _run_id("The attention.permissionRequestId reported for this run."),
-            "decision": _enum(DECISIONS),
+            "decision": _enum(OWNER_DECISIONS),
+            "scope": _enum(ALWAYS_SCOPES, "For allow_always: where the new rules apply (default workspace)."),
         }, ("conversationId", "runId", "permissionRequestId", "decision")),
         _all_required({
             "conversationId": _conversation_id(), "runId": _run_id(), "permissionRequestId": _run_id(),
-            "decision": _enum(DECISIONS), "status": _enum(RUN_STATUSES),
+            "decision": _enum(OWNER_DECISIONS), "status": _enum(RUN_STATUSES),
+            "rulesAdded": _array(_string(64), 64, "The permission-policy rules allow_always added (ids)."),
         }),
     ),
     _tool(

@@ -18,7 +18,7 @@ from kirocrew_conversations import limits
 from kirocrew_conversations.errors import CATALOGUE, conversation_error
 from kirocrew_conversations.redact import redact_text, workspace_label
 from kirocrew_conversations.store import Conversation, Event, FollowUps, Monitor, PermissionRequest, Run
-from kirocrew_conversations.vocabulary import DECISIONS, EFFORTS, FAILURE_STATUSES
+from kirocrew_conversations.vocabulary import EFFORTS, FAILURE_STATUSES, OWNER_DECISIONS
 
 if TYPE_CHECKING:
     from kirocrew_conversations.questions import PendingQuestion
@@ -62,9 +62,12 @@ def attention_of(run: Run, permissions: list[PermissionRequest],
             "permissionRequestId": request.id,
             "toolName": tool,
             "title": f"Kiro asks to use {tool}" if tool else "Kiro asks to use a tool",
-            "options": [o for o in request.options if o in DECISIONS],
+            "options": [o for o in request.options if o in OWNER_DECISIONS],
             "requestedAt": request.created_at,
             "question": None,
+            "rule": rule_view(request.rule),
+            "subject": request.subject[: limits.TEXT_MAX_CHARS] if request.subject else None,
+            "reason": request.reason[: limits.TEXT_MAX_CHARS] if request.reason else None,
         }
     if questions:
         card = questions[0]
@@ -77,8 +80,24 @@ def attention_of(run: Run, permissions: list[PermissionRequest],
             "options": [],
             "requestedAt": card.asked_at,
             "question": card.view(),
+            "rule": None,
+            "subject": None,
+            "reason": None,
         }
     return None
+
+
+_RULE_TIERS = ("builtin", "owner", "project", "default")
+
+
+def rule_view(rule: object) -> dict[str, Any] | None:
+    """A stored permission-policy rule as the schema shows it; None for anything that is not one."""
+    if not isinstance(rule, dict) or rule.get("tier") not in _RULE_TIERS or rule.get("decision") not in (
+            "allow", "ask", "deny"):
+        return None
+    return {"id": str(rule.get("id") or "")[:64] or "unknown", "tier": rule["tier"], "decision": rule["decision"],
+            "description": str(rule.get("description") or rule.get("id") or "")[: limits.TEXT_MAX_CHARS] or "rule",
+            "reason": str(rule.get("reason") or "")[: limits.TEXT_MAX_CHARS]}
 
 
 def run_view(run: Run, conversation: Conversation, permissions: list[PermissionRequest],
@@ -156,13 +175,29 @@ def event_view(event: Event) -> dict[str, Any] | None:
     elif kind == "plan":
         out |= {"kind": "plan", "summary": f"plan with {int(p.get('entries', 0))} entries"}
     elif kind == "permission_requested":
-        out |= {"kind": "permission", "summary": "permission requested", "permissionRequestId": p["permissionId"],
-                "options": [o for o in p.get("options", []) if o in DECISIONS]}
+        rule = rule_view(p.get("rule"))
+        out |= {"kind": "permission", "summary": "permission requested" + (
+                    f" (policy rule {rule['id']}: {rule['description']})" if rule else ""),
+                "permissionRequestId": p["permissionId"],
+                "options": [o for o in p.get("options", []) if o in OWNER_DECISIONS]}
+        if rule:
+            out["rule"] = rule
         if p.get("toolName"):
             out["toolName"] = str(p["toolName"])[:128]
     elif kind == "permission_decided":
-        out |= {"kind": "permission", "summary": f"decided {p.get('decision')}",
+        added = [str(r) for r in p.get("rulesAdded", [])][:8]
+        out |= {"kind": "permission", "summary": f"decided {p.get('decision')}" + (
+                    f"; added policy rule{'s' if len(added) != 1 else ''} {', '.join(added)}" if added else ""),
                 "permissionRequestId": p["permissionId"]}
+    elif kind == "permission_denied":
+        rule = rule_view(p.get("rule"))
+        out |= {"kind": "permission", "summary": redact_text(
+            f"the permission policy refused {p.get('subject') or 'a call'}"
+            + (f": rule {rule['id']} ({rule['description']}): {rule['reason']}" if rule else ""))}
+        if rule:
+            out["rule"] = rule
+        if p.get("toolName"):
+            out["toolName"] = str(p["toolName"])[:128]
     elif kind == "question_asked":
         count = int(p.get("questions", 0))
         out |= {"kind": "question", "summary": f"asked {count} question{'s' if count != 1 else ''} on a card",

@@ -22,8 +22,13 @@ NONTERMINAL_STATUSES = frozenset({"queued"}) | ACTIVE_STATUSES
 FAILURE_STATUSES = frozenset({"failed", "timed_out", "interrupted", "needs_attention_expired"})
 
 # -- permissions ------------------------------------------------------------------------------------
-# The one-shot decisions the spec allows; "always" options are never chosen on anyone's behalf.
+# The one-shot answers kiro is given; its own "always" options are never chosen (kiro would then trust the tool
+# for the whole session, past the permission policy).
 DECISIONS = ("allow_once", "reject_once")
+# What the owner may decide: a one-shot answer, or "allow always", which adds a permission-policy rule (in the
+# scope the owner picks) and answers kiro allow_once.
+OWNER_DECISIONS = (*DECISIONS, "allow_always")
+ALWAYS_SCOPES = ("workspace", "authority", "everywhere")
 
 # What holds a needs_attention run: a tool permission, or a question card (ask_question).
 ATTENTION_KINDS = ("permission", "question")

@@ -769,6 +769,18 @@ class AcpRuntime:
                                      {"sessionId": session_id, "command": name, "partial": partial})
         return raw if isinstance(raw, dict) else {}
 
+    async def steer(self, session_id: str, message: str) -> bool:
+        """``_session/steer``: tell the running turn ``message`` at kiro's next generation boundary.
+
+        True when kiro queued it; False when it refused (an older kiro-cli without the extension).
+        """
+        self.session(session_id)
+        try:
+            raw = await self.ext_request(kiro_ext.SESSION_STEER, {"sessionId": session_id, "message": message})
+        except AcpRequestError:
+            return False
+        return bool(isinstance(raw, dict) and raw.get("queued"))
+
     async def terminate_session(self, session_id: str) -> None:
         """``_kiro.dev/session/terminate``: evict the session (its MCP children are reaped, the
         transcript kept for a later load) and forget it here."""

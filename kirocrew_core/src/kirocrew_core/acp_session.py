@@ -155,6 +155,9 @@ class AcpSession(KiroSessionState):
     async def execute_command(self, command: str, args: Mapping[str, Any] | None = None) -> CommandResult:
         return await self.runtime.execute_command(self.session_id, command, args)
 
+    async def steer(self, message: str) -> bool:
+        return await self.runtime.steer(self.session_id, message)
+
     async def terminate(self) -> None:
         await self.runtime.terminate_session(self.session_id)
 

@@ -461,6 +461,54 @@ def record(event: str, *, actor: str = "system", outcome: str = "ok", **fields: 
     ``audit_record_too_large``) before anything is written, and
     :class:`KirocrewError` when the key or log cannot be used safely.
     """
+    return record_many([(event, actor, outcome, fields)])[0]
+
+
+def record_many(entries: list[tuple[str, str, str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Append several events ``(event, actor, outcome, fields)`` in order, under one lock and one fsync.
+
+    Each record is checked and chained exactly as :func:`record` does it; nothing is written
+    unless every one of them checks. For writers of many records at once (the permission
+    gate records every decision): one sync instead of one per record.
+    """
+    bodies = [_checked_body(event, actor, outcome, fields) for event, actor, outcome, fields in entries]
+    if not bodies:
+        return []
+    _ensure_audit_dir()
+    path = home.audit_log_file()
+    written: list[dict[str, Any]] = []
+    with named_lock("audit"):
+        fd = _open_log_for_append(path)
+        try:
+            last, torn = _read_last(fd, path)
+            # Only a crew home that never logged starts a chain (and its key, and its
+            # anchor). Records or an anchor already chained to an absent key must not
+            # restart under a new one: that is what deleting the key to hide an edit looks like.
+            genesis = last is None and _untouched()
+            key = _load_key(create=genesis)
+            anchor = _read_head_anchor(lambda: key)
+            chain_to, move_anchor = _chain_point(fd, last, anchor, genesis=genesis)
+            lines: list[bytes] = []
+            for body in bodies:
+                body["seq"] = 1 if chain_to is None else chain_to.seq + 1
+                body["prev"] = "" if chain_to is None else chain_to.mac
+                record_written = {**body, "mac": _mac(key, body["prev"], body)}
+                written.append(record_written)
+                lines.append(_canonical(record_written) + b"\n")
+                chain_to = _Link(record_written["seq"], record_written["mac"])
+            # A torn line (a crash mid-write) is sealed with a newline and left in
+            # place as evidence; the new records chain to the last whole one.
+            _write_all(fd, (b"\n" if torn else b"") + b"".join(lines))
+            os.fsync(fd)
+            if move_anchor:
+                _write_head_anchor(key, _Link(written[-1]["seq"], written[-1]["mac"]))
+            return written
+        finally:
+            os.close(fd)
+
+
+def _checked_body(event: str, actor: str, outcome: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """One record's body, checked and with its fields cleaned (seq, prev and mac are set when it is chained)."""
     if not isinstance(event, str) or not EVENT_NAME.match(event):
         raise BadInputError(
             f"audit event name {event!r} must match {EVENT_NAME.pattern}", code="audit_event_invalid"
@@ -491,32 +539,7 @@ def record(event: str, *, actor: str = "system", outcome: str = "ok", **fields: 
             f"audit record for {event!r} is larger than {MAX_RECORD_BYTES} bytes; log less",
             code="audit_record_too_large",
         )
-
-    _ensure_audit_dir()
-    path = home.audit_log_file()
-    with named_lock("audit"):
-        fd = _open_log_for_append(path)
-        try:
-            last, torn = _read_last(fd, path)
-            # Only a crew home that never logged starts a chain (and its key, and its
-            # anchor). Records or an anchor already chained to an absent key must not
-            # restart under a new one: that is what deleting the key to hide an edit looks like.
-            genesis = last is None and _untouched()
-            key = _load_key(create=genesis)
-            anchor = _read_head_anchor(lambda: key)
-            chain_to, move_anchor = _chain_point(fd, last, anchor, genesis=genesis)
-            body["seq"] = 1 if chain_to is None else chain_to.seq + 1
-            body["prev"] = "" if chain_to is None else chain_to.mac
-            written = {**body, "mac": _mac(key, body["prev"], body)}
-            # A torn line (a crash mid-write) is sealed with a newline and left in
-            # place as evidence; the new record chains to the last whole one.
-            _write_all(fd, (b"\n" if torn else b"") + _canonical(written) + b"\n")
-            os.fsync(fd)
-            if move_anchor:
-                _write_head_anchor(key, _Link(written["seq"], written["mac"]))
-            return written
-        finally:
-            os.close(fd)
+    return body
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@
 they cover never reaches the approval gate, where per-argument rules apply. So
 every writer of such a grant asks :func:`may_auto_approve` first: a reference the
 ceiling has an opinion about loses its blanket grant (it stays mounted, and its
-calls go through the gate); a reference the ceiling is silent about is kept.
+calls go through the gate), and so does one the permission policy
+(:mod:`kirocrew_core.gate`) does not allow whatever its input; the rest are kept.
 
 The ceiling is ``governance.ceiling`` from ``config.toml`` plus every plugin's
 ``governance_ceiling()`` contribution. A pattern is ``@server`` or
@@ -125,35 +126,59 @@ def governs(patterns: Iterable[str], ref: str) -> bool:
 def may_auto_approve(ref: str, *, pm: KirocrewPluginManager | None = None) -> bool:
     """True when ``ref`` (``@srv``, ``@srv/tool``, ``fs_read``) may keep a blanket auto-approve.
 
-    False when any ceiling pattern names the same server at any granularity,
-    and False whenever the ceiling cannot be assembled (fail closed).
+    False when any ceiling pattern names the same server at any granularity, when the
+    permission policy could refuse some call of it, and whenever either cannot be read
+    (fail closed); see :func:`auto_approve_verdicts`.
     """
-    try:
-        patterns = _parsed(ceiling_patterns(pm))
-    except Exception:  # noqa: BLE001 - any failure to assemble the ceiling withholds (fail closed)
-        return False
-    return not _withholds(patterns, ref)
+    return auto_approve_verdicts([ref], pm)[0][1] is None
 
 
-def filter_auto_approve(
-    refs: Iterable[str], pm: KirocrewPluginManager | None = None
-) -> tuple[list[str], list[str]]:
-    """Split ``refs`` into ``(kept, withheld)``, order kept, reading the ceiling once.
+#: Why a blanket grant was withheld: the ceiling names its server, or the permission policy could refuse a call.
+WITHHELD_BY_CEILING = "governance_ceiling"
+WITHHELD_BY_POLICY = "permission_policy"
 
-    For writers of ``allowedTools`` and ``autoApprove``: keep the first list,
-    record the second (SEL ``mcp_auto_approve_withheld``). When the ceiling
-    cannot be assembled every reference is withheld.
+
+def auto_approve_verdicts(refs: Iterable[str], pm: KirocrewPluginManager | None = None) -> list[tuple[str, str | None]]:
+    """Each of ``refs`` with why it may not keep a blanket grant (:data:`WITHHELD_BY_CEILING`,
+    :data:`WITHHELD_BY_POLICY`), or None when it may.
+
+    A grant is kept only when the ceiling is silent about its server **and** the permission
+    policy allows the tool whatever its input under every authority
+    (:meth:`kirocrew_core.gate.engine.Policy.may_auto_approve`), so every call a rule could refuse
+    reaches the gate. Fails closed: a ceiling or a policy that cannot be read withholds everything.
     """
     refs = list(refs)
     try:
         patterns = _parsed(ceiling_patterns(pm))
     except Exception:  # noqa: BLE001 - fail closed
-        return [], refs
-    kept: list[str] = []
-    withheld: list[str] = []
+        return [(ref, WITHHELD_BY_CEILING) for ref in refs]
+    try:
+        from kirocrew_core.gate.policy_file import current_policy
+
+        policy = current_policy(pm)
+    except Exception:  # noqa: BLE001 - fail closed
+        policy = None
+    out: list[tuple[str, str | None]] = []
     for ref in refs:
-        (withheld if _withholds(patterns, ref) else kept).append(ref)
-    return kept, withheld
+        if _withholds(patterns, ref):
+            out.append((ref, WITHHELD_BY_CEILING))
+        elif policy is None or not policy.may_auto_approve(ref):
+            out.append((ref, WITHHELD_BY_POLICY))
+        else:
+            out.append((ref, None))
+    return out
+
+
+def filter_auto_approve(
+    refs: Iterable[str], pm: KirocrewPluginManager | None = None
+) -> tuple[list[str], list[str]]:
+    """Split ``refs`` into ``(kept, withheld)``, order kept, reading the ceiling and the policy once.
+
+    For writers of ``allowedTools`` and ``autoApprove``: keep the first list,
+    record the second (SEL ``mcp_auto_approve_withheld``); see :func:`auto_approve_verdicts`.
+    """
+    verdicts = auto_approve_verdicts(refs, pm)
+    return [ref for ref, why in verdicts if why is None], [ref for ref, why in verdicts if why is not None]
 
 
 #: The capability switches a crew session's tools consult (``governance.<name>`` in ``config.toml``).

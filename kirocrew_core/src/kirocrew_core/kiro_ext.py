@@ -29,6 +29,8 @@ SESSION_TERMINATE = "kiro.dev/session/terminate"
 EFFORT_COMMAND = "effort"
 # Removed from the ACP spec but still served by kiro v2; sent raw (no leading underscore).
 LEGACY_SET_MODEL = "session/set_model"
+# Steering a running turn: kiro folds ``message`` in at the next generation boundary (answers ``{queued: true}``).
+SESSION_STEER = "session/steer"
 
 # agent → client notifications we record
 METADATA = "kiro.dev/metadata"

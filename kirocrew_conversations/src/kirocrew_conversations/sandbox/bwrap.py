@@ -31,6 +31,7 @@ from kirocrew_core import home, proc
 from kirocrew_core.errors import KirocrewError
 from kirocrew_core.kiro import require_kiro_cli
 
+from kirocrew_conversations.authority import pretrusted
 from kirocrew_conversations.errors import conversation_error
 from kirocrew_conversations.redact import redact_text
 from kirocrew_conversations.sandbox.common import failure_text, restricted_backends
@@ -145,7 +146,7 @@ class BwrapBackend:
         prepare(policy)
         binary = Path(require_kiro_cli(options.binary))
         return dataclasses.replace(options, launcher=launcher(bwrap, policy, visible=installation(binary)),
-                                   trust_all_tools=False, trust_tools=policy.pretrusted_tools)
+                                   trust_all_tools=False, trust_tools=pretrusted(policy.pretrusted_tools, mode))
 
 
 def installation(binary: Path) -> list[Path]:

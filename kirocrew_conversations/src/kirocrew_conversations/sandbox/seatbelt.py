@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 
 from kirocrew_core import proc
 
+from kirocrew_conversations.authority import pretrusted
 from kirocrew_conversations.errors import conversation_error
 from kirocrew_conversations.redact import redact_text
 from kirocrew_conversations.sandbox.common import failure_text, restricted_backends
@@ -250,7 +251,7 @@ def sandboxed_options(options: AcpOptions, policy: SandboxPolicy, tmpdir: os.Pat
     env["TMPDIR"] = tmp
     launcher = tuple(seatbelt_argv(policy, tmp, sandbox_exec=sandbox_exec))
     return dataclasses.replace(options, launcher=launcher, trust_all_tools=False,
-                               trust_tools=tuple(policy.pretrusted_tools), env=env)
+                               trust_tools=pretrusted(tuple(policy.pretrusted_tools), policy.mode), env=env)
 
 
 # -- the backend ------------------------------------------------------------------------------

@@ -105,8 +105,13 @@ document.addEventListener("click", async (event) => {
   try {
     if (button.dataset.action === "decide") {
       const path = `${base}/runs/${run}/permissions/${encodeURIComponent(button.dataset.permission)}`;
-      await api(path, { method: "POST", body: { decision: button.dataset.decision } });
-      announce(`Your answer was recorded: ${button.textContent}`);
+      const body = { decision: button.dataset.decision };
+      if (body.decision === "allow_always") {
+        body.scope = button.parentElement.querySelector("[data-always-scope]").value;
+      }
+      const done = await api(path, { method: "POST", body });
+      const added = done.rulesAdded && done.rulesAdded.length ? ` (policy rule ${done.rulesAdded.join(", ")} added)` : "";
+      announce(`Your answer was recorded: ${button.textContent}${added}`);
     } else if (button.dataset.action === "dismiss-question") {
       await answerQuestion(button.dataset.ask, { dismissed: true });
       announce("The question card was dismissed");

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
     from kirocrew_core.cli import KirocrewCLI
-    from kirocrew_core.contributions import ProtectedPath
+    from kirocrew_core.contributions import DoctorCheck, DoctorResult, ProtectedPath
 
 
 @hookimpl
@@ -32,6 +32,31 @@ def protected_paths() -> list[ProtectedPath]:
     from kirocrew_core.gate.protections import core_protected_paths
 
     return core_protected_paths()
+
+
+def check_policy() -> DoctorResult:
+    """``policy.toml`` is absent or usable; when it is not, which policy is in force meanwhile."""
+    from kirocrew_core.contributions import DoctorResult
+    from kirocrew_core.gate.policy_file import load_policy, read_policy_file
+
+    read = read_policy_file()
+    if read.state == "absent":
+        return DoctorResult("ok", "no policy.toml: the default permission policy applies", str(read.path))
+    if read.usable:
+        notes = "\n".join(read.problems)
+        return DoctorResult("warn" if read.problems else "ok",
+                            f"policy.toml has {len(read.rules)} rule(s)" + (" and notes" if notes else ""),
+                            notes or str(read.path))
+    in_force = load_policy()
+    return DoctorResult("fail", "policy.toml cannot be used; the last good policy (or ask-everything) is in force",
+                        "\n".join(in_force.problems))
+
+
+@hookimpl
+def doctor_checks() -> list[DoctorCheck]:
+    from kirocrew_core.contributions import DoctorCheck
+
+    return [DoctorCheck("core.policy", check_policy, "the permission policy (policy.toml) can be used")]
 
 
 @hookimpl

@@ -21,16 +21,60 @@ SCAN_RECORDS = 5000
 OUTCOMES = ("allow", "ask", "deny", "owner_allow", "owner_allow_always", "owner_reject", "expired", "cancelled")
 
 
-def record(outcome: str, *, rule: str, tool: str, fingerprint: str, actor: str = "system",
-           **context: Any) -> None:
-    """Append one decision to the SEL; a log that cannot be written is a warning, never a failed call."""
+def entry(outcome: str, *, rule: str, tool: str, fingerprint: str, actor: str = "system",
+          **context: Any) -> tuple[str, str, str, dict[str, Any]]:
+    """One decision as an :func:`kirocrew_core.audit.record_many` entry (``None`` context values left out)."""
+    fields = {"rule": rule, "tool": tool, "fingerprint": fingerprint,
+              **{k: v for k, v in context.items() if v is not None}}
+    return AUDIT_EVENT, actor, outcome, fields
+
+
+def record(outcome: str, **fields: Any) -> None:
+    """Append one decision to the SEL now; a log that cannot be written is a warning, never a failed call."""
+    _write([entry(outcome, **fields)])
+
+
+def _write(entries: list[tuple[str, str, str, dict[str, Any]]]) -> None:
     from kirocrew_core import audit
 
     try:
-        audit.record(AUDIT_EVENT, actor=actor, outcome=outcome, rule=rule, tool=tool, fingerprint=fingerprint,
-                     **{k: v for k, v in context.items() if v is not None})
-    except Exception:  # noqa: BLE001 - the decision stands whether or not it could be logged
-        log.warning("could not record a policy decision in the security event log", exc_info=True)
+        audit.record_many(entries)
+    except Exception:
+        log.warning("could not record %d policy decision(s) in the security event log", len(entries), exc_info=True)
+
+
+class DecisionLog:
+    """Decisions queued from the event loop and written by one thread of their own, many per sync.
+
+    The gate answers kiro first and records after: a record costs a file lock and an fsync, far
+    more than the decision, and a busy session makes many calls. The writer drains whatever is
+    queued in one :func:`~kirocrew_core.audit.record_many`, so the log keeps up however fast calls
+    come, and it never takes a thread the orchestrator's database calls need.
+    """
+
+    def __init__(self) -> None:
+        import collections
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._queue: collections.deque[tuple[str, str, str, dict[str, Any]]] = collections.deque()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="policy-decisions")
+        self._writing: Any = None
+
+    def submit(self, outcome: str, **fields: Any) -> None:
+        """Queue one decision (see :func:`entry`); a writer runs unless one is already draining the queue."""
+        self._queue.append(entry(outcome, **fields))
+        if self._writing is None or self._writing.done():
+            self._writing = self._executor.submit(self._drain)
+
+    def _drain(self) -> None:
+        while self._queue:
+            batch = [self._queue.popleft() for _ in range(min(len(self._queue), 500))]
+            _write(batch)
+
+    def flush(self) -> None:
+        """Write what is queued and stop the writer (blocking: call it from a thread when stopping)."""
+        self._executor.submit(self._drain).result()
+        self._executor.shutdown(wait=True)
 
 
 def recent(limit: int = 50) -> list[dict[str, Any]]:

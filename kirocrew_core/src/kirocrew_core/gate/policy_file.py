@@ -46,6 +46,7 @@ from kirocrew_core.errors import BadInputError, KirocrewError
 from kirocrew_core.gate.engine import Policy
 from kirocrew_core.gate.protections import AUTHORITY_DEFAULTS, policy_file
 from kirocrew_core.gate.rules import DECISIONS, SEVERITY, Decision, PolicyError, Rule, build_rule, new_rule_id
+import contextlib
 
 LOCK = "policy"
 MAX_POLICY_BYTES = 4 * 1024 * 1024
@@ -227,10 +228,10 @@ def _keep_last_good(read: PolicyFile) -> None:
 
 def _forget_last_good() -> None:
     """The owner removed the file: the defaults apply, and a later broken file must not revive old rules."""
-    try:
-        last_good_file().unlink()
-    except OSError:
-        pass
+    target = last_good_file()
+    with contextlib.suppress(OSError):
+        if target.exists():
+            target.unlink()
 
 
 def project_rules(workspace: str) -> tuple[list[Rule], dict[str, Decision], list[str]]:
@@ -337,7 +338,7 @@ def _audit(event: str, **fields: Any) -> None:
 
     try:
         audit.record(event, actor="owner", outcome="ok", **fields)
-    except Exception:  # noqa: BLE001 - the change is made; a SEL that cannot be written must not undo it
+    except Exception:
         import logging
 
         logging.getLogger(__name__).warning("could not record %s in the security event log", event, exc_info=True)

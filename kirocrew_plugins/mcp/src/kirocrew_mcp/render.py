@@ -465,8 +465,8 @@ class Withheld:
     """A blanket grant the render did not write, and why."""
 
     ref: str
-    reason: str  # "governance_ceiling" | "never_auto_approvable"
-    where: str  # "allowedTools" | "mcpServers.<name>.autoApprove"
+    reason: str  # "governance_ceiling" | "permission_policy" | "never_auto_approvable"
+    where: str  # "allowedTools" | "mcpServers.<name>.autoApprove" | "toolsSettings.<tool>.<key>"
 
 
 def apply_auto_approve_pass(
@@ -474,14 +474,18 @@ def apply_auto_approve_pass(
     never: set[str],
     pm: KirocrewPluginManager | None = None,
 ) -> list[Withheld]:
-    """Filter ``allowedTools`` and every ``autoApprove`` of ``config`` in place; ``tools`` untouched.
+    """Filter ``allowedTools``, every ``autoApprove`` and the ``toolsSettings`` grants of ``config`` in place.
 
     ``never`` names servers that may never be auto-approved (any grant that
     could cover them is removed, wildcards included). Everything else goes
-    through :func:`kirocrew_core.governance.filter_auto_approve`, which reads the
-    ceiling once and withholds everything when it cannot be assembled.
+    through :func:`kirocrew_core.governance.auto_approve_verdicts`: a grant stays only when
+    the ceiling is silent and the permission policy allows the tool whatever its input, and
+    everything is withheld when either cannot be read. ``toolsSettings`` allow-lists
+    (``allowedCommands``, ``allowedPaths``, ``autoAllowReadonly`` …) are kiro-cli's own
+    per-input grants, which would answer a call before it reaches the gate: they are removed,
+    their deny-lists kept. ``tools`` is untouched: mounting is not approving.
     """
-    from kirocrew_core.governance import filter_auto_approve
+    from kirocrew_core.governance import auto_approve_verdicts
 
     withheld: list[Withheld] = []
     raw_servers = config.get("mcpServers")
@@ -510,20 +514,40 @@ def apply_auto_approve_pass(
             if isinstance(tool, str):
                 approve_refs.append((name, tool, f"@{name}" if tool == "*" else f"@{name}/{tool}"))
 
-    _, denied = filter_auto_approve([*survivors, *(r for _, _, r in approve_refs)], pm)
-    denied_set = set(denied)
+    why = dict(auto_approve_verdicts([*survivors, *(r for _, _, r in approve_refs)], pm))
     if isinstance(allowed, list):
-        config["allowedTools"] = [r for r in survivors if r not in denied_set]
-        withheld.extend(Withheld(r, "governance_ceiling", "allowedTools") for r in survivors if r in denied_set)
+        config["allowedTools"] = [r for r in survivors if why.get(r) is None]
+        withheld.extend(Withheld(r, why[r] or "", "allowedTools") for r in survivors if why.get(r) is not None)
     by_server: dict[str, list[str]] = {}
     for name, tool, ref in approve_refs:
-        if ref in denied_set:
-            withheld.append(Withheld(ref, "governance_ceiling", f"mcpServers.{name}.autoApprove"))
+        if why.get(ref) is not None:
+            withheld.append(Withheld(ref, why[ref] or "", f"mcpServers.{name}.autoApprove"))
         else:
             by_server.setdefault(name, []).append(tool)
     for name, entry in servers.items():
         if isinstance(entry, dict) and "autoApprove" in entry:
             entry["autoApprove"] = by_server.get(name, [])
+    withheld.extend(_strip_settings_grants(config))
+    return withheld
+
+
+#: ``toolsSettings`` keys that pre-approve calls by their input (kiro-cli 2.x; deny-lists are kept).
+SETTINGS_GRANTS = ("allowedCommands", "allowedPaths", "allowedServices", "autoAllowReadonly", "trustedAgents",
+                   "allowedDomains")
+
+
+def _strip_settings_grants(config: dict[str, Any]) -> list[Withheld]:
+    settings = config.get("toolsSettings")
+    if not isinstance(settings, dict):
+        return []
+    withheld: list[Withheld] = []
+    for tool, entry in settings.items():
+        if not isinstance(entry, dict):
+            continue
+        for key in SETTINGS_GRANTS:
+            if key in entry and entry[key] not in (False, [], None):
+                withheld.append(Withheld(f"{tool}.{key}", "permission_policy", f"toolsSettings.{tool}.{key}"))
+            entry.pop(key, None)
     return withheld
 
 

@@ -79,6 +79,35 @@ class McpServerSpec:
 
 
 @dataclass(frozen=True)
+class ShellSettings:
+    """``toolsSettings.shell`` (or the 1.x key ``execute_bash``); ``key`` is the key it was read from."""
+
+    key: str = "shell"
+    allowed_commands: tuple[str, ...] = ()
+    denied_commands: tuple[str, ...] = ()
+    auto_allow_readonly: bool = False
+    deny_by_default: bool = False
+
+
+@dataclass(frozen=True)
+class PathSettings:
+    """``toolsSettings.write``/``read`` (or ``fs_write``/``fs_read``): gitignore-style globs."""
+
+    key: str
+    allowed_paths: tuple[str, ...] = ()
+    denied_paths: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ToolsSettings:
+    """The ``toolsSettings`` the fake acts on; entries for other tools are kept by kiro but not used here."""
+
+    shell: ShellSettings = ShellSettings()
+    write: PathSettings = PathSettings("write")
+    read: PathSettings = PathSettings("read")
+
+
+@dataclass(frozen=True)
 class AgentSpec:
     name: str
     description: str = ""
@@ -95,6 +124,8 @@ class AgentSpec:
     resources: tuple[str, ...] = ()
     #: ``hooks.agentSpawn``: shell commands run at session start; what they print is added to context.
     spawn_hooks: tuple[str, ...] = ()
+    #: ``toolsSettings`` for shell, write and read: the allow and deny lists of :mod:`.permissions`.
+    tools_settings: ToolsSettings = ToolsSettings()
 
 
 BUILT_IN_DEFAULT = AgentSpec(
@@ -199,6 +230,48 @@ def parse_spec(document: Any, *, path: Path, source: str) -> AgentSpec:
         tool_aliases=_string_map(document.get("toolAliases", {}), f"{where}: toolAliases"),
         resources=_strings(document.get("resources", []), f"{where}: resources"),
         spawn_hooks=_spawn_hooks(document.get("hooks", {}), where),
+        tools_settings=_tools_settings(document.get("toolsSettings", {}), where),
+    )
+
+
+# The key each setting is read from: kiro-cli 2.x's tool name first, then its 1.x name.
+_SETTING_KEYS = {"shell": ("shell", "execute_bash"), "write": ("write", "fs_write"), "read": ("read", "fs_read")}
+
+
+def _tools_settings(settings: dict[str, Any], where: str) -> ToolsSettings:
+    """Shell, write and read settings, typed strictly; other tools' entries are not looked at.
+
+    When a file carries both names of a tool (``shell`` and ``execute_bash``) both are checked and the
+    2.x one is used. Unknown keys inside an entry are ignored, as kiro reads entries leniently.
+    """
+    parsed: dict[str, Any] = {}
+    for tool, keys in _SETTING_KEYS.items():
+        for key in reversed(keys):  # the 2.x name last, so it wins
+            if key in settings:
+                entry = settings[key]
+                if not isinstance(entry, dict):
+                    raise SpecError(f"{where}: toolsSettings.{key}: invalid type: {_type_name(entry)}, expected a map")
+                parsed[tool] = _shell_settings(key, entry, where) if tool == "shell" else PathSettings(
+                    key=key,
+                    allowed_paths=_strings(entry.get("allowedPaths", []), f"{where}: toolsSettings.{key}.allowedPaths"),
+                    denied_paths=_strings(entry.get("deniedPaths", []), f"{where}: toolsSettings.{key}.deniedPaths"))
+    return ToolsSettings(**parsed)
+
+
+def _shell_settings(key: str, entry: dict[str, Any], where: str) -> ShellSettings:
+    def flag(name: str) -> bool:
+        value = entry.get(name, False)
+        if not isinstance(value, bool):
+            raise SpecError(
+                f"{where}: toolsSettings.{key}.{name}: invalid type: {_type_name(value)}, expected a boolean")
+        return value
+
+    return ShellSettings(
+        key=key,
+        allowed_commands=_strings(entry.get("allowedCommands", []), f"{where}: toolsSettings.{key}.allowedCommands"),
+        denied_commands=_strings(entry.get("deniedCommands", []), f"{where}: toolsSettings.{key}.deniedCommands"),
+        auto_allow_readonly=flag("autoAllowReadonly"),
+        deny_by_default=flag("denyByDefault"),
     )
 
 

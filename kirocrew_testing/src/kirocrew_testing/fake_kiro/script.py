@@ -16,6 +16,11 @@ after the one space that follows the directive, trailing whitespace included)::
     !tool NAME [JSON]         a tool call that asks permission unless trusted
     !write PATH TEXT          write PATH (relative to the session cwd) with a diff tool call
     !shell COMMAND            run COMMAND with ``sh -c`` in the session cwd, with permission
+    !read PATH                a ``read`` tool call (rawInput ``{"operations": [{"mode": "Line", "path": ABS}]}``,
+                              PATH relative to the session cwd); with permission, the file's text is the result
+    !fetch URL                a ``web_fetch`` tool call (rawInput ``{"url": URL}``); with permission, GETs the URL
+                              (http://127.0.0.1 or localhost only, anything else fails the call: no network)
+                              and returns its status and body
     !mcp SERVER TOOL [JSON]   call TOOL on a connected MCP server, with permission
     !sleep SECONDS            pause the turn
     !recall                   reply with the session's earlier user prompts, ``recall: A | B``
@@ -31,6 +36,10 @@ after the one space that follows the directive, trailing whitespace included)::
     !notify METHOD [JSON]     send the agent→client notification METHOD (as on the wire,
                               e.g. ``_kiro.dev/x/y``) with JSON params, verbatim
 
+Every tool directive but ``!todo`` asks ``session/request_permission`` unless the session trusts
+the call; ``!shell``, ``!write`` and ``!read`` also obey the agent's ``toolsSettings`` (permissions.py).
+A call refused (rejected by the client, or denied by a setting) does nothing and fails; the turn goes on.
+
 An unknown directive fails the prompt with -32602, so a typo in a test shows.
 """
 
@@ -40,8 +49,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-DIRECTIVES = ("say", "think", "plan", "todo", "tool", "write", "shell", "mcp", "sleep", "recall", "settings",
-              "context", "hang", "error", "refuse", "exit", "notify")
+DIRECTIVES = ("say", "think", "plan", "todo", "tool", "write", "shell", "read", "fetch", "mcp", "sleep", "recall",
+              "settings", "context", "hang", "error", "refuse", "exit", "notify")
 # Directives whose argument is text a test compares byte for byte: never stripped.
 VERBATIM = ("say", "think", "write")
 
@@ -113,6 +122,14 @@ def _directive(word: str, rest: str) -> Step:
         if not rest:
             raise ScriptError("!shell needs a command")
         return Step("shell", text=rest)
+    if word == "read":
+        if not rest:
+            raise ScriptError("!read needs a path")
+        return Step("read", name=rest)
+    if word == "fetch":
+        if not rest or len(rest.split()) != 1:
+            raise ScriptError("!fetch needs one URL")
+        return Step("fetch", text=rest)
     if word == "mcp":
         server, _, more = rest.partition(" ")
         tool, _, args = more.strip().partition(" ")

@@ -12,10 +12,11 @@ import asyncio
 import os
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from kirocrew_testing.fake_kiro import commands, script, sessions
+from kirocrew_testing.fake_kiro import commands, local_fetch, permissions, script, sessions
 
 if TYPE_CHECKING:
     from acp.schema import ToolCallStatus, ToolKind
@@ -27,6 +28,10 @@ SHELL_TIMEOUT_SECS = 60.0
 OUTPUT_LIMIT = 64 * 1024
 CREDITS_PER_TURN = 0.01
 CHARS_PER_CONTEXT_PERCENT = 2000
+REJECTED = "Tool use was rejected by the user"
+
+# Given whether the session trusts the tool, what its settings make of this call (see permissions.py).
+Check = Callable[[bool], permissions.Verdict]
 
 _KINDS: dict[str, ToolKind] = {"shell": "execute", "write": "edit", "read": "read", "glob": "search", "grep": "search",
           "web_fetch": "fetch", "web_search": "fetch", "todo_list": "think"}
@@ -50,6 +55,11 @@ def prompt_text(blocks: list[Any]) -> str:
         elif kind == "resource":
             parts.append(getattr(getattr(block, "resource", None), "text", "") or "[resource]")
     return "\n".join(parts)
+
+
+def _read_head(path: Path, limit: int) -> str:
+    with path.open("rb") as file:
+        return file.read(limit).decode("utf-8", "replace")
 
 
 def _call_id() -> str:
@@ -164,10 +174,10 @@ class Turn:
 
     # -- permissions -------------------------------------------------------------
 
-    def _trusted(self, server: str | None, name: str) -> bool:
+    def _tool_trusted(self, server: str | None, name: str) -> bool:
+        """Does the session trust the whole tool (``--trust-tools``, "Always", ``allowedTools``, ``autoApprove``)?"""
         options = self.agent.options
-        key = f"@{server}/{name}" if server else name
-        if options.trust_all_tools or key in self.session.always_allowed:
+        if (f"@{server}/{name}" if server else name) in self.session.always_allowed:
             return True
         if commands.matches(options.trust_tools, server, name, star_means_all=True):
             return True
@@ -179,16 +189,28 @@ class Turn:
                 return True
         return False
 
-    async def _permitted(self, call_id: str, title: str, server: str | None, name: str,
-                         trust_options: list[dict[str, Any]] | None = None) -> bool:
-        """Ask unless trusted. A ``cancelled`` outcome cancels the turn."""
+    def _verdict(self, server: str | None, name: str, check: Check | None) -> permissions.Verdict:
+        if self.agent.options.trust_all_tools:
+            return permissions.ALLOW
+        trusted = self._tool_trusted(server, name)
+        return check(trusted) if check is not None else permissions.trusted_or_ask(trusted)
+
+    async def _permitted(self, call_id: str, title: str, server: str | None, name: str, *,
+                         check: Check | None = None, trust_options: list[dict[str, Any]] | None = None) -> bool:
+        """May the call run? A call the settings deny, or the client rejects, is reported failed here
+        and the turn goes on; a ``cancelled`` answer cancels the turn."""
         from acp.schema import PermissionOption, ToolCallUpdate
 
-        if self._trusted(server, name):
+        verdict = self._verdict(server, name, check)
+        if verdict.outcome == "deny":
+            await self._tool_progress(call_id, "failed", raw_output={"error": verdict.reason})
+            return False
+        if verdict.outcome == "allow":
             return True
         options = [PermissionOption(option_id="allow_once", name="Yes", kind="allow_once"),
                    PermissionOption(option_id="allow_always", name="Always", kind="allow_always"),
                    PermissionOption(option_id="reject_once", name="No", kind="reject_once")]
+        # The SDK sends extra keyword arguments as the request's ``_meta``, where kiro-cli puts trustOptions.
         answer = await self._until_cancelled(self.conn.request_permission(
             session_id=self.session.session_id, tool_call=ToolCallUpdate(tool_call_id=call_id, title=title),
             options=options, trustOptions=trust_options or []))
@@ -198,10 +220,10 @@ class Turn:
         if outcome.option_id == "allow_always":
             self.session.always_allowed.add(f"@{server}/{name}" if server else name)
             return True
-        return outcome.option_id == "allow_once"
-
-    async def _rejected(self, call_id: str) -> None:
-        await self._tool_progress(call_id, "failed", raw_output={"error": "Tool use was rejected by the user"})
+        if outcome.option_id == "allow_once":
+            return True
+        await self._tool_progress(call_id, "failed", raw_output={"error": REJECTED})
+        return False
 
     # -- steps -------------------------------------------------------------------
 
@@ -249,7 +271,6 @@ class Turn:
         call_id = _call_id()
         await self._start_tool(call_id, f"Running {step.name}", step.name, raw_input=step.data)
         if not await self._permitted(call_id, f"Running {step.name}", None, step.name):
-            await self._rejected(call_id)
             return
         await self._tool_progress(call_id, "in_progress")
         await self._tool_progress(call_id, "completed", raw_output={"tool": step.name, "input": step.data,
@@ -259,9 +280,7 @@ class Turn:
         from acp import tool_diff_content
         from acp.schema import ToolCallLocation
 
-        path = Path(step.name)
-        if not path.is_absolute():
-            path = self.session.cwd / path
+        path = self._path(step.name)
         try:
             old: str | None = path.read_text(encoding="utf-8")
         except (FileNotFoundError, NotADirectoryError):
@@ -273,10 +292,8 @@ class Turn:
         await self._start_tool(
             call_id, title, "write", raw_input={"command": "create", "path": str(path), "content": step.text},
             content=[tool_diff_content(str(path), step.text, old)], locations=[ToolCallLocation(path=str(path))])
-        trust = [{"label": f"Trust writes to {path.parent}", "display": f"{path.parent}/**",
-                  "setting_key": "runtime_write_paths", "patterns": [f"{path.parent}/**"]}]
-        if not await self._permitted(call_id, title, None, "write", trust):
-            await self._rejected(call_id)
+        if not await self._permitted(call_id, title, None, "write", check=self._path_check(path, "write"),
+                                     trust_options=permissions.write_trust_options(path)):
             return
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -286,13 +303,72 @@ class Turn:
             return
         await self._tool_progress(call_id, "completed", raw_output={"path": str(path), "bytes": len(step.text)})
 
+    def _path(self, name: str) -> Path:
+        path = Path(name)
+        return path if path.is_absolute() else self.session.cwd / path
+
+    def _path_check(self, path: Path, tool: Literal["read", "write"]) -> Check:
+        tools_settings = self.session.agent.tools_settings
+        settings = tools_settings.read if tool == "read" else tools_settings.write
+        cwd = self.session.cwd
+        return lambda trusted: permissions.path_verdict(path, settings, cwd, tool_allowed=trusted)
+
+    async def _do_read(self, step: script.Step) -> None:
+        from acp import text_block, tool_content
+        from acp.schema import ToolCallLocation
+
+        path = self._path(step.name)
+        title = f"Reading {path}"
+        call_id = _call_id()
+        await self._start_tool(call_id, title, "read",
+                               raw_input={"operations": [{"mode": "Line", "path": str(path)}]},
+                               locations=[ToolCallLocation(path=str(path))])
+        if not await self._permitted(call_id, title, None, "read", check=self._path_check(path, "read"),
+                                     trust_options=permissions.read_trust_options(path)):
+            return
+        await self._tool_progress(call_id, "in_progress")
+        try:
+            text = await asyncio.to_thread(_read_head, path, OUTPUT_LIMIT)
+        except OSError as exc:
+            await self._tool_progress(call_id, "failed", raw_output={"error": exc.strerror or str(exc)})
+            return
+        await self._tool_progress(call_id, "completed", raw_output={"path": str(path), "content": text},
+                                  content=[tool_content(text_block(text))] if text else None)
+
+    async def _do_fetch(self, step: script.Step) -> None:
+        from acp import text_block, tool_content
+
+        url = step.text
+        title = f"Fetching {url}"
+        call_id = _call_id()
+        await self._start_tool(call_id, title, "web_fetch", raw_input={"url": url})
+        if not await self._permitted(call_id, title, None, "web_fetch"):
+            return
+        refused = local_fetch.refusal(url)
+        if refused is not None:
+            await self._tool_progress(call_id, "failed", raw_output={"error": refused})
+            return
+        await self._tool_progress(call_id, "in_progress")
+        try:
+            page = await self._until_cancelled(asyncio.to_thread(local_fetch.fetch, url, OUTPUT_LIMIT))
+        except OSError as exc:
+            await self._tool_progress(call_id, "failed", raw_output={"error": str(exc)})
+            return
+        await self._tool_progress(
+            call_id, "failed" if page.status >= 400 else "completed",
+            raw_output={"url": url, "status": page.status, "body": page.body},
+            content=[tool_content(text_block(page.body))] if page.body else None)
+
     async def _do_shell(self, step: script.Step) -> None:
         from acp import text_block, tool_content
 
         call_id = _call_id()
         await self._start_tool(call_id, step.text, "shell", raw_input={"command": step.text})
-        if not await self._permitted(call_id, step.text, None, "shell"):
-            await self._rejected(call_id)
+        settings = self.session.agent.tools_settings.shell
+        if not await self._permitted(
+                call_id, step.text, None, "shell",
+                check=lambda trusted: permissions.shell_verdict(step.text, settings, tool_allowed=trusted),
+                trust_options=permissions.shell_trust_options(step.text)):
             return
         await self._tool_progress(call_id, "in_progress")
         code, out, err = await self._run_shell(step.text)
@@ -336,7 +412,6 @@ class Turn:
             await self._tool_progress(call_id, "failed", raw_output={"error": why})
             return
         if not await self._permitted(call_id, title, server, tool):
-            await self._rejected(call_id)
             return
         await self._tool_progress(call_id, "in_progress")
         try:
