@@ -220,12 +220,13 @@ def test_a_check_with_bad_fields_is_refused_at_the_field(owner: httpx.Client, bo
     assert refusal(owner.post("/api/policy/check", json=body)) == (400, *expected)
 
 
-def test_a_workspace_adds_its_projects_rules_to_the_list_and_to_a_check(owner: httpx.Client,
-                                                                        module_root: Path) -> None:
+def test_a_workspace_adds_its_projects_rules_and_stricter_defaults_to_the_list_and_to_a_check(
+        owner: httpx.Client, homes: IsolatedHomes, module_root: Path) -> None:
     add(owner, decision="ask", tool="shell", command="npm")  # an owner rule for the project's to follow
     workspace = module_root / "project"
     (workspace / ".kiro" / "crew").mkdir(parents=True, exist_ok=True)
     (workspace / ".kiro" / "crew" / "policy.toml").write_text(
+        '[defaults]\nunrestricted = "ask"\n'
         '[[rule]]\nid = "no-publish"\ndecision = "deny"\ntool = "shell"\ncommand = "npm publish"\n'
         '[[rule]]\nid = "loosen"\ndecision = "allow"\ntool = "*"\n')
     view = owner.get("/api/policy", params={"workspace": str(workspace)}).json()
@@ -235,12 +236,22 @@ def test_a_workspace_adds_its_projects_rules_to_the_list_and_to_a_check(owner: h
     assert max(i for i, r in enumerate(ids) if tiers[r] == "owner") < ids.index("no-publish") < \
         min(i for i, r in enumerate(ids) if tiers[r] == "default")
     assert view["workspace"] == str(workspace) and any("loosen" in p for p in view["problems"])
-    assert "no-publish" not in [r["id"] for r in owner.get("/api/policy").json()["rules"]]
+    decisions = {r["id"]: r["decision"] for r in view["rules"]}
+    assert decisions["default:unrestricted"] == "ask", "a project may make a default stricter"
+    elsewhere = {r["id"]: r["decision"] for r in owner.get("/api/policy").json()["rules"]}
+    assert "no-publish" not in elsewhere and elsewhere["default:unrestricted"] == "allow"
     assert refusal(owner.get("/api/policy", params={"workspace": "project"})) == (400, "bad_request", "workspace")
 
     verdict = owner.post("/api/policy/check", json={"tool": "shell", "input": {"command": "npm publish --dry-run"},
                                                     "workspace": str(workspace)}).json()
     assert (verdict["decision"], verdict["rule"]["id"]) == ("deny", "no-publish")
+    ls = {"tool": "shell", "input": {"command": "ls"}, "workspace": str(workspace)}
+    verdict = owner.post("/api/policy/check", json=ls).json()
+    assert (verdict["decision"], verdict["rule"]["id"]) == ("ask", "default:unrestricted")
+    with at_served_homes(homes):
+        printed = run_kirocrew("policy", "check", "--tool", "shell", "--input", '{"command": "ls"}',
+                               "--workspace", str(workspace))
+    assert printed.returncode == 3 and json.loads(printed.stdout) == verdict, printed.stderr
 
 
 def test_recent_decisions_come_from_the_security_event_log_newest_first(owner: httpx.Client,

@@ -92,15 +92,22 @@ def rule_view(rule: Rule, *, removable: bool) -> dict[str, Any]:
 
 def policy_view(pm: Any = None, workspace: str | None = None) -> dict[str, Any]:
     """What ``GET /api/policy`` answers and the page shows (blocking: call it in a worker thread)."""
+    from dataclasses import replace
+
     from kirocrew_core.gate.policy_file import current_policy, last_good_file, project_rules, read_policy_file
+    from kirocrew_core.gate.rules import SEVERITY
 
     owner_file = read_policy_file()
     policy = current_policy(pm)
     project: list[Rule] = []
     problems = list(policy.problems)
     if workspace:
-        project, _, project_problems = project_rules(workspace)
+        project, project_defaults, project_problems = project_rules(workspace)
         problems += project_problems
+        # A project may make a default stricter (never looser): what applies there is what is listed.
+        stricter = {k: v for k, v in project_defaults.items() if SEVERITY[v] > SEVERITY[policy.defaults.get(k, "ask")]}
+        if stricter:
+            policy = replace(policy, defaults={**policy.defaults, **stricter})
     fallback = None
     if not owner_file.usable:
         fallback = "last_good" if policy.source == str(last_good_file()) else "ask"
@@ -116,8 +123,8 @@ def policy_view(pm: Any = None, workspace: str | None = None) -> dict[str, Any]:
 def check_call(body: dict[str, Any], pm: Any = None) -> dict[str, Any]:
     """``POST /api/policy/check``'s verdict for ``body`` (blocking: the parser and project files)."""
     from kirocrew_core import home
+    from kirocrew_core.gate.answer import decide_call
     from kirocrew_core.gate.calls import Context, ToolCall
-    from kirocrew_core.gate.policy_file import current_policy, project_rules
 
     unknown = sorted(str(k) for k in body if k not in CHECK_FIELDS)
     if unknown:
@@ -138,11 +145,9 @@ def check_call(body: dict[str, Any], pm: Any = None) -> dict[str, Any]:
     if agent is not None and not isinstance(agent, str):
         raise FieldError("agent must be an agent's name or null", field="agent")
     workspace = absolute_workspace(body.get("workspace"))
-    policy = current_policy(pm)
-    project, _, _ = project_rules(workspace) if workspace else ([], {}, [])
-    verdict = policy.decide(call, Context(authority.strip(), agent or None, workspace or "", str(home.user_home())),
-                            project)
-    return verdict.as_dict()
+    # The gate's own decision: the owner's policy, the workspace's project rules and its stricter defaults.
+    context = Context(authority.strip(), agent or None, workspace or "", str(home.user_home()))
+    return decide_call(call, context, pm).as_dict()
 
 
 def _limit(request: Request) -> int:
