@@ -3,8 +3,9 @@
 A rule is added through the form (a refusal shown at its field first) and listed in precedence
 order; a project's rules are listed for its workspace; Remove asks before it removes; "Would this
 be allowed?" shows the deciding rule and each part of a chained command; a malformed policy file
-shows the banner saying the last good policy stays in force. The page is looked at in light, dark and at 400 px. Screenshots land in the
-module's ``screenshots`` folder (run with ``--basetemp`` to keep them).
+shows the banner saying the last good policy stays in force. The page is looked at in light, dark
+and at 400 px. Screenshots land in the module's ``screenshots`` folder (run with ``--basetemp`` to
+keep them).
 """
 
 from __future__ import annotations
