@@ -8,9 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kirocrew_core.contributions import DashboardPage
 from kirocrew_core.markers import hookimpl
 
 if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import BaseRoute
+
     from kirocrew_core.cli import KirocrewCLI
     from kirocrew_core.contributions import DoctorCheck, DoctorResult, ProtectedPath
 
@@ -52,3 +57,24 @@ def doctor_checks() -> list[DoctorCheck]:
     from kirocrew_core.contributions import DoctorCheck
 
     return [DoctorCheck("core.policy", check_policy, "the permission policy (policy.toml) can be used")]
+
+
+@hookimpl
+def gateway_routes() -> list[BaseRoute]:
+    from kirocrew_core.gate.api import routes
+
+    return routes()
+
+
+async def _policy(request: Request) -> Response:
+    from kirocrew_core.gate.page import policy_page
+
+    return await policy_page(request)
+
+
+@hookimpl
+def dashboard_pages() -> list[DashboardPage]:
+    return [DashboardPage("/policy", "Policy", _policy,
+                          "What crew sessions may run without asking: the rules in order of precedence, adding "
+                          "and removing yours, checking a call, and the recent decisions.",
+                          package="kirocrew_core.gate")]

@@ -55,6 +55,24 @@ class ToolCall:
     server: str | None = None
     input: Any = None
 
+    @classmethod
+    def from_ref(cls, ref: str, call_input: Any = None) -> ToolCall:
+        """The call of ``ref`` (a built-in's name, or ``@server/tool``) with ``call_input``; else ``bad_tool``.
+
+        How ``kirocrew policy check --tool`` and ``POST /api/policy/check`` name the tool.
+        """
+        from kirocrew_core.errors import BadInputError
+
+        text = ref.strip() if isinstance(ref, str) else ""
+        if text.startswith("@"):
+            server, slash, name = text[1:].partition("/")
+            if not server or not slash or not name:
+                raise BadInputError(f"an MCP tool is @server/tool, got {ref!r}", code="bad_tool")
+            return cls(name, server, call_input)
+        if not text or "/" in text:
+            raise BadInputError(f"not a tool name: {ref!r}", code="bad_tool")
+        return cls(text, None, call_input)
+
     @property
     def name(self) -> str:
         """The tool's name as rules see it: a built-in's 2.x name, an MCP tool's own."""

@@ -103,6 +103,7 @@ def check(tool: str, raw_input: str, authority: str, agent: str, workspace: str 
     """Print what the policy decides for one call, as JSON; exit 0 allow, 1 deny, 3 ask."""
     from kirocrew_core import home
     from kirocrew_core.errors import BadInputError
+    from kirocrew_core.gate.answer import decide_call
     from kirocrew_core.gate.calls import Context, ToolCall
     from kirocrew_core.gate.policy_file import current_policy, project_rules
 
@@ -110,26 +111,11 @@ def check(tool: str, raw_input: str, authority: str, agent: str, workspace: str 
         call_input = json.loads(raw_input)
     except ValueError as exc:
         raise BadInputError(f"--input is not JSON: {exc}", code="bad_json") from None
-    server, name = _split_tool(tool)
+    call = ToolCall.from_ref(tool, call_input)
     where = os.path.abspath(os.path.expanduser(workspace or os.getcwd()))
-    current = current_policy()
-    project, _, problems = project_rules(where)
-    _warn_problems([*current.problems, *problems])
-    verdict = current.decide(ToolCall(name, server, call_input),
-                             Context(authority, agent, where, str(home.user_home())), project)
+    _, _, problems = project_rules(where)
+    _warn_problems([*current_policy().problems, *problems])
+    verdict = decide_call(call, Context(authority, agent, where, str(home.user_home())))
     click.echo(json.dumps(verdict.as_dict(), indent=2))
     click.get_current_context().exit(EXIT_CODES[verdict.decision])
 
-
-def _split_tool(tool: str) -> tuple[str | None, str]:
-    from kirocrew_core.errors import BadInputError
-
-    text = tool.strip()
-    if text.startswith("@"):
-        server, slash, name = text[1:].partition("/")
-        if not server or not slash or not name:
-            raise BadInputError(f"an MCP tool is @server/tool, got {tool!r}", code="bad_tool")
-        return server, name
-    if not text or "/" in text:
-        raise BadInputError(f"not a tool name: {tool!r}", code="bad_tool")
-    return None, text

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kirocrew_core import home
-from kirocrew_core.errors import KirocrewError
+from kirocrew_core.errors import BadInputError, KirocrewError
 from kirocrew_core.gate.engine import Policy
 from kirocrew_core.gate.protections import AUTHORITY_DEFAULTS, policy_file
 from kirocrew_core.gate.rules import DECISIONS, SEVERITY, Decision, PolicyError, Rule, build_rule, new_rule_id
@@ -288,10 +288,10 @@ def remove_rule(rule_id: str) -> Rule:
     with named_lock(LOCK):
         read = read_policy_file()
         if not read.usable:
-            raise KirocrewError("; ".join(read.problems) + "; nothing was changed", code="policy_file_malformed")
+            raise _unusable(read, "nothing was changed")
         found = next((r for r in read.rules if r.id == rule_id), None)
         if found is None:
-            raise KirocrewError(f"no rule {rule_id!r} in {read.path} (kirocrew policy list shows the ids)",
+            raise BadInputError(f"no rule {rule_id!r} in {read.path} (kirocrew policy list shows the ids)",
                                 code="policy_rule_not_found")
         document = _editable()
         tables = document.get("rule", [])
@@ -310,8 +310,7 @@ def _editable() -> Any:
 
     read = read_policy_file()
     if not read.usable:
-        raise KirocrewError("; ".join(read.problems) + "; nothing was changed (fix or remove the file first)",
-                            code="policy_file_malformed")
+        raise _unusable(read, "nothing was changed (fix or remove the file first)")
     if read.state == "absent":
         document = tomlkit.document()
         document.add(tomlkit.comment("kirocrew permission policy: `kirocrew policy add|remove` and the Policy page "
@@ -319,6 +318,12 @@ def _editable() -> Any:
         document.add(tomlkit.comment("Decisions: allow, ask, deny; the strictest matching rule wins."))
         return document
     return tomlkit.parse(read.text or "")
+
+
+def _unusable(read: PolicyFile, outcome: str) -> KirocrewError:
+    """``policy_file_malformed``: bad content exits 2 like any malformed file, an unreadable one 1."""
+    return KirocrewError("; ".join([*read.problems, outcome]), code="policy_file_malformed",
+                         exit_code=2 if read.state == "malformed" else 1)
 
 
 def _write(document: Any) -> None:

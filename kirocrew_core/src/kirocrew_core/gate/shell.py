@@ -22,7 +22,7 @@ expanded); anything built from another variable or a substitution is unknown (No
 parser cannot reduce to known simple commands is reported in :attr:`Reduction.unknown`, and the
 engine never allows such a line without asking: a parse error, a command name that is not
 known before it runs (``$CMD x``), ``eval`` or ``bash -c`` of something unknown, a shell
-reading commands from a pipe, a line longer than :data:`MAX_CHARS`.
+reading commands from a pipe, a line longer than :data:`MAX_CHARS`, a line with a NUL byte.
 """
 
 from __future__ import annotations
@@ -147,6 +147,11 @@ def reduce(command: str, *, cwd: str = "", home: str = "") -> Reduction:
     if len(command) > MAX_CHARS:
         out._unknown(f"the command is longer than {MAX_CHARS} characters")
         return out
+    if "\x00" in command:
+        # bash drops NUL bytes from what it reads and execve ends an argument at one, so the line that runs is
+        # not the line as written: decide on it without them (``rm\0 x`` is ``rm x``), and never allow it unasked.
+        out._unknown("the command contains a NUL byte")
+        command = command.replace("\x00", "")
     _Reducer(out, cwd=cwd, home=home).script(command, depth=0, via=None)
     return out
 
