@@ -1,4 +1,8 @@
-"""The governance ceiling: what keeps a blanket auto-approve, at every granularity, failing closed."""
+"""The governance ceiling: what keeps a blanket auto-approve, at every granularity, failing closed.
+
+A grant also needs the permission policy to allow the tool whatever its input; every test here starts
+with an owner rule allowing every tool, so what it shows is the ceiling's doing.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,15 @@ import pytest
 from kirocrew_core import hookimpl
 from kirocrew_core.config import set_value
 from kirocrew_core.errors import KirocrewError, MalformedFileError
-from kirocrew_core.governance import ceiling_patterns, filter_auto_approve, may_auto_approve
+from kirocrew_core.governance import auto_approve_verdicts, ceiling_patterns, filter_auto_approve, may_auto_approve
 from kirocrew_core.home import config_file
 from kirocrew_core.plugins import PluginRecord, PluginWarning
+from kirocrew_testing.policy import write_policy
+
+
+@pytest.fixture(autouse=True)
+def owner_allows_every_tool() -> None:
+    write_policy(rules=[{"decision": "allow", "tool": "*"}])
 
 
 class Ceiling:
@@ -42,7 +52,7 @@ def _as_third_party(pm, name: str) -> None:
 
 
 def test_with_no_ceiling_every_reference_keeps_its_grant(plugin_manager):
-    for ref in ("@github", "@github/create_issue", "fs_read", "execute_bash"):
+    for ref in ("@github", "@github/create_issue", "introspect", "todo_list"):
         assert may_auto_approve(ref)
 
 
@@ -93,7 +103,7 @@ def test_builtins_and_bare_server_names_are_read_as_at_references(plugin_manager
     _ceiling("@fs_write", "@github")
     assert not may_auto_approve("fs_write")
     assert not may_auto_approve("github")
-    assert may_auto_approve("fs_read")
+    assert may_auto_approve("introspect")
 
 
 def test_a_reference_that_cannot_be_read_is_never_approved(plugin_manager):
@@ -119,8 +129,8 @@ def test_plugin_patterns_come_sorted_by_plugin_name(plugin_manager):
 
 def test_filter_splits_references_in_order(plugin_manager):
     _ceiling("@github/delete_repo")
-    kept, withheld = filter_auto_approve(["fs_read", "@github", "@slack", "@github/delete_repo", "@slack/post"])
-    assert kept == ["fs_read", "@slack", "@slack/post"]
+    kept, withheld = filter_auto_approve(["introspect", "@github", "@slack", "@github/delete_repo", "@slack/post"])
+    assert kept == ["introspect", "@slack", "@slack/post"]
     assert withheld == ["@github", "@github/delete_repo"]
 
 
@@ -158,3 +168,22 @@ def test_a_ceiling_set_through_the_cli_takes_effect(kirocrew, plugin_manager):
     assert result.returncode == 0, result.stderr
     assert not may_auto_approve("@github/list_issues")
     assert may_auto_approve("@gitlab/list_issues")
+
+
+def test_the_permission_policy_withholds_what_a_rule_could_refuse_with_no_ceiling_at_all(plugin_manager):
+    write_policy()  # the default policy: no owner rule
+    verdicts = dict(auto_approve_verdicts(["fs_read", "execute_bash", "@github/list_issues", "introspect",
+                                           "@kirocrew-core"]))
+    # reads: the built-in protections may ask; the shell: a line kirocrew cannot read always asks; an MCP tool:
+    # read_only's default is ask; introspect and kirocrew's own tools are allowed under every authority.
+    assert verdicts == {"fs_read": "permission_policy", "execute_bash": "permission_policy",
+                        "@github/list_issues": "permission_policy", "introspect": None, "@kirocrew-core": None}
+
+
+def test_an_owner_allow_without_input_restores_a_grant_and_an_ask_rule_takes_it_away(plugin_manager):
+    write_policy(rules=[{"decision": "allow", "tool": "@github"}])
+    assert may_auto_approve("@github/list_issues")
+    write_policy(rules=[{"decision": "allow", "tool": "@github"},
+                        {"decision": "ask", "tool": "@github/delete_*", "reason": "deletes are mine"}])
+    assert may_auto_approve("@github/list_issues")
+    assert not may_auto_approve("@github/delete_repo") and not may_auto_approve("@github")
