@@ -217,3 +217,19 @@ def shell_quote(text: str) -> str:
     import shlex
 
     return shlex.quote(text)
+
+
+@pytest.mark.parametrize("line", [
+    "bash -o pipefail -c 'rm -rf x'",
+    "bash -O extglob -c 'rm -rf x'",
+    "bash +o posix -c 'rm -rf x'",
+    "bash -c -e 'rm -rf x'",
+    "bash -c -x -- 'rm -rf x'",
+    "bash -c -- 'rm -rf x'",
+    "bash --rcfile /dev/null -c 'rm -rf x'",
+    "fish --command='rm -rf x'",
+    "fish --command 'rm -rf x'",
+])
+def test_a_shell_script_is_found_whatever_options_come_around_c(line):
+    # bash reads every option first (-o and -O take a value), then its first operand is the -c script.
+    assert "rm -rf x" in commands(line) and reduced(line).reduced

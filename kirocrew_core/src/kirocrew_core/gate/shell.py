@@ -45,6 +45,10 @@ TRANSPARENT = frozenset({"env", "timeout", "time", "nice", "nohup", "stdbuf", "c
 #: Wrappers that change who runs the command: checked themselves and for what they run.
 ELEVATING = frozenset({"sudo", "doas"})
 
+#: Shell options whose value is a script (fish), and options that take the next word as their value.
+_SHELL_SCRIPT_OPTIONS = frozenset({"--command", "--init-command"})
+_SHELL_VALUE_OPTIONS = frozenset({"--rcfile", "--init-file"})
+
 #: Files that are not files for a permission decision.
 _NOT_FILES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/stdin", "/dev/tty", "-"})
 _WRITE_OPERATORS = frozenset({">", ">>", "&>", "&>>", ">|", "<>"})
@@ -360,26 +364,54 @@ class _Reducer:
 
     def shell(self, name: str, argv: list[Word], assignments: tuple[str, ...], *, depth: int, via: str | None,
               pipe_fed: bool, open_tail: bool, script_fed: bool) -> None:
-        """A shell runs its ``-c`` script, a here-document's or here-string's (parsed elsewhere), or a file."""
+        """A shell runs its ``-c`` script, a here-document's or here-string's (parsed elsewhere), or a file.
+
+        Options are read as the shell reads them: all of them first (``-o``/``-O`` and ``--rcfile`` take a
+        value), then ``-c``'s script is the first operand, wherever ``-c`` stood (``bash -c -e 'rm x'``,
+        ``bash -o pipefail -c 'rm x'``); fish takes it as the option's own value (``--command='rm x'``).
+        """
         rest = argv[1:]
-        script_index = None
-        for index, word in enumerate(rest):
+        runs_c = False
+        scripts: list[Word] = []
+        operands: list[Word] = []
+        index = 0
+        while index < len(rest):
+            word = rest[index]
             value = word.value
-            if value is None:
+            index += 1
+            if operands or value is None:
+                operands.append(word)
+                continue
+            if value in ("--", "-", "+"):
+                operands.extend(rest[index:])
                 break
-            if value == "--" or not value.startswith(("-", "+")) or value in ("-", "+"):
-                break
-            if not value.startswith("--") and "c" in value[1:]:
-                script_index = index + 1
-                break
-        if script_index is not None:
-            script = rest[script_index] if script_index < len(rest) else Word(None)
-            if script.value is None:
-                self.out._unknown(f"{name} -c runs a script not known before it runs")
-            else:
-                self.script(script.value, depth=depth + 1, via=f"{name} -c")
+            if value.startswith("--"):
+                option, eq, attached = value.partition("=")
+                if option in _SHELL_SCRIPT_OPTIONS:
+                    scripts.append(Word(attached) if eq else (rest[index] if index < len(rest) else Word(None)))
+                    index += 0 if eq else 1
+                elif option in _SHELL_VALUE_OPTIONS and not eq:
+                    index += 1
+                continue
+            if value.startswith(("-", "+")):
+                cluster = value[1:]
+                if name == "fish" and ("c" in cluster or "C" in cluster):
+                    scripts.append(rest[index] if index < len(rest) else Word(None))
+                    index += 1
+                    continue
+                runs_c = runs_c or "c" in cluster
+                index += sum(ch in "oO" for ch in cluster)  # -o/-O take the next word as their value
+                continue
+            operands.append(word)
+        if runs_c:
+            scripts.append(operands[0] if operands else Word(None))
+        if scripts:
+            for script in scripts:
+                if script.value is None:
+                    self.out._unknown(f"{name} -c runs a script not known before it runs")
+                else:
+                    self.script(script.value, depth=depth + 1, via=f"{name} -c")
             return
-        operands = [w for w in rest if w.value is None or not w.value.startswith(("-", "+"))]
         if open_tail or any(w.value is None for w in rest):
             self.out._unknown(f"{name} gets arguments not known before it runs")
             return
