@@ -233,3 +233,11 @@ def shell_quote(text: str) -> str:
 def test_a_shell_script_is_found_whatever_options_come_around_c(line):
     # bash reads every option first (-o and -O take a value), then its first operand is the -c script.
     assert "rm -rf x" in commands(line) and reduced(line).reduced
+
+
+def test_an_unquoted_here_document_fed_to_a_shell_is_read_after_its_escapes():
+    # The shell that reads the here-document drops the backslash: the script it runs says `git $X`.
+    [command] = reduced("bash <<EOF\ngit \\$X\nEOF").commands
+    assert command.name == "git" and command.argv[1].value is None
+    [quoted] = reduced("bash <<'EOF'\ngit \\$X\nEOF").commands
+    assert quoted.argv[1].value == "$X"  # a quoted delimiter keeps the body as written

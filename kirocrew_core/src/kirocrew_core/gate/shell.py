@@ -246,7 +246,8 @@ class _Reducer:
             if not quoted and any(c.type not in ("heredoc_content",) for c in content.named_children):
                 self.out._unknown("a here-document with expansions is fed to a shell")
                 continue
-            self.script(_text(content), depth=depth + 1, via=f"{name.value} <<")
+            body = _text(content) if quoted else _unescape_heredoc(_text(content))
+            self.script(body, depth=depth + 1, via=f"{name.value} <<")
 
     def here_string(self, name: Word, node: Any, *, depth: int) -> None:
         if _base(name.value) not in SHELLS:
@@ -505,6 +506,20 @@ def _unescape_double(text: str) -> str:
         if ch == "\\":
             nxt = next(chars, "")
             out.append(nxt if nxt in '"\\$`\n' else "\\" + nxt)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _unescape_heredoc(text: str) -> str:
+    """An unquoted here-document's body as its reader gets it: a backslash before ``$``, a backquote or a
+    backslash is dropped, a backslash-newline joins the lines."""
+    out: list[str] = []
+    chars = iter(text)
+    for ch in chars:
+        if ch == "\\":
+            nxt = next(chars, "")
+            out.append(nxt if nxt in "$`\\" else "" if nxt == "\n" else "\\" + nxt)
         else:
             out.append(ch)
     return "".join(out)
