@@ -21,9 +21,12 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from _bench import machine_load
+
+if TYPE_CHECKING:
+    from kirocrew_core.gate.engine import Verdict
 
 FIRST_WORDS = ("git", "npm", "make", "cargo", "go", "pytest", "docker", "kubectl", "terraform", "ls", "cat", "grep",
                "rg", "find", "sed", "awk", "python", "node", "yarn", "pnpm", "pip", "uv", "ruff", "mypy", "jq")
@@ -34,6 +37,7 @@ def owner_rules(count: int, workspace: Path) -> list[dict[str, Any]]:
     rules: list[dict[str, Any]] = []
     for i in range(count):
         kind = i % 8
+        rule: dict[str, Any]
         if kind < 4:  # shell: distinct first words (tool<i>) beside the usual ones and their subcommands
             if i % 40 == 0:
                 rule = {"decision": "deny", "tool": "shell", "command": f"danger{i}"}
@@ -52,8 +56,8 @@ def owner_rules(count: int, workspace: Path) -> list[dict[str, Any]]:
             rule = {"decision": "deny" if i % 5 == 0 else "allow", "tool": "web_fetch",
                     "domain": [f"host{i}.example.com", f"*.docs{i}.org"]}
         else:  # MCP tools: whole servers, globs, single tools
-            shapes = (f"@srv{i}", f"@srv{i}/list_*", f"@srv{i}/delete_item")
-            rule = {"decision": ("allow", "allow", "deny")[i % 3], "tool": shapes[i % 3]}
+            servers = (f"@srv{i}", f"@srv{i}/list_*", f"@srv{i}/delete_item")
+            rule = {"decision": ("allow", "allow", "deny")[i % 3], "tool": servers[i % 3]}
         if i % 25 == 0:
             scope = (("authority", "read_only"), ("agent", f"agent{i}*"), ("workspace", str(workspace / f"p{i}")))
             key, value = scope[(i // 25) % 3]
@@ -135,7 +139,7 @@ def main() -> None:
             for pattern in patterns:
                 fnmatchcase("git", pattern)
 
-        def decide(call: ToolCall) -> Callable[[], object]:
+        def decide(call: ToolCall) -> Callable[[], Verdict]:
             return lambda: current_policy().decide(call, ctx)
 
         verdicts = {label: decide(call)() for label, call in calls.items()}  # warm: parser loaded, caches filled
@@ -144,8 +148,7 @@ def main() -> None:
         print(line("floor: shell parse of the 5-command chain",
                    timed(lambda: shell.reduce(chain, cwd=str(workspace), home=str(home.user_home())), args.calls)))
         for label, call in calls.items():
-            verdict = verdicts[label]  # type: ignore[assignment]
-            print(line(f"decide {label}", timed(decide(call), args.calls)) + f"   → {verdict.decision}")
+            print(line(f"decide {label}", timed(decide(call), args.calls)) + f"   → {verdicts[label].decision}")
 
 
 if __name__ == "__main__":

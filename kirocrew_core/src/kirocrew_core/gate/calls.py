@@ -148,7 +148,8 @@ def _shell_subjects(call: ToolCall, ctx: Context) -> Iterator[Subject]:
             yield Subject(tool, None, "path", f"{tool} <unknown path> (a redirection)", path=PathValue.unknown(),
                           unknown="a redirection to a file not known before it runs")
         else:
-            yield Subject(tool, None, "path", f"{tool} {value} (a redirection)", path=PathValue.of(value, ctx.workspace))
+            yield Subject(tool, None, "path", f"{tool} {value} (a redirection)",
+                          path=PathValue.of(value, ctx.workspace))
     yield from _argument_subjects(reduction, ctx)
 
 

@@ -29,7 +29,7 @@ def record(outcome: str, *, rule: str, tool: str, fingerprint: str, actor: str =
     try:
         audit.record(AUDIT_EVENT, actor=actor, outcome=outcome, rule=rule, tool=tool, fingerprint=fingerprint,
                      **{k: v for k, v in context.items() if v is not None})
-    except Exception:  # noqa: BLE001 - the decision stands whether or not it could be logged
+    except Exception:  # the decision stands whether or not it could be logged
         log.warning("could not record a policy decision in the security event log", exc_info=True)
 
 

@@ -34,6 +34,7 @@ that come to the gate, which is every call a built-in or owner rule could refuse
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import tomllib
@@ -227,10 +228,8 @@ def _keep_last_good(read: PolicyFile) -> None:
 
 def _forget_last_good() -> None:
     """The owner removed the file: the defaults apply, and a later broken file must not revive old rules."""
-    try:
+    with contextlib.suppress(OSError):
         last_good_file().unlink()
-    except OSError:
-        pass
 
 
 def project_rules(workspace: str) -> tuple[list[Rule], dict[str, Decision], list[str]]:
@@ -332,7 +331,7 @@ def _audit(event: str, **fields: Any) -> None:
 
     try:
         audit.record(event, actor="owner", outcome="ok", **fields)
-    except Exception:  # noqa: BLE001 - the change is made; a SEL that cannot be written must not undo it
+    except Exception:  # the change is made; a SEL that cannot be written must not undo it
         import logging
 
         logging.getLogger(__name__).warning("could not record %s in the security event log", event, exc_info=True)

@@ -238,10 +238,9 @@ def build_rule(table: Mapping[str, Any], *, tier: Tier, source: str, known_autho
         workspace = os.path.normpath(expanded)
     reason = _text(table["reason"], "reason", limit=REASON_MAX) if table.get("reason") is not None else ""
     given_id = table.get("id")
-    if given_id is not None:
-        if not isinstance(given_id, str) or not _ID.match(given_id):
-            raise PolicyError(f"id must be letters, digits, '_', '.', ':' or '-' (at most 64), got {given_id!r}",
-                              field="id")
+    if given_id is not None and (not isinstance(given_id, str) or not _ID.match(given_id)):
+        raise PolicyError(f"id must be letters, digits, '_', '.', ':' or '-' (at most 64), got {given_id!r}",
+                          field="id")
     rid = rule_id or (given_id if isinstance(given_id, str) else content_id(table))
     return Rule(id=rid, decision=decision, tool=tool, commands=commands, paths=paths, domains=domains,
                 authority=authority, agent=agent, workspace=workspace, reason=reason, tier=tier, source=source)

@@ -427,8 +427,8 @@ class _Reducer:
                     via: str | None, open_tail: bool) -> None:
         rest = argv[1:]
         inner_assignments = list(assignments)
+        inner: list[Word] | None
         if name == "env":
-            inner = []
             index = 0
             while index < len(rest):
                 value = rest[index].value
