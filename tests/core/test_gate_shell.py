@@ -241,3 +241,9 @@ def test_an_unquoted_here_document_fed_to_a_shell_is_read_after_its_escapes():
     assert command.name == "git" and command.argv[1].value is None
     [quoted] = reduced("bash <<'EOF'\ngit \\$X\nEOF").commands
     assert quoted.argv[1].value == "$X"  # a quoted delimiter keeps the body as written
+
+
+def test_env_split_string_runs_its_string_with_the_arguments_after_it():
+    assert commands("env -S 'git -c' core.pager=evil log") == ["git -c core.pager=evil log"]
+    assert commands("env --split-string='rm' -rf x") == ["rm -rf x"]
+    assert not reduced("env -S rm $X").reduced

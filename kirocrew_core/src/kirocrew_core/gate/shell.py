@@ -28,6 +28,7 @@ reading commands from a pipe, a line longer than :data:`MAX_CHARS`.
 from __future__ import annotations
 
 import os
+import shlex
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -436,11 +437,15 @@ class _Reducer:
                     self.out._unknown("env gets arguments not known before it runs")
                     return
                 if value in ("-S", "--split-string") or value.startswith("--split-string="):
-                    script = value.partition("=")[2] if "=" in value else (
+                    # The string is split into words, and the arguments after it follow them.
+                    attached = "=" in value
+                    split = value.partition("=")[2] if attached else (
                         rest[index + 1].value if index + 1 < len(rest) else None)
-                    if script is None:
+                    after = rest[index + (1 if attached else 2):]
+                    if split is None or any(w.value is None for w in after):
                         self.out._unknown("env -S of something not known before it runs")
                     else:
+                        script = " ".join([split, *(shlex.quote(w.value or "") for w in after)])
                         self.script(script, depth=depth + 1, via="env -S")
                     return
                 if value == "--":
