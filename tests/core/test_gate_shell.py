@@ -247,3 +247,40 @@ def test_env_split_string_runs_its_string_with_the_arguments_after_it():
     assert commands("env -S 'git -c' core.pager=evil log") == ["git -c core.pager=evil log"]
     assert commands("env --split-string='rm' -rf x") == ["rm -rf x"]
     assert not reduced("env -S rm $X").reduced
+
+
+@pytest.mark.parametrize("line", [
+    "x='$(rm -rf y)'; echo ${x@P}",
+    "x='a[$(rm -rf y)]'; echo $((x))",
+    "x='a[$(rm -rf y)]'; echo $(($x + 1))",
+    "x='a[$(rm -rf y)]'; echo $[x]",
+    "x='a[$(rm -rf y)]'; (( x ))",
+    "x='a[$(rm -rf y)]'; [[ $x -eq 1 ]]",
+    "x='a[$(rm -rf y)]'; echo ${a[x]}",
+    "x='a[$(rm -rf y)]'; a[x]=1",
+    "i='a[$(rm -rf y)]'; echo ${s:i:1}",
+    "x='a[$(rm -rf y)]'; echo ${!x}",
+    "x='a[$(rm -rf y)]'; let y=x",
+    "x='a[$(rm -rf y)]'; declare -i y=x",
+    "echo $(( $(cat numbers) ))",
+    "for ((i = x; i < 3; i++)); do echo $i; done",
+    "unset 'a[$(rm -rf y)]'",
+    "test -v 'a[$(rm -rf y)]'",
+    "printf -v 'a[`rm -rf y`]' x",
+    "read 'a[$(rm -rf y)]' < f",
+    "declare -n r='a[$(rm -rf y)]'",
+])
+def test_a_value_bash_evaluates_as_code_is_not_reduced(line):
+    # Prompt expansion, arithmetic (whose array subscripts run substitutions) and builtins that take a
+    # variable name all run the commands in a value the parser only sees as data.
+    assert not reduced(line).reduced
+
+
+@pytest.mark.parametrize("line", [
+    "echo $((1 + 2 * 3)) ${a[0]} ${a[@]} ${#a[@]} ${x@Q} ${x:-default} ${x: -1} ${x^^}",
+    "(( 3 > 2 )) && [[ 3 -eq 3 ]] && [[ $x == y ]]",
+    "for ((;;)); do break; done",
+    "unset x; read -r line < f; printf -v out '%s' x; declare -i n=5; a[0]=1",
+])
+def test_arithmetic_on_numbers_and_plain_expansions_still_reduce(line):
+    assert reduced(line).reduced, reduced(line).unknown

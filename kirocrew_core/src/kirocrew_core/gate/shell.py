@@ -22,12 +22,15 @@ expanded); anything built from another variable or a substitution is unknown (No
 parser cannot reduce to known simple commands is reported in :attr:`Reduction.unknown`, and the
 engine never allows such a line without asking: a parse error, a command name that is not
 known before it runs (``$CMD x``), ``eval`` or ``bash -c`` of something unknown, a shell
-reading commands from a pipe, a line longer than :data:`MAX_CHARS`.
+reading commands from a pipe, a value bash evaluates as code (``${x@P}``; arithmetic on
+anything but numbers, since an array subscript in a variable's value runs its substitutions;
+``unset 'a[$(…)]'``), a line longer than :data:`MAX_CHARS`.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import threading
 from collections.abc import Iterator
@@ -185,11 +188,17 @@ class _Reducer:
             elif kind == "declaration_command" or kind == "unset_command":
                 words = [self.word(c) for c in current.named_children if c.type not in ("variable_assignment",)]
                 keyword = Word(_text(current.children[0])) if current.children else Word(None)
+                if any(_subscript_code(w.value) for w in words):
+                    self.out._unknown(f"{keyword.value} evaluates the subscript of a variable name it is given "
+                                      "(a[$(…)])")
                 self.add(SimpleCommand((keyword, *words), via=via))
             elif kind == "file_redirect":
                 self.redirect(current)
             elif kind == "redirected_statement":
                 self.fed_script(current, depth=depth)
+            why = _evaluates_values(current)
+            if why:
+                self.out._unknown(why)
             stack.extend(reversed(current.children))
 
     def add(self, command: SimpleCommand) -> None:
@@ -338,6 +347,10 @@ class _Reducer:
             return
         name = os.path.basename(first.value)
         rest = argv[1:]
+        if name in _NAME_BUILTINS and any(_subscript_code(w.value) for w in rest):
+            self.out._unknown(f"{name} evaluates the subscript of a variable name it is given (a[$(…)])")
+        if name == "let" and any(w.value is None or _ARITHMETIC_NAME.search(w.value) for w in rest):
+            self.out._unknown(_ARITHMETIC_WHY)
         if name in SHELLS:
             self.shell(name, argv, assignments, depth=depth, via=via, pipe_fed=pipe_fed, open_tail=open_tail,
                        script_fed=script_fed)
@@ -441,11 +454,11 @@ class _Reducer:
                     attached = "=" in value
                     split = value.partition("=")[2] if attached else (
                         rest[index + 1].value if index + 1 < len(rest) else None)
-                    after = rest[index + (1 if attached else 2):]
-                    if split is None or any(w.value is None for w in after):
+                    trailing = rest[index + (1 if attached else 2):]
+                    if split is None or any(w.value is None for w in trailing):
                         self.out._unknown("env -S of something not known before it runs")
                     else:
-                        script = " ".join([split, *(shlex.quote(w.value or "") for w in after)])
+                        script = " ".join([split, *(shlex.quote(w.value or "") for w in trailing)])
                         self.script(script, depth=depth + 1, via="env -S")
                     return
                 if value == "--":
@@ -514,6 +527,74 @@ def _unescape_double(text: str) -> str:
         else:
             out.append(ch)
     return "".join(out)
+
+
+# -- values bash evaluates as code ------------------------------------------------------------------
+
+_ARITHMETIC_WHY = "arithmetic on a value not written in the line (its array subscripts run commands)"
+_ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
+_ARITHMETIC_NODES = frozenset({"binary_expression", "unary_expression", "parenthesized_expression",
+                               "ternary_expression", "postfix_expression"})
+_ARITHMETIC_NAME = re.compile(r"[A-Za-z_$`]")
+#: Builtins that take variable names, and evaluate an array subscript in one (``unset 'a[$(cmd)]'``).
+_NAME_BUILTINS = frozenset({"unset", "test", "[", "printf", "read", "mapfile", "readarray", "declare", "typeset",
+                            "local", "export", "readonly", "wait", "getopts"})
+
+
+def _subscript_code(value: str | None) -> bool:
+    return value is not None and "[" in value and ("$" in value or "`" in value)
+
+
+def _reads_values(node: Any) -> bool:
+    """True when an arithmetic expression uses anything but numbers (a name, an expansion, a substitution)."""
+    if node.type == "number":
+        return False
+    if node.type in _ARITHMETIC_NODES:
+        return any(_reads_values(child) for child in node.named_children)
+    return True
+
+
+def _evaluates_values(node: Any) -> str | None:
+    """Why ``node`` makes bash run code held in a value (``${x@P}``, arithmetic on a variable), or None.
+
+    A variable's value can come from a file or from an earlier part of the line, so the parser
+    sees data where bash sees commands: prompt expansion runs its substitutions, and arithmetic
+    evaluates names recursively, running the substitutions in array subscripts (``a[$(cmd)]``).
+    """
+    kind = node.type
+    parts: list[Any] = []
+    if kind == "expansion":
+        tokens = [_text(c) for c in node.children if not c.is_named]
+        text = _text(node)
+        if "@" in tokens and text.endswith("P}"):
+            return "a prompt expansion (${x@P}) runs the commands in a variable's value"
+        if tokens[:2] == ["${", "!"] and len(node.named_children) == 1 and node.named_children[0].type == \
+                "variable_name":
+            return "an indirect expansion (${!x}) evaluates the name a variable holds"
+        if ":" in tokens:
+            parts = node.named_children[1:]  # ${x:offset:length} are arithmetic
+    elif kind == "arithmetic_expansion" or (kind == "compound_statement" and node.children
+                                            and _text(node.children[0]) == "(("):
+        parts = node.named_children
+    elif kind == "c_style_for_statement":
+        parts = [c for name in ("initializer", "condition", "update") for c in node.children_by_field_name(name)]
+    elif kind == "subscript":
+        parts = [c for c in node.children_by_field_name("index") if _text(c) not in ("@", "*")]
+    elif kind == "binary_expression" and node.parent is not None and node.parent.type == "test_command":
+        operator = node.child_by_field_name("operator")
+        if operator is not None and _text(operator) in _ARITHMETIC_TESTS:
+            parts = [c for c in node.named_children if c.id != operator.id]
+    elif kind == "declaration_command":
+        flags = "".join(_text(c)[1:] for c in node.named_children if c.type == "word" and _text(c).startswith("-"))
+        for assignment in (c for c in node.named_children if c.type == "variable_assignment"):
+            value = assignment.child_by_field_name("value")
+            literal = _text(value) if value is not None else ""
+            if ("i" in flags and value is not None and _reads_values(value)) or (
+                    "n" in flags and _subscript_code(literal)):
+                return _ARITHMETIC_WHY
+    if any(_reads_values(part) for part in parts):
+        return _ARITHMETIC_WHY
+    return None
 
 
 def _unescape_heredoc(text: str) -> str:
