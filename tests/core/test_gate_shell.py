@@ -284,3 +284,15 @@ def test_a_value_bash_evaluates_as_code_is_not_reduced(line):
 ])
 def test_arithmetic_on_numbers_and_plain_expansions_still_reduce(line):
     assert reduced(line).reduced, reduced(line).unknown
+
+
+@pytest.mark.parametrize("line", [
+    "PATH=/tmp/evil:$PATH; git status",
+    "export LD_PRELOAD=/tmp/x.so && git status",
+    "declare -x GIT_DIR=/tmp/other; git status",
+    "LD_PRELOAD=/tmp/x.so; export LD_PRELOAD; git status",
+    "bash -c 'PATH=/tmp/evil; git status'",
+])
+def test_a_variable_set_earlier_in_the_line_counts_for_the_commands_after_it(line):
+    [git] = [c for c in reduced(line).commands if c.name == "git"]
+    assert {"PATH", "LD_PRELOAD", "GIT_DIR"} & set(git.assignments)

@@ -34,7 +34,7 @@ import re
 import shlex
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 MAX_CHARS = 10_000
@@ -93,7 +93,8 @@ class SimpleCommand:
     """A command the line would run; ``open_tail`` when more arguments come from elsewhere (``xargs``)."""
 
     argv: tuple[Word, ...]
-    assignments: tuple[str, ...] = ()  # names assigned in front of it (``A=1 cmd``, ``env A=1 cmd``)
+    #: Names assigned in front of it (``A=1 cmd``, ``env A=1 cmd``) or on their own in the line (``PATH=…; cmd``).
+    assignments: tuple[str, ...] = ()
     open_tail: bool = False
     via: str | None = None  # the wrapper or construct it was found in ("bash -c", "xargs", "find -exec")
 
@@ -155,7 +156,14 @@ def reduce(command: str, *, cwd: str = "", home: str = "") -> Reduction:
     if len(command) > MAX_CHARS:
         out._unknown(f"the command is longer than {MAX_CHARS} characters")
         return out
-    _Reducer(out, cwd=cwd, home=home).script(command, depth=0, via=None)
+    reducer = _Reducer(out, cwd=cwd, home=home)
+    reducer.script(command, depth=0, via=None)
+    if reducer.assigned:
+        # A variable set on its own (``PATH=…; git status``, ``export LD_PRELOAD=…``) is in force for the
+        # commands after it: each command counts it as assigned in front of it.
+        names = tuple(dict.fromkeys(reducer.assigned))
+        out.commands = [replace(c, assignments=tuple(dict.fromkeys((*c.assignments, *names))))
+                        for c in out.commands]
     return out
 
 
@@ -165,6 +173,7 @@ class _Reducer:
         self.vars = {"HOME": home, "PWD": cwd} if home else {"PWD": cwd}
         self.vars = {k: v for k, v in self.vars.items() if v}
         self.home = home
+        self.assigned: list[str] = []  # names set by assignments that stand alone
 
     # -- scripts and nodes ----------------------------------------------------------------------
 
@@ -188,6 +197,9 @@ class _Reducer:
             elif kind == "declaration_command" or kind == "unset_command":
                 words = [self.word(c) for c in current.named_children if c.type not in ("variable_assignment",)]
                 keyword = Word(_text(current.children[0])) if current.children else Word(None)
+                if kind == "declaration_command":  # ``export PATH`` exports what an earlier assignment set
+                    self.assigned.extend(_text(c) for c in current.named_children if c.type in ("variable_name", "word")
+                                         and not _text(c).startswith(("-", "+")))
                 if any(_subscript_code(w.value) for w in words):
                     self.out._unknown(f"{keyword.value} evaluates the subscript of a variable name it is given "
                                       "(a[$(…)])")
@@ -196,6 +208,8 @@ class _Reducer:
                 self.redirect(current)
             elif kind == "redirected_statement":
                 self.fed_script(current, depth=depth)
+            elif kind == "variable_assignment" and (current.parent is None or current.parent.type != "command"):
+                self.assigned.append(_assigned_name(current))
             why = _evaluates_values(current)
             if why:
                 self.out._unknown(why)
@@ -539,6 +553,13 @@ _ARITHMETIC_NAME = re.compile(r"[A-Za-z_$`]")
 #: Builtins that take variable names, and evaluate an array subscript in one (``unset 'a[$(cmd)]'``).
 _NAME_BUILTINS = frozenset({"unset", "test", "[", "printf", "read", "mapfile", "readarray", "declare", "typeset",
                             "local", "export", "readonly", "wait", "getopts"})
+
+
+def _assigned_name(node: Any) -> str:
+    name = node.child_by_field_name("name")
+    if name is not None and name.type == "subscript":
+        name = name.child_by_field_name("name")
+    return _text(name) if name is not None else ""
 
 
 def _subscript_code(value: str | None) -> bool:
