@@ -23,6 +23,7 @@ a variable, a URL that does not parse), a match is :data:`MAYBE`: enough for a `
 from __future__ import annotations
 
 import functools
+import ipaddress
 import os
 import re
 from dataclasses import dataclass
@@ -164,13 +165,33 @@ def path_match(patterns: tuple[str, ...], value: PathValue, *, workspace: str, h
     return YES if ok else NO
 
 
+_HOST = re.compile(r"^[a-z0-9.-]+$")
+_UNSAFE_IN_URL = re.compile(r"[\\\s\x00-\x1f\x7f]")
+
+
 def host_of(url: str) -> str | None:
-    """The lower-case host of ``url`` (``None`` when it has none or does not parse)."""
+    """The lower-case host of ``url`` (``None`` when it has none, does not parse, or could be read differently).
+
+    Python's parser and kiro's (a WHATWG one) disagree on some URLs: a backslash is a slash to
+    kiro (``https://evil.com\\@example.com`` goes to evil.com), a percent-encoded or non-ASCII host
+    is decoded or converted to punycode. Such a host is not known, so no rule trusts either reading.
+    """
+    text = url.strip()
+    if _UNSAFE_IN_URL.search(text):
+        return None
     try:
-        host = urlsplit(url.strip()).hostname
+        host = urlsplit(text).hostname
     except ValueError:
         return None
-    return host.rstrip(".").lower() if host else None
+    if not host:
+        return None
+    host = host.rstrip(".").lower()
+    if ":" in host:  # an IPv6 literal
+        try:
+            return str(ipaddress.IPv6Address(host))
+        except ValueError:
+            return None
+    return host if _HOST.match(host) else None
 
 
 def domain_match(patterns: tuple[str, ...], host: str | None) -> Match:
