@@ -144,6 +144,11 @@ def test_what_cannot_be_reduced_asks_even_under_a_blanket_allow(gate):
     ("sed -n 1p notes.txt", "allow"),
     ("sed 's/a/b/e' notes.txt", "ask"),
     ("sed -e '1e id' notes.txt", "ask"),
+    ("sed 's/a/b/w out' notes.txt", "ask"),  # the s command's w flag writes a file
+    ("sed '1,5w out' notes.txt", "ask"),
+    ("sed '$r /etc/shadow' notes.txt", "ask"),  # r reads a file the line never names as an argument
+    ("sed '/x/R other' notes.txt", "ask"),
+    ("sed 's/are/were/g; s/x/e/' notes.txt", "allow"),
     ("tar --to-command=sh -xf a.tar", "ask"),
     ("rsync -e 'sh -c id' a b", "ask"),
     ("awk '{print $1}' notes.txt", "allow"),

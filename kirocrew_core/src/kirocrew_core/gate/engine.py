@@ -61,7 +61,10 @@ _EXEC_OPTIONS: dict[str, tuple[str, ...]] = {
     "ssh": ("-o", "-F"),
     "zip": ("-TT", "--unzip-command"),
 }
-_SED_EXEC = re.compile(r"(^|[;{}\n])\s*\d*\s*[eEwW]\b|/[gpiImM0-9]*[ew][gpiImM0-9]*\s*(;|$)")
+# sed commands that run a command or touch a file (e, w, W, r, R, after any address), and the s flags e and w.
+_SED_ADDRESS = r"(\d+(~\d+)?|\$|/[^/\n]*/[IM]*|\\\S+?)"
+_SED_EXEC = re.compile(rf"(^|[;{{}}\n])\s*({_SED_ADDRESS}\s*(,\s*({_SED_ADDRESS}|[+~]\d+))?)?\s*!?\s*[eEwWrR](\s|;|$)"
+                       r"|/[gpiImM0-9]*[ew][gpiImM0-9]*(\s|;|$)")
 _AWK_EXEC = re.compile(r"\bsystem\s*\(|\|\s*getline|print[^;]*[|>]")
 
 DEFAULT_CEILING_ID = "default:ceiling"
@@ -371,7 +374,7 @@ def _risky(command: Any) -> str:
                     not flag.startswith("--")):
                 return f"{name} {option} runs other programs"
     if name in ("sed", "gsed") and any(_SED_EXEC.search(w) for w in words if not w.startswith("-")):
-        return "a sed script that runs commands or writes files"
+        return "a sed script that runs commands or reads or writes files"
     if name in ("awk", "gawk", "mawk", "nawk") and any(_AWK_EXEC.search(w) for w in words):
         return "an awk program that runs commands or writes files"
     if command.open_tail:
