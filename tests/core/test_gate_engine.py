@@ -480,3 +480,32 @@ def test_a_verdict_carries_a_fingerprint_of_the_input_and_never_the_input(gate):
     assert verdict.fingerprint == again.fingerprint and len(verdict.fingerprint) == 16
     assert "s3cr3t" not in str(verdict.as_dict()["fingerprint"]) and verdict.tool == "shell"
     assert verdict.as_dict()["rule"]["tier"] == "owner"
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("grep -r token ~/.kiro", "ask"),  # reads every file below, the token among them
+    ("grep -rn token ~", "ask"),
+    ("rg token ~/.kiro", "ask"),
+    ("find ~/.kiro -type f -exec cat {} +", "ask"),
+    ("rm -rf ~/.kiro", "ask"),  # changes what is below it: the protections may apply, the owner decides
+    ("mv ~/.kiro /tmp/elsewhere", "ask"),
+    ("chmod -R 777 ~/.kiro", "ask"),
+    ("chmod -R 777 ~/.kiro/crew", "deny"),  # the crew home itself is protected
+    ("cp -r /tmp/evil/. ~/.kiro/", "ask"),
+    ("grep -r token src", "allow"),
+    ("grep token ~/.bashrc", "allow"),
+    ("ls ~/.kiro", "allow"),  # names, not contents
+    ("rm -rf src", "allow"),
+])
+def test_a_shell_command_reaching_into_a_directory_above_a_protected_path_asks(gate, secrets, line, expected):
+    (gate.workspace / "src" / "x").write_text("")
+    (Path(home.user_home()) / ".bashrc").write_text("")
+    assert gate.shell(gate.policy(*BLANKET), line, authority="unrestricted") == expected
+
+
+def test_a_search_through_a_symlink_to_a_protected_directory_asks(gate, secrets):
+    (gate.workspace / "k").symlink_to(home.crew_home())
+    policy = gate.policy(*BLANKET)
+    assert gate.decide(policy, "grep", {"pattern": "x", "path": "k"}, authority="unrestricted").decision == "ask"
+    assert gate.shell(policy, "grep -r x k", authority="unrestricted") == "ask"
+

@@ -8,7 +8,10 @@ subjects, and every one must be allowed:
 - a **shell** call: each simple command the line runs; each file a redirection writes or
   reads (as a ``write`` or ``read`` of that path); each part the parser could not reduce;
   and, for the rules that *restrict* file access only, each literal argument that names an
-  existing path (``cat ~/.kiro/crew/gateway.token`` is a read of that file; ``rm x`` a write);
+  existing path (``cat ~/.kiro/crew/gateway.token`` is a read of that file; ``rm x`` a write).
+  A directory named to a command that changes files (``rm -rf ~/.kiro``, ``mv``, ``chmod -R``,
+  ``cp … dir``) or that reads a tree (``grep -r``, ``rg``, ``find … -exec``) *reaches* what is
+  below it, as a ``glob``/``grep`` rooted there does;
 - a **file tool** (``read``, ``write``, ``glob``, ``grep``): each path in its input
   (``path``, ``paths``, ``file_path``, ``operations[].path`` …), or an unknown path when it
   names none (``glob``/``grep`` default to the workspace);
@@ -39,6 +42,10 @@ FETCH_TOOLS = frozenset({"web_fetch"})
 MUTATORS = frozenset({"rm", "rmdir", "unlink", "mv", "cp", "tee", "truncate", "dd", "chmod", "chown", "chgrp", "ln",
                       "install", "shred", "touch", "mkdir", "sed", "perl", "patch", "rsync", "scp", "tar", "unzip",
                       "zip", "gzip", "gunzip", "split", "csplit", "sort"})
+
+#: Commands that read every file below a directory they are given, and those that do with -r/-R/--recursive.
+TREE_READERS = frozenset({"rg", "ag", "ack", "ack-grep"})
+RECURSIVE_READERS = frozenset({"grep", "egrep", "fgrep", "zgrep", "diff"})
 
 _PATH_KEYS = ("path", "paths", "file_path", "filePath", "file", "files", "dir_path", "directory", "dir",
               "target", "target_file", "source", "destination")
@@ -97,6 +104,9 @@ class Subject:
     host: str | None = None
     unknown: str | None = None  # why this part could not be reduced: never allowed without asking
     restrict_only: bool = False
+    #: The call reads or changes everything below ``path`` (a search, ``rm -r dir``): a deny/ask rule about a
+    #: path below it applies too.
+    reaches: bool = False
 
     @property
     def ref(self) -> str:
@@ -121,7 +131,8 @@ def subjects(call: ToolCall, ctx: Context) -> list[Subject]:
         if not paths:
             return [Subject(name, None, "path", f"{name} <unknown path>", path=PathValue.unknown(),
                             unknown="the call names no path kirocrew can read")]
-        return [Subject(name, None, "path", f"{name} {p}", path=PathValue.of(p, ctx.workspace)) for p in paths]
+        return [Subject(name, None, "path", f"{name} {p}", path=PathValue.of(p, ctx.workspace),
+                        reaches=name in SEARCH_TOOLS) for p in paths]
     base = Subject(name, server, "call", call.ref)
     if not paths:
         return [base]
@@ -158,6 +169,7 @@ def _argument_subjects(reduction: Any, ctx: Context) -> Iterator[Subject]:
     seen = 0
     for simple in reduction.commands:
         tool = "write" if simple.name in MUTATORS else "read"
+        walks = tool == "write" or _reads_a_tree(simple)
         for word in simple.argv[1:]:
             value = word.value
             if value is None or not value or (value.startswith("-") and "=" not in value):
@@ -168,8 +180,23 @@ def _argument_subjects(reduction: Any, ctx: Context) -> Iterator[Subject]:
                 seen += 1
                 if seen > MAX_ARGUMENT_PATHS:
                     return
-                yield Subject(tool, None, "path", f"{tool} {path} (an argument of {simple.name})",
-                              path=PathValue.of(path, ctx.workspace), restrict_only=True)
+                target = PathValue.of(path, ctx.workspace)
+                yield Subject(tool, None, "path", f"{tool} {path} (an argument of {simple.name})", path=target,
+                              restrict_only=True, reaches=walks and os.path.isdir(target.literal or ""))
+
+
+def _reads_a_tree(command: Any) -> bool:
+    """Whether ``command`` reads the files below a directory it is given (``grep -r``, ``rg``, ``find -exec``)."""
+    name = command.name
+    words = [w.value or "" for w in command.argv[1:]]
+    if name in TREE_READERS:
+        return True
+    if name == "find":
+        return any(w in ("-exec", "-execdir", "-ok", "-okdir") for w in words)
+    if name in RECURSIVE_READERS:
+        return any(w in ("--recursive", "--dereference-recursive", "--directories=recurse")
+                   or (w.startswith("-") and not w.startswith("--") and ("r" in w or "R" in w)) for w in words)
+    return False
 
 
 def _existing(value: str, *, glob: bool, cwd: str, creating: bool) -> list[str]:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
-from kirocrew_core.gate.calls import SEARCH_TOOLS, SHELL_TOOLS, Context, Subject, ToolCall, subjects
+from kirocrew_core.gate.calls import SHELL_TOOLS, Context, Subject, ToolCall, subjects
 from kirocrew_core.gate.paths import MAYBE, NO, YES, Match, best, domain_match, path_match
 from kirocrew_core.gate.protections import (
     AUTHORITY_DEFAULTS,
@@ -315,8 +315,11 @@ def _input_match(rule: Rule, subject: Subject, ctx: Context) -> Match:
         if subject.path is None:
             return NO
         match = path_match(rule.paths, subject.path, workspace=ctx.workspace, home=ctx.home, for_allow=for_allow)
-        if match is NO and not for_allow and subject.tool in SEARCH_TOOLS and subject.path.known:
-            return _search_reaches(rule.paths, subject.path.literal or "", ctx)
+        if match is NO and not for_allow and subject.reaches and subject.path.known:
+            roots = {subject.path.literal or "", subject.path.resolved or ""} - {""}
+            if any(_search_reaches(rule.paths, root, ctx) is YES for root in roots):
+                # A search below reads what the rule names; a change below may or may not touch it.
+                return MAYBE if subject.tool == "write" else YES
         return match
     if subject.kind != "domain":
         return NO
