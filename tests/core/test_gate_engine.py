@@ -509,3 +509,17 @@ def test_a_search_through_a_symlink_to_a_protected_directory_asks(gate, secrets)
     assert gate.decide(policy, "grep", {"pattern": "x", "path": "k"}, authority="unrestricted").decision == "ask"
     assert gate.shell(policy, "grep -r x k", authority="unrestricted") == "ask"
 
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("cd ~/.kiro/crew && cat gateway.token", "ask"),
+    ("cd ~/.kiro && cd crew; cat gateway.token", "ask"),
+    ("cd ~/.kiro/crew && echo x > gateway.token", "deny"),
+    ("cd ~/.kiro/crew && rm gateway.token", "deny"),
+    ("pushd ~/.kiro/crew; cat gateway.token", "ask"),
+    ("cd; cat .kiro/crew/gateway.token", "ask"),  # cd alone goes home
+    ("cd src && cat x", "allow"),
+])
+def test_relative_paths_after_a_cd_are_also_read_from_where_it_went(gate, secrets, line, expected):
+    (gate.workspace / "src" / "x").write_text("")
+    assert gate.shell(gate.policy(*BLANKET), line, authority="unrestricted") == expected

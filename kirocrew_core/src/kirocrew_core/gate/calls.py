@@ -11,7 +11,8 @@ subjects, and every one must be allowed:
   existing path (``cat ~/.kiro/crew/gateway.token`` is a read of that file; ``rm x`` a write).
   A directory named to a command that changes files (``rm -rf ~/.kiro``, ``mv``, ``chmod -R``,
   ``cp … dir``) or that reads a tree (``grep -r``, ``rg``, ``find … -exec``) *reaches* what is
-  below it, as a ``glob``/``grep`` rooted there does;
+  below it, as a ``glob``/``grep`` rooted there does. After a ``cd`` in the line, a relative
+  path counts from the workspace and from where the ``cd`` went;
 - a **file tool** (``read``, ``write``, ``glob``, ``grep``): each path in its input
   (``path``, ``paths``, ``file_path``, ``operations[].path`` …), or an unknown path when it
   names none (``glob``/``grep`` default to the workspace);
@@ -52,6 +53,7 @@ _PATH_KEYS = ("path", "paths", "file_path", "filePath", "file", "files", "dir_pa
 MAX_PATHS = 64
 MAX_ARGUMENT_PATHS = 256
 MAX_GLOB_MATCHES = 64
+MAX_CD_TARGETS = 16
 
 
 @dataclass(frozen=True)
@@ -152,19 +154,46 @@ def _shell_subjects(call: ToolCall, ctx: Context) -> Iterator[Subject]:
         yield Subject("shell", None, "command", simple.text, command=simple)
     for why in reduction.unknown:
         yield Subject("shell", None, "command", command.strip()[:200], unknown=why)
+    elsewhere = _cd_targets(reduction, ctx)
     for redirect in reduction.redirects:
         tool = "write" if redirect.write else "read"
         value = redirect.target.value
         if value is None:
             yield Subject(tool, None, "path", f"{tool} <unknown path> (a redirection)", path=PathValue.unknown(),
                           unknown="a redirection to a file not known before it runs")
-        else:
-            yield Subject(tool, None, "path", f"{tool} {value} (a redirection)",
-                          path=PathValue.of(value, ctx.workspace))
-    yield from _argument_subjects(reduction, ctx)
+            continue
+        yield Subject(tool, None, "path", f"{tool} {value} (a redirection)", path=PathValue.of(value, ctx.workspace))
+        for where in elsewhere if not os.path.isabs(value) else ():
+            yield Subject(tool, None, "path", f"{tool} {value} (a redirection after cd {where})",
+                          path=PathValue.of(value, where), restrict_only=True)
+    yield from _argument_subjects(reduction, ctx, elsewhere)
 
 
-def _argument_subjects(reduction: Any, ctx: Context) -> Iterator[Subject]:
+def _cd_targets(reduction: Any, ctx: Context) -> list[str]:
+    """The directories a ``cd``/``pushd`` in the line may move to: relative paths are read from there too.
+
+    Which commands run after the ``cd`` (and whether it succeeds) is not known, so a relative
+    path counts from the workspace and from each of these, for the rules that restrict only.
+    A ``cd`` to a place not known before the run adds nothing.
+    """
+    targets: list[str] = []
+    for simple in reduction.commands:
+        if simple.name not in ("cd", "pushd"):
+            continue
+        operands = [w.value for w in simple.argv[1:] if w.value is None or not w.value.startswith("-")]
+        target = operands[0] if operands else (ctx.home if simple.name == "cd" else None)
+        if not target:
+            continue
+        for base in [ctx.workspace, *targets]:
+            place = os.path.normpath(os.path.join(base, target))
+            if os.path.isabs(place) and place != ctx.workspace and place not in targets:
+                targets.append(place)
+        if len(targets) >= MAX_CD_TARGETS:
+            break
+    return targets[:MAX_CD_TARGETS]
+
+
+def _argument_subjects(reduction: Any, ctx: Context, elsewhere: list[str]) -> Iterator[Subject]:
     """Literal arguments that name existing paths, as reads (writes for :data:`MUTATORS`): restrict-only."""
     seen = 0
     for simple in reduction.commands:
@@ -176,13 +205,16 @@ def _argument_subjects(reduction: Any, ctx: Context) -> Iterator[Subject]:
                 continue
             if value.startswith("-"):  # --output=/path
                 value = value.partition("=")[2]
-            for path in _existing(value, glob=word.glob, cwd=ctx.workspace, creating=tool == "write"):
-                seen += 1
-                if seen > MAX_ARGUMENT_PATHS:
-                    return
-                target = PathValue.of(path, ctx.workspace)
-                yield Subject(tool, None, "path", f"{tool} {path} (an argument of {simple.name})", path=target,
-                              restrict_only=True, reaches=walks and os.path.isdir(target.literal or ""))
+            for cwd in [ctx.workspace, *(elsewhere if not os.path.isabs(value) else ())]:
+                for path in _existing(value, glob=word.glob, cwd=cwd, creating=tool == "write"):
+                    seen += 1
+                    if seen > MAX_ARGUMENT_PATHS:
+                        return
+                    target = PathValue.of(path, cwd)
+                    where = "" if cwd == ctx.workspace else f" after cd {cwd}"
+                    yield Subject(tool, None, "path", f"{tool} {path} (an argument of {simple.name}{where})",
+                                  path=target, restrict_only=True,
+                                  reaches=walks and os.path.isdir(target.literal or ""))
 
 
 def _reads_a_tree(command: Any) -> bool:
