@@ -523,3 +523,13 @@ def test_a_search_through_a_symlink_to_a_protected_directory_asks(gate, secrets)
 def test_relative_paths_after_a_cd_are_also_read_from_where_it_went(gate, secrets, line, expected):
     (gate.workspace / "src" / "x").write_text("")
     assert gate.shell(gate.policy(*BLANKET), line, authority="unrestricted") == expected
+
+
+@pytest.mark.parametrize(("pattern", "tool"), [
+    ("fs_*", "write"), ("fs_*", "read"), ("fs_*", "fs_write"), ("execute_*", "shell"), ("execute_ba?h", "shell"),
+])
+def test_a_glob_over_kiro_1x_names_matches_the_tools_they_name(gate, pattern, tool):
+    # kiro's own agent files use fs_* globs: a rule written the same way must not silently match nothing.
+    policy = gate.policy(rule("deny", pattern))
+    assert gate.decide(policy, tool, {"path": "src/x", "command": "ls"}, authority="unrestricted").decision == "deny"
+    assert gate.decide(policy, "introspect", {}, authority="unrestricted").decision == "allow"

@@ -40,7 +40,7 @@ from kirocrew_core.gate.protections import (
     default_rules,
     protection_rules,
 )
-from kirocrew_core.gate.rules import SEVERITY, Decision, Rule
+from kirocrew_core.gate.rules import SEVERITY, Decision, Rule, tool_names
 
 if TYPE_CHECKING:
     from kirocrew_core.plugins import KirocrewPluginManager
@@ -298,7 +298,7 @@ def _pattern_matches(pattern: str, server: str | None, tool: str) -> bool:
         srv, _, name = pattern[1:].partition("/")
         return server is not None and fnmatchcase(server.casefold(), srv.casefold()) and (
             not name or fnmatchcase(tool, name))
-    return server is None and fnmatchcase(tool, pattern)
+    return server is None and any(fnmatchcase(name, pattern) for name in tool_names(tool))
 
 
 def _input_match(rule: Rule, subject: Subject, ctx: Context) -> Match:
@@ -428,7 +428,7 @@ def _overlaps(pattern: str, server: str | None, tool: str | None) -> bool:
         if not _globs_meet(srv.casefold(), server.casefold()):
             return False
         return tool is None or not name or _globs_meet(name, tool)
-    return server is None and tool is not None and _globs_meet(pattern, tool)
+    return server is None and tool is not None and any(_globs_meet(pattern, name) for name in tool_names(tool))
 
 
 def _covers(pattern: str, server: str | None, tool: str | None) -> bool:
@@ -444,7 +444,7 @@ def _covers(pattern: str, server: str | None, tool: str | None) -> bool:
         if not fnmatchcase(server.casefold(), srv.casefold()):
             return False
         return not name or name == "*" or (tool is not None and fnmatchcase(tool, name))
-    return server is None and tool is not None and fnmatchcase(tool, pattern)
+    return server is None and tool is not None and any(fnmatchcase(name, pattern) for name in tool_names(tool))
 
 
 def _globs_meet(a: str, b: str) -> bool:

@@ -58,6 +58,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 #: kiro-cli 1.x names of built-in tools, read as their 2.x names (a rule or a call may use either).
 TOOL_ALIASES = {"execute_bash": "shell", "execute_cmd": "shell", "fs_write": "write", "fs_read": "read"}
+_ALIASES_OF = {new: tuple(old for old, same in TOOL_ALIASES.items() if same == new) for new in TOOL_ALIASES.values()}
 
 
 class PolicyError(BadInputError):
@@ -73,6 +74,11 @@ class PolicyError(BadInputError):
 def canonical_tool(name: str) -> str:
     """A built-in tool's 2.x name (``fs_write`` → ``write``); anything else as given."""
     return TOOL_ALIASES.get(name, name)
+
+
+def tool_names(name: str) -> tuple[str, ...]:
+    """A built-in tool's names, its 2.x one first (``write`` → ``write``, ``fs_write``): what a glob may name."""
+    return (name, *_ALIASES_OF.get(name, ()))
 
 
 @dataclass(frozen=True)
