@@ -134,3 +134,23 @@ def test_a_rule_describes_itself_in_one_line():
     many = built(decision="allow", tool="shell", command=["a", "b", "c", "d", "e"], authority="read_only")
     assert many.describe() == "allow shell command a, b, c (+2 more) (authority read_only)"
     assert built(decision="ask", tool="@notion").as_dict()["description"] == "ask @notion"
+
+
+@pytest.mark.parametrize(("fields", "field"), [
+    ({"tool": "read", "command": "cat"}, "command"),
+    ({"tool": "@github", "command": "rm"}, "command"),
+    ({"tool": "write", "domain": "example.com"}, "domain"),
+    ({"tool": "shell", "path": "~/.ssh/**"}, "path"),
+])
+def test_an_input_the_tool_never_carries_is_refused_so_the_rule_is_not_dead(fields, field):
+    # A shell rule's paths would never match: a shell line's files are decided as read and write.
+    assert refused(decision="deny", **fields).field == field
+
+
+@pytest.mark.parametrize("fields", [
+    {"tool": "*", "command": "rm"}, {"tool": "@builtin", "command": "rm"}, {"tool": "execute_*", "command": "rm"},
+    {"tool": "*", "domain": "example.com"}, {"tool": "web_*", "domain": "example.com"},
+    {"tool": "*", "path": "~/.ssh/**"}, {"tool": "@files", "path": "/srv/**"}, {"tool": "fs_*", "path": "x"},
+])
+def test_an_input_on_a_tool_pattern_that_covers_its_tool_is_kept(fields):
+    assert built(decision="deny", **fields).has_input
