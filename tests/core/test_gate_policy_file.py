@@ -246,6 +246,7 @@ def test_removing_a_rule_keeps_the_others_and_the_comments(policy_path):
     assert removed.id == "no-rm"
     text = policy_path.read_text()
     assert "no-rm" not in text and "# My policy: sessions never delete." in text
+    assert "# Git is fine.\n[[rule]]" in text  # the comment introducing the next rule stays with it
     assert 'read_only = "deny"  # nothing unexpected in read-only sessions' in text
     [left] = read_policy_file().rules
     assert left.commands == ("git status", "git diff")

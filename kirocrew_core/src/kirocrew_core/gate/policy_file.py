@@ -294,10 +294,16 @@ def remove_rule(rule_id: str) -> Rule:
         document = _editable()
         tables = document.get("rule", [])
         index = [r.id for r in read.rules].index(rule_id)
+        # Comments after the rule's last line introduce what follows it: they stay, before the next rule.
+        trailing = _trailing_comments(tables[index])
         del tables[index]
+        if index < len(tables):
+            tables[index].trivia.indent = trailing + tables[index].trivia.indent
+            trailing = ""
         if not tables:
             del document["rule"]
-        _write(document)
+        text = document.as_string()
+        _write_text(text.rstrip("\n") + "\n" + trailing.lstrip("\n") if trailing.strip() else text)
     _audit("policy_rule_removed", rule=found.id, decision=found.decision, tool=found.tool)
     return found
 
@@ -319,11 +325,27 @@ def _editable() -> Any:
     return tomlkit.parse(read.text or "")
 
 
+def _trailing_comments(table: Any) -> str:
+    """The comment and blank lines that end ``table``'s body (tomlkit keeps them in the table above a header)."""
+    from tomlkit.items import Comment, Whitespace
+
+    tail: list[str] = []
+    for key, item in reversed(table.value.body):
+        if key is not None or not isinstance(item, (Comment, Whitespace)):
+            break
+        tail.append(item.as_string())
+    return "".join(reversed(tail))
+
+
 def _write(document: Any) -> None:
+    _write_text(document.as_string())
+
+
+def _write_text(text: str) -> None:
     from kirocrew_core.jsonfile import write_bytes_atomic
 
     home.ensure_crew_home()
-    write_bytes_atomic(policy_file(), document.as_string().encode("utf-8"), secret=True)
+    write_bytes_atomic(policy_file(), text.encode("utf-8"), secret=True)
 
 
 def _audit(event: str, **fields: Any) -> None:
