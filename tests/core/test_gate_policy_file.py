@@ -282,3 +282,11 @@ def test_edits_are_recorded_in_the_security_event_log(policy_path):
 def test_the_policy_file_lives_in_the_crew_home(isolated_homes):
     assert policy_file.policy_file() == isolated_homes.crew_home / "policy.toml"
     assert os.path.dirname(last_good_file()).startswith(str(isolated_homes.crew_home))
+
+
+@pytest.mark.parametrize("text", ["rule = []\n", "# inline\nrule = [{id = 'a', decision = 'ask', tool = 'read'}]\n"])
+def test_a_rule_is_added_to_rules_written_as_an_inline_array(policy_path, text):
+    write(policy_path, text)
+    rule = add_rule({"decision": "deny", "tool": "shell", "command": "rm"})
+    assert [r.id for r in read_policy_file().rules][-1] == rule.id
+    assert policy_path.read_text().startswith(text.split("rule")[0])

@@ -262,6 +262,7 @@ def add_rule(fields: dict[str, Any]) -> Rule:
     ``policy_file_malformed`` when the file cannot be used (it is never overwritten then).
     """
     import tomlkit
+    from tomlkit.items import AoT
 
     from kirocrew_core.locks import named_lock
 
@@ -271,10 +272,17 @@ def add_rule(fields: dict[str, Any]) -> Rule:
                       rule_id=new_rule_id())
     with named_lock(LOCK):
         document = _editable()
-        # Appended as text after what is there, so the owner's layout and comments stay exactly as they were.
-        text = document.as_string().rstrip("\n")
-        text = (text + "\n\n" if text else "") + tomlkit.dumps({"rule": [rule.as_table()]})
-        _write(tomlkit.parse(text))
+        existing = document.get("rule")
+        if existing is not None and not isinstance(existing, AoT):  # ``rule = [...]``: one more inline table
+            table = tomlkit.inline_table()
+            table.update(rule.as_table())
+            existing.append(table)
+            _write(document)
+        else:
+            # Appended as text after what is there, so the owner's layout and comments stay exactly as they were.
+            text = document.as_string().rstrip("\n")
+            text = (text + "\n\n" if text else "") + tomlkit.dumps({"rule": [rule.as_table()]})
+            _write(tomlkit.parse(text))
     _audit("policy_rule_added", rule=rule.id, decision=rule.decision, tool=rule.tool)
     return rule
 
