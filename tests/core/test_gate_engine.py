@@ -533,3 +533,17 @@ def test_a_glob_over_kiro_1x_names_matches_the_tools_they_name(gate, pattern, to
     policy = gate.policy(rule("deny", pattern))
     assert gate.decide(policy, tool, {"path": "src/x", "command": "ls"}, authority="unrestricted").decision == "deny"
     assert gate.decide(policy, "introspect", {}, authority="unrestricted").decision == "allow"
+
+
+def test_a_project_default_applies_only_where_it_is_stricter_than_the_owners(gate):
+    policy = gate.policy(defaults={"read_only": "allow", "workspace_write": "deny"})
+    project = {"read_only": "ask", "workspace_write": "ask", "unrestricted": "ask"}
+
+    def decided(authority: str) -> str:
+        call = ToolCall("shell", None, {"command": "ls"})
+        return policy.decide(call, gate.ctx(authority=authority), (), project).decision
+
+    assert decided("read_only") == "ask"  # stricter than the owner's allow
+    assert decided("workspace_write") == "deny"  # the owner's deny is stricter: it stays
+    assert decided("unrestricted") == "ask"
+    assert gate.shell(policy, "ls", authority="read_only") == "allow"  # without the project

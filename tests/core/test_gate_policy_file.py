@@ -290,3 +290,10 @@ def test_a_rule_is_added_to_rules_written_as_an_inline_array(policy_path, text):
     rule = add_rule({"decision": "deny", "tool": "shell", "command": "rm"})
     assert [r.id for r in read_policy_file().rules][-1] == rule.id
     assert policy_path.read_text().startswith(text.split("rule")[0])
+
+
+def test_a_project_default_as_strict_as_the_built_in_one_is_kept_for_an_owner_who_loosened_it(tmp_path):
+    # The owner may have set read_only = "allow": the project's "ask" is stricter than that, so it must reach decide.
+    write(tmp_path / PROJECT_FILE, "[defaults]\nread_only = 'ask'\nworkspace_write = 'deny'\n")
+    _, defaults, problems = project_rules(str(tmp_path))
+    assert defaults == {"read_only": "ask", "workspace_write": "deny"} and problems == []

@@ -35,11 +35,12 @@ def ordered_rules(workspace: str | None = None) -> tuple[list[Any], list[str]]:
 
     current = current_policy()
     project: list[Any] = []
+    project_defaults: dict[str, Any] = {}
     problems = list(current.problems)
     if workspace:
-        project, _, project_problems = project_rules(workspace)
+        project, project_defaults, project_problems = project_rules(workspace)
         problems += project_problems
-    return [*current.rules(project), *current.default_rules()], problems
+    return [*current.rules(project), *current.default_rules(project_defaults)], problems
 
 
 @policy.command("list")
@@ -113,10 +114,10 @@ def check(tool: str, raw_input: str, authority: str, agent: str, workspace: str 
     server, name = _split_tool(tool)
     where = os.path.abspath(os.path.expanduser(workspace or os.getcwd()))
     current = current_policy()
-    project, _, problems = project_rules(where)
+    project, project_defaults, problems = project_rules(where)
     _warn_problems([*current.problems, *problems])
     verdict = current.decide(ToolCall(name, server, call_input),
-                             Context(authority, agent, where, str(home.user_home())), project)
+                             Context(authority, agent, where, str(home.user_home())), project, project_defaults)
     click.echo(json.dumps(verdict.as_dict(), indent=2))
     click.get_current_context().exit(EXIT_CODES[verdict.decision])
 

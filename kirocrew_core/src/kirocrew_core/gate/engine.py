@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
@@ -138,21 +138,30 @@ class Policy:
         """Built-in, owner and project rules, in precedence order (defaults excluded)."""
         return [*self.builtin_rules, *self.owner_rules, *project_rules]
 
-    def default_rules(self) -> list[Rule]:
-        """The defaults in the order they are tried (the ceiling first)."""
+    def default_rules(self, project_defaults: Mapping[str, Decision] | None = None) -> list[Rule]:
+        """The defaults in the order they are tried (the ceiling first); a project's count where stricter."""
+        merged = dict(self.defaults)
+        for authority, decision in (project_defaults or {}).items():
+            if SEVERITY[decision] > SEVERITY[merged.get(authority, UNKNOWN_AUTHORITY_DEFAULT)]:
+                merged[authority] = decision
         ceiling = _ceiling_rule(self.ceiling)
-        return [*([ceiling] if ceiling else []), *default_rules(self.defaults)]
+        return [*([ceiling] if ceiling else []), *default_rules(merged)]
 
     # -- deciding ----------------------------------------------------------------------------------
 
-    def decide(self, call: ToolCall, ctx: Context, project_rules: Sequence[Rule] = ()) -> Verdict:
-        """The decision on ``call`` where ``ctx`` says it runs (see the module docstring)."""
+    def decide(self, call: ToolCall, ctx: Context, project_rules: Sequence[Rule] = (),
+               project_defaults: Mapping[str, Decision] | None = None) -> Verdict:
+        """The decision on ``call`` where ``ctx`` says it runs (see the module docstring).
+
+        ``project_rules`` and ``project_defaults`` are what :func:`~.policy_file.project_rules` reads
+        for the call's workspace: a project default counts only where it is stricter than the owner's.
+        """
         if not ctx.home:
             from kirocrew_core import home
 
             ctx = Context(ctx.authority, ctx.agent, ctx.workspace, str(home.user_home()))
         rules = [r for r in self.rules(project_rules) if _in_scope(r, ctx)]
-        defaults = [r for r in self.default_rules() if _in_scope(r, ctx)]
+        defaults = [r for r in self.default_rules(project_defaults) if _in_scope(r, ctx)]
         parts: list[tuple[Part, Rule, Subject]] = []
         for subject in subjects(call, ctx):
             outcome = self._subject(subject, ctx, rules, defaults)

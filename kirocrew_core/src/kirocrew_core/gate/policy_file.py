@@ -244,9 +244,11 @@ def project_rules(workspace: str) -> tuple[list[Rule], dict[str, Decision], list
     defaults: dict[str, Decision] = {}
     problems = list(read.problems)
     for authority, decision in read.defaults.items():
-        if SEVERITY[decision] > SEVERITY[AUTHORITY_DEFAULTS.get(authority, "ask")]:
+        # Kept unless looser than the built-in default: the owner may have loosened that, and the engine
+        # applies a project default only where it is stricter than the owner's (Policy.default_rules).
+        if SEVERITY[decision] >= SEVERITY[AUTHORITY_DEFAULTS.get(authority, "ask")]:
             defaults[authority] = decision
-        elif SEVERITY[decision] < SEVERITY[AUTHORITY_DEFAULTS.get(authority, "ask")]:
+        else:
             problems.append(f"{read.path}: [defaults] {authority} = {decision!r} ignored: a project may only be "
                             "stricter than the owner")
     return read.rules, defaults, problems
