@@ -297,3 +297,15 @@ def test_a_project_default_as_strict_as_the_built_in_one_is_kept_for_an_owner_wh
     write(tmp_path / PROJECT_FILE, "[defaults]\nread_only = 'ask'\nworkspace_write = 'deny'\n")
     _, defaults, problems = project_rules(str(tmp_path))
     assert defaults == {"read_only": "ask", "workspace_write": "deny"} and problems == []
+
+
+def test_an_edit_keeps_the_new_file_as_the_last_good_copy_so_a_later_typo_loses_no_rule(plugin_manager, policy_path):
+    # No decision read the file between the edit and the typo: the owner's deny must still deny.
+    rule = add_rule({"decision": "deny", "tool": "shell", "command": "rm"})
+    assert last_good_file().read_text() == policy_path.read_text()
+    policy_path.write_text(policy_path.read_text() + "\n[[rule]\n")
+    assert owner_ids(load_policy(plugin_manager)) == [rule.id]
+    policy_path.write_text("")
+    other = add_rule({"decision": "ask", "tool": "web_fetch"})
+    remove_rule(other.id)
+    assert last_good_file().read_text() == policy_path.read_text()

@@ -352,10 +352,15 @@ def _write(document: Any) -> None:
 
 
 def _write_text(text: str) -> None:
+    """Write the owner's file, and keep it as the last good copy: an edit is a file read whole and sound, so a
+    typo made before any decision reads it must not lose the rules the edit left."""
     from kirocrew_core.jsonfile import write_bytes_atomic
 
     home.ensure_crew_home()
     write_bytes_atomic(policy_file(), text.encode("utf-8"), secret=True)
+    written = read_policy_file()
+    if written.state == "ok":
+        _keep_last_good(written)
 
 
 def _audit(event: str, **fields: Any) -> None:
