@@ -60,7 +60,7 @@ def test_remove_takes_a_rule_out_and_an_unknown_id_is_an_error(kirocrew, policy_
     assert removed.returncode == 0 and removed.stdout.strip() == f"Removed {rule_id}: deny shell command rm"
     assert rule_id not in policy_path.read_text()
     again = kirocrew("policy", "remove", rule_id)
-    assert again.returncode == 1 and f"error[policy_rule_not_found]: no rule '{rule_id}'" in again.stderr
+    assert again.returncode == 2 and f"error[policy_rule_not_found]: no rule '{rule_id}'" in again.stderr
 
 
 def test_check_exits_0_for_allow_1_for_deny_and_3_for_ask(kirocrew, tmp_path):
@@ -106,7 +106,7 @@ def test_a_malformed_file_is_reported_the_last_good_policy_decides_and_edits_are
     code, verdict, stderr = check(kirocrew, "shell", {"command": "rm x"})
     assert code == DENY and "not valid TOML" in stderr
     refused = kirocrew("policy", "add", "--decision", "allow", "--tool", "shell")
-    assert refused.returncode == 1 and "error[policy_file_malformed]" in refused.stderr
+    assert refused.returncode == 2 and "error[policy_file_malformed]" in refused.stderr
     assert policy_path.read_text() == broken
 
 

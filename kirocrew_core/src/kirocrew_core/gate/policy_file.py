@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kirocrew_core import home
-from kirocrew_core.errors import KirocrewError
+from kirocrew_core.errors import BadInputError, KirocrewError
 from kirocrew_core.gate.engine import Policy
 from kirocrew_core.gate.protections import AUTHORITY_DEFAULTS, policy_file
 from kirocrew_core.gate.rules import DECISIONS, SEVERITY, Decision, PolicyError, Rule, build_rule, new_rule_id
@@ -296,10 +296,11 @@ def remove_rule(rule_id: str) -> Rule:
     with named_lock(LOCK):
         read = read_policy_file()
         if not read.usable:
-            raise KirocrewError("; ".join(read.problems) + "; nothing was changed", code="policy_file_malformed")
+            raise KirocrewError("; ".join(read.problems) + "; nothing was changed", code="policy_file_malformed",
+                                exit_code=2)
         found = next((r for r in read.rules if r.id == rule_id), None)
         if found is None:
-            raise KirocrewError(f"no rule {rule_id!r} in {read.path} (kirocrew policy list shows the ids)",
+            raise BadInputError(f"no rule {rule_id!r} in {read.path} (kirocrew policy list shows the ids)",
                                 code="policy_rule_not_found")
         document = _editable()
         tables = document.get("rule", [])
@@ -325,7 +326,7 @@ def _editable() -> Any:
     read = read_policy_file()
     if not read.usable:
         raise KirocrewError("; ".join(read.problems) + "; nothing was changed (fix or remove the file first)",
-                            code="policy_file_malformed")
+                            code="policy_file_malformed", exit_code=2)
     if read.state == "absent":
         document = tomlkit.document()
         document.add(tomlkit.comment("kirocrew permission policy: `kirocrew policy add|remove` and the Policy page "
