@@ -547,3 +547,17 @@ def test_a_project_default_applies_only_where_it_is_stricter_than_the_owners(gat
     assert decided("workspace_write") == "deny"  # the owner's deny is stricter: it stays
     assert decided("unrestricted") == "ask"
     assert gate.shell(policy, "ls", authority="read_only") == "allow"  # without the project
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("git push origin main", "deny"),
+    ("git -C . push origin main", "ask"),  # global options before the subcommand: the deny may apply
+    ("git --no-pager push", "ask"),
+    ("git -c push.default=current push", "ask"),
+    ("git log --grep push", "allow"),  # push is an argument of log here, not the subcommand
+    ("git commit -m push", "allow"),
+    ("git status", "allow"),
+])
+def test_options_before_a_denied_subcommand_do_not_dodge_the_deny(gate, line, expected):
+    policy = gate.policy(rule("deny", "shell", command="git push"))
+    assert gate.shell(policy, line, authority="unrestricted") == expected

@@ -10,7 +10,8 @@ that matches it. The call's decision is the strictest of its subjects'. Three fl
 - a subject the parser could not reduce (``$CMD x``, a parse error) is never allowed without
   asking, whatever rule or default allowed it;
 - an input that is not known before the call runs makes a matching ``deny`` an ``ask`` (the
-  rule may or may not apply) and never satisfies an ``allow``;
+  rule may or may not apply) and never satisfies an ``allow``; so do options between a command
+  and the subcommand a deny or ask rule names (``git -C . push`` for ``git push``);
 - an ``allow`` from a rule that names command prefixes becomes ``ask`` when the command is
   run with variables that change what runs (``LD_PRELOAD=…``, ``PATH=…``, ``GIT_…``) or with
   an option that runs other programs (``git -c``/``--upload-pack``, ``rg --pre``,
@@ -366,8 +367,32 @@ def _prefix_match(prefix: str, command: Any, for_allow: bool) -> Match:
                 return NO
             value = os.path.basename(value)
         if not fnmatchcase(value, pattern):
-            return NO
+            return NO if for_allow or index == 0 else _past_options(words, argv)
     return result
+
+
+def _past_options(words: list[str], argv: tuple[Any, ...]) -> Match:
+    """For a deny or ask: MAYBE when ``words`` follow the command's name once options are skipped.
+
+    ``git -C . push`` runs ``git push``: options (and the word after each, which may be its value)
+    before a subcommand must not dodge a rule about the subcommand. Which option takes a value is
+    not known, so this is MAYBE (the rule may apply), never YES.
+    """
+    index, after_option = 1, False
+    for word in argv[1:]:
+        value = word.value
+        if value is not None and fnmatchcase(value, words[index]):
+            index += 1
+            after_option = False
+            if index == len(words):
+                return MAYBE
+        elif value is None or value.startswith("-"):
+            after_option = value is not None
+        elif after_option:
+            after_option = False  # the option's value
+        else:
+            return NO
+    return NO
 
 
 def _risky(command: Any) -> str:
