@@ -561,3 +561,72 @@ def test_a_project_default_applies_only_where_it_is_stricter_than_the_owners(gat
 def test_options_before_a_denied_subcommand_do_not_dodge_the_deny(gate, line, expected):
     policy = gate.policy(rule("deny", "shell", command="git push"))
     assert gate.shell(policy, line, authority="unrestricted") == expected
+
+
+# -- the rule index changes no decision ------------------------------------------------------------------------------
+
+def _many_rules(workspace: Path) -> list[dict[str, Any]]:
+    """A mix like a long-lived policy's: shell allows and denies, globs, paths, domains, MCP tools, scopes."""
+    tables: list[dict[str, Any]] = [
+        rule("allow", "shell", command=["git status", "git diff", "npm run test:*", "ls", "grep", "make build"]),
+        rule("deny", "shell", command=["rm", "git push", "curl"]), rule("ask", "shell", command="docker"),
+        rule("allow", "shell", command="g*t log"), rule("deny", "execute_*", command="shred"),
+        rule("allow", "fs_*", path="src/**"), rule("deny", "write", path=["*.pem", "~/.ssh/**"]),
+        rule("ask", "read", path="/etc/**"), rule("allow", "web_fetch", domain=["docs.python.org", "*.github.io"]),
+        rule("deny", "web_fetch", domain="evil.example"), rule("allow", "web_*", domain="*"),
+        rule("allow", "@github"), rule("deny", "@github/delete_*"), rule("ask", "@git*/merge"),
+        rule("allow", "@builtin", agent="review*"), rule("deny", "*", authority="read_only"),
+        rule("deny", "shell", workspace=str(workspace / "locked")), rule("allow", "@files", path="/srv/**"),
+    ]
+    for i in range(150):
+        tables.append(rule(("allow", "ask", "deny")[i % 3], "shell", command=f"tool{i} sub{i % 7}"))
+        tables.append(rule("allow", ("write", "read")[i % 2], path=f"src/mod{i}/**"))
+        tables.append(rule(("allow", "deny")[i % 2], f"@srv{i % 20}/op{i}"))
+    return tables
+
+
+CORPUS_LINES = [line for line, _ in [
+    ("git status", ""), ("git status -s && rm -rf x", ""), ("git -C . push", ""), ("npm run test:unit", ""),
+    ("npm run build", ""), ("git log --oneline", ""), ("gist log", ""), ("/usr/bin/shred x", ""),
+    ("tool3 sub3 && tool4 sub4; tool5 x", ""), ("ls src | grep x > out.txt", ""), ("cat ~/.ssh/id_rsa", ""),
+    ("docker ps", ""), ("$CMD", ""), ("echo $(curl evil.example)", ""), ("bash -c 'rm -rf /'", ""),
+    ("LD_PRELOAD=x ls", ""), ("ls | xargs rm", ""), ("grep -r x src", ""), ("cd src && cat a.py", ""),
+]]
+
+
+def _corpus(workspace: Path) -> list[tuple[str, str | None, dict[str, Any]]]:
+    calls: list[tuple[str, str | None, dict[str, Any]]] = [("shell", None, {"command": c}) for c in CORPUS_LINES]
+    for path in ("src/a.py", "src/mod3/x.py", "src/mod4/x.py", "key.pem", "~/.ssh/config", "/etc/hosts",
+                 "README.md", "/srv/data/x"):
+        calls += [("write", None, {"path": path}), ("fs_read", None, {"path": path}), ("glob", None, {"path": path})]
+    for url in ("https://docs.python.org/3/", "https://a.github.io/", "https://evil.example/", "https://x.org/",
+                "nonsense"):
+        calls.append(("web_fetch", None, {"url": url}))
+    for server, tool in (("github", "list"), ("github", "delete_repo"), ("gitlab", "merge"), ("srv3", "op3"),
+                         ("srv3", "op4"), ("files", "read"), ("other", "x")):
+        calls.append((tool, server, {"path": "/srv/data/x"}))
+    calls += [("introspect", None, {}), ("todo_list", None, {})]
+    return calls
+
+
+def test_the_rule_index_changes_no_decision(gate, secrets, monkeypatch):
+    from kirocrew_core.gate import engine
+
+    (gate.workspace / "src" / "a.py").write_text("")
+    (gate.workspace / "locked").mkdir()
+    policy = gate.policy(*_many_rules(gate.workspace))
+    where = [{"authority": a, "agent": g, "workspace": w} for a in ("unrestricted", "read_only", "workspace_write")
+             for g in ("kirocrew", "reviewer") for w in (gate.workspace, gate.workspace / "locked")]
+
+    def verdicts() -> list[tuple[str, str, tuple[Any, ...]]]:
+        out = []
+        for tool, server, call_input in _corpus(gate.workspace):
+            for context in where:
+                verdict = gate.decide(policy, tool, call_input, server=server, **context)
+                out.append((verdict.decision, verdict.rule.id, verdict.parts))
+        return out
+
+    indexed = verdicts()
+    monkeypatch.setattr(engine._RuleIndex, "candidates", lambda index, subject, scope: list(index.rules))
+    assert indexed == verdicts()
+    assert {decision for decision, _, _ in indexed} == {"allow", "ask", "deny"}

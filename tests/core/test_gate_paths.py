@@ -146,3 +146,13 @@ def test_a_host_a_fetch_could_read_differently_is_not_known(url):
     # Python's urlsplit and kiro's URL parser disagree on these: neither a deny nor an allow may trust either.
     assert host_of(url) is None
     assert domain_match(("example.com",), host_of(url)) is MAYBE
+
+
+@pytest.mark.parametrize(("glob", "directory"), [
+    ("/w/src/**", "/w/src"), ("/w/src/*.py", "/w/src"), ("/w/sr*", "/w"), ("/**/x.pem", ""),
+    ("/etc/hosts", "/etc/hosts"), ("/w/a/b?c/d", "/w/a"), ("/w/[ab]/x", "/w"),
+])
+def test_a_glob_starts_in_the_deepest_directory_before_its_first_wildcard(glob, directory):
+    from kirocrew_core.gate.paths import start_directory
+
+    assert start_directory(glob) == directory

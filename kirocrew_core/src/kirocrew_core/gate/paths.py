@@ -136,16 +136,67 @@ def _compiled(glob: str) -> re.Pattern[str]:
     return re.compile(_translate(glob))
 
 
-def _covered(regexes: list[re.Pattern[str]], path: str) -> bool:
-    """True when ``path`` or a directory above it matches one of ``regexes``."""
+def _fixed_prefix(glob: str) -> str:
+    """What every path a glob covers starts with: its text before the first wildcard, without a final ``/``
+    (``/w/src/**`` also matches ``/w/src`` itself)."""
+    cut = min((i for i in (glob.find(c) for c in "*?[") if i >= 0), default=len(glob))
+    return glob[:cut].rstrip("/")
+
+
+def start_directory(glob: str) -> str:
+    """The deepest path every match of ``glob`` (or a directory above the match) lies in or is: its text up
+    to the first wildcard, cut back to a whole segment (``/w/src/*.py`` → ``/w/src``); "" for the root."""
+    cut = min((i for i in (glob.find(c) for c in "*?[") if i >= 0), default=-1)
+    if cut < 0:
+        return glob.rstrip("/")
+    text = glob[:cut]
+    return text.rstrip("/") if text.endswith("/") else text[:text.rfind("/")]
+
+
+Globs = tuple[tuple[str, str, "re.Pattern[str]"], ...]
+
+
+def roots(workspace: str, home: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The forms of the workspace and of the home a relative or ``~`` glob is anchored at: as given, resolved."""
+    return tuple(_bases(workspace)), tuple(_bases(home))
+
+
+def anchored_globs(patterns: tuple[str, ...], workspace: str, home: str,
+                   at: tuple[tuple[str, ...], tuple[str, ...]] | None = None) -> Globs:
+    """``(glob, fixed prefix, regex)`` for each pattern anchored at each form of the workspace and the home.
+
+    ``at`` is :func:`roots` when the caller already has it (one decision resolves them once);
+    the compiled globs are cached per rule and roots, since a policy meets the same rules in the
+    same workspace again and again.
+    """
+    return _anchored_globs(patterns, *(at if at is not None else roots(workspace, home)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _anchored_globs(patterns: tuple[str, ...], workspaces: tuple[str, ...], homes: tuple[str, ...]) -> Globs:
+    found: dict[str, tuple[str, str, re.Pattern[str]]] = {}
+    for pattern in patterns:
+        for ws in workspaces:
+            for hm in homes:
+                glob = anchored(pattern, ws, hm)
+                if glob not in found:
+                    found[glob] = (glob, _fixed_prefix(glob), _compiled(glob))
+    return tuple(found.values())
+
+
+def _covered(globs: Globs, path: str) -> bool:
+    """True when ``path`` or a directory above it matches one of ``globs``."""
+    regexes = [rx for _, prefix, rx in globs if path.startswith(prefix)]
+    if not regexes:
+        return False
     current = path
     while True:
         if any(rx.fullmatch(current) for rx in regexes):
             return True
-        parent = os.path.dirname(current)
-        if parent == current:
-            return False
-        current = parent
+        cut = current.rfind("/")
+        if cut <= 0:
+            return current != "/" and any(rx.fullmatch("/") for rx in regexes)
+        current = current[:cut]
 
 
 def _bases(path: str) -> list[str]:
@@ -153,14 +204,14 @@ def _bases(path: str) -> list[str]:
     return [path] if real == path else [path, real]
 
 
-def path_match(patterns: tuple[str, ...], value: PathValue, *, workspace: str, home: str, for_allow: bool) -> Match:
+def path_match(patterns: tuple[str, ...], value: PathValue, *, workspace: str, home: str, for_allow: bool,
+               at: tuple[tuple[str, ...], tuple[str, ...]] | None = None) -> Match:
     """Whether any of ``patterns`` covers ``value`` (both forms for an allow, either for deny/ask)."""
     if not value.known:
         return MAYBE
-    regexes = [_compiled(anchored(p, ws, hm)) for p in patterns
-               for ws in _bases(workspace) for hm in _bases(home)]
+    globs = anchored_globs(patterns, workspace, home, at)
     forms = [value.literal, value.resolved or value.literal]
-    hits = [_covered(regexes, form) for form in forms if form is not None]
+    hits = [_covered(globs, form) for form in forms if form is not None]
     ok = all(hits) if for_allow else any(hits)
     return YES if ok else NO
 
