@@ -630,3 +630,17 @@ def test_the_rule_index_changes_no_decision(gate, secrets, monkeypatch):
     monkeypatch.setattr(engine._RuleIndex, "candidates", lambda index, subject, scope: list(index.rules))
     assert indexed == verdicts()
     assert {decision for decision, _, _ in indexed} == {"allow", "ask", "deny"}
+
+
+def test_a_copy_of_a_policy_with_other_defaults_shares_its_index_and_decides_by_its_defaults(gate):
+    from dataclasses import replace
+
+    from kirocrew_core.gate import engine
+
+    policy = gate.policy(rule("allow", "shell", command="ls"))
+    stricter = replace(policy, defaults={**policy.defaults, "unrestricted": "deny"})
+    assert gate.shell(policy, "whoami", authority="unrestricted") == "allow"
+    assert gate.shell(stricter, "whoami", authority="unrestricted") == "deny"
+    assert gate.shell(stricter, "ls", authority="unrestricted") == "allow"
+    assert engine._index_of(stricter.builtin_rules, stricter.owner_rules) is engine._index_of(
+        policy.builtin_rules, policy.owner_rules)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -127,8 +128,6 @@ class Policy:
     problems: list[str] = field(default_factory=list)
     builtin_rules: list[Rule] = field(default_factory=list)
     source: str = ""
-    # Built on the first decision: a policy is read once per file signature and decides many calls.
-    _index: _RuleIndex | None = field(default=None, init=False, repr=False, compare=False)
     _default_cache: list[Rule] | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
@@ -181,15 +180,14 @@ class Policy:
             from kirocrew_core import home
 
             ctx = Context(ctx.authority, ctx.agent, ctx.workspace, str(home.user_home()))
-        if self._index is None:
-            self._index = _RuleIndex(self.rules())
+        index = _index_of(self.builtin_rules, self.owner_rules)
         scope = _Scope(ctx)
         project = [r for r in project_rules if scope.admits(r)]
         defaults = [r for r in self.default_rules(project_defaults) if scope.admits(r)]
         parts: list[tuple[Part, Rule, Subject]] = []
         for subject in subjects(call, ctx):
             # The index only narrows: every rule it leaves out could not match this subject's tool or command.
-            rules = [r for r in self._index.candidates(subject, scope) if scope.admits(r)]
+            rules = [r for r in index.candidates(subject, scope) if scope.admits(r)]
             outcome = self._subject(subject, scope, [*rules, *project], defaults)
             if outcome is not None:
                 parts.append((outcome[0], outcome[1], subject))
@@ -336,6 +334,25 @@ class _Scope:
 
 
 _GLOB_CHARS = frozenset("*?[")
+
+# The indexes of the policies in use, by the identity of their rule lists: built on a policy's first decision
+# (it is read once per file signature and decides many calls), and shared by a copy with other defaults
+# (``dataclasses.replace(policy, defaults=…)``). The lists are never changed once a policy is built.
+_indexes: list[tuple[list[Rule], list[Rule], _RuleIndex]] = []
+_indexes_lock = threading.Lock()
+_INDEXES_KEPT = 8
+
+
+def _index_of(builtin: list[Rule], owner: list[Rule]) -> _RuleIndex:
+    with _indexes_lock:
+        for kept_builtin, kept_owner, index in _indexes:
+            if kept_builtin is builtin and kept_owner is owner:
+                return index
+    index = _RuleIndex([*builtin, *owner])
+    with _indexes_lock:
+        _indexes.append((builtin, owner, index))
+        del _indexes[:-_INDEXES_KEPT]
+    return index
 
 
 class _RuleIndex:
