@@ -35,7 +35,8 @@ def test_the_hook_list_is_the_architecture_one():
         "addhooks", "register_commands", "gateway_routes", "dashboard_pages", "gateway_startup",
         "gateway_stopping", "gateway_shutdown", "extra_mcp_scopes", "extra_mcp_servers", "managed_mcp_servers",
         "core_mcp_tools", "registry_loaders", "authority_backends",
-        "governance_ceiling", "doctor_checks", "host_services", "host_mcp_servers", "known_workspaces",
+        "governance_ceiling", "protected_paths", "doctor_checks", "host_services", "host_mcp_servers",
+        "known_workspaces",
     }
 
 
@@ -450,6 +451,31 @@ def test_hook_governance_ceiling(plugin_manager):
     assert may_auto_approve("@notion") is False
     assert may_auto_approve("@notion/search") is False  # named at any granularity
     assert may_auto_approve("@linear") is True
+
+
+def test_hook_protected_paths(plugin_manager, isolated_homes, tmp_path):
+    from kirocrew_core.contributions import ProtectedPath
+    from kirocrew_core.gate.calls import Context, ToolCall
+    from kirocrew_core.gate.engine import Policy
+
+    vault = tmp_path / "vault"
+    _register(plugin_manager, "vault", protected_paths=lambda: [ProtectedPath(vault / "key.pem", secret=True),
+                                                                 ProtectedPath(vault / "state")])
+    ctx = Context("unrestricted", "kirocrew", str(tmp_path), str(isolated_homes.user_home))
+
+    def decided(policy, tool, path):
+        return policy.decide(ToolCall(tool, None, {"path": str(path)}), ctx).decision
+
+    policy = Policy.build(pm=plugin_manager)
+    assert decided(policy, "read", vault / "key.pem") == "ask"  # a secret is read with the owner's say-so
+    assert decided(policy, "write", vault / "state" / "db") == "deny"  # a folder covers what is below it
+    assert decided(policy, "read", vault / "state" / "db") == "allow"
+    assert decided(policy, "write", isolated_homes.crew_home / "x") == "deny"  # core's own, beside the plugin's
+    # A plugin that fails makes every file access ask (fail closed), and says which plugin it was.
+    _register(plugin_manager, "broken-vault", protected_paths=lambda: 1 / 0)
+    broken = Policy.build(pm=plugin_manager)
+    assert decided(broken, "read", tmp_path / "notes.txt") == "ask"
+    assert any("broken-vault" in problem for problem in broken.problems)
 
 
 def test_hook_doctor_checks(plugin_manager):

@@ -52,18 +52,10 @@ def _project(workspace: str) -> tuple[list[Rule], dict[str, Any], list[str]]:
 
 def decide_call(call: ToolCall, ctx: Context, pm: Any = None) -> Verdict:
     """The policy's decision on ``call`` in ``ctx`` (owner policy, project rules and stricter defaults)."""
-    from dataclasses import replace
-
     from kirocrew_core.gate.policy_file import current_policy
-    from kirocrew_core.gate.rules import SEVERITY
 
-    policy = current_policy(pm)
     rules, defaults, _ = _project(ctx.workspace)
-    if defaults:
-        stricter = {k: v for k, v in defaults.items() if SEVERITY[v] > SEVERITY[policy.defaults.get(k, "ask")]}
-        if stricter:
-            policy = replace(policy, defaults={**policy.defaults, **stricter})
-    return policy.decide(call, ctx, rules)
+    return current_policy(pm).decide(call, ctx, rules, defaults)
 
 
 def refusal_message(verdict: Verdict) -> str:

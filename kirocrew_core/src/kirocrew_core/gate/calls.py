@@ -8,7 +8,11 @@ subjects, and every one must be allowed:
 - a **shell** call: each simple command the line runs; each file a redirection writes or
   reads (as a ``write`` or ``read`` of that path); each part the parser could not reduce;
   and, for the rules that *restrict* file access only, each literal argument that names an
-  existing path (``cat ~/.kiro/crew/gateway.token`` is a read of that file; ``rm x`` a write);
+  existing path (``cat ~/.kiro/crew/gateway.token`` is a read of that file; ``rm x`` a write).
+  A directory named to a command that changes files (``rm -rf ~/.kiro``, ``mv``, ``chmod -R``,
+  ``cp … dir``) or that reads a tree (``grep -r``, ``rg``, ``find … -exec``) *reaches* what is
+  below it, as a ``glob``/``grep`` rooted there does. After a ``cd`` in the line, a relative
+  path counts from the workspace and from where the ``cd`` went;
 - a **file tool** (``read``, ``write``, ``glob``, ``grep``): each path in its input
   (``path``, ``paths``, ``file_path``, ``operations[].path`` …), or an unknown path when it
   names none (``glob``/``grep`` default to the workspace);
@@ -40,11 +44,16 @@ MUTATORS = frozenset({"rm", "rmdir", "unlink", "mv", "cp", "tee", "truncate", "d
                       "install", "shred", "touch", "mkdir", "sed", "perl", "patch", "rsync", "scp", "tar", "unzip",
                       "zip", "gzip", "gunzip", "split", "csplit", "sort"})
 
+#: Commands that read every file below a directory they are given, and those that do with -r/-R/--recursive.
+TREE_READERS = frozenset({"rg", "ag", "ack", "ack-grep"})
+RECURSIVE_READERS = frozenset({"grep", "egrep", "fgrep", "zgrep", "diff"})
+
 _PATH_KEYS = ("path", "paths", "file_path", "filePath", "file", "files", "dir_path", "directory", "dir",
               "target", "target_file", "source", "destination")
 MAX_PATHS = 64
 MAX_ARGUMENT_PATHS = 256
 MAX_GLOB_MATCHES = 64
+MAX_CD_TARGETS = 16
 
 
 @dataclass(frozen=True)
@@ -115,6 +124,9 @@ class Subject:
     host: str | None = None
     unknown: str | None = None  # why this part could not be reduced: never allowed without asking
     restrict_only: bool = False
+    #: The call reads or changes everything below ``path`` (a search, ``rm -r dir``): a deny/ask rule about a
+    #: path below it applies too.
+    reaches: bool = False
 
     @property
     def ref(self) -> str:
@@ -139,7 +151,8 @@ def subjects(call: ToolCall, ctx: Context) -> list[Subject]:
         if not paths:
             return [Subject(name, None, "path", f"{name} <unknown path>", path=PathValue.unknown(),
                             unknown="the call names no path kirocrew can read")]
-        return [Subject(name, None, "path", f"{name} {p}", path=PathValue.of(p, ctx.workspace)) for p in paths]
+        return [Subject(name, None, "path", f"{name} {p}", path=PathValue.of(p, ctx.workspace),
+                        reaches=name in SEARCH_TOOLS) for p in paths]
     base = Subject(name, server, "call", call.ref)
     if not paths:
         return [base]
@@ -159,35 +172,81 @@ def _shell_subjects(call: ToolCall, ctx: Context) -> Iterator[Subject]:
         yield Subject("shell", None, "command", simple.text, command=simple)
     for why in reduction.unknown:
         yield Subject("shell", None, "command", command.strip()[:200], unknown=why)
+    elsewhere = _cd_targets(reduction, ctx)
     for redirect in reduction.redirects:
         tool = "write" if redirect.write else "read"
         value = redirect.target.value
         if value is None:
             yield Subject(tool, None, "path", f"{tool} <unknown path> (a redirection)", path=PathValue.unknown(),
                           unknown="a redirection to a file not known before it runs")
-        else:
-            yield Subject(tool, None, "path", f"{tool} {value} (a redirection)",
-                          path=PathValue.of(value, ctx.workspace))
-    yield from _argument_subjects(reduction, ctx)
+            continue
+        yield Subject(tool, None, "path", f"{tool} {value} (a redirection)", path=PathValue.of(value, ctx.workspace))
+        for where in elsewhere if not os.path.isabs(value) else ():
+            yield Subject(tool, None, "path", f"{tool} {value} (a redirection after cd {where})",
+                          path=PathValue.of(value, where), restrict_only=True)
+    yield from _argument_subjects(reduction, ctx, elsewhere)
 
 
-def _argument_subjects(reduction: Any, ctx: Context) -> Iterator[Subject]:
+def _cd_targets(reduction: Any, ctx: Context) -> list[str]:
+    """The directories a ``cd``/``pushd`` in the line may move to: relative paths are read from there too.
+
+    Which commands run after the ``cd`` (and whether it succeeds) is not known, so a relative
+    path counts from the workspace and from each of these, for the rules that restrict only.
+    A ``cd`` to a place not known before the run adds nothing.
+    """
+    targets: list[str] = []
+    for simple in reduction.commands:
+        if simple.name not in ("cd", "pushd"):
+            continue
+        operands = [w.value for w in simple.argv[1:] if w.value is None or not w.value.startswith("-")]
+        target = operands[0] if operands else (ctx.home if simple.name == "cd" else None)
+        if not target:
+            continue
+        for base in [ctx.workspace, *targets]:
+            place = os.path.normpath(os.path.join(base, target))
+            if os.path.isabs(place) and place != ctx.workspace and place not in targets:
+                targets.append(place)
+        if len(targets) >= MAX_CD_TARGETS:
+            break
+    return targets[:MAX_CD_TARGETS]
+
+
+def _argument_subjects(reduction: Any, ctx: Context, elsewhere: list[str]) -> Iterator[Subject]:
     """Literal arguments that name existing paths, as reads (writes for :data:`MUTATORS`): restrict-only."""
     seen = 0
     for simple in reduction.commands:
         tool = "write" if simple.name in MUTATORS else "read"
+        walks = tool == "write" or _reads_a_tree(simple)
         for word in simple.argv[1:]:
             value = word.value
             if value is None or not value or (value.startswith("-") and "=" not in value):
                 continue
             if value.startswith("-"):  # --output=/path
                 value = value.partition("=")[2]
-            for path in _existing(value, glob=word.glob, cwd=ctx.workspace, creating=tool == "write"):
-                seen += 1
-                if seen > MAX_ARGUMENT_PATHS:
-                    return
-                yield Subject(tool, None, "path", f"{tool} {path} (an argument of {simple.name})",
-                              path=PathValue.of(path, ctx.workspace), restrict_only=True)
+            for cwd in [ctx.workspace, *(elsewhere if not os.path.isabs(value) else ())]:
+                for path in _existing(value, glob=word.glob, cwd=cwd, creating=tool == "write"):
+                    seen += 1
+                    if seen > MAX_ARGUMENT_PATHS:
+                        return
+                    target = PathValue.of(path, cwd)
+                    where = "" if cwd == ctx.workspace else f" after cd {cwd}"
+                    yield Subject(tool, None, "path", f"{tool} {path} (an argument of {simple.name}{where})",
+                                  path=target, restrict_only=True,
+                                  reaches=walks and os.path.isdir(target.literal or ""))
+
+
+def _reads_a_tree(command: Any) -> bool:
+    """Whether ``command`` reads the files below a directory it is given (``grep -r``, ``rg``, ``find -exec``)."""
+    name = command.name
+    words = [w.value or "" for w in command.argv[1:]]
+    if name in TREE_READERS:
+        return True
+    if name == "find":
+        return any(w in ("-exec", "-execdir", "-ok", "-okdir") for w in words)
+    if name in RECURSIVE_READERS:
+        return any(w in ("--recursive", "--dereference-recursive", "--directories=recurse")
+                   or (w.startswith("-") and not w.startswith("--") and ("r" in w or "R" in w)) for w in words)
+    return False
 
 
 def _existing(value: str, *, glob: bool, cwd: str, creating: bool) -> list[str]:

@@ -35,11 +35,12 @@ def ordered_rules(workspace: str | None = None) -> tuple[list[Any], list[str]]:
 
     current = current_policy()
     project: list[Any] = []
+    project_defaults: dict[str, Any] = {}
     problems = list(current.problems)
     if workspace:
-        project, _, project_problems = project_rules(workspace)
+        project, project_defaults, project_problems = project_rules(workspace)
         problems += project_problems
-    return [*current.rules(project), *current.default_rules()], problems
+    return [*current.rules(project), *current.default_rules(project_defaults)], problems
 
 
 @policy.command("list")

@@ -10,7 +10,8 @@ that matches it. The call's decision is the strictest of its subjects'. Three fl
 - a subject the parser could not reduce (``$CMD x``, a parse error) is never allowed without
   asking, whatever rule or default allowed it;
 - an input that is not known before the call runs makes a matching ``deny`` an ``ask`` (the
-  rule may or may not apply) and never satisfies an ``allow``;
+  rule may or may not apply) and never satisfies an ``allow``; so do options between a command
+  and the subcommand a deny or ask rule names (``git -C . push`` for ``git push``);
 - an ``allow`` from a rule that names command prefixes becomes ``ask`` when the command is
   run with variables that change what runs (``LD_PRELOAD=…``, ``PATH=…``, ``GIT_…``) or with
   an option that runs other programs (``git -c``/``--upload-pack``, ``rg --pre``,
@@ -27,20 +28,31 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
-from kirocrew_core.gate.calls import SEARCH_TOOLS, SHELL_TOOLS, Context, Subject, ToolCall, subjects
-from kirocrew_core.gate.paths import MAYBE, NO, YES, Match, best, domain_match, path_match
+from kirocrew_core.gate.calls import SHELL_TOOLS, Context, Subject, ToolCall, subjects
+from kirocrew_core.gate.paths import (
+    MAYBE,
+    NO,
+    YES,
+    Match,
+    anchored_globs,
+    domain_match,
+    path_match,
+    roots,
+    start_directory,
+)
 from kirocrew_core.gate.protections import (
     AUTHORITY_DEFAULTS,
     UNKNOWN_AUTHORITY_DEFAULT,
     default_rules,
     protection_rules,
 )
-from kirocrew_core.gate.rules import SEVERITY, Decision, Rule
+from kirocrew_core.gate.rules import SEVERITY, Decision, Rule, tool_names
 
 if TYPE_CHECKING:
     from kirocrew_core.plugins import KirocrewPluginManager
@@ -61,7 +73,10 @@ _EXEC_OPTIONS: dict[str, tuple[str, ...]] = {
     "ssh": ("-o", "-F"),
     "zip": ("-TT", "--unzip-command"),
 }
-_SED_EXEC = re.compile(r"(^|[;{}\n])\s*\d*\s*[eEwW]\b|/[gpiImM0-9]*[ew][gpiImM0-9]*\s*(;|$)")
+# sed commands that run a command or touch a file (e, w, W, r, R, after any address), and the s flags e and w.
+_SED_ADDRESS = r"(\d+(~\d+)?|\$|/[^/\n]*/[IM]*|\\\S+?)"
+_SED_EXEC = re.compile(rf"(^|[;{{}}\n])\s*({_SED_ADDRESS}\s*(,\s*({_SED_ADDRESS}|[+~]\d+))?)?\s*!?\s*[eEwWrR](\s|;|$)"
+                       r"|/[gpiImM0-9]*[ew][gpiImM0-9]*(\s|;|$)")
 _AWK_EXEC = re.compile(r"\bsystem\s*\(|\|\s*getline|print[^;]*[|>]")
 
 DEFAULT_CEILING_ID = "default:ceiling"
@@ -113,6 +128,7 @@ class Policy:
     problems: list[str] = field(default_factory=list)
     builtin_rules: list[Rule] = field(default_factory=list)
     source: str = ""
+    _default_cache: list[Rule] | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def build(cls, owner_rules: Sequence[Rule] = (), defaults: dict[str, Decision] | None = None, *,
@@ -135,24 +151,44 @@ class Policy:
         """Built-in, owner and project rules, in precedence order (defaults excluded)."""
         return [*self.builtin_rules, *self.owner_rules, *project_rules]
 
-    def default_rules(self) -> list[Rule]:
-        """The defaults in the order they are tried (the ceiling first)."""
+    def default_rules(self, project_defaults: Mapping[str, Decision] | None = None) -> list[Rule]:
+        """The defaults in the order they are tried (the ceiling first); a project's count where stricter."""
+        if not project_defaults:
+            if self._default_cache is None:
+                self._default_cache = self._defaults_with({})
+            return list(self._default_cache)
+        return self._defaults_with(project_defaults)
+
+    def _defaults_with(self, project_defaults: Mapping[str, Decision]) -> list[Rule]:
+        merged = dict(self.defaults)
+        for authority, decision in project_defaults.items():
+            if SEVERITY[decision] > SEVERITY[merged.get(authority, UNKNOWN_AUTHORITY_DEFAULT)]:
+                merged[authority] = decision
         ceiling = _ceiling_rule(self.ceiling)
-        return [*([ceiling] if ceiling else []), *default_rules(self.defaults)]
+        return [*([ceiling] if ceiling else []), *default_rules(merged)]
 
     # -- deciding ----------------------------------------------------------------------------------
 
-    def decide(self, call: ToolCall, ctx: Context, project_rules: Sequence[Rule] = ()) -> Verdict:
-        """The decision on ``call`` where ``ctx`` says it runs (see the module docstring)."""
+    def decide(self, call: ToolCall, ctx: Context, project_rules: Sequence[Rule] = (),
+               project_defaults: Mapping[str, Decision] | None = None) -> Verdict:
+        """The decision on ``call`` where ``ctx`` says it runs (see the module docstring).
+
+        ``project_rules`` and ``project_defaults`` are what :func:`~.policy_file.project_rules` reads
+        for the call's workspace: a project default counts only where it is stricter than the owner's.
+        """
         if not ctx.home:
             from kirocrew_core import home
 
             ctx = Context(ctx.authority, ctx.agent, ctx.workspace, str(home.user_home()))
-        rules = [r for r in self.rules(project_rules) if _in_scope(r, ctx)]
-        defaults = [r for r in self.default_rules() if _in_scope(r, ctx)]
+        index = _index_of(self.builtin_rules, self.owner_rules)
+        scope = _Scope(ctx)
+        project = [r for r in project_rules if scope.admits(r)]
+        defaults = [r for r in self.default_rules(project_defaults) if scope.admits(r)]
         parts: list[tuple[Part, Rule, Subject]] = []
         for subject in subjects(call, ctx):
-            outcome = self._subject(subject, ctx, rules, defaults)
+            # The index only narrows: every rule it leaves out could not match this subject's tool or command.
+            rules = [r for r in index.candidates(subject, scope) if scope.admits(r)]
+            outcome = self._subject(subject, scope, [*rules, *project], defaults)
             if outcome is not None:
                 parts.append((outcome[0], outcome[1], subject))
         if not parts:  # only restrict-only subjects, none restricted: cannot happen for a real call
@@ -164,15 +200,16 @@ class Policy:
         return Verdict(part.decision, rule, _reason(part, rule, subject), part.label, call.ref, call.fingerprint(),
                        tuple(p for p, _, _ in parts))
 
-    def _subject(self, subject: Subject, ctx: Context, rules: list[Rule],
+    def _subject(self, subject: Subject, scope: _Scope, rules: list[Rule],
                  defaults: list[Rule]) -> tuple[Part, Rule] | None:
+        ctx = scope.ctx
         found: list[tuple[Decision, Rule, str]] = []
         for rule in rules:
             if subject.restrict_only and rule.decision == "allow":
                 continue
             if not _tool_matches(rule, subject):
                 continue
-            match = _input_match(rule, subject, ctx)
+            match = _input_match(rule, subject, scope)
             if match is NO:
                 continue
             if match is MAYBE:
@@ -265,17 +302,189 @@ def _ceiling_names(ceiling: list[str], server: str) -> bool:
     return governs(ceiling, f"@{server}")
 
 
-def _in_scope(rule: Rule, ctx: Context) -> bool:
-    if rule.authority is not None and rule.authority != ctx.authority:
-        return False
-    if rule.agent is not None and not fnmatchcase(ctx.agent or "", rule.agent):
-        return False
-    if rule.workspace is not None:
-        workspace = os.path.realpath(ctx.workspace) if ctx.workspace else ""
-        root = os.path.realpath(rule.workspace)
-        if not workspace or not (workspace == root or workspace.startswith(root.rstrip("/") + "/")):
+class _Scope:
+    """Whether a rule's authority, agent and workspace admit the call's context (the workspace resolved once)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self._workspace: str | None = None
+        self._roots: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+
+    @property
+    def roots(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The workspace's and the home's forms path globs are anchored at, resolved once per decision."""
+        if self._roots is None:
+            self._roots = roots(self.ctx.workspace, self.ctx.home)
+        return self._roots
+
+    def admits(self, rule: Rule) -> bool:
+        ctx = self.ctx
+        if rule.authority is not None and rule.authority != ctx.authority:
             return False
-    return True
+        if rule.agent is not None and not fnmatchcase(ctx.agent or "", rule.agent):
+            return False
+        if rule.workspace is not None:
+            if self._workspace is None:
+                self._workspace = os.path.realpath(ctx.workspace) if ctx.workspace else ""
+            workspace = self._workspace
+            root = os.path.realpath(rule.workspace)
+            if not workspace or not (workspace == root or workspace.startswith(root.rstrip("/") + "/")):
+                return False
+        return True
+
+
+_GLOB_CHARS = frozenset("*?[")
+
+# The indexes of the policies in use, by the identity of their rule lists: built on a policy's first decision
+# (it is read once per file signature and decides many calls), and shared by a copy with other defaults
+# (``dataclasses.replace(policy, defaults=…)``). The lists are never changed once a policy is built.
+_indexes: list[tuple[list[Rule], list[Rule], _RuleIndex]] = []
+_indexes_lock = threading.Lock()
+_INDEXES_KEPT = 8
+
+
+def _index_of(builtin: list[Rule], owner: list[Rule]) -> _RuleIndex:
+    with _indexes_lock:
+        for kept_builtin, kept_owner, index in _indexes:
+            if kept_builtin is builtin and kept_owner is owner:
+                return index
+    index = _RuleIndex([*builtin, *owner])
+    with _indexes_lock:
+        _indexes.append((builtin, owner, index))
+        del _indexes[:-_INDEXES_KEPT]
+    return index
+
+
+class _RuleIndex:
+    """The built-in and owner rules by what a subject must have for them to match, kept in precedence order.
+
+    A rule is a candidate for a subject when its tool may name the subject's (a built-in name and
+    an ``@server`` are looked up; a glob such as ``*``, ``@builtin``, ``fs_*``, ``@git-*`` always
+    may) and its input may match the subject's: a command rule by the command's first word, a
+    path rule by the directories its globs start with, a domain rule by the host or a suffix of
+    it; an input not known keeps every rule of its kind. The candidates are then matched exactly,
+    so the index changes no decision, only how many rules are tried (500 rules: a handful).
+    """
+
+    def __init__(self, rules: Sequence[Rule]) -> None:
+        self.rules = list(rules)
+        self.by_tool: dict[str, list[int]] = {}
+        self.by_server: dict[str, list[int]] = {}
+        self.any_tool: list[int] = []
+        self.by_first_word: dict[str, set[int]] = {}
+        self.by_two_words: dict[tuple[str, str], set[int]] = {}
+        self.any_first_word: set[int] = set()
+        self.by_domain: dict[str, set[int]] = {}  # "example.com", and ".example.com" for "*.example.com"
+        self.any_domain: set[int] = set()
+        self.path_rules = [p for p, rule in enumerate(self.rules) if rule.paths]
+        self.command_rules = {p for p, rule in enumerate(self.rules) if rule.commands}
+        self.domain_rules = {p for p, rule in enumerate(self.rules) if rule.domains}
+        self.no_input = {p for p, rule in enumerate(self.rules) if not rule.has_input}
+        self._tool_cache: dict[tuple[str | None, str], tuple[frozenset[int], frozenset[int]]] = {}
+        self._by_directory: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[dict[str, set[int]], set[int]]] = {}
+        for position, rule in enumerate(self.rules):
+            for pattern in dict.fromkeys(rule.tools):
+                if pattern.startswith("@") and pattern != "@builtin":
+                    server = pattern[1:].partition("/")[0]
+                    if _GLOB_CHARS.isdisjoint(server):
+                        self.by_server.setdefault(server.casefold(), []).append(position)
+                        continue
+                elif _GLOB_CHARS.isdisjoint(pattern) and pattern not in ("*", "@builtin"):
+                    self.by_tool.setdefault(pattern, []).append(position)
+                    continue
+                self.any_tool.append(position)
+            for prefix in rule.commands:
+                words = prefix.split()
+                if not _GLOB_CHARS.isdisjoint(words[0]):
+                    self.any_first_word.add(position)
+                elif rule.decision == "allow" and len(words) > 1 and _GLOB_CHARS.isdisjoint(words[1]):
+                    # An allow needs its second word right after the first (a deny or ask may look past options).
+                    self.by_two_words.setdefault((words[0], words[1]), set()).add(position)
+                else:
+                    self.by_first_word.setdefault(words[0], set()).add(position)
+            for domain in rule.domains:
+                if domain == "*":
+                    self.any_domain.add(position)
+                else:
+                    self.by_domain.setdefault(domain[1:] if domain.startswith("*.") else domain, set()).add(position)
+
+    def candidates(self, subject: Subject, scope: _Scope) -> list[Rule]:
+        """The rules that may match ``subject``, in precedence order."""
+        tools, plain = self._for_tool(subject.server, subject.tool)
+        kind = subject.kind
+        if kind == "command":
+            command = subject.command
+            first = command.argv[0].value if command is not None and command.argv else None
+            if first is None:  # a part not reduced, or a name not known: every command rule may match
+                named = self.command_rules
+            else:
+                names = {first, os.path.basename(first)}
+                second = command.argv[1].value if len(command.argv) > 1 else None
+                named = {p for name in names for p in self.by_first_word.get(name, ())}
+                named.update(self.any_first_word)
+                if second is not None:
+                    named.update(p for name in names for p in self.by_two_words.get((name, second), ()))
+        elif kind == "domain":
+            host = subject.host
+            if host is None:
+                named = self.domain_rules
+            else:
+                named = {*self.by_domain.get(host, ()), *self.any_domain}
+                for dot in (i for i, c in enumerate(host) if c == "."):
+                    named.update(self.by_domain.get(host[dot:], ()))
+        elif kind == "path":
+            value = subject.path
+            if value is None or not value.known or subject.reaches:
+                named = set(self.path_rules)
+            else:
+                named = self._under(value.literal or "", scope) | self._under(value.resolved or "", scope)
+        else:
+            named = set()
+        picked = {p for p in named if p in tools}
+        picked.update(plain)
+        return [self.rules[p] for p in sorted(picked)]
+
+    def _for_tool(self, server: str | None, tool: str) -> tuple[frozenset[int], frozenset[int]]:
+        """The rules whose tool may name ``tool`` (of ``server``), and those of them without input."""
+        key = (server.casefold() if server is not None else None, tool if server is None else "")
+        cached = self._tool_cache.get(key)
+        if cached is None:
+            if server is None:
+                found = {p for name in tool_names(tool) for p in self.by_tool.get(name, ())}
+            else:
+                found = set(self.by_server.get(key[0] or "", ()))
+            found.update(self.any_tool)
+            cached = (frozenset(found), frozenset(found & self.no_input))
+            if len(self._tool_cache) >= 1024:
+                self._tool_cache.clear()
+            self._tool_cache[key] = cached
+        return cached
+
+    def _under(self, path: str, scope: _Scope) -> set[int]:
+        """The path rules with a glob that starts at ``path`` or a directory above it (or anywhere: ``/**``)."""
+        by_directory, anywhere = self._directories(scope.roots)
+        found = set(anywhere)
+        current = path
+        while current:
+            found.update(by_directory.get(current, ()))
+            current = current[:current.rfind("/")]
+        return found
+
+    def _directories(self, at: tuple[tuple[str, ...], tuple[str, ...]]) -> tuple[dict[str, set[int]], set[int]]:
+        """Path rules by the directory each of their anchored globs starts in (per workspace and home)."""
+        cached = self._by_directory.get(at)
+        if cached is not None:
+            return cached
+        by_directory: dict[str, set[int]] = {}
+        anywhere: set[int] = set()
+        for position in self.path_rules:
+            for glob, _, _ in anchored_globs(self.rules[position].paths, "", "", at):
+                directory = start_directory(glob)
+                (anywhere if not directory else by_directory.setdefault(directory, set())).add(position)
+        if len(self._by_directory) >= 64:
+            self._by_directory.clear()
+        self._by_directory[at] = (by_directory, anywhere)
+        return by_directory, anywhere
 
 
 def _tool_matches(rule: Rule, subject: Subject) -> bool:
@@ -287,7 +496,7 @@ def _tool_matches(rule: Rule, subject: Subject) -> bool:
 
 
 def _pattern_matches(pattern: str, server: str | None, tool: str) -> bool:
-    if pattern == "*":
+    if pattern == "*" or (server is None and pattern == tool):
         return True
     if pattern == "@builtin":
         return server is None
@@ -295,10 +504,11 @@ def _pattern_matches(pattern: str, server: str | None, tool: str) -> bool:
         srv, _, name = pattern[1:].partition("/")
         return server is not None and fnmatchcase(server.casefold(), srv.casefold()) and (
             not name or fnmatchcase(tool, name))
-    return server is None and fnmatchcase(tool, pattern)
+    return server is None and any(fnmatchcase(name, pattern) for name in tool_names(tool))
 
 
-def _input_match(rule: Rule, subject: Subject, ctx: Context) -> Match:
+def _input_match(rule: Rule, subject: Subject, scope: _Scope) -> Match:
+    ctx = scope.ctx
     if not rule.has_input:
         return YES
     for_allow = rule.decision == "allow"
@@ -307,26 +517,34 @@ def _input_match(rule: Rule, subject: Subject, ctx: Context) -> Match:
             return NO
         if subject.command is None:
             return MAYBE
-        return best([_prefix_match(prefix, subject.command, for_allow) for prefix in rule.commands])
+        found = NO
+        for prefix in rule.commands:
+            match = _prefix_match(prefix, subject.command, for_allow)
+            if match is YES:
+                return YES
+            if match is MAYBE:
+                found = MAYBE
+        return found
     if rule.paths:
         if subject.path is None:
             return NO
-        match = path_match(rule.paths, subject.path, workspace=ctx.workspace, home=ctx.home, for_allow=for_allow)
-        if match is NO and not for_allow and subject.tool in SEARCH_TOOLS and subject.path.known:
-            return _search_reaches(rule.paths, subject.path.literal or "", ctx)
+        match = path_match(rule.paths, subject.path, workspace=ctx.workspace, home=ctx.home, for_allow=for_allow,
+                           at=scope.roots)
+        if match is NO and not for_allow and subject.reaches and subject.path.known:
+            tops = {subject.path.literal or "", subject.path.resolved or ""} - {""}
+            if any(_search_reaches(rule.paths, top, scope) is YES for top in tops):
+                # A search below reads what the rule names; a change below may or may not touch it.
+                return MAYBE if subject.tool == "write" else YES
         return match
     if subject.kind != "domain":
         return NO
     return domain_match(rule.domains, subject.host)
 
 
-def _search_reaches(patterns: tuple[str, ...], root: str, ctx: Context) -> Match:
+def _search_reaches(patterns: tuple[str, ...], root: str, scope: _Scope) -> Match:
     """A search rooted at ``root`` reaches a protected path below it (``grep -r x ~/.kiro`` reads the token)."""
-    from kirocrew_core.gate.paths import anchored
-
     prefix = root.rstrip("/") + "/"
-    for pattern in patterns:
-        absolute = anchored(pattern, ctx.workspace, ctx.home)
+    for absolute, _, _ in anchored_globs(patterns, scope.ctx.workspace, scope.ctx.home, scope.roots):
         fixed = re.split(r"[*?\[]", absolute, maxsplit=1)[0]
         if fixed.startswith(prefix) or absolute.startswith("/**"):
             return YES
@@ -351,8 +569,32 @@ def _prefix_match(prefix: str, command: Any, for_allow: bool) -> Match:
                 return NO
             value = os.path.basename(value)
         if not fnmatchcase(value, pattern):
-            return NO
+            return NO if for_allow or index == 0 else _past_options(words, argv)
     return result
+
+
+def _past_options(words: list[str], argv: tuple[Any, ...]) -> Match:
+    """For a deny or ask: MAYBE when ``words`` follow the command's name once options are skipped.
+
+    ``git -C . push`` runs ``git push``: options (and the word after each, which may be its value)
+    before a subcommand must not dodge a rule about the subcommand. Which option takes a value is
+    not known, so this is MAYBE (the rule may apply), never YES.
+    """
+    index, after_option = 1, False
+    for word in argv[1:]:
+        value = word.value
+        if value is not None and fnmatchcase(value, words[index]):
+            index += 1
+            after_option = False
+            if index == len(words):
+                return MAYBE
+        elif value is None or value.startswith("-"):
+            after_option = value is not None
+        elif after_option:
+            after_option = False  # the option's value
+        else:
+            return NO
+    return NO
 
 
 def _risky(command: Any) -> str:
@@ -371,7 +613,7 @@ def _risky(command: Any) -> str:
                     not flag.startswith("--")):
                 return f"{name} {option} runs other programs"
     if name in ("sed", "gsed") and any(_SED_EXEC.search(w) for w in words if not w.startswith("-")):
-        return "a sed script that runs commands or writes files"
+        return "a sed script that runs commands or reads or writes files"
     if name in ("awk", "gawk", "mawk", "nawk") and any(_AWK_EXEC.search(w) for w in words):
         return "an awk program that runs commands or writes files"
     if command.open_tail:
@@ -422,7 +664,7 @@ def _overlaps(pattern: str, server: str | None, tool: str | None) -> bool:
         if not _globs_meet(srv.casefold(), server.casefold()):
             return False
         return tool is None or not name or _globs_meet(name, tool)
-    return server is None and tool is not None and _globs_meet(pattern, tool)
+    return server is None and tool is not None and any(_globs_meet(pattern, name) for name in tool_names(tool))
 
 
 def _covers(pattern: str, server: str | None, tool: str | None) -> bool:
@@ -438,7 +680,7 @@ def _covers(pattern: str, server: str | None, tool: str | None) -> bool:
         if not fnmatchcase(server.casefold(), srv.casefold()):
             return False
         return not name or name == "*" or (tool is not None and fnmatchcase(tool, name))
-    return server is None and tool is not None and fnmatchcase(tool, pattern)
+    return server is None and tool is not None and any(fnmatchcase(name, pattern) for name in tool_names(tool))
 
 
 def _globs_meet(a: str, b: str) -> bool:

@@ -23,6 +23,7 @@ a variable, a URL that does not parse), a match is :data:`MAYBE`: enough for a `
 from __future__ import annotations
 
 import functools
+import ipaddress
 import os
 import re
 from dataclasses import dataclass
@@ -135,16 +136,67 @@ def _compiled(glob: str) -> re.Pattern[str]:
     return re.compile(_translate(glob))
 
 
-def _covered(regexes: list[re.Pattern[str]], path: str) -> bool:
-    """True when ``path`` or a directory above it matches one of ``regexes``."""
+def _fixed_prefix(glob: str) -> str:
+    """What every path a glob covers starts with: its text before the first wildcard, without a final ``/``
+    (``/w/src/**`` also matches ``/w/src`` itself)."""
+    cut = min((i for i in (glob.find(c) for c in "*?[") if i >= 0), default=len(glob))
+    return glob[:cut].rstrip("/")
+
+
+def start_directory(glob: str) -> str:
+    """The deepest path every match of ``glob`` (or a directory above the match) lies in or is: its text up
+    to the first wildcard, cut back to a whole segment (``/w/src/*.py`` → ``/w/src``); "" for the root."""
+    cut = min((i for i in (glob.find(c) for c in "*?[") if i >= 0), default=-1)
+    if cut < 0:
+        return glob.rstrip("/")
+    text = glob[:cut]
+    return text.rstrip("/") if text.endswith("/") else text[:text.rfind("/")]
+
+
+Globs = tuple[tuple[str, str, "re.Pattern[str]"], ...]
+
+
+def roots(workspace: str, home: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The forms of the workspace and of the home a relative or ``~`` glob is anchored at: as given, resolved."""
+    return tuple(_bases(workspace)), tuple(_bases(home))
+
+
+def anchored_globs(patterns: tuple[str, ...], workspace: str, home: str,
+                   at: tuple[tuple[str, ...], tuple[str, ...]] | None = None) -> Globs:
+    """``(glob, fixed prefix, regex)`` for each pattern anchored at each form of the workspace and the home.
+
+    ``at`` is :func:`roots` when the caller already has it (one decision resolves them once);
+    the compiled globs are cached per rule and roots, since a policy meets the same rules in the
+    same workspace again and again.
+    """
+    return _anchored_globs(patterns, *(at if at is not None else roots(workspace, home)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _anchored_globs(patterns: tuple[str, ...], workspaces: tuple[str, ...], homes: tuple[str, ...]) -> Globs:
+    found: dict[str, tuple[str, str, re.Pattern[str]]] = {}
+    for pattern in patterns:
+        for ws in workspaces:
+            for hm in homes:
+                glob = anchored(pattern, ws, hm)
+                if glob not in found:
+                    found[glob] = (glob, _fixed_prefix(glob), _compiled(glob))
+    return tuple(found.values())
+
+
+def _covered(globs: Globs, path: str) -> bool:
+    """True when ``path`` or a directory above it matches one of ``globs``."""
+    regexes = [rx for _, prefix, rx in globs if path.startswith(prefix)]
+    if not regexes:
+        return False
     current = path
     while True:
         if any(rx.fullmatch(current) for rx in regexes):
             return True
-        parent = os.path.dirname(current)
-        if parent == current:
-            return False
-        current = parent
+        cut = current.rfind("/")
+        if cut <= 0:
+            return current != "/" and any(rx.fullmatch("/") for rx in regexes)
+        current = current[:cut]
 
 
 def _bases(path: str) -> list[str]:
@@ -152,25 +204,45 @@ def _bases(path: str) -> list[str]:
     return [path] if real == path else [path, real]
 
 
-def path_match(patterns: tuple[str, ...], value: PathValue, *, workspace: str, home: str, for_allow: bool) -> Match:
+def path_match(patterns: tuple[str, ...], value: PathValue, *, workspace: str, home: str, for_allow: bool,
+               at: tuple[tuple[str, ...], tuple[str, ...]] | None = None) -> Match:
     """Whether any of ``patterns`` covers ``value`` (both forms for an allow, either for deny/ask)."""
     if not value.known:
         return MAYBE
-    regexes = [_compiled(anchored(p, ws, hm)) for p in patterns
-               for ws in _bases(workspace) for hm in _bases(home)]
+    globs = anchored_globs(patterns, workspace, home, at)
     forms = [value.literal, value.resolved or value.literal]
-    hits = [_covered(regexes, form) for form in forms if form is not None]
+    hits = [_covered(globs, form) for form in forms if form is not None]
     ok = all(hits) if for_allow else any(hits)
     return YES if ok else NO
 
 
+_HOST = re.compile(r"^[a-z0-9.-]+$")
+_UNSAFE_IN_URL = re.compile(r"[\\\s\x00-\x1f\x7f]")
+
+
 def host_of(url: str) -> str | None:
-    """The lower-case host of ``url`` (``None`` when it has none or does not parse)."""
+    """The lower-case host of ``url`` (``None`` when it has none, does not parse, or could be read differently).
+
+    Python's parser and kiro's (a WHATWG one) disagree on some URLs: a backslash is a slash to
+    kiro (``https://evil.com\\@example.com`` goes to evil.com), a percent-encoded or non-ASCII host
+    is decoded or converted to punycode. Such a host is not known, so no rule trusts either reading.
+    """
+    text = url.strip()
+    if _UNSAFE_IN_URL.search(text):
+        return None
     try:
-        host = urlsplit(url.strip()).hostname
+        host = urlsplit(text).hostname
     except ValueError:
         return None
-    return host.rstrip(".").lower() if host else None
+    if not host:
+        return None
+    host = host.rstrip(".").lower()
+    if ":" in host:  # an IPv6 literal
+        try:
+            return str(ipaddress.IPv6Address(host))
+        except ValueError:
+            return None
+    return host if _HOST.match(host) else None
 
 
 def domain_match(patterns: tuple[str, ...], host: str | None) -> Match:

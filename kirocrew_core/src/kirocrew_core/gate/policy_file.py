@@ -34,6 +34,7 @@ that come to the gate, which is every call a built-in or owner rule could refuse
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import tomllib
@@ -46,7 +47,6 @@ from kirocrew_core.errors import BadInputError, KirocrewError
 from kirocrew_core.gate.engine import Policy
 from kirocrew_core.gate.protections import AUTHORITY_DEFAULTS, policy_file
 from kirocrew_core.gate.rules import DECISIONS, SEVERITY, Decision, PolicyError, Rule, build_rule, new_rule_id
-import contextlib
 
 LOCK = "policy"
 MAX_POLICY_BYTES = 4 * 1024 * 1024
@@ -246,9 +246,11 @@ def project_rules(workspace: str) -> tuple[list[Rule], dict[str, Decision], list
     defaults: dict[str, Decision] = {}
     problems = list(read.problems)
     for authority, decision in read.defaults.items():
-        if SEVERITY[decision] > SEVERITY[AUTHORITY_DEFAULTS.get(authority, "ask")]:
+        # Kept unless looser than the built-in default: the owner may have loosened that, and the engine
+        # applies a project default only where it is stricter than the owner's (Policy.default_rules).
+        if SEVERITY[decision] >= SEVERITY[AUTHORITY_DEFAULTS.get(authority, "ask")]:
             defaults[authority] = decision
-        elif SEVERITY[decision] < SEVERITY[AUTHORITY_DEFAULTS.get(authority, "ask")]:
+        else:
             problems.append(f"{read.path}: [defaults] {authority} = {decision!r} ignored: a project may only be "
                             "stricter than the owner")
     return read.rules, defaults, problems
@@ -264,6 +266,7 @@ def add_rule(fields: dict[str, Any]) -> Rule:
     ``policy_file_malformed`` when the file cannot be used (it is never overwritten then).
     """
     import tomlkit
+    from tomlkit.items import AoT
 
     from kirocrew_core.locks import named_lock
 
@@ -273,10 +276,17 @@ def add_rule(fields: dict[str, Any]) -> Rule:
                       rule_id=new_rule_id())
     with named_lock(LOCK):
         document = _editable()
-        # Appended as text after what is there, so the owner's layout and comments stay exactly as they were.
-        text = document.as_string().rstrip("\n")
-        text = (text + "\n\n" if text else "") + tomlkit.dumps({"rule": [rule.as_table()]})
-        _write(tomlkit.parse(text))
+        existing = document.get("rule")
+        if existing is not None and not isinstance(existing, AoT):  # ``rule = [...]``: one more inline table
+            table = tomlkit.inline_table()
+            table.update(rule.as_table())
+            existing.append(table)
+            _write(document)
+        else:
+            # Appended as text after what is there, so the owner's layout and comments stay exactly as they were.
+            text = document.as_string().rstrip("\n")
+            text = (text + "\n\n" if text else "") + tomlkit.dumps({"rule": [rule.as_table()]})
+            _write(tomlkit.parse(text))
     _audit("policy_rule_added", rule=rule.id, decision=rule.decision, tool=rule.tool)
     return rule
 
@@ -296,10 +306,16 @@ def remove_rule(rule_id: str) -> Rule:
         document = _editable()
         tables = document.get("rule", [])
         index = [r.id for r in read.rules].index(rule_id)
+        # Comments after the rule's last line introduce what follows it: they stay, before the next rule.
+        trailing = _trailing_comments(tables[index])
         del tables[index]
+        if index < len(tables):
+            tables[index].trivia.indent = trailing + tables[index].trivia.indent
+            trailing = ""
         if not tables:
             del document["rule"]
-        _write(document)
+        text = document.as_string()
+        _write_text(text.rstrip("\n") + "\n" + trailing.lstrip("\n") if trailing.strip() else text)
     _audit("policy_rule_removed", rule=found.id, decision=found.decision, tool=found.tool)
     return found
 
@@ -326,11 +342,32 @@ def _unusable(read: PolicyFile, outcome: str) -> KirocrewError:
                          exit_code=2 if read.state == "malformed" else 1)
 
 
+def _trailing_comments(table: Any) -> str:
+    """The comment and blank lines that end ``table``'s body (tomlkit keeps them in the table above a header)."""
+    from tomlkit.items import Comment, Whitespace
+
+    tail: list[str] = []
+    for key, item in reversed(table.value.body):
+        if key is not None or not isinstance(item, (Comment, Whitespace)):
+            break
+        tail.append(item.as_string())
+    return "".join(reversed(tail))
+
+
 def _write(document: Any) -> None:
+    _write_text(document.as_string())
+
+
+def _write_text(text: str) -> None:
+    """Write the owner's file, and keep it as the last good copy: an edit is a file read whole and sound, so a
+    typo made before any decision reads it must not lose the rules the edit left."""
     from kirocrew_core.jsonfile import write_bytes_atomic
 
     home.ensure_crew_home()
-    write_bytes_atomic(policy_file(), document.as_string().encode("utf-8"), secret=True)
+    write_bytes_atomic(policy_file(), text.encode("utf-8"), secret=True)
+    written = read_policy_file()
+    if written.state == "ok":
+        _keep_last_good(written)
 
 
 def _audit(event: str, **fields: Any) -> None:
@@ -338,7 +375,7 @@ def _audit(event: str, **fields: Any) -> None:
 
     try:
         audit.record(event, actor="owner", outcome="ok", **fields)
-    except Exception:
+    except Exception:  # the change is made; a SEL that cannot be written must not undo it
         import logging
 
         logging.getLogger(__name__).warning("could not record %s in the security event log", event, exc_info=True)

@@ -7,9 +7,11 @@ rule can weaken them: in a decision the strictest matching rule wins. They come 
 
 - ``builtin:protect-secrets``: reading a secret (the gateway token, the security event log's
   key, OAuth client secrets, kiro-cli's OAuth grants, the policy file) **asks** the owner —
-  a ``read``/``glob``/``grep`` of it, or a shell command naming it;
+  a ``read``/``glob``/``grep`` of it, a shell command naming it, or a search rooted above it
+  (``grep -r x ~/.kiro``, the ``grep`` tool on ``~``);
 - ``builtin:protect-kirocrew``: writing anything protected (the whole crew home: token, log,
-  policy, every store; the rendered agent file; kiro-cli's OAuth grants) is **denied**.
+  policy, every store; the rendered agent file; kiro-cli's OAuth grants) is **denied**; a shell
+  command changing a directory above it (``rm -rf ~/.kiro``, ``mv ~/.kiro …``) **asks**.
 
 If a plugin's ``protected_paths()`` fails, ``builtin:protections-unavailable`` asks for every
 file access and shell command until it is fixed (fail closed).

@@ -15,7 +15,8 @@ A rule names a **tool** and may narrow it by the call's input and by where the c
     reason     what the model and the owner are told when the rule decides
 
 A rule with ``command`` matches only shell commands, one with ``path`` only calls that carry a
-path, one with ``domain`` only calls that carry a URL; within a rule the input fields are
+path, one with ``domain`` only calls that carry a URL (a rule whose tool never carries its input
+is refused: it would match nothing); within a rule the input fields are
 alternatives (any command prefix, any path). Rules of four tiers meet in one decision:
 ``builtin`` (kirocrew protecting itself; ``deny``/``ask`` only, never weakened), ``owner``
 (``policy.toml``), ``project`` (a workspace's ``.kiro/crew/policy.toml``; ``deny``/``ask``
@@ -58,6 +59,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 #: kiro-cli 1.x names of built-in tools, read as their 2.x names (a rule or a call may use either).
 TOOL_ALIASES = {"execute_bash": "shell", "execute_cmd": "shell", "fs_write": "write", "fs_read": "read"}
+_ALIASES_OF = {new: tuple(old for old, same in TOOL_ALIASES.items() if same == new) for new in TOOL_ALIASES.values()}
 
 
 class PolicyError(BadInputError):
@@ -73,6 +75,11 @@ class PolicyError(BadInputError):
 def canonical_tool(name: str) -> str:
     """A built-in tool's 2.x name (``fs_write`` → ``write``); anything else as given."""
     return TOOL_ALIASES.get(name, name)
+
+
+def tool_names(name: str) -> tuple[str, ...]:
+    """A built-in tool's names, its 2.x one first (``write`` → ``write``, ``fs_write``): what a glob may name."""
+    return (name, *_ALIASES_OF.get(name, ()))
 
 
 @dataclass(frozen=True)
@@ -140,6 +147,13 @@ class Rule:
         if self.reason:
             table["reason"] = self.reason
         return table
+
+
+def _names_builtin(pattern: str, builtin: str) -> bool:
+    """Whether the tool pattern ``pattern`` covers the built-in tool ``builtin`` (by any of its names)."""
+    from fnmatch import fnmatchcase
+
+    return pattern in ("*", "@builtin") or any(fnmatchcase(name, pattern) for name in tool_names(builtin))
 
 
 def new_rule_id() -> str:
@@ -224,6 +238,14 @@ def build_rule(table: Mapping[str, Any], *, tier: Tier, source: str, known_autho
     domains = tuple(check_domain(d) for d in _items(table.get("domain"), "domain"))
     if sum(map(bool, (commands, paths, domains))) > 1:
         raise PolicyError("a rule narrows its tool by command, by path or by domain: one of them", field="command")
+    # A rule whose tool never carries its input would match nothing: refused, so it cannot look like protection.
+    if commands and not _names_builtin(tool, "shell"):
+        raise PolicyError(f"command narrows shell calls only; tool {tool!r} never runs one", field="command")
+    if domains and not _names_builtin(tool, "web_fetch"):
+        raise PolicyError(f"domain narrows web_fetch calls only; tool {tool!r} never fetches", field="domain")
+    if paths and tool == "shell":
+        raise PolicyError("a shell line's files are decided as read and write: give those tools the path",
+                          field="path")
     authority = _text(table["authority"], "authority", limit=64) if table.get("authority") is not None else None
     if authority is not None and known_authorities and authority not in known_authorities:
         raise PolicyError(f"unknown authority {authority!r}; known: {', '.join(known_authorities)}",

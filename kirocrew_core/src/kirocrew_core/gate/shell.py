@@ -22,15 +22,19 @@ expanded); anything built from another variable or a substitution is unknown (No
 parser cannot reduce to known simple commands is reported in :attr:`Reduction.unknown`, and the
 engine never allows such a line without asking: a parse error, a command name that is not
 known before it runs (``$CMD x``), ``eval`` or ``bash -c`` of something unknown, a shell
-reading commands from a pipe, a line longer than :data:`MAX_CHARS`, a line with a NUL byte.
+reading commands from a pipe, a value bash evaluates as code (``${x@P}``; arithmetic on
+anything but numbers, since an array subscript in a variable's value runs its substitutions;
+``unset 'a[$(…)]'``), a line longer than :data:`MAX_CHARS`, a line with a NUL byte.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 MAX_CHARS = 10_000
@@ -44,6 +48,10 @@ TRANSPARENT = frozenset({"env", "timeout", "time", "nice", "nohup", "stdbuf", "c
                          "setsid", "ionice", "coproc", "busybox", "xargs"})
 #: Wrappers that change who runs the command: checked themselves and for what they run.
 ELEVATING = frozenset({"sudo", "doas"})
+
+#: Shell options whose value is a script (fish), and options that take the next word as their value.
+_SHELL_SCRIPT_OPTIONS = frozenset({"--command", "--init-command"})
+_SHELL_VALUE_OPTIONS = frozenset({"--rcfile", "--init-file"})
 
 #: Files that are not files for a permission decision.
 _NOT_FILES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/stdin", "/dev/tty", "-"})
@@ -85,7 +93,8 @@ class SimpleCommand:
     """A command the line would run; ``open_tail`` when more arguments come from elsewhere (``xargs``)."""
 
     argv: tuple[Word, ...]
-    assignments: tuple[str, ...] = ()  # names assigned in front of it (``A=1 cmd``, ``env A=1 cmd``)
+    #: Names assigned in front of it (``A=1 cmd``, ``env A=1 cmd``) or on their own in the line (``PATH=…; cmd``).
+    assignments: tuple[str, ...] = ()
     open_tail: bool = False
     via: str | None = None  # the wrapper or construct it was found in ("bash -c", "xargs", "find -exec")
 
@@ -152,7 +161,14 @@ def reduce(command: str, *, cwd: str = "", home: str = "") -> Reduction:
         # not the line as written: decide on it without them (``rm\0 x`` is ``rm x``), and never allow it unasked.
         out._unknown("the command contains a NUL byte")
         command = command.replace("\x00", "")
-    _Reducer(out, cwd=cwd, home=home).script(command, depth=0, via=None)
+    reducer = _Reducer(out, cwd=cwd, home=home)
+    reducer.script(command, depth=0, via=None)
+    if reducer.assigned:
+        # A variable set on its own (``PATH=…; git status``, ``export LD_PRELOAD=…``) is in force for the
+        # commands after it: each command counts it as assigned in front of it.
+        names = tuple(dict.fromkeys(reducer.assigned))
+        out.commands = [replace(c, assignments=tuple(dict.fromkeys((*c.assignments, *names))))
+                        for c in out.commands]
     return out
 
 
@@ -162,6 +178,7 @@ class _Reducer:
         self.vars = {"HOME": home, "PWD": cwd} if home else {"PWD": cwd}
         self.vars = {k: v for k, v in self.vars.items() if v}
         self.home = home
+        self.assigned: list[str] = []  # names set by assignments that stand alone
 
     # -- scripts and nodes ----------------------------------------------------------------------
 
@@ -185,11 +202,22 @@ class _Reducer:
             elif kind == "declaration_command" or kind == "unset_command":
                 words = [self.word(c) for c in current.named_children if c.type not in ("variable_assignment",)]
                 keyword = Word(_text(current.children[0])) if current.children else Word(None)
+                if kind == "declaration_command":  # ``export PATH`` exports what an earlier assignment set
+                    self.assigned.extend(_text(c) for c in current.named_children if c.type in ("variable_name", "word")
+                                         and not _text(c).startswith(("-", "+")))
+                if any(_subscript_code(w.value) for w in words):
+                    self.out._unknown(f"{keyword.value} evaluates the subscript of a variable name it is given "
+                                      "(a[$(…)])")
                 self.add(SimpleCommand((keyword, *words), via=via))
             elif kind == "file_redirect":
                 self.redirect(current)
             elif kind == "redirected_statement":
                 self.fed_script(current, depth=depth)
+            elif kind == "variable_assignment" and (current.parent is None or current.parent.type != "command"):
+                self.assigned.append(_assigned_name(current))
+            why = _evaluates_values(current)
+            if why:
+                self.out._unknown(why)
             stack.extend(reversed(current.children))
 
     def add(self, command: SimpleCommand) -> None:
@@ -247,7 +275,8 @@ class _Reducer:
             if not quoted and any(c.type not in ("heredoc_content",) for c in content.named_children):
                 self.out._unknown("a here-document with expansions is fed to a shell")
                 continue
-            self.script(_text(content), depth=depth + 1, via=f"{name.value} <<")
+            body = _text(content) if quoted else _unescape_heredoc(_text(content))
+            self.script(body, depth=depth + 1, via=f"{name.value} <<")
 
     def here_string(self, name: Word, node: Any, *, depth: int) -> None:
         if _base(name.value) not in SHELLS:
@@ -337,6 +366,10 @@ class _Reducer:
             return
         name = os.path.basename(first.value)
         rest = argv[1:]
+        if name in _NAME_BUILTINS and any(_subscript_code(w.value) for w in rest):
+            self.out._unknown(f"{name} evaluates the subscript of a variable name it is given (a[$(…)])")
+        if name == "let" and any(w.value is None or _ARITHMETIC_NAME.search(w.value) for w in rest):
+            self.out._unknown(_ARITHMETIC_WHY)
         if name in SHELLS:
             self.shell(name, argv, assignments, depth=depth, via=via, pipe_fed=pipe_fed, open_tail=open_tail,
                        script_fed=script_fed)
@@ -365,26 +398,54 @@ class _Reducer:
 
     def shell(self, name: str, argv: list[Word], assignments: tuple[str, ...], *, depth: int, via: str | None,
               pipe_fed: bool, open_tail: bool, script_fed: bool) -> None:
-        """A shell runs its ``-c`` script, a here-document's or here-string's (parsed elsewhere), or a file."""
+        """A shell runs its ``-c`` script, a here-document's or here-string's (parsed elsewhere), or a file.
+
+        Options are read as the shell reads them: all of them first (``-o``/``-O`` and ``--rcfile`` take a
+        value), then ``-c``'s script is the first operand, wherever ``-c`` stood (``bash -c -e 'rm x'``,
+        ``bash -o pipefail -c 'rm x'``); fish takes it as the option's own value (``--command='rm x'``).
+        """
         rest = argv[1:]
-        script_index = None
-        for index, word in enumerate(rest):
+        runs_c = False
+        scripts: list[Word] = []
+        operands: list[Word] = []
+        index = 0
+        while index < len(rest):
+            word = rest[index]
             value = word.value
-            if value is None:
+            index += 1
+            if operands or value is None:
+                operands.append(word)
+                continue
+            if value in ("--", "-", "+"):
+                operands.extend(rest[index:])
                 break
-            if value == "--" or not value.startswith(("-", "+")) or value in ("-", "+"):
-                break
-            if not value.startswith("--") and "c" in value[1:]:
-                script_index = index + 1
-                break
-        if script_index is not None:
-            script = rest[script_index] if script_index < len(rest) else Word(None)
-            if script.value is None:
-                self.out._unknown(f"{name} -c runs a script not known before it runs")
-            else:
-                self.script(script.value, depth=depth + 1, via=f"{name} -c")
+            if value.startswith("--"):
+                option, eq, attached = value.partition("=")
+                if option in _SHELL_SCRIPT_OPTIONS:
+                    scripts.append(Word(attached) if eq else (rest[index] if index < len(rest) else Word(None)))
+                    index += 0 if eq else 1
+                elif option in _SHELL_VALUE_OPTIONS and not eq:
+                    index += 1
+                continue
+            if value.startswith(("-", "+")):
+                cluster = value[1:]
+                if name == "fish" and ("c" in cluster or "C" in cluster):
+                    scripts.append(rest[index] if index < len(rest) else Word(None))
+                    index += 1
+                    continue
+                runs_c = runs_c or "c" in cluster
+                index += sum(ch in "oO" for ch in cluster)  # -o/-O take the next word as their value
+                continue
+            operands.append(word)
+        if runs_c:
+            scripts.append(operands[0] if operands else Word(None))
+        if scripts:
+            for script in scripts:
+                if script.value is None:
+                    self.out._unknown(f"{name} -c runs a script not known before it runs")
+                else:
+                    self.script(script.value, depth=depth + 1, via=f"{name} -c")
             return
-        operands = [w for w in rest if w.value is None or not w.value.startswith(("-", "+"))]
         if open_tail or any(w.value is None for w in rest):
             self.out._unknown(f"{name} gets arguments not known before it runs")
             return
@@ -408,11 +469,15 @@ class _Reducer:
                     self.out._unknown("env gets arguments not known before it runs")
                     return
                 if value in ("-S", "--split-string") or value.startswith("--split-string="):
-                    script = value.partition("=")[2] if "=" in value else (
+                    # The string is split into words, and the arguments after it follow them.
+                    attached = "=" in value
+                    split = value.partition("=")[2] if attached else (
                         rest[index + 1].value if index + 1 < len(rest) else None)
-                    if script is None:
+                    trailing = rest[index + (1 if attached else 2):]
+                    if split is None or any(w.value is None for w in trailing):
                         self.out._unknown("env -S of something not known before it runs")
                     else:
+                        script = " ".join([split, *(shlex.quote(w.value or "") for w in trailing)])
                         self.script(script, depth=depth + 1, via="env -S")
                     return
                 if value == "--":
@@ -478,6 +543,95 @@ def _unescape_double(text: str) -> str:
         if ch == "\\":
             nxt = next(chars, "")
             out.append(nxt if nxt in '"\\$`\n' else "\\" + nxt)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+# -- values bash evaluates as code ------------------------------------------------------------------
+
+_ARITHMETIC_WHY = "arithmetic on a value not written in the line (its array subscripts run commands)"
+_ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
+_ARITHMETIC_NODES = frozenset({"binary_expression", "unary_expression", "parenthesized_expression",
+                               "ternary_expression", "postfix_expression"})
+_ARITHMETIC_NAME = re.compile(r"[A-Za-z_$`]")
+#: Builtins that take variable names, and evaluate an array subscript in one (``unset 'a[$(cmd)]'``).
+_NAME_BUILTINS = frozenset({"unset", "test", "[", "printf", "read", "mapfile", "readarray", "declare", "typeset",
+                            "local", "export", "readonly", "wait", "getopts"})
+
+
+def _assigned_name(node: Any) -> str:
+    name = node.child_by_field_name("name")
+    if name is not None and name.type == "subscript":
+        name = name.child_by_field_name("name")
+    return _text(name) if name is not None else ""
+
+
+def _subscript_code(value: str | None) -> bool:
+    return value is not None and "[" in value and ("$" in value or "`" in value)
+
+
+def _reads_values(node: Any) -> bool:
+    """True when an arithmetic expression uses anything but numbers (a name, an expansion, a substitution)."""
+    if node.type == "number":
+        return False
+    if node.type in _ARITHMETIC_NODES:
+        return any(_reads_values(child) for child in node.named_children)
+    return True
+
+
+def _evaluates_values(node: Any) -> str | None:
+    """Why ``node`` makes bash run code held in a value (``${x@P}``, arithmetic on a variable), or None.
+
+    A variable's value can come from a file or from an earlier part of the line, so the parser
+    sees data where bash sees commands: prompt expansion runs its substitutions, and arithmetic
+    evaluates names recursively, running the substitutions in array subscripts (``a[$(cmd)]``).
+    """
+    kind = node.type
+    parts: list[Any] = []
+    if kind == "expansion":
+        tokens = [_text(c) for c in node.children if not c.is_named]
+        text = _text(node)
+        if "@" in tokens and text.endswith("P}"):
+            return "a prompt expansion (${x@P}) runs the commands in a variable's value"
+        if tokens[:2] == ["${", "!"] and len(node.named_children) == 1 and node.named_children[0].type == \
+                "variable_name":
+            return "an indirect expansion (${!x}) evaluates the name a variable holds"
+        if ":" in tokens:
+            parts = node.named_children[1:]  # ${x:offset:length} are arithmetic
+    elif kind == "arithmetic_expansion" or (kind == "compound_statement" and node.children
+                                            and _text(node.children[0]) == "(("):
+        parts = node.named_children
+    elif kind == "c_style_for_statement":
+        parts = [c for name in ("initializer", "condition", "update") for c in node.children_by_field_name(name)]
+    elif kind == "subscript":
+        parts = [c for c in node.children_by_field_name("index") if _text(c) not in ("@", "*")]
+    elif kind == "binary_expression" and node.parent is not None and node.parent.type == "test_command":
+        operator = node.child_by_field_name("operator")
+        if operator is not None and _text(operator) in _ARITHMETIC_TESTS:
+            parts = [c for c in node.named_children if c.id != operator.id]
+    elif kind == "declaration_command":
+        flags = "".join(_text(c)[1:] for c in node.named_children if c.type == "word" and _text(c).startswith("-"))
+        for assignment in (c for c in node.named_children if c.type == "variable_assignment"):
+            value = assignment.child_by_field_name("value")
+            literal = _text(value) if value is not None else ""
+            if ("i" in flags and value is not None and _reads_values(value)) or (
+                    "n" in flags and _subscript_code(literal)):
+                return _ARITHMETIC_WHY
+    if any(_reads_values(part) for part in parts):
+        return _ARITHMETIC_WHY
+    return None
+
+
+def _unescape_heredoc(text: str) -> str:
+    """An unquoted here-document's body as its reader gets it: a backslash before ``$``, a backquote or a
+    backslash is dropped, a backslash-newline joins the lines."""
+    out: list[str] = []
+    chars = iter(text)
+    for ch in chars:
+        if ch == "\\":
+            nxt = next(chars, "")
+            out.append(nxt if nxt in "$`\\" else "" if nxt == "\n" else "\\" + nxt)
         else:
             out.append(ch)
     return "".join(out)
