@@ -445,7 +445,9 @@ def test_hook_implementations_with_unknown_arguments_are_rejected(plugin_manager
 
 def test_hook_governance_ceiling(plugin_manager):
     from kirocrew_core.governance import may_auto_approve
+    from kirocrew_testing.policy import write_policy
 
+    write_policy(rules=[{"decision": "allow", "tool": "*"}])  # the permission policy keeps every grant it can
     assert may_auto_approve("@notion/search") is True
     _register(plugin_manager, "policy", governance_ceiling=lambda: ["@Notion/delete_page"])
     assert may_auto_approve("@notion") is False
