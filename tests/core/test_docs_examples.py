@@ -83,3 +83,27 @@ def test_the_browser_testing_example_passes_as_a_plugins_own_test(chromium_path,
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "1 passed" in done.stdout
     assert list((tmp_path / "basetemp").rglob("echo-dark-400px.png"))
+
+
+def test_the_policy_pages_examples_are_policies_the_gate_reads_and_they_decide_as_the_page_says(tmp_path):
+    from kirocrew_core.gate.calls import Context, ToolCall
+    from kirocrew_core.gate.engine import Policy
+    from kirocrew_core.gate.policy_file import read_policy_file
+
+    blocks = re.findall(r"```toml\n(.*?)```", (DOCS / "policy.md").read_text(), re.S)
+    assert len(blocks) >= 2
+    reads = []
+    for index, block in enumerate(blocks):
+        path = tmp_path / f"policy-{index}.toml"
+        path.write_text(block)
+        read = read_policy_file(path)
+        assert read.state == "ok" and not read.problems, (block, read.problems)
+        reads.append(read)
+    examples = reads[0]
+    policy = Policy.build(examples.rules, examples.defaults)
+    ctx = Context("unrestricted", "kirocrew", str(tmp_path), str(tmp_path))
+    assert policy.decide(ToolCall("shell", None, {"command": "git status && rm -rf build"}), ctx).decision == "deny"
+    assert policy.decide(ToolCall("shell", None, {"command": "git push origin main"}), ctx).decision == "ask"
+    assert policy.decide(ToolCall("list_issues", "github", {}), ctx).decision == "allow"
+    assert policy.decide(ToolCall("create_issue", "github", {}), ctx).decision == "ask"
+    assert reads[1].defaults == {"unrestricted": "allow", "read_only": "ask", "workspace_write": "ask"}
