@@ -11,7 +11,9 @@ call, and the orchestrator answers it from the permission policy: flush kiro's p
 rebuild the call, decide it, answer ``allow_once``, queue the SEL record). Each run is ``--calls``
 ``!tool noop`` steps and ``!say ok``; the rounds alternate the two so a load spike hits both
 alike. The figure is the extra time per call, (gated run − trusted run) / calls, per round
-(median, p90, min; target ≤ 1 ms at the median). The policy is the default one plus 500 owner
+(median, p90, min; target ≤ 1 ms at the median). Next to it, the floor: the same turns on a bare
+``AcpRuntime`` whose handler answers ``allow_once`` at once (the ACP exchange alone), and the
+decision alone. The policy is the default one plus 500 owner
 rules about other tools, so the decision has a realistic amount of matching to do.
 """
 
@@ -88,6 +90,33 @@ async def _measure(root: Path, rounds: int, calls: int) -> tuple[list[float], li
     return samples["trusted"], samples["gated"], extra
 
 
+async def _exchange_floor(root: Path, rounds: int, calls: int) -> tuple[list[float], list[float]]:
+    """The same turns on a bare ``AcpRuntime``: trusted, and answering every request ``allow_once`` at once.
+
+    The difference is what one ``session/request_permission`` round trip costs by itself (two processes,
+    JSON both ways), the part of the gate's cost that no policy can remove.
+    """
+    from kirocrew_core.acp_runtime import AcpOptions, AcpRuntime
+
+    async def allow(request: Any) -> str | None:
+        return request.option_of_kind("allow_once")
+
+    message = "!tool noop\n" * calls + "!say ok"
+    workspace = str(root / "ws-gated")
+    out: dict[str, list[float]] = {"trusted": [], "asked": []}
+    async with AcpRuntime(AcpOptions(trust_all_tools=True)) as trusted, AcpRuntime(AcpOptions()) as asked:
+        sessions = {"trusted": await trusted.new_session(workspace),
+                    "asked": await asked.new_session(workspace, on_permission=allow)}
+        for session in sessions.values():
+            await session.prompt(message)
+        for index in range(rounds):
+            for name in (("trusted", "asked") if index % 2 == 0 else ("asked", "trusted")):
+                start = time.perf_counter()
+                await sessions[name].prompt(message)
+                out[name].append((time.perf_counter() - start) * 1000)
+    return out["trusted"], out["asked"]
+
+
 def _decision_only(root: Path, count: int) -> list[float]:
     from kirocrew_core import home
     from kirocrew_core.gate.answer import decide_call
@@ -117,10 +146,13 @@ def main() -> int:
         print(f"{args.rounds} interleaved rounds of {args.calls} no-op tool calls per run, {args.rules} owner rules; "
               f"{machine_load()}")
         trusted, gated, extra = asyncio.run(_measure(root, args.rounds, args.calls))
+        bare_trusted, bare_asked = asyncio.run(_exchange_floor(root, args.rounds, args.calls))
         decision = _decision_only(root, 2000)
+    exchange = [(a - t) / args.calls for t, a in zip(bare_trusted, bare_asked, strict=True)]
     print(row("run, --trust-all-tools (floor)", trusted, width=44))
     print(row("run, every call through the gate", gated, width=44))
     print(row("extra per call through the gate", extra, width=44, fmt="7.3f"))
+    print(row("floor: one permission round trip, bare ACP", exchange, width=44, fmt="7.3f"))
     print(row("the decision alone (decide_call)", decision, width=44, fmt="7.4f"))
     median = statistics.median(extra)
     print(f"target ≤ 1 ms extra per call at the median: {'met' if median <= 1.0 else 'NOT met'} ({median:.3f} ms)")

@@ -9,6 +9,7 @@ attempt below, not a stub's.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +53,15 @@ def shell_steps(*commands: str) -> str:
     return "".join(f"!shell {command}\n" for command in commands)
 
 
-def decisions() -> list[dict[str, Any]]:
-    return [entry for entry in audit.tail(500) if entry.get("event") == "policy_decision"]
+def decisions(outcome: str, count: int) -> list[dict[str, Any]]:
+    """The SEL's ``policy_decision`` records with ``outcome``, once there are ``count`` (the host writes them in
+    batches, a moment after each answer)."""
+    deadline = time.monotonic() + 10
+    while True:
+        found = [e for e in audit.tail(500) if e.get("event") == "policy_decision" and e["outcome"] == outcome]
+        if len(found) >= count or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
 
 
 def test_no_chain_wrapper_substitution_or_env_prefix_runs_a_denied_command(
@@ -80,7 +88,7 @@ def test_no_chain_wrapper_substitution_or_env_prefix_runs_a_denied_command(
     assert "rule no-rm" in run["reply"]["text"] and "sessions never delete" in run["reply"]["text"]
     refused = [e for e in events["events"] if e["kind"] == "permission" and "refused" in e["summary"]]
     assert len(refused) == len(BYPASSES) and all(e["rule"]["id"] == "no-rm" for e in refused)
-    denied = [d for d in decisions() if d["outcome"] == "deny"]
+    denied = decisions("deny", len(BYPASSES))
     assert len(denied) == len(BYPASSES) and {d["fields"]["rule"] for d in denied} == {"no-rm"}
     assert all("rm -rf" not in json.dumps(d) for d in denied), "the SEL keeps a fingerprint, never the input"
 

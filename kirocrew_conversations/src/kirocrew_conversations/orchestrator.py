@@ -117,8 +117,6 @@ class _RunContext:
     cwd: str = ""
     chunks: list[str] = field(default_factory=list)
     tool_names: dict[str, str | None] = field(default_factory=dict)  # tool call id → redacted name
-    # tool call id → the call as kiro reported it (name, server, rawInput), for the permission gate only
-    calls: dict[str, Any] = field(default_factory=dict)
     # Session directives: the directive each tool call may carry, from kiro's _meta only (never the title);
     # the calls whose directive was consumed, and those whose marker was already reported as ignored.
     directive_tools: dict[str, str] = field(default_factory=dict)
@@ -830,9 +828,7 @@ class Orchestrator:
         elif kind == "tool_call":
             name = ctx.tool_names[str(update.tool_call_id)] = _tool_name(update)
             server, tool = _kiro_meta(update, "mcpServerName"), _kiro_meta(update, "toolName")
-            ctx.calls[str(update.tool_call_id)] = gatekeeper.tool_call(
-                tool if isinstance(tool, str) else _tool_name(update), server if isinstance(server, str) else None,
-                getattr(update, "raw_input", None))
+
             ctx.directive_tools[str(update.tool_call_id)] = directives.directive_tool_for(server, tool)
             await self._append(worker.conversation_id, ctx.run_id, "tool_call",
                                {"toolName": name, "status": _status(update),
@@ -889,13 +885,16 @@ class Orchestrator:
         if ctx is None:
             return None
         offered = {kind: oid for kind in DECISIONS if (oid := request.option_of_kind(kind)) is not None}
-        # kiro names the tool only in the tool_call update, which may still be in the session's queue.
-        if worker.session is not None:
-            await worker.session.flush_updates()
         call_id = str(request.tool_call.tool_call_id)
-        tool = ctx.tool_names.get(call_id) or _tool_name(request.tool_call)
+        # kiro names the tool only in its tool_call update: the session keeps those as they arrive. Only if it
+        # has not arrived yet, wait for the queued updates (each may be a store write: not on every call).
+        update = worker.session.tool_calls.get(call_id) if worker.session is not None else None
+        if update is None and worker.session is not None:
+            await worker.session.flush_updates()
+            update = worker.session.tool_calls.get(call_id)
+        tool = _tool_name(update) if update is not None else _tool_name(request.tool_call)
+        call = _gate_call(update, tool)
         run = await self._db(self.store.get_run, ctx.run_id)
-        call = ctx.calls.get(call_id) or gatekeeper.tool_call(tool, None, None)
         try:
             decided: gatekeeper.Decided | None = gatekeeper.decide(
                 call, authority=run.authority, agent=run.mode, workspace=ctx.cwd)
@@ -1041,6 +1040,16 @@ class _SessionKeys:
 
         if key is not None:
             identity.registry().revoke(key)
+
+
+def _gate_call(update: Any, tool: str | None) -> Any:
+    """The call a permission request is about, from kiro's ``tool_call`` update (``_meta.kiro``, ``rawInput``)."""
+    if update is None:
+        return gatekeeper.tool_call(tool, None, None)
+    name, server = _kiro_meta(update, "toolName"), _kiro_meta(update, "mcpServerName")
+    return gatekeeper.tool_call(name if isinstance(name, str) and name else tool,
+                                server if isinstance(server, str) and server else None,
+                                getattr(update, "raw_input", None))
 
 
 def _tool_name(tool_call: Any) -> str | None:

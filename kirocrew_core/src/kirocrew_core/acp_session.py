@@ -49,6 +49,9 @@ class PermissionRequest:
         return None
 
 
+# How many recent tool_call updates a session keeps for its permission handler.
+TOOL_CALLS_KEPT = 256
+
 # The option id to select, or None to answer "cancelled".
 PermissionHandler = Callable[[PermissionRequest], Awaitable[str | None]]
 # (session_id, update) for every session/update; ``update`` is the SDK's typed model.
@@ -125,6 +128,8 @@ class AcpSession(KiroSessionState):
         self._updates: asyncio.Queue[Any] = asyncio.Queue()
         self._pump: asyncio.Task[None] | None = None
         self._permission_tasks: set[asyncio.Task[Any]] = set()
+        #: The newest ``tool_call`` updates by tool call id, recorded on arrival (see :meth:`_deliver`).
+        self.tool_calls: dict[str, Any] = {}
 
     def _apply_result(self, raw: Mapping[str, Any]) -> None:
         self.raw = dict(raw)
@@ -177,9 +182,16 @@ class AcpSession(KiroSessionState):
                 self._updates.task_done()
 
     def _deliver(self, update: Any) -> None:
+        kind = getattr(update, "session_update", None)
         mode = getattr(update, "current_mode_id", None)
-        if getattr(update, "session_update", None) == "current_mode_update" and isinstance(mode, str):
+        if kind == "current_mode_update" and isinstance(mode, str):
             self.current_mode_id = mode
+        elif kind == "tool_call":
+            # Kept as it arrives, ahead of the sink: a permission handler reads the call kiro asks about here
+            # without waiting for every queued update to pass the sink (which may be writing each to a store).
+            self.tool_calls[str(getattr(update, "tool_call_id", ""))] = update
+            while len(self.tool_calls) > TOOL_CALLS_KEPT:
+                self.tool_calls.pop(next(iter(self.tool_calls)))
         self._updates.put_nowait(update)
 
     async def flush_updates(self) -> None:
