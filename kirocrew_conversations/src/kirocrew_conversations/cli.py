@@ -200,7 +200,7 @@ def _settings_line(settings: dict[str, Any]) -> str:
 
 def _render_run(run: dict[str, Any]) -> str:
     lines = [f"run {run['runId']} in conversation {run['conversationId']}: {run['status']}",
-             f"  {_settings_line(run['settings'])}"]
+             f"  {_settings_line(run['settings'])}", *_warning_lines(run)]
     if run["error"]:
         lines.append(f"  error[{run['error']['code']}]: {run['error']['message']}")
     attention = run["attention"]
@@ -224,6 +224,10 @@ def _render_run(run: dict[str, Any]) -> str:
         lines.append(reply["text"])
     lines.extend(_render_session(run.get("session")))
     return "\n".join(lines)
+
+
+def _warning_lines(out: dict[str, Any]) -> list[str]:
+    return [f"  warning[{w['code']}]: {w['message']}" for w in out.get("warnings") or ()]
 
 
 def _render_session(session: dict[str, Any] | None) -> list[str]:
@@ -252,7 +256,7 @@ def _render_spawned(out: dict[str, Any]) -> str:
     created = "new conversation" if out["createdConversation"] else "conversation"
     lines = [f"run {out['runId']} in {created} {out['conversationId']}: {out['status']}"
              + (f" ({out['queuePosition']} ahead)" if out["queuePosition"] else ""),
-             f"  {_settings_line(out['settings'])}"]
+             f"  {_settings_line(out['settings'])}", *_warning_lines(out)]
     if out.get("delivery") == "interrupt":
         lines.append(f"  interrupted run {_or_dash(out['interruptedRunId'])}; "
                      f"{out['supersededRunCount']} queued follow-up(s) superseded")
