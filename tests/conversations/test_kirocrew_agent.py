@@ -86,7 +86,8 @@ def test_without_a_usable_agent_file_a_run_fails_with_agent_file_unavailable_and
         run_async: Any, tmp_path: Path) -> None:
     launches = tmp_path / "kiro-cli-launches.log"
     counting = tmp_path / "counting-kiro-cli"
-    counting.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{launches}"\nexec "{fake_kiro_cli.sandboxable_path}" "$@"\n')
+    counting.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{launches}"\n'
+                        f'exec "{fake_kiro_cli.sandboxable_path}" "$@"\n')
     counting.chmod(0o755)
     agent = home.rendered_agent_file()
     if damage == "missing":
@@ -144,5 +145,6 @@ def test_an_mcp_server_found_only_in_local_bin_is_rendered_probes_online_and_wor
 
     run, events = run_async(main())
     assert run["status"] == "completed" and run["reply"]["text"] == "called", run
-    ended = [e.get("toolStatus") for e in events if e.get("toolName") == "tool_1" and e["summary"] == "tool call update"]
+    ended = [e.get("toolStatus") for e in events
+             if e.get("toolName") == "tool_1" and e["summary"] == "tool call update"]
     assert ended[-1:] == ["completed"], events

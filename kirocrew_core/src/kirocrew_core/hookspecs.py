@@ -328,10 +328,10 @@ def agent_file_ready() -> Any:
     which is awaited: keep it bounded, and do file work off the event loop.
 
     :return: None when the file is ready as far as the plugin knows, else one
-        sentence saying why not (name the file, never its absolute path). Every
-        implementation is called; the session starts only when all returned
-        None, and otherwise the run fails with ``agent_file_unavailable`` and
-        the first reason in call order. An implementation that raises or
+        sentence saying why not (name the file, never its absolute path).
+        Every implementation is called; the session starts only when all
+        returned None, and otherwise the run fails with ``agent_file_unavailable``
+        and the first reason in call order. An implementation that raises or
         returns anything else stops the check and counts as a reason.
     """
 
