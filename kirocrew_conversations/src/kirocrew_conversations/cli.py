@@ -317,7 +317,9 @@ def _render_events(out: dict[str, Any]) -> str:
 
 def _render_capabilities(out: dict[str, Any]) -> str:
     models = ", ".join(m["id"] + (" (default)" if m["id"] == out["defaultModel"] else "") for m in out["models"])
-    modes = ", ".join(m + (" (default)" if m == out["defaultMode"] else "") for m in out["modes"])
+    default_mode = out["defaults"]["mode"]
+    modes = ", ".join(m + (" (default)" if m == default_mode else " (kiro-cli's default)" if m == out["defaultMode"]
+                           else "") for m in out["modes"])
     authorities = "; ".join(a["name"] + (" available" if a["available"] else f" unavailable ({a['reason']})")
                             for a in out["authorities"])
     lim = out["limits"]
@@ -330,8 +332,8 @@ def _render_capabilities(out: dict[str, Any]) -> str:
         f"images: {yes[out['prompt']['images']]} · session fork: {yes[out['acp']['sessionFork']]} · "
         f"load session: {yes[out['acp']['loadSession']]}",
         f"authorities: {authorities}",
-        f"defaults: authority {out['defaults']['authority']} · workspace {out['defaults']['workspaceMode']} · "
-        f"{out['defaults']['maxWorkers']} worker(s)",
+        f"defaults: agent {default_mode} · authority {out['defaults']['authority']} · "
+        f"workspace {out['defaults']['workspaceMode']} · {out['defaults']['maxWorkers']} worker(s)",
         f"limits: {lim['waitMaxTargets']} wait targets · {lim['maxImages']} images · run deadline "
         f"{lim['runDeadlineSeconds']} s · wait ceiling {lim['waitCeilingSeconds']} s",
     ])
