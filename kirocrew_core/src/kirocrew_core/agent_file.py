@@ -9,8 +9,9 @@ is spawned. Sessions on other agents are not checked: those files are the user's
 and kiro-cli refusing the mode says so.
 
 - ``AgentFileUnavailable``: the error (code ``agent_file_unavailable``).
-- ``file_problem(path=None) -> str | None``: the plain check, core's fallback for the
-  hook: the file exists and holds a JSON object.
+- ``file_problem(path=None, *, check=None) -> str | None``: the plain check, core's
+  fallback for the hook: the file exists and holds a JSON object (and passes ``check``,
+  a plugin's own test of the document).
 - ``await require_ready(agent, pm=None)``: raises ``AgentFileUnavailable`` when
   ``agent`` is the rendered one and a plugin says why its file is not ready.
 """
@@ -18,7 +19,8 @@ and kiro-cli refusing the mode says so.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from kirocrew_core import home
 from kirocrew_core.errors import KirocrewError
@@ -37,8 +39,12 @@ class AgentFileUnavailable(KirocrewError):
     code = AGENT_FILE_UNAVAILABLE
 
 
-def file_problem(path: str | os.PathLike[str] | None = None) -> str | None:
-    """Why the agent file at ``path`` (default: the rendered one) cannot be loaded; None when it can."""
+def file_problem(path: str | os.PathLike[str] | None = None, *,
+                 check: Callable[[dict[str, Any]], str | None] | None = None) -> str | None:
+    """Why the agent file at ``path`` (default: the rendered one) cannot be loaded; None when it can.
+
+    ``check`` gets the parsed object and returns what is wrong with it (empty or None: nothing).
+    """
     from kirocrew_core.jsonfile import ReadState, read_json
 
     read = read_json(home.rendered_agent_file() if path is None else path)
@@ -54,7 +60,8 @@ def file_problem(path: str | os.PathLike[str] | None = None) -> str | None:
         return f"the agent file {name} is not valid JSON{where} ({read.error})"
     if not isinstance(read.document, dict):
         return f"the agent file {name} does not hold a JSON object"
-    return None
+    problem = check(read.document) if check is not None else None
+    return f"the agent file {name} is malformed: {problem}" if problem else None
 
 
 async def require_ready(agent: str | None, pm: KirocrewPluginManager | None = None) -> None:

@@ -86,25 +86,12 @@ def startup_render() -> StartupRender:
 
 async def agent_file_problem() -> str | None:
     """Why a session cannot start on the rendered agent yet (None: it can), once the startup render is done."""
-    from kirocrew_core import home
-    from kirocrew_core.jsonfile import ReadState, read_json
+    from kirocrew_core.agent_file import file_problem
 
     from kirocrew_mcp.scopes import mcp_document_problem
 
     outcome = await startup_render().finished()
-    read = await asyncio.to_thread(read_json, home.rendered_agent_file())
-    name = read.path.name
-    if read.state is ReadState.DOCUMENT:
-        problem = mcp_document_problem(read.document)
-        if not problem:
-            return None
-        reason = f"the agent file {name} is malformed: {problem}"
-    elif read.state is ReadState.MALFORMED:
-        reason = f"the agent file {name} is not valid JSON" + (f" at line {read.line}" if read.line else "")
-    elif read.state is ReadState.UNREADABLE:
-        reason = f"the agent file {name} cannot be read ({read.error})"
-    else:
-        reason = f"the agent file {name} is {'missing' if read.state is ReadState.ABSENT else 'empty'}"
-    if outcome is not None and not outcome.ok:
+    reason = await asyncio.to_thread(file_problem, check=mcp_document_problem)
+    if reason is not None and outcome is not None and not outcome.ok:
         reason += f" (the host's render failed: {outcome.code})"
     return reason
