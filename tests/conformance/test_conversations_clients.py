@@ -25,7 +25,8 @@ UNKNOWN_ID = "c_00000000000000000000000000"
 
 
 @pytest.fixture(params=["relay", "standalone"])
-def conversations_server(request: pytest.FixtureRequest, fake_kiro_cli: Any, tmp_path: Path) -> StdioServer:
+def conversations_server(request: pytest.FixtureRequest, fake_kiro_cli: Any, lean_kirocrew_agent: Path,
+                         tmp_path: Path) -> StdioServer:
     """A fresh ``kirocrew mcp-conversations`` on the fake kiro-cli and this test's own state dir.
 
     ``relay``: the bare command, relaying to the test's own host, which it starts with this
@@ -50,12 +51,27 @@ def test_a_successful_delegation_passes_the_clients_output_schema_validation(
         mcp_client: Runner, conversations_server: StdioServer, tmp_path: Path) -> None:
     workspace = tmp_path / "project"
     workspace.mkdir()
-    report = mcp_client(conversations_server, [{"name": "kiro_delegate", "arguments": {
-        "conversation": "new", "name": "greet", "workspace": str(workspace), "message": "!say hello"}}])
+    report = mcp_client(conversations_server, [
+        {"name": "kiro_delegate", "arguments": {
+            "conversation": "new", "name": "greet", "workspace": str(workspace), "message": "!say hello"}},
+        # another agent than kirocrew: the run view and the spawn answer carry a warning the client validates too
+        {"name": "kiro_delegate", "arguments": {
+            "conversation": "new", "name": "other", "workspace": str(workspace), "message": "!say hi",
+            "mode": "kiro_default"}},
+        {"name": "kiro_spawn", "arguments": {
+            "conversation": "new", "name": "spawned", "workspace": str(workspace), "message": "!say hi",
+            "mode": "kiro_default"}},
+    ])
     result = call_result(report, 0)
     assert result.get("isError") is not True
     assert result["structuredContent"]["run"]["reply"]["text"] == "hello"
+    assert result["structuredContent"]["run"]["warnings"] == []
     assert json.loads(text_of(result)) == result["structuredContent"]
+    for index, where in ((1, "run"), (2, None)):
+        result = call_result(report, index)
+        assert result.get("isError") is not True, text_of(result)
+        shown = result["structuredContent"][where] if where else result["structuredContent"]
+        assert [w["code"] for w in shown["warnings"]] == ["kirocrew_servers_not_mounted"]
 
 
 def test_error_results_reach_the_client_with_their_code_and_message_as_text(

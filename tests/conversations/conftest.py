@@ -99,8 +99,9 @@ def conversations_state_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def fake_kiro_env(fake_kiro_cli: Any, conversations_state_dir: Path) -> dict[str, str]:
-    """Environment for a server process: the fake kiro-cli, the test's state dir and homes.
+def fake_kiro_env(fake_kiro_cli: Any, conversations_state_dir: Path, lean_kirocrew_agent: Path) -> dict[str, str]:
+    """Environment for a server process: the fake kiro-cli, the test's state dir and homes, the lean
+    rendered ``kirocrew`` agent (runs without a mode run as it; a host renders its managed servers in).
 
     No ``KIRO_CONVERSATIONS_*`` setting leaks in from outside; copy and extend it per test.
     ``KIROCREW_NO_HOST=1``: a twin run with this environment and no standalone server works in

@@ -388,8 +388,8 @@ def test_with_a_host_that_serves_no_conversations_twins_work_in_process_and_the_
 
 
 def test_the_host_service_is_busy_while_a_run_executes_and_its_stop_interrupts_the_run(
-        fake_kiro_cli: Any, conversations_state_dir: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch,
-        run_async: Any) -> None:
+        fake_kiro_cli: Any, lean_kirocrew_agent: Path, conversations_state_dir: Path, workspace: Path,
+        monkeypatch: pytest.MonkeyPatch, run_async: Any) -> None:
     monkeypatch.setenv("KIRO_CONVERSATIONS_STATE_DIR", str(conversations_state_dir))
 
     async def main() -> tuple[list[str | None], str]:

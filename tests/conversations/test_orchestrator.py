@@ -23,7 +23,7 @@ T = TypeVar("T")
 TEST_TIMEOUT_SECS = 60.0
 
 @pytest.fixture(autouse=True)
-def _fake(fake_kiro_cli: Any) -> Any:
+def _fake(fake_kiro_cli: Any, lean_kirocrew_agent: Path) -> Any:
     return fake_kiro_cli
 
 @pytest.fixture

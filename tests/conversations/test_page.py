@@ -134,6 +134,23 @@ def test_a_conversation_started_over_the_routes_runs_and_its_page_renders_the_re
     assert conversations_rows("SELECT status FROM runs WHERE id = ?", started["runId"]) == [("completed",)]
 
 
+def test_a_conversations_page_shows_the_agent_each_run_uses_and_warns_about_another_agent(
+        owner_client: httpx.Client, workspace: Path) -> None:
+    mine = start(owner_client, workspace, "mine", "!say on kirocrew")
+    other = start(owner_client, workspace, "other", "!say elsewhere", mode="kiro_default")
+    assert mine["warnings"] == [] and [w["code"] for w in other["warnings"]] == ["kirocrew_servers_not_mounted"]
+    for started in (mine, other):
+        detail_when(owner_client, started["conversationId"], settled)
+
+    html = owner_client.get(f"/conversations/{mine['conversationId']}").text
+    assert "<dt>Agent</dt><dd>kirocrew <span class=\"hint\">(kirocrew's own, the default)</span></dd>" in html
+    assert "agent kirocrew, effort" in html and 'class="warn"' not in html
+    html = owner_client.get(f"/conversations/{other['conversationId']}").text
+    assert "<dt>Agent</dt><dd>kiro_default</dd>" in html and "agent kiro_default, effort" in html
+    assert '<p class="warn">This run runs as the agent &#39;kiro_default&#39;' in html
+    assert "<code>kirocrew_servers_not_mounted</code>" in html
+
+
 def test_a_permission_is_answered_over_the_routes_and_the_run_goes_on(
         owner_client: httpx.Client, workspace: Path, conversations_rows: Any) -> None:
     executable("bwrap", apt="bubblewrap")  # read_only runs in its sandbox

@@ -657,14 +657,16 @@ def test_capabilities_report_the_live_kiro_cli_and_refresh_bypasses_the_cache(co
             sandbox = sys.platform.startswith("linux") and shutil.which("bwrap") is not None
             assert {a["name"]: a["available"] for a in first["authorities"]} == {
                 "unrestricted": True, "read_only": sandbox, "workspace_write": sandbox}
-            assert first["defaults"] == {"authority": "unrestricted", "workspaceMode": "shared", "maxWorkers": 4}
+            assert first["defaults"] == {"authority": "unrestricted", "workspaceMode": "shared", "mode": "kirocrew",
+                                         "maxWorkers": 4}
             assert first["limits"]["waitMaxTargets"] == 8 and first["limits"]["maxImages"] == 4
-            assert first["modes"] == ["kiro_default"] and first["defaultMode"] == "kiro_default"
+            # kiro's built-in agent and the rendered one (the lean kirocrew.json); kiro's own default is its built-in
+            assert first["modes"] == ["kiro_default", "kirocrew"] and first["defaultMode"] == "kiro_default"
             assert "/compact" in first["slashCommands"], "kiro's commands are known before any run"
             await client.call("kiro_delegate", conversation="new", name="m", workspace=str(tmp_path),
                               message="!say hi")
             after = await client.call("kiro_capabilities")
-            assert after["modes"] == ["kiro_default"] and after["slashCommands"]
+            assert after["modes"] == ["kiro_default", "kirocrew"] and after["slashCommands"]
 
     run_async(main())
 

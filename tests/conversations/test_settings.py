@@ -68,16 +68,16 @@ def test_a_new_conversation_runs_on_the_settings_it_asked_for_and_events_say_so(
     run_async(main())
 
 
-def test_a_run_without_a_mode_runs_on_kiros_default_agent_and_says_which(conversations_client, run_async,
-                                                                         tmp_path):
+def test_a_run_without_a_mode_runs_on_the_kirocrew_agent_and_says_which(conversations_client, run_async,
+                                                                        tmp_path):
     async def main() -> None:
         async with conversations_client() as client:
             caps = await client.call("kiro_capabilities")
             out = await client.call("kiro_delegate", conversation="new", name="plain", workspace=str(tmp_path),
                                     message="!settings")
-            assert caps["defaultMode"] == "kiro_default"
-            assert out["run"]["settings"]["mode"] == caps["defaultMode"]
-            assert reply(out) == said(caps["defaultModel"], caps["defaultMode"], None)
+            assert caps["defaultMode"] == "kiro_default" and caps["defaults"]["mode"] == "kirocrew"
+            assert out["run"]["settings"]["mode"] == caps["defaults"]["mode"]
+            assert reply(out) == said(caps["defaultModel"], "kirocrew", None)
 
     run_async(main())
 

@@ -36,7 +36,7 @@ def test_the_hook_list_is_the_architecture_one():
         "gateway_stopping", "gateway_shutdown", "extra_mcp_scopes", "extra_mcp_servers", "managed_mcp_servers",
         "core_mcp_tools", "registry_loaders", "authority_backends",
         "governance_ceiling", "protected_paths", "doctor_checks", "host_services", "host_mcp_servers",
-        "known_workspaces",
+        "known_workspaces", "agent_file_ready",
     }
 
 
@@ -428,6 +428,43 @@ def test_hook_known_workspaces(plugin_manager, tmp_path):
     _register(plugin_manager, "checkouts", known_workspaces=lambda: [tmp_path / "a", tmp_path / "b"])
     assert _collected(plugin_manager, "known_workspaces") == [("checkouts", tmp_path / "a"),
                                                               ("checkouts", tmp_path / "b")]
+
+
+def test_hook_agent_file_ready(plugin_manager, isolated_homes):
+    """No kiro-cli on the rendered agent until every plugin agrees; core's fallback checks the file."""
+    import asyncio
+    import json
+
+    from kirocrew_core import home
+    from kirocrew_core.agent_file import AgentFileUnavailable, require_ready
+
+    def verdict(agent="kirocrew"):
+        try:
+            asyncio.run(require_ready(agent, plugin_manager))
+        except AgentFileUnavailable as exc:
+            return exc.code, exc.message
+        return None
+
+    code, message = verdict()
+    assert code == "agent_file_unavailable" and "kirocrew.json does not exist" in message  # core's fallback
+    assert "kirocrew mcp rebuild" in message and str(home.kiro_home()) not in message
+    assert verdict("kiro_default") is None  # another agent's file is kiro-cli's business
+    path = home.rendered_agent_file()
+    path.parent.mkdir(parents=True)
+    path.write_text("[1, 2]")
+    assert "does not hold a JSON object" in verdict()[1]
+    path.write_text(json.dumps({"name": "kirocrew"}))
+    assert verdict() is None
+
+    async def still_rendering():
+        await asyncio.sleep(0)
+        return "the render has not finished"
+
+    _register(plugin_manager, "renderer", agent_file_ready=still_rendering)  # an awaitable result is awaited
+    assert verdict()[1].startswith("the render has not finished; no kiro-cli was started")
+    plugin_manager.unregister(name="renderer")
+    _register(plugin_manager, "broken", agent_file_ready=lambda: 42)  # a bad answer fails closed
+    assert "could not be checked" in verdict()[1]
 
 
 def test_hook_authority_backends(plugin_manager):

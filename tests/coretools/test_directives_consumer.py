@@ -177,6 +177,25 @@ def test_a_monitor_loop_reprompts_until_its_cap_update_revives_it_and_autonudge_
     run(main())
 
 
+def test_a_monitor_cycles_run_records_the_model_its_session_ran_on(
+        store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KIROCREW_MONITOR_INTERVAL_SECS", "0.2")
+    a = conversation(store, tmp_path, "a")  # no model: kiro's default, known only once a session reports it
+    start = mcp("kirocrew-core", "monitor_start", {"message": "look\n!settings", "max_cycles": 1})
+
+    async def main() -> Any:
+        async with Orchestrator(store) as orch:
+            await finished(orch, (await orch.submit(a, start)).id)
+            while len(store.list_runs(a)) < 2:
+                await asyncio.sleep(0.1)
+            return await finished(orch, store.list_runs(a)[1].id)
+
+    cycle = run(main())
+    assert events(store, cycle.id, "monitor_cycle")[0]["cycle"] == 1
+    assert (cycle.model, cycle.mode) == ("auto", AGENT)
+    assert cycle.reply_text.endswith(f"settings: model=auto mode={AGENT} effort=none")
+
+
 def test_an_armed_monitor_loop_survives_a_host_restart_and_stops_when_its_conversation_is_archived(
         store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KIROCREW_MONITOR_INTERVAL_SECS", "0.5")

@@ -31,7 +31,7 @@ SECOND = {"question": "Ship it today?", "options": [{"label": "Yes"}, {"label": 
 
 
 @pytest.fixture(autouse=True)
-def _fake(fake_kiro_cli: Any) -> Any:
+def _fake(fake_kiro_cli: Any, lean_kirocrew_agent: Path) -> Any:
     return fake_kiro_cli
 
 

@@ -78,6 +78,25 @@ def test_a_session_spawns_children_that_act_as_themselves_report_back_and_show_o
         assert listed[parent_id]["parentConversationId"] is None and not listed[parent_id]["subagent"]
 
 
+def test_a_spawn_run_child_runs_on_and_records_its_parents_agent_and_model(
+        crew: CrewHarness, run_async: Any, conversations_rows: Any) -> None:
+    haiku = "claude-haiku-4.5"
+
+    async def main() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with crew.conversations() as conv:
+            # no mode: the parent runs as kirocrew; its model is a per-run choice, not a conversation default
+            parent = await crew.delegate(conv, _mcp("spawn_run", task="!settings") + "\n!say spawned",
+                                         name="parent", mode=None, model=haiku)
+            [(child_id,)] = conversations_rows("SELECT id FROM conversations WHERE parent_id = ?",
+                                               parent["conversationId"])
+            return parent, await _ended_run(conv, conversations_rows, child_id, 1)
+
+    parent, child = run_async(main())
+    assert (parent["settings"]["mode"], parent["settings"]["model"]) == ("kirocrew", haiku), parent
+    assert (child["settings"]["mode"], child["settings"]["model"]) == ("kirocrew", haiku), child
+    assert child["reply"]["text"] == f"settings: model={haiku} mode=kirocrew effort=none"
+
+
 @contextlib.contextmanager
 def _dashboard(crew: CrewHarness) -> Iterator[Any]:
     """An owner-authenticated HTTP client on the running host's gateway (``kirocrew dashboard --no-start``)."""

@@ -14,6 +14,7 @@ import asyncio
 import json
 import sqlite3
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,10 @@ from typing import Any
 import pytest
 from kirocrew_testing.core_sessions import CrewHarness
 from kirocrew_testing.fixtures import kirocrew_argv
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cron_e2e import person
 
 BOUND_SECS = 150.0
 SESSION_AGENT = "cron-session"
@@ -69,6 +74,26 @@ async def _until(what: str, found: Callable[[], Any]) -> Any:
             return value
         await asyncio.sleep(0.1)
     raise AssertionError(f"never happened: {what}")
+
+
+def test_an_agent_job_that_names_no_agent_runs_as_the_kirocrew_agent(
+        cron_crew: CrewHarness, run_async: Any, conversations_rows: Any) -> None:
+    async def main() -> str:
+        async with person(cron_crew) as owner:
+            added, code = await owner.call("cron_add", name="plain", message="!settings", every=3600,
+                                           cwd=str(cron_crew.workspace), json=True)
+            assert code is None, added
+            job = json.loads(added)
+            assert job["agent"] == "", job
+            _, code = await owner.call("cron_trigger", job_id=job["id"])
+            assert code is None
+            return str(job["id"])
+
+    job_id = run_async(main())
+    [(mode, reply)] = run_async(_until("the job's run", lambda: conversations_rows(
+        "SELECT r.mode, r.reply_text FROM runs r JOIN conversations c ON c.id = r.conversation_id"
+        " WHERE c.name = ? AND r.status = 'completed'", f"cron-{job_id}")))
+    assert mode == "kirocrew" and reply.startswith("settings: model=") and " mode=kirocrew " in reply
 
 
 def test_a_sessions_jobs_fire_as_conversation_runs_time_out_and_catch_up_after_a_restart(

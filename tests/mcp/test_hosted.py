@@ -92,6 +92,53 @@ def test_the_start_does_not_wait_for_the_render_and_busy_says_it_runs(plugin_man
     assert "late" in json.loads(home.rendered_agent_file().read_text())["mcpServers"]
 
 
+def test_a_session_on_the_rendered_agent_waits_for_the_startup_render_then_starts(plugin_manager) -> None:
+    from kirocrew_core.agent_file import require_ready
+
+    slow = BlockingServerSource({"late": CAT}, WAIT_SECS)
+    plugin_manager.register(slow, name="slow-source")
+    service = the_service(plugin_manager)
+
+    async def host_life() -> tuple[bool, BaseException | None]:
+        await service.start()
+        await asyncio.wait_for(asyncio.to_thread(slow.entered.wait), WAIT_SECS)
+        # No agent file yet: a check that did not wait for the render would fail the session now.
+        session = asyncio.ensure_future(require_ready("kirocrew", plugin_manager))
+        await asyncio.wait({session}, timeout=0.5)
+        waited = not session.done()
+        slow.release.set()
+        await asyncio.wait({session}, timeout=WAIT_SECS)
+        await service.stop()
+        return waited, session.exception()
+
+    try:
+        waited, failure = asyncio.run(host_life())
+    finally:
+        slow.release.set()
+    assert waited and failure is None
+    assert "late" in json.loads(home.rendered_agent_file().read_text())["mcpServers"]
+
+
+def test_after_a_failed_startup_render_a_session_is_refused_saying_why(plugin_manager) -> None:
+    from kirocrew_core.agent_file import AgentFileUnavailable, require_ready
+
+    home.rendered_agent_file().mkdir(parents=True)  # unreadable: the render fails, and so would kiro-cli
+    service = the_service(plugin_manager)
+
+    async def host_life() -> None:
+        await service.start()
+        try:
+            await require_ready("kirocrew", plugin_manager)
+        finally:
+            await service.stop()
+
+    with pytest.raises(AgentFileUnavailable) as refused:
+        asyncio.run(host_life())
+    assert refused.value.code == "agent_file_unavailable"
+    assert refused.value.message.startswith("the agent file kirocrew.json cannot be read")
+    assert "(the host's render failed: agent_file_unreadable)" in refused.value.message
+
+
 def test_a_service_that_never_started_stops_cleanly(plugin_manager) -> None:
     service = the_service(plugin_manager)
 

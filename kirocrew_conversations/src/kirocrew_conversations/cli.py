@@ -201,7 +201,7 @@ def _settings_line(settings: dict[str, Any]) -> str:
 
 def _render_run(run: dict[str, Any]) -> str:
     lines = [f"run {run['runId']} in conversation {run['conversationId']}: {run['status']}",
-             f"  {_settings_line(run['settings'])}"]
+             f"  {_settings_line(run['settings'])}", *_warning_lines(run)]
     if run["error"]:
         lines.append(f"  error[{run['error']['code']}]: {run['error']['message']}")
     attention = run["attention"]
@@ -233,6 +233,10 @@ def _render_run(run: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _warning_lines(out: dict[str, Any]) -> list[str]:
+    return [f"  warning[{w['code']}]: {w['message']}" for w in out.get("warnings") or ()]
+
+
 def _render_session(session: dict[str, Any] | None) -> list[str]:
     """What the conversation's session directives left (kiro_result's ``session``), after the reply."""
     if not session:
@@ -259,7 +263,7 @@ def _render_spawned(out: dict[str, Any]) -> str:
     created = "new conversation" if out["createdConversation"] else "conversation"
     lines = [f"run {out['runId']} in {created} {out['conversationId']}: {out['status']}"
              + (f" ({out['queuePosition']} ahead)" if out["queuePosition"] else ""),
-             f"  {_settings_line(out['settings'])}"]
+             f"  {_settings_line(out['settings'])}", *_warning_lines(out)]
     if out.get("delivery") == "interrupt":
         lines.append(f"  interrupted run {_or_dash(out['interruptedRunId'])}; "
                      f"{out['supersededRunCount']} queued follow-up(s) superseded")
@@ -320,7 +324,9 @@ def _render_events(out: dict[str, Any]) -> str:
 
 def _render_capabilities(out: dict[str, Any]) -> str:
     models = ", ".join(m["id"] + (" (default)" if m["id"] == out["defaultModel"] else "") for m in out["models"])
-    modes = ", ".join(m + (" (default)" if m == out["defaultMode"] else "") for m in out["modes"])
+    default_mode = out["defaults"]["mode"]
+    modes = ", ".join(m + (" (default)" if m == default_mode else " (kiro-cli's default)" if m == out["defaultMode"]
+                           else "") for m in out["modes"])
     authorities = "; ".join(a["name"] + (" available" if a["available"] else f" unavailable ({a['reason']})")
                             for a in out["authorities"])
     lim = out["limits"]
@@ -333,8 +339,8 @@ def _render_capabilities(out: dict[str, Any]) -> str:
         f"images: {yes[out['prompt']['images']]} · session fork: {yes[out['acp']['sessionFork']]} · "
         f"load session: {yes[out['acp']['loadSession']]}",
         f"authorities: {authorities}",
-        f"defaults: authority {out['defaults']['authority']} · workspace {out['defaults']['workspaceMode']} · "
-        f"{out['defaults']['maxWorkers']} worker(s)",
+        f"defaults: agent {default_mode} · authority {out['defaults']['authority']} · "
+        f"workspace {out['defaults']['workspaceMode']} · {out['defaults']['maxWorkers']} worker(s)",
         f"limits: {lim['waitMaxTargets']} wait targets · {lim['maxImages']} images · run deadline "
         f"{lim['runDeadlineSeconds']} s · wait ceiling {lim['waitCeilingSeconds']} s",
     ])

@@ -41,6 +41,9 @@ CATALOGUE: dict[str, str] = {
     "unsupported_permission_option": "Only allow_once or reject_once, and only an option Kiro offered.",
     "settings_not_applied": "Run error: kiro-cli refused or did not confirm the run's model, mode or effort; "
                             "nothing was prompted.",
+    "agent_file_unavailable": "Run error: the run's agent is kirocrew's rendered agent, and its file "
+                              "(kirocrew.json in kiro's agents directory) is missing or unusable; no kiro-cli was "
+                              "started. `kirocrew mcp rebuild` renders it (a host renders it when it starts).",
     # -- question cards (questions.py; kiro_question_answer) --
     "question_not_found": "No open question card has this id for this conversation (answered, dismissed, expired, "
                           "withdrawn, or never this conversation's).",
@@ -94,6 +97,15 @@ CATALOGUE: dict[str, str] = {
     "monitor_not_found": "monitor_update found no monitor loop on the conversation to update.",
     "monitor_cap_too_low": "monitor_update's max_cycles does not exceed the cycles the loop already ran.",
     "monitor_paused": "The monitor loop stopped at its cycle cap; only an update raising max_cycles revives it.",
+}
+
+
+NOT_KIROCREW_AGENT = "kirocrew_servers_not_mounted"
+#: Codes of a run's ``warnings``: what a caller should know about how a run runs that is not an error.
+WARNINGS: dict[str, str] = {
+    NOT_KIROCREW_AGENT: "The run runs as another agent than kirocrew's rendered one (a mode was named): "
+                        "kirocrew's MCP servers (kirocrew-core, kirocrew-conversations, kirocrew-cron, ...) are "
+                        "mounted only if that agent declares them. The run itself is unaffected.",
 }
 
 

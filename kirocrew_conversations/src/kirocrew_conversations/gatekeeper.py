@@ -35,13 +35,13 @@ from kirocrew_core.gate.engine import Verdict
 
 from kirocrew_conversations import limits
 from kirocrew_conversations.redact import redact_secrets
+from kirocrew_conversations.vocabulary import DEFAULT_AGENT
 
 log = logging.getLogger(__name__)
 
 #: A tool call's input larger than this is not kept for the decision (the call then asks).
 RAW_INPUT_MAX_BYTES = 256 * 1024
 SUBJECT_MAX_CHARS = 300
-DEFAULT_AGENT = "kirocrew"
 
 
 @dataclass(frozen=True)

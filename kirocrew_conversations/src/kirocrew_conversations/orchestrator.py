@@ -24,7 +24,12 @@ and a run never starts on a process of an older generation.
 Before each prompt the session is put on the run's model, mode and effort and
 kiro's report is checked (a loaded session comes back on the agent and model it
 was saved with); a setting kiro refuses fails the run with
-``settings_not_applied`` and nothing is prompted.
+``settings_not_applied`` and nothing is prompted. A run queued without a model
+records the one kiro reports then, so every run says what it ran on.
+
+No kiro-cli is started on the rendered ``kirocrew`` agent before its file is
+ready (:func:`kirocrew_core.agent_file.require_ready`: a host's startup render
+finished, the file usable); otherwise the run fails with ``agent_file_unavailable``.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ from kirocrew_core.acp_runtime import (
     SettingsNotAppliedError,
 )
 from kirocrew_core.acp_session import PermissionRequest as AcpPermissionRequest
+from kirocrew_core.agent_file import AGENT_FILE_UNAVAILABLE, require_ready
 from kirocrew_core.coretools.contract import ToolRefused
 from kirocrew_core.coretools import directives
 from kirocrew_core.errors import KirocrewError
@@ -158,7 +164,7 @@ class Orchestrator:
                  idle_close_secs: float = limits.IDLE_WORKER_SECONDS,
                  run_deadline_secs: float = limits.RUN_DEADLINE_SECONDS,
                  attention_deadline_secs: float = limits.ATTENTION_DEADLINE_SECONDS,
-                 acp_options_factory: OptionsFactory = default_acp_options) -> None:
+                 acp_options_factory: OptionsFactory = default_acp_options, pm: Any = None) -> None:
         if not limits.WORKERS_MIN <= max_workers <= limits.WORKERS_MAX:
             raise conversation_error("invalid_arguments",
                                      f"max_workers must be {limits.WORKERS_MIN}..{limits.WORKERS_MAX}")
@@ -168,6 +174,7 @@ class Orchestrator:
         self.run_deadline_secs = run_deadline_secs
         self.attention_deadline_secs = attention_deadline_secs
         self.acp_options_factory = acp_options_factory
+        self.pm = pm  # the plugin manager asked whether the agent file is ready (None: the process's)
         self._changed = asyncio.Condition()
         self._workers: dict[str, _Worker] = {}
         self._waiting: collections.deque[str] = collections.deque()  # conversations without a slot, FIFO
@@ -641,7 +648,8 @@ class Orchestrator:
                 return "failed", "settings_not_applied", _clip(redact_text(str(exc)))
             except (AcpError, KirocrewError) as exc:
                 await self._close_runtime(worker)
-                if exc.code in ("authority_unavailable", "slash_command_refused"):  # refused before kiro saw it
+                if exc.code in ("authority_unavailable", "slash_command_refused",
+                                AGENT_FILE_UNAVAILABLE):  # refused before kiro saw it
                     return "failed", exc.code, _clip(redact_text(str(exc)))
                 return "failed", "kiro_run_failed", _clip(f"kiro-cli failed: {exc.code}")
             except Exception as exc:  # a bug of ours must end the run, not strand it as running
@@ -702,8 +710,8 @@ class Orchestrator:
         prompt. Changed spawn options still mean a new process (:meth:`_turn`): authority needs
         one, and the flags are what pins a session kiro has to start afresh (the one reliable
         way to a model of another provider); this then moves the reloaded session. A null
-        model or mode (kiro-cli could not be asked when the run was created) is left as the
-        session has it, and the event says what that was.
+        model or mode (kiro-cli was not asked when the run was created: a sub-agent's run, a
+        monitor cycle's) is left as the session has it, and the run records what that was.
         """
         try:
             applied = await session.apply_settings(model=run.model, mode=run.mode, effort=run.effort)
@@ -711,6 +719,9 @@ class Orchestrator:
             await self._append(run.conversation_id, run.id, "settings_refused",
                                {"setting": exc.setting, "value": exc.wanted})
             raise
+        if (run.model is None and applied.model) or (run.mode is None and applied.mode):
+            await self._db(self.store.record_reported_settings, run.id, model=applied.model, mode=applied.mode)
+            await self._notify()
         await self._append(run.conversation_id, run.id, "settings_applied",
                            {"model": applied.model, "mode": applied.mode, "effort": applied.effort,
                             "changed": list(applied.changed)})
@@ -789,6 +800,7 @@ class Orchestrator:
         await self._close_runtime(worker)
 
     async def _open_runtime(self, worker: _Worker, options: AcpOptions, cwd: str) -> AcpRuntime:
+        await require_ready(options.agent, self.pm)  # kiro-cli reads the agent file once: never a missing one
         key = _SessionKeys.issue(worker.conversation_id, options, cwd)
         worker.runtime, worker.generation = AcpRuntime(_SessionKeys.launch(options, key)), self._generation
         worker.options, worker.session_key = options, key

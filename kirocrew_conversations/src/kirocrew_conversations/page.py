@@ -45,10 +45,18 @@ def status_class(status: str | None) -> str:
 
 def _choices() -> dict[str, Any]:
     from kirocrew_conversations import limits
-    from kirocrew_conversations.vocabulary import AUTHORITIES, DELIVERIES, EFFORTS, UNRESTRICTED, WORKSPACE_MODES
+    from kirocrew_conversations.vocabulary import (
+        AUTHORITIES,
+        DEFAULT_AGENT,
+        DELIVERIES,
+        EFFORTS,
+        UNRESTRICTED,
+        WORKSPACE_MODES,
+    )
 
     return {"authorities": AUTHORITIES, "efforts": EFFORTS, "workspace_modes": WORKSPACE_MODES,
-            "deliveries": DELIVERIES, "default_authority": UNRESTRICTED, "name_max": limits.NAME_MAX_CHARS,
+            "deliveries": DELIVERIES, "default_authority": UNRESTRICTED, "default_agent": DEFAULT_AGENT,
+            "name_max": limits.NAME_MAX_CHARS,
             "message_max": limits.MESSAGE_MAX_CHARS, "status_class": status_class}
 
 

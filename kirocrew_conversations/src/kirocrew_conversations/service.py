@@ -46,7 +46,13 @@ from kirocrew_conversations.store import (
     open_state,
 )
 from kirocrew_conversations.tool_schemas import validate_arguments
-from kirocrew_conversations.vocabulary import AUTHORITIES, EFFORTS, NONTERMINAL_STATUSES, UNRESTRICTED
+from kirocrew_conversations.vocabulary import (
+    AUTHORITIES,
+    DEFAULT_AGENT,
+    EFFORTS,
+    NONTERMINAL_STATUSES,
+    UNRESTRICTED,
+)
 from kirocrew_conversations.views import (
     conversation_settings,
     decode_cursor,
@@ -54,6 +60,7 @@ from kirocrew_conversations.views import (
     event_view,
     run_settings,
     run_view,
+    run_warnings,
     session_view,
 )
 
@@ -148,7 +155,7 @@ class ConversationsService:
                                          idle_close_secs=config.idle_close_secs,
                                          run_deadline_secs=config.run_deadline_secs,
                                          attention_deadline_secs=config.attention_deadline_secs,
-                                         acp_options_factory=self._acp_options)
+                                         acp_options_factory=self._acp_options, pm=pm)
         from kirocrew_conversations.subagents import SubAgents
 
         self.subagents = SubAgents(self)
@@ -244,7 +251,8 @@ class ConversationsService:
             "prompt": {"images": caps.images},
             "slashCommands": list(self._slash_commands(caps)),
             "authorities": authorities,
-            "defaults": {"authority": UNRESTRICTED, "workspaceMode": "shared",
+            # The agent a run without a mode runs as (kirocrew's own), unlike defaultMode: kiro-cli's default.
+            "defaults": {"authority": UNRESTRICTED, "workspaceMode": "shared", "mode": DEFAULT_AGENT,
                          "maxWorkers": self.config.max_workers},
             "limits": {
                 "waitMaxTargets": limits.WAIT_MAX_TARGETS, "maxImages": limits.MAX_IMAGES,
@@ -313,20 +321,20 @@ class ConversationsService:
         """The run's overrides: authority checked, model and mode resolved to what kiro-cli offers.
 
         A run records the settings it really gets, so an unset model or mode resolves here, as the
-        conversation's default or else kiro-cli's (``defaultModel``, ``defaultMode``), and is then
-        applied to the session like any other choice. Resolved values are checked against the live
-        catalog and agents; when kiro-cli cannot be asked, the run's own check before its prompt
-        (``settings_not_applied``) still stands.
+        conversation's default, else the rendered kirocrew agent (:data:`DEFAULT_AGENT`) and kiro-cli's
+        default model (``defaultModel``), and is then applied to the session like any other choice.
+        Resolved values are checked against the live catalog and agents; when kiro-cli cannot be
+        asked, the run's own check before its prompt (``settings_not_applied``) still stands, and a
+        model it could not resolve is recorded as kiro reports it then.
         """
         self.require_authority(args.get("authority") or conversation.authority)
         caps = await self._kiro_choices()
         model = args.get("model") or conversation.model
-        mode = args.get("mode") or conversation.mode
+        mode = args.get("mode") or conversation.mode or DEFAULT_AGENT
         _check_choices(caps, model=model, mode=mode,
                        inherited={name for name in ("model", "mode") if not args.get(name)})
         if caps is not None:
             model = model or caps.default_model
-            mode = mode or caps.default_mode
         return Settings(model=model, effort=args.get("effort"), mode=mode, authority=args.get("authority"))
 
     async def _kiro_choices(self) -> Any:
@@ -407,7 +415,7 @@ class ConversationsService:
     async def _spawned(self, conversation: Conversation, run: Run, created: bool) -> dict[str, Any]:
         return {"conversationId": conversation.id, "runId": run.id, "status": run.status,
                 "createdConversation": created, "queuePosition": await self._db(self.store.runs_ahead, run),
-                "settings": run_settings(run, conversation)}
+                "settings": run_settings(run, conversation), "warnings": run_warnings(run)}
 
     # -- waiting and reading -------------------------------------------------------------------
 
@@ -749,7 +757,9 @@ def _check_choices(caps: Any, *, model: str | None, mode: str | None, inherited:
     if model is not None and ids and model not in ids:
         raise conversation_error("unknown_model", _clip_listing(
             f"kiro-cli's live catalog has no model {model!r}{whose('model')}; available: ", ids))
-    if mode is not None and caps.modes and mode not in caps.modes:
+    # The rendered kirocrew agent is checked when its run starts (agent_file_unavailable): the probe may have run
+    # before the host rendered it.
+    if mode is not None and mode != DEFAULT_AGENT and caps.modes and mode not in caps.modes:
         raise conversation_error("unknown_mode", _clip_listing(
             f"kiro-cli announces no agent {mode!r}{whose('mode')}; available: ", list(caps.modes)))
 

@@ -51,7 +51,7 @@ def spawn() -> None:
 
 @spawn.command(name="run")
 @click.argument("tasks", nargs=-1, required=True)
-@click.option("--agent", help="The Kiro agent every task runs on (default: kiro-cli's default agent).")
+@click.option("--agent", help="The Kiro agent every task runs on (default: kirocrew, the rendered agent).")
 @click.option("--cwd", type=click.Path(file_okay=False), help="Working directory (default: this directory).")
 @click.option("--model", help="The model id (default: the agent's).")
 def spawn_run(tasks: tuple[str, ...], agent: str | None, cwd: str | None, model: str | None) -> None:

@@ -27,7 +27,13 @@ from kirocrew_core import sqlite_db
 
 from kirocrew_conversations import migrations
 from kirocrew_conversations.errors import conversation_error
-from kirocrew_conversations.vocabulary import ACTIVE_STATUSES, NONTERMINAL_STATUSES, RUN_STATUSES, TERMINAL_STATUSES
+from kirocrew_conversations.vocabulary import (
+    ACTIVE_STATUSES,
+    DEFAULT_AGENT,
+    NONTERMINAL_STATUSES,
+    RUN_STATUSES,
+    TERMINAL_STATUSES,
+)
 from kirocrew_conversations.state_paths import (
     StateDirOwnership,
     acquire_ownership,
@@ -622,7 +628,9 @@ class Store:
     ) -> Run:
         """Queue a message as a new run at the tail of the conversation's FIFO.
 
-        The run records its resolved settings (override, else conversation default) forever.
+        The run records its resolved settings (override, else conversation default) forever; its mode
+        with neither is the rendered kirocrew agent (:data:`~kirocrew_conversations.vocabulary.DEFAULT_AGENT`),
+        a conversation stored without one included.
         """
         settings = settings or Settings()
         rid, now = new_id("run"), _now()
@@ -639,7 +647,8 @@ class Store:
                 "INSERT INTO runs (id, conversation_id, seq, status, model, effort, mode, authority,"
                 " workspace_strategy, created_at, updated_at) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)",
                 (rid, conversation_id, seq, settings.model or conv.model, settings.effort or conv.effort,
-                 settings.mode or conv.mode, settings.authority or conv.authority, conv.workspace.strategy,
+                 settings.mode or conv.mode or DEFAULT_AGENT, settings.authority or conv.authority,
+                 conv.workspace.strategy,
                  now, now),
             )
             db.execute("INSERT INTO prompts (run_id, text) VALUES (?, ?)", (rid, text))
@@ -792,6 +801,17 @@ class Store:
                 (run_id,),
             ).fetchall()
         return Prompt(run_id, row["text"], tuple(ImageInput(i[0], i[1], bytes(i[2])) for i in images))
+
+    def record_reported_settings(self, run_id: str, *, model: str | None, mode: str | None) -> Run:
+        """Fill the run's model and mode that were unknown when it was queued with what kiro reported.
+
+        A run queued without kiro-cli being asked (a sub-agent's, a monitor cycle's) records the
+        settings its session really ran on once they are applied; a value already recorded is kept.
+        """
+        with self._write() as db:
+            db.execute("UPDATE runs SET model = COALESCE(model, ?), mode = COALESCE(mode, ?) WHERE id = ?",
+                       (model, mode, run_id))
+            return self._get_run(db, run_id)
 
     def mark_delivered(self, run_id: str, *, started: dict[str, Any] | None = None) -> None:
         """Erase the prompt text and image bytes once Kiro has received them.

@@ -22,6 +22,7 @@ from kirocrew_core.contributions import CoreMcpTool
 from kirocrew_core.coretools.contract import ToolCall, ToolRefused
 
 from kirocrew_conversations import limits as L
+from kirocrew_conversations.vocabulary import DEFAULT_AGENT
 
 if TYPE_CHECKING:
     from kirocrew_conversations.service import ConversationsService
@@ -31,9 +32,10 @@ ServiceProvider = Callable[[], Awaitable["ConversationsService"]]
 
 _ID = {"type": "string", "pattern": r"^[A-Za-z0-9_]{1,64}$", "description": "A sub-agent's id (spawn_list)."}
 _AGENT = {"type": "string", "minLength": 1, "maxLength": L.AGENT_MODE_MAX_CHARS,
-          "description": "The Kiro agent to run it (kiro_capabilities modes); default: kiro-cli's default agent."}
+          "description": "The Kiro agent to run it (kiro_capabilities modes); default: this session's agent "
+                         "(kirocrew's own, whose MCP servers it needs to report back)."}
 _MODEL = {"type": "string", "pattern": r"^[a-zA-Z0-9][a-zA-Z0-9._-]*$", "maxLength": L.MODEL_MAX_CHARS,
-          "description": "The model id; default: the agent's."}
+          "description": "The model id; default: this session's model."}
 _CWD = {"type": "string", "minLength": 1, "maxLength": L.PATH_MAX_CHARS,
         "description": "Working directory: under this session's workspace (relative paths are taken from it) "
                        "or a configured sub-agent root. Default: this session's workspace."}
@@ -72,7 +74,7 @@ def tools(service: ServiceProvider = _hosted_service, *, cap: int | None = None)
         spawned = await hub.spawn(parent, [Task(p, a) for p, a in zip(prompts, agents, strict=True)],
                                   cwd=args.get("cwd"), model=args.get("model"))
         lines = [f"Spawned {len(spawned)} sub-agent(s). Results will arrive as completion messages:"]
-        lines += [f"  {s.conversation.id} ({s.task.agent or 'default agent'}): {s.task.prompt[:80]}"
+        lines += [f"  {s.conversation.id} ({s.run.mode or DEFAULT_AGENT}): {s.task.prompt[:80]}"
                   for s in spawned]
         if parent is None:
             lines.append("They have no parent session: follow them with kirocrew spawn list and kiro_result.")

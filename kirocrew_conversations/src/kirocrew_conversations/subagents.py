@@ -114,7 +114,8 @@ class SubAgents:
         for task in tasks:  # before anything is created
             await self._check(model, task.agent)
         authority = parent.authority if parent is not None else UNRESTRICTED  # a child never escalates
-        inherited = await self.agent_of(parent)  # a child runs on its parent's agent (its tools) by default
+        # A child runs on its parent's agent (its tools) and model by default; without a parent, as any run.
+        inherited_agent, inherited_model = await self.settings_of(parent)
         self.service.require_authority(authority)
         batch = secrets.token_hex(6)
         spawned: list[Spawned] = []
@@ -130,8 +131,8 @@ class SubAgents:
             try:
                 for index, task in enumerate(tasks, start=1):
                     child = await self._db(self.store.create_conversation, name=f"sub-{batch}-{index}",
-                                           workspace=workspace, authority=authority, model=model,
-                                           mode=task.agent or inherited,
+                                           workspace=workspace, authority=authority,
+                                           model=model or inherited_model, mode=task.agent or inherited_agent,
                                            parent_id=parent.id if parent is not None else None, spawn_batch=batch)
                     if claim:
                         self._claimed[child.id] += 1
@@ -236,12 +237,18 @@ class SubAgents:
         runs = await self._db(self.store.list_runs, child.id)
         return runs[-1] if runs else None
 
-    async def agent_of(self, parent: Conversation | None) -> str | None:
-        """The parent's agent: its conversation's default, else what its latest run runs on."""
-        if parent is None or parent.mode is not None:
-            return parent.mode if parent is not None else None
+    async def settings_of(self, parent: Conversation | None) -> tuple[str | None, str | None]:
+        """The parent's agent and model: each its conversation's default, else what its latest run runs on.
+
+        The latest run is the one whose session is calling (a parent spawns from a run in progress), so
+        a model or agent that run overrode is the one its children get too.
+        """
+        if parent is None:
+            return None, None
         runs = await self._db(self.store.list_runs, parent.id)
-        return runs[-1].mode if runs else None
+        latest = runs[-1] if runs else None
+        return (parent.mode or (latest.mode if latest else None),
+                parent.model or (latest.model if latest else None))
 
     async def _check(self, model: str | None, agent: str | None) -> None:
         """``unknown_model``/``unknown_mode`` for a choice kiro-cli does not offer (nothing to ask without one)."""
@@ -251,8 +258,9 @@ class SubAgents:
     async def _settings(self, child: Conversation, model: str | None, agent: str | None) -> Settings:
         """The run's settings: resolved like kiro_spawn's when the task names a choice.
 
-        Without one, the run takes the child's defaults (its parent's agent, or kiro-cli's default
-        agent and model), so a spawn never waits on the capability probe.
+        Without one, the run takes the child's defaults (its parent's agent and model; without a
+        parent, the kirocrew agent and the model kiro reports once the run starts), so a spawn
+        never waits on the capability probe.
         """
         if model is None and agent is None:
             return Settings()

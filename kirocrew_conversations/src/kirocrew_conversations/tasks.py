@@ -3,7 +3,8 @@
 The spec is a file (a path relative to the calling session's workspace, or absolute) or
 inline text after ``__inline__:``. A session's file must lie under its workspace or a
 configured sub-agent root, as a sub-agent's ``cwd`` must; the conversation works in the
-session's workspace (or ``cwd``) on the session's agent, under the session's authority. The person (the CLI)
+session's workspace (or ``cwd``) on the session's agent and model (without a session, the kirocrew
+agent, as any run), under the session's authority. The person (the CLI)
 names absolute paths. The new conversation is a top-level one, not a sub-agent: it does
 not count against the cap and reports to nobody; it is followed like any conversation.
 """
@@ -39,9 +40,9 @@ async def start_task(service: ConversationsService, caller: Conversation | None,
     store = service.store
     from kirocrew_conversations.orchestrator import db_call
 
+    agent, model = await service.subagents.settings_of(caller)  # the caller's agent and model
     conversation = await db_call(store.create_conversation, name=name or f"task-{secrets.token_hex(4)}",
-                                 workspace=workspace, authority=authority,
-                                 mode=await service.subagents.agent_of(caller))  # the caller's agent
+                                 workspace=workspace, authority=authority, mode=agent, model=model)
     run = await service.orchestrator.submit(conversation.id, text)
     return conversation, run
 

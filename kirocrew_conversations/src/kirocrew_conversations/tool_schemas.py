@@ -18,12 +18,14 @@ from typing import Any
 
 from kirocrew_conversations import limits as L
 from kirocrew_conversations import questions as Q
+from kirocrew_conversations.errors import NOT_KIROCREW_AGENT
 from kirocrew_conversations.vocabulary import (
     ARCHIVE_FILTERS,
     ATTENTION_KINDS,
     AUTHORITIES,
     ALWAYS_SCOPES,
     CONVERSATION_STATES,
+    DEFAULT_AGENT,
     OWNER_DECISIONS,
     DELIVERIES,
     EFFORTS,
@@ -138,7 +140,9 @@ _MODEL = _string(L.MODEL_MAX_CHARS, "Model ID from kiro_capabilities' live catal
 _EFFORT = _enum(EFFORTS, "Reasoning effort.")
 _AGENT_MODE = _string(L.AGENT_MODE_MAX_CHARS, "Kiro agent (ACP session mode) as advertised by kiro_capabilities "
                       "modes (any other fails with unknown_mode); unset, the conversation's default, else "
-                      "defaultMode.", pattern=_AGENT_MODE_PATTERN)
+                      f"{DEFAULT_AGENT} (kiro_capabilities defaults.mode), kirocrew's rendered agent, the one "
+                      "that mounts kirocrew's MCP servers. Another agent runs with a warning "
+                      f"({NOT_KIROCREW_AGENT}).", pattern=_AGENT_MODE_PATTERN)
 _AUTHORITY = _enum(AUTHORITIES, "Execution authority. `unrestricted` (the default) runs Kiro directly on the host "
                    "with all tools trusted; `read_only` and `workspace_write` are sandboxed and fail rather than "
                    "fall back.")
@@ -187,6 +191,10 @@ _DEFAULTS = {**_SETTINGS, "properties": {
 }, "required": [*_SETTINGS["required"], "allowedSlashCommands"], "description": "The conversation's defaults."}
 _ERROR = _all_required({"code": _string(64), "message": _TEXT}, "Stable error code and redacted message.",
                        nullable=True)
+_WARNINGS = _array(_all_required({"code": _string(64), "message": _TEXT}), 8,
+                   "What to know about how the run runs that is not an error (the run goes on): stable codes, "
+                   f"listed with the error codes; e.g. {NOT_KIROCREW_AGENT} when it runs as another agent than "
+                   f"{DEFAULT_AGENT}.")
 _ASK_ID = _string(L.ID_MAX_CHARS, "The question card's id (attention.question.askId).", pattern=_ID_PATTERN)
 _ASK_ID_ARGUMENT = _string(L.ID_MAX_CHARS, "The question card's id (attention.question.askId); omit it only when "
                            "the conversation has exactly one open card.", pattern=_ID_PATTERN)
@@ -246,6 +254,7 @@ _RUN = _all_required({
     "reply": _REPLY,
     "error": _ERROR,
     "attention": _ATTENTION,
+    "warnings": _WARNINGS,
     "createdAt": _TIMESTAMP,
     "startedAt": _TIMESTAMP,
     "endedAt": _TIMESTAMP,
@@ -317,6 +326,7 @@ _SPAWN_OUTPUT = _all_required({
     "createdConversation": _boolean(),
     "queuePosition": _count("Runs ahead of this one in its conversation (0 = next or running)."),
     "settings": _SETTINGS,
+    "warnings": _WARNINGS,
 })
 _WAIT_OUTPUT = _all_required({
     "waitExpired": _boolean("True when the wait ceiling passed first; runs were NOT cancelled."),
@@ -354,8 +364,9 @@ TOOLS: tuple[Tool, ...] = (
             "defaultModel": _string(L.MODEL_MAX_CHARS, nullable=True),
             "modes": _array(_string(L.AGENT_MODE_MAX_CHARS), L.CATALOG_MAX_ITEMS,
                             "The agents (ACP modes) kiro-cli announces; a run's mode must be one of them."),
-            "defaultMode": _string(L.AGENT_MODE_MAX_CHARS, "The agent a run gets when no mode is set.",
-                                   nullable=True),
+            "defaultMode": _string(L.AGENT_MODE_MAX_CHARS, "kiro-cli's own default agent (a session started "
+                                   f"without --agent). Not what a run gets without a mode: that is defaults.mode, "
+                                   f"{DEFAULT_AGENT}.", nullable=True),
             "efforts": _array(_enum(EFFORTS), len(EFFORTS), unique=True),
             "acp": _all_required({
                 "protocolVersion": _integer(0, 1000, nullable=True),
@@ -373,6 +384,8 @@ TOOLS: tuple[Tool, ...] = (
             }), len(AUTHORITIES)),
             "defaults": _all_required({
                 "authority": _enum(AUTHORITIES), "workspaceMode": _enum(WORKSPACE_MODES),
+                "mode": _string(L.AGENT_MODE_MAX_CHARS, "The agent a run gets when neither it nor its conversation "
+                                "names a mode: kirocrew's rendered agent, which mounts kirocrew's MCP servers."),
                 "maxWorkers": _integer(L.WORKERS_MIN, L.WORKERS_MAX),
             }),
             "limits": _all_required({name: _count() for name in (
@@ -766,6 +779,12 @@ def _error_rows() -> list[str]:
     return ["| Code | Meaning |", "| --- | --- |", *(f"| `{code}` | {text} |" for code, text in CATALOGUE.items())]
 
 
+def _warning_rows() -> list[str]:
+    from kirocrew_conversations.errors import WARNINGS
+
+    return ["| Code | Meaning |", "| --- | --- |", *(f"| `{code}` | {text} |" for code, text in WARNINGS.items())]
+
+
 def render_tools_reference() -> str:
     lines = [
         "# Conversations MCP tools",
@@ -827,6 +846,14 @@ def render_tools_reference() -> str:
         " Codes marked *Run error* appear in a run's `error.code` instead.",
         "",
         *_error_rows(),
+        "",
+        "## Warning codes",
+        "",
+        "A run view's `warnings` (in `kiro_result`, `kiro_wait`, `kiro_delegate`, and the answers of `kiro_spawn`"
+        " and `kiro_send`) lists what to know about how the run runs that is not an error: the run goes on."
+        " Each is `{code, message}`; branch on the code.",
+        "",
+        *_warning_rows(),
         "",
     ]
     return "\n".join(lines).rstrip() + "\n"

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from kirocrew_conversations import limits
-from kirocrew_conversations.errors import CATALOGUE, conversation_error
+from kirocrew_conversations.errors import CATALOGUE, NOT_KIROCREW_AGENT, conversation_error
 from kirocrew_conversations.redact import redact_text, workspace_label
 from kirocrew_conversations.store import Conversation, Event, FollowUps, Monitor, PermissionRequest, Run
-from kirocrew_conversations.vocabulary import EFFORTS, FAILURE_STATUSES, OWNER_DECISIONS
+from kirocrew_conversations.vocabulary import DEFAULT_AGENT, EFFORTS, FAILURE_STATUSES, OWNER_DECISIONS
 
 if TYPE_CHECKING:
     from kirocrew_conversations.questions import PendingQuestion
@@ -39,6 +39,16 @@ def conversation_settings(conversation: Conversation) -> dict[str, Any]:
 def run_settings(run: Run, conversation: Conversation) -> dict[str, Any]:
     return {"model": run.model, "effort": run.effort, "mode": run.mode, "authority": run.authority,
             "workspace": workspace_identity(conversation)}
+
+
+def run_warnings(run: Run) -> list[dict[str, str]]:
+    """What the caller should know about how the run runs that is not an error: its agent is not kirocrew's."""
+    if run.mode is None or run.mode == DEFAULT_AGENT:
+        return []
+    return [{"code": NOT_KIROCREW_AGENT, "message": (
+        f"This run runs as the agent {run.mode!r}, not kirocrew's rendered agent {DEFAULT_AGENT!r}: kirocrew's MCP "
+        "servers (kirocrew-core, kirocrew-conversations, kirocrew-cron, ...) are mounted only if that agent declares "
+        f"them. Leave the mode unset to run as {DEFAULT_AGENT}.")}]
 
 
 def error_of(run: Run) -> dict[str, str] | None:
@@ -114,6 +124,7 @@ def run_view(run: Run, conversation: Conversation, permissions: list[PermissionR
         "reply": reply,
         "error": error_of(run),
         "attention": attention_of(run, permissions, questions),
+        "warnings": run_warnings(run),
         "createdAt": run.created_at,
         "startedAt": run.started_at,
         "endedAt": run.ended_at,

@@ -7,6 +7,8 @@ are only ever appended (a migration's CHECK lists a prefix of them).
 
 from __future__ import annotations
 
+from kirocrew_core.home import RENDERED_AGENT
+
 # -- runs -----------------------------------------------------------------------------------------
 # queued → running ⇄ needs_attention → one terminal status (store.py keeps the transitions).
 RUN_STATUSES = (
@@ -40,6 +42,9 @@ WORKSPACE_WRITE = "workspace_write"
 AUTHORITIES = (UNRESTRICTED, READ_ONLY, WORKSPACE_WRITE)
 SANDBOXED_AUTHORITIES = (READ_ONLY, WORKSPACE_WRITE)
 EFFORTS = ("low", "medium", "high", "xhigh", "max")  # kiro-cli --effort values
+# The agent (mode) a run gets when neither it nor its conversation names one: the rendered kirocrew agent,
+# the one that mounts kirocrew's MCP servers. kiro's own default (kiro_default) mounts none of them.
+DEFAULT_AGENT = RENDERED_AGENT
 WORKSPACE_MODES = ("shared", "worktree")
 DELIVERIES = ("queue", "interrupt")
 WAIT_MODES = ("any", "all")

@@ -194,7 +194,8 @@ class AcpOptions:
       pick a model of another provider), ``--effort``.
     - ``trust_all_tools``: ``--trust-all-tools``; ``trust_tools``: ``--trust-tools=a,b``
       (an empty sequence trusts nothing; None omits the flag). Not both.
-    - ``env``: the child's whole environment; None means a copy of ours at start.
+    - ``env``: the child's whole environment; None means a copy of ours at start, with ``PATH``
+      augmented (:func:`kirocrew_core.search_path.with_search_path`).
     - ``cwd``: the child's working directory (sessions get their own ``cwd``).
     - ``binary``: which kiro-cli; None resolves it (``KIRO_CLI_PATH``, ...).
     - ``launcher``: a command that wraps kiro-cli, ending where kiro-cli's own argv begins
@@ -377,9 +378,14 @@ class AcpRuntime:
 
         from kirocrew_core import proc
 
+        from kirocrew_core.search_path import with_search_path
+
         opts = self.options
         argv = opts.argv(require_kiro_cli(opts.binary))
-        env = dict(os.environ if opts.env is None else opts.env)
+        # The rendered agent keeps MCP commands bare, as the user wrote them: kiro-cli (and the servers it
+        # starts) must search the path the render and the probe resolved them on. A given env is the
+        # caller's on purpose (a sandbox narrows it) and is passed as it is.
+        env = with_search_path(os.environ) if opts.env is None else dict(opts.env)
         self._process = await proc.spawn_async(argv, env=env, cwd=opts.cwd)
         try:
             self._drain = proc.drain_stderr_async(self._process, self.stderr_tail.append)

@@ -12,6 +12,8 @@ from pathlib import Path
 
 KIRO_HOME_ENV = "KIRO_HOME"
 CREW_HOME_ENV = "KIROCREW_HOME"
+#: The agent kirocrew renders (``<agents dir>/kirocrew.json``) and runs its kiro-cli sessions as.
+RENDERED_AGENT = "kirocrew"
 
 # Owner-only: the crew home holds the audit key, the gateway token and state.
 CREW_HOME_MODE = 0o700
@@ -43,8 +45,8 @@ def kiro_agents_dir() -> Path:
 
 
 def rendered_agent_file() -> Path:
-    """The one file the rebuild writes: ``<kiro home>/agents/kirocrew.json``."""
-    return kiro_agents_dir() / "kirocrew.json"
+    """The one file the rebuild writes: ``<kiro home>/agents/kirocrew.json`` (the :data:`RENDERED_AGENT`)."""
+    return kiro_agents_dir() / f"{RENDERED_AGENT}.json"
 
 
 def kiro_global_mcp_file() -> Path:

@@ -310,6 +310,33 @@ def known_workspaces() -> list[Path]:
     """
 
 
+# --- Sessions -------------------------------------------------------------
+
+
+@hookspec
+def agent_file_ready() -> Any:
+    """Say whether the rendered agent's file (``kirocrew.json``) is ready for a kiro-cli to start on.
+
+    Called by :func:`kirocrew_core.agent_file.require_ready` right before kirocrew
+    starts a kiro-cli process as the rendered ``kirocrew`` agent: by
+    kirocrew-conversations for the worker of every run on that agent (cron agent
+    jobs and sub-agents are such runs). kiro-cli reads the file once, when it
+    starts, and on a missing or unparseable one runs its default agent instead,
+    none of kirocrew's MCP servers mounted, so the process is not started until
+    every implementation agrees. kirocrew-mcp answers once the host's startup
+    render has finished; core's fallback (``trylast``) checks that the file
+    exists and holds a JSON object. The implementation may return an awaitable,
+    which is awaited: keep it bounded, and do file work off the event loop.
+
+    :return: None when the file is ready as far as the plugin knows, else one
+        sentence saying why not (name the file, never its absolute path).
+        Every implementation is called; the session starts only when all
+        returned None, and otherwise the run fails with ``agent_file_unavailable``
+        and the first reason in call order. An implementation that raises or
+        returns anything else stops the check and counts as a reason.
+    """
+
+
 # --- Execution ------------------------------------------------------------
 
 

@@ -64,8 +64,13 @@ def resolve_kiro_cli() -> KiroBinary:
 
     An explicit variable that names a missing or non-executable file is
     reported as such rather than silently falling through to PATH: the user
-    asked for that binary.
+    asked for that binary. Bare names are looked up on the augmented search
+    path (:mod:`kirocrew_core.search_path`): kiro-cli installs to
+    ``~/.local/bin``, which a host started by a launcher may not have on PATH.
     """
+    from kirocrew_core.search_path import augmented_path
+
+    search = augmented_path()
     for var in PATH_ENV_VARS:
         value = os.environ.get(var, "").strip()
         if not value:
@@ -73,11 +78,11 @@ def resolve_kiro_cli() -> KiroBinary:
         candidate = Path(value).expanduser()
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return KiroBinary(candidate, var)
-        found = shutil.which(value)
+        found = shutil.which(value, path=search)
         if found:
             return KiroBinary(Path(found), var)
         return KiroBinary(None, var, f"{var}={value} is not an executable file")
-    found = shutil.which(BINARY_NAME)
+    found = shutil.which(BINARY_NAME, path=search)
     if found:
         return KiroBinary(Path(found), "PATH")
     return KiroBinary(None, "", f"{BINARY_NAME} is not installed (not on PATH; set KIRO_CLI_PATH)")
@@ -95,12 +100,13 @@ def require_kiro_cli(binary: KiroBinary | None = None) -> Path:
 
 
 def _run_probe(path: Path, args: Sequence[str], timeout: float) -> subprocess.CompletedProcess[bytes]:
-    """Run ``path args`` with the full environment, no stdin, killed as a group on timeout."""
+    """Run ``path args`` with the full environment (the augmented PATH), no stdin, killed as a group on timeout."""
     from kirocrew_core import proc
+    from kirocrew_core.search_path import with_search_path
 
     argv = [str(path), *args]
     try:
-        return proc.run(argv, env=dict(os.environ), timeout=timeout, reason="probe")
+        return proc.run(argv, env=with_search_path(os.environ), timeout=timeout, reason="probe")
     except subprocess.TimeoutExpired as exc:
         raise KiroCliError(f"{' '.join(argv)} did not answer in {timeout:g}s", code="kiro_cli_timeout") from exc
 

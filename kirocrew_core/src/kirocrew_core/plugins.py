@@ -59,6 +59,7 @@ OPEN_EDITION = frozenset(
 # ones and called in the same order (see ordered_hookimpls).
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "kirocrew_core.builtin.doctor",
+    "kirocrew_core.builtin.agent_file",
     "kirocrew_core.builtin.api",
     "kirocrew_core.builtin.coretools",
     "kirocrew_core.builtin.lessons",

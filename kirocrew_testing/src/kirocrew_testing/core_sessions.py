@@ -31,10 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kirocrew_core.home import RENDERED_AGENT
+
 from kirocrew_testing.fixtures import kirocrew_argv
 from kirocrew_testing.servers.core_probe import LOG_ENV, core_probe_distribution
 
-AGENT = "kirocrew"
+AGENT = RENDERED_AGENT
 HANDSHAKE_TIMEOUT_SECS = 30.0
 # The SDK's stdio client kills a server still running this long after closing its stdin.
 CLIENT_CLOSE_GRACE_SECS = 15.0
@@ -204,16 +206,19 @@ class CrewHarness:
             env["KIROCREW_SESSION_KEY"] = session_key
         return self._client(command, env)
 
-    async def spawn(self, conv: McpClient, script: str, *, name: str | None = None, mode: str = AGENT,
-                    workspace: Path | None = None) -> dict[str, Any]:
-        """Start ``script`` as a new conversation on agent ``mode``; ``kiro_spawn``'s result."""
+    async def spawn(self, conv: McpClient, script: str, *, name: str | None = None, mode: str | None = AGENT,
+                    workspace: Path | None = None, **settings: Any) -> dict[str, Any]:
+        """Start ``script`` as a new conversation on agent ``mode`` (None: none named, the default agent)
+        and ``settings`` (``model``, ``effort``...); ``kiro_spawn``'s result."""
+        if mode is not None:
+            settings["mode"] = mode
         return await conv.structured("kiro_spawn", conversation="new", name=name or f"c{next(self._counter)}",
-                                     workspace=str(workspace or self.workspace), message=script, mode=mode)
+                                     workspace=str(workspace or self.workspace), message=script, **settings)
 
-    async def delegate(self, conv: McpClient, script: str, *, name: str | None = None, mode: str = AGENT,
-                       workspace: Path | None = None) -> dict[str, Any]:
-        """Run ``script`` as a new conversation to its end; the run (``kiro_wait``'s entry for it)."""
-        started = await self.spawn(conv, script, name=name, mode=mode, workspace=workspace)
+    async def delegate(self, conv: McpClient, script: str, *, name: str | None = None, mode: str | None = AGENT,
+                       workspace: Path | None = None, **settings: Any) -> dict[str, Any]:
+        """Run ``script`` as a new conversation to its end (see :meth:`spawn`); the run (``kiro_wait``'s entry)."""
+        started = await self.spawn(conv, script, name=name, mode=mode, workspace=workspace, **settings)
         return await self.wait(conv, started)
 
     async def wait(self, conv: McpClient, started: dict[str, Any]) -> dict[str, Any]:

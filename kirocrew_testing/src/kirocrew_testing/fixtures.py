@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from kirocrew_core.home import RENDERED_AGENT
+
 from kirocrew_testing.homes import IsolatedHomes, isolate_homes, stop_host
 from kirocrew_testing.write_guard import install as install_write_guard
 
@@ -208,6 +210,40 @@ def fake_kiro_cli(isolated_homes: IsolatedHomes, tmp_path: Path, monkeypatch: py
     for name in (*fake_switches.ALL, fake_switches.ROLE):
         monkeypatch.delenv(name, raising=False)
     return FakeKiroCli(path, monkeypatch)
+
+
+#: The rendered ``kirocrew`` agent as a render leaves it, without kirocrew's managed MCP servers.
+LEAN_KIROCREW_AGENT: dict[str, Any] = {
+    "name": RENDERED_AGENT,
+    "description": "kiro-cli sessions run by kirocrew (a test's lean render: no MCP servers)",
+    "tools": ["*"],
+    "includeMcpJson": False,
+    "mcpServers": {},
+}
+
+
+def write_lean_kirocrew_agent() -> Path:
+    """Write :data:`LEAN_KIROCREW_AGENT` as the rendered agent file of the current Kiro home; its path.
+
+    Every run without a mode runs as ``kirocrew``, and no kiro-cli starts on it unless its file is
+    there. A full render (``kirocrew_mcp.render.rebuild_agent_config``) also mounts kirocrew's managed
+    servers, whose relays every session then starts, and those start a host: tests about something
+    else use this lean file. A host started later renders the managed servers into it.
+    """
+    import json
+
+    from kirocrew_core import home
+
+    path = home.rendered_agent_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(LEAN_KIROCREW_AGENT, indent=2) + "\n")
+    return path
+
+
+@pytest.fixture
+def lean_kirocrew_agent(isolated_homes: IsolatedHomes) -> Path:
+    """The rendered ``kirocrew`` agent file, lean (:func:`write_lean_kirocrew_agent`); its path."""
+    return write_lean_kirocrew_agent()
 
 
 ECHO_HOST_PLUGIN_SOURCE = "from kirocrew_testing.servers.hosted_echo import host_mcp_servers, host_services\n"

@@ -244,10 +244,13 @@ def sandboxed_options(options: AcpOptions, policy: SandboxPolicy, tmpdir: os.Pat
                       sandbox_exec: str = SANDBOX_EXEC) -> AcpOptions:
     """``options`` launching kiro-cli under ``policy``: wrapped, reads pretrusted, ``TMPDIR`` set.
 
-    ``options.env`` None (inherit ours) becomes a copy of our environment, so ``TMPDIR`` can be set.
+    ``options.env`` None (inherit ours) becomes a copy of our environment, so ``TMPDIR`` can be set,
+    with the augmented ``PATH`` an unsandboxed kiro-cli gets (the profile lets every run read it).
     """
+    from kirocrew_core.search_path import with_search_path
+
     tmp = os.path.realpath(tmpdir)
-    env = dict(os.environ if options.env is None else options.env)
+    env = with_search_path(os.environ) if options.env is None else dict(options.env)
     env["TMPDIR"] = tmp
     launcher = tuple(seatbelt_argv(policy, tmp, sandbox_exec=sandbox_exec))
     return dataclasses.replace(options, launcher=launcher, trust_all_tools=False,

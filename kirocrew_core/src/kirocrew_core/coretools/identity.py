@@ -330,8 +330,13 @@ HOST_PID_PREFIX = ("/bin/sh", "-c", f'{HOST_PID_ENV}=$$; export {HOST_PID_ENV}; 
 
 
 def session_launch(options: AcpOptions, key: str) -> AcpOptions:
-    """``options`` for a kiro-cli that runs as session ``key``: the key in its env, the pid prefix first."""
-    env = dict(os.environ if options.env is None else options.env)
+    """``options`` for a kiro-cli that runs as session ``key``: the key in its env, the pid prefix first.
+
+    An env left to the runtime (None) becomes ours with the augmented ``PATH``, as the runtime would give it.
+    """
+    from kirocrew_core.search_path import with_search_path
+
+    env = with_search_path(os.environ) if options.env is None else dict(options.env)
     env[SESSION_KEY_ENV] = key
     env.pop(HOST_PID_ENV, None)  # the prefix sets it; an inherited one would name another process
     return replace(options, env=env, launcher=(*HOST_PID_PREFIX, *options.launcher))

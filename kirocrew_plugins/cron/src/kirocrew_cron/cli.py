@@ -97,7 +97,7 @@ def _options(update: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]
                      help="A date (in the job's zone) it does not run; repeat for more"
                           + (" (replaces the list)." if update else ".")),
         click.option("--agent", metavar="NAME", help="The Kiro agent the run uses" + (
-            " ('' resets to the default)." if update else " (default: the default agent).")),
+            " ('' resets to the default, kirocrew)." if update else " (default: kirocrew, the rendered agent).")),
         click.option("--model", metavar="MODEL", help="The model ('' or auto: the agent's own)."),
         click.option("--authority", metavar="NAME",
                      help="The execution authority of the run or command (default: unrestricted)."),

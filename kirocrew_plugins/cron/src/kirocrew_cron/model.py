@@ -93,7 +93,7 @@ class Job:
     strict_schedule: bool = False
     catch_up: CatchUp = "once"
     catch_up_max: int = CATCH_UP_MAX_DEFAULT
-    #: The Kiro agent (the run's mode); empty: the default agent.
+    #: The Kiro agent (the run's mode); empty: kirocrew's rendered agent, as any run without a mode.
     agent: str = ""
     #: The model; empty: inherit the agent's.
     model: str = ""

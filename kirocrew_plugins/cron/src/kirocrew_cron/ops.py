@@ -361,7 +361,7 @@ def _skip_dates(dates: Sequence[str]) -> tuple[str, ...]:
 
 
 def _agent(actor: Actor, agent: str) -> str:
-    """The job's agent; empty: the session's own agent for a session's job, the default agent for the person's."""
+    """The job's agent; empty: the session's own agent for a session's job, the default (kirocrew) for the person's."""
     if agent:
         return agent
     return (actor.session.agent or "") if actor.session is not None else ""

@@ -259,11 +259,13 @@ async def run_command(job: Job, active: ActiveRun) -> Outcome:
 
 
 def command_launch(authority_name: str, workspace: str) -> tuple[list[str], dict[str, str]]:
-    """The argv prefix and environment a command runs with under ``authority_name``: its backend's launcher.
+    """The argv prefix and environment a command runs with under ``authority_name``: its backend's launcher,
+    and the environment a kiro-cli would get (the augmented ``PATH``, unless the backend gives its own).
 
     ``authority_unavailable`` (a KirocrewError) when the authority cannot run here: never run unrestricted instead.
     """
     from kirocrew_core.acp_runtime import AcpOptions
+    from kirocrew_core.search_path import with_search_path
 
     from kirocrew_conversations import authority
     from kirocrew_conversations.vocabulary import UNRESTRICTED
@@ -272,7 +274,8 @@ def command_launch(authority_name: str, workspace: str) -> tuple[list[str], dict
     installed.setdefault(UNRESTRICTED, authority.UNRESTRICTED_BACKEND)
     backend = authority.require(authority_name, installed)
     options = backend.factory(AcpOptions(), workspace=workspace)
-    env = dict(options.env) if options.env is not None else dict(os.environ)
+    # As kiro-cli gets it: the search path the MCP commands resolve on (the host may lack ~/.local/bin).
+    env = dict(options.env) if options.env is not None else with_search_path(os.environ)
     return [str(part) for part in options.launcher], env
 
 

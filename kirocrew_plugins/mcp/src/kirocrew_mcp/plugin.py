@@ -7,6 +7,7 @@ import their modules (and starlette) only when called.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from kirocrew_core import hookimpl
@@ -145,12 +146,24 @@ def gateway_shutdown(app: Starlette) -> Any:
     return shutdown(app)
 
 
-@hookimpl
+@hookimpl(tryfirst=True)
 def host_services() -> list[HostService]:
-    """Render the agent file when the host starts (in the background; a failure is logged)."""
-    from kirocrew_mcp.hosted import StartupRender
+    """Render the agent file when the host starts (in the background; a failure is logged).
 
-    return [StartupRender().service()]
+    ``tryfirst``: the render is under way before any other service (conversations, cron's catch-up)
+    can start a session, so ``agent_file_ready`` always finds it to wait for.
+    """
+    from kirocrew_mcp.hosted import startup_render
+
+    return [startup_render().service()]
+
+
+@hookimpl
+def agent_file_ready() -> Awaitable[str | None]:
+    """No session starts on the rendered agent before the host's startup render, nor on an unusable file."""
+    from kirocrew_mcp.hosted import agent_file_problem
+
+    return agent_file_problem()
 
 
 @hookimpl
