@@ -113,12 +113,13 @@ def test_a_restricted_run_is_confined_by_its_authority(conversations_client, run
     assert not (Path(os.environ["KIRO_HOME"]) / "stolen").exists()
 
 
-def test_reads_are_pretrusted_and_other_tools_ask_under_a_restricted_authority(conversations_client, run_async,
-                                                                               project):
+def test_reads_are_allowed_by_the_policy_and_other_tools_ask_under_a_restricted_authority(
+        conversations_client, run_async, project):
     async def main() -> None:
         async with conversations_client() as client:
+            # Nothing is pre-trusted (a read of kirocrew's secrets asks): the gate allows this read by default.
             quiet = await client.call("kiro_delegate", conversation="new", name="reader", workspace=str(project),
-                                      authority="read_only", message="!tool read {}\n!say read it")
+                                      authority="read_only", message='!tool read {"path": "notes.txt"}\n!say read it')
             assert quiet["run"]["status"] == "completed" and quiet["run"]["reply"]["text"] == "read it"
             asks = await client.call("kiro_delegate", conversation=quiet["run"]["conversationId"],
                                      message="!tool fs_write {}\n!say wrote")

@@ -52,6 +52,8 @@ def test_every_error_and_warning_code_the_page_names_is_in_a_catalogue():
                  "kiro_worktree_inspect", "kiro_worktree_cleanup", "kiro_archive",
                  "kiro_fork", "authority_backends", "live_kiro", "fs_read", "restart_sessions",
                  "conversations_client", "hosted_conversations_client", "kiro_default",
+                 "allow_always",  # the owner's decision, next to allow_once and reject_once
+                 "policy_decision",  # the security event log's record of a gate decision
                  "host_not_running"}  # the dashboard routes' own code (api.py), not a tool's
     unknown = codes - not_codes - set(CATALOGUE) - set(WARNINGS)
     assert not unknown, f"not error codes and not known names: {sorted(unknown)}"
