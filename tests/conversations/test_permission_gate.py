@@ -179,3 +179,31 @@ def test_reading_kirocrew_secrets_asks_and_cannot_be_allowed_always_and_writing_
     assert attention["rule"]["id"] == "builtin:protect-secrets" and "allow_always" not in attention["options"]
     assert write["run"]["status"] == "completed" and REFUSED in write["run"]["reply"]["text"]
     assert not (home.crew_home() / "policy.toml").exists(), "a session wrote the owner's policy"
+
+
+def test_a_rule_the_owner_adds_reaches_a_tool_the_agent_file_auto_approved_from_the_next_run_on(
+        hosted_conversations_client: Any, run_async: Any, workspace: Path) -> None:
+    from kirocrew_testing.fixtures import run_kirocrew
+
+    async def first() -> dict[str, Any]:
+        async with hosted_conversations_client() as client:
+            return await client.call("kiro_delegate", **spawn(workspace, "grants", "!tool introspect\n!say one"))
+
+    async def second(conversation_id: str) -> dict[str, Any]:
+        async with hosted_conversations_client() as client:
+            return await client.call("kiro_delegate", conversation=conversation_id,
+                                     message="!tool introspect\n!say two")
+
+    lean = json.loads(home.rendered_agent_file().read_text())  # the test kit's agent, which the host renders over
+    home.rendered_agent_file().write_text(json.dumps({**lean, "allowedTools": ["introspect"]}))
+    before = run_async(first())
+    agent = json.loads(home.rendered_agent_file().read_text())
+    assert "introspect" in agent["allowedTools"], "the default policy lets the render auto-approve introspect"
+    assert before["run"]["status"] == "completed" and REFUSED not in before["run"]["reply"]["text"]
+    added = run_kirocrew("policy", "add", "--decision", "deny", "--tool", "introspect", "--reason", "not today")
+    assert added.returncode == 0, added.stderr
+    after = run_async(second(before["run"]["conversationId"]))
+    # The worker's kiro-cli (started with the old grants) was replaced, on an agent file rendered anew.
+    assert "introspect" not in json.loads(home.rendered_agent_file().read_text())["allowedTools"]
+    assert after["run"]["status"] == "completed"
+    assert REFUSED in after["run"]["reply"]["text"] and "not today" in after["run"]["reply"]["text"]

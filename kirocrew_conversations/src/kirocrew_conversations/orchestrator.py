@@ -21,6 +21,11 @@ generation*: idle workers close at once, and a busy worker's kiro-cli is closed
 as soon as its run ends. Each process remembers the generation it started in,
 and a run never starts on a process of an older generation.
 
+A kiro-cli process also keeps the blanket grants of the agent file it started with, so a
+worker started before the owner's permission policy (or the ceiling) changed is closed
+before its next run, and the new one starts on an agent file rendered from the policy in
+force (:func:`kirocrew_core.gate.policy_file.policy_signature`).
+
 Before each prompt the session is put on the run's model, mode and effort and
 kiro's report is checked (a loaded session comes back on the agent and model it
 was saved with); a setting kiro refuses fails the run with
@@ -59,6 +64,7 @@ from kirocrew_core.agent_file import AGENT_FILE_UNAVAILABLE, require_ready
 from kirocrew_core.coretools.contract import ToolRefused
 from kirocrew_core.coretools import directives
 from kirocrew_core.errors import KirocrewError
+from kirocrew_core.gate.policy_file import policy_signature
 from kirocrew_core.kiro_ext import parse_usage
 
 from kirocrew_conversations import directive_effects, gatekeeper, limits, slash
@@ -155,6 +161,7 @@ class _Worker:
     options: AcpOptions | None = None  # what ``runtime`` was asked for (before the session's key was added)
     session_key: str | None = None  # the kirocrew session key ``runtime`` runs as (revoked when it closes)
     cold_start: bool = False  # set_project changed the project: close kiro-cli when the run ends
+    policy: str | None = None  # the permission policy's signature when ``runtime`` started (its agent file's grants)
 
 
 class Orchestrator:
@@ -678,8 +685,10 @@ class Orchestrator:
         conversation = await self._db(self.store.get_conversation, run.conversation_id)
         options = self.acp_options_factory(conversation, run)
         if worker.runtime is not None and (worker.options != options or not worker.runtime.alive
-                                           or worker.generation != self._generation):
-            # New settings (model, effort, authority) or a restart (MCP configuration) need a new process.
+                                           or worker.generation != self._generation
+                                           or worker.policy != policy_signature()):
+            # New settings (model, effort, authority), a restart (MCP configuration) or a changed permission
+            # policy (the agent file's blanket grants, read by kiro-cli only at start) need a new process.
             await self._close_runtime(worker)
         session, resumed = await self._open_session(worker, conversation, options)
         await self._apply_settings(run, session)
@@ -800,10 +809,11 @@ class Orchestrator:
         await self._close_runtime(worker)
 
     async def _open_runtime(self, worker: _Worker, options: AcpOptions, cwd: str) -> AcpRuntime:
+        policy = policy_signature()  # before the agent file is checked (and re-rendered if the policy changed)
         await require_ready(options.agent, self.pm)  # kiro-cli reads the agent file once: never a missing one
         key = _SessionKeys.issue(worker.conversation_id, options, cwd)
         worker.runtime, worker.generation = AcpRuntime(_SessionKeys.launch(options, key)), self._generation
-        worker.options, worker.session_key = options, key
+        worker.options, worker.session_key, worker.policy = options, key, policy
         await worker.runtime.open()
         await _SessionKeys.bind(key, worker.runtime.pid)
         return worker.runtime

@@ -171,6 +171,12 @@ def _signature(path: Path) -> tuple[int, int, int] | None:
     return st.st_mtime_ns, st.st_size, st.st_ino
 
 
+def policy_signature() -> str:
+    """What the blanket grants depend on, as a short string: ``policy.toml`` and ``config.toml`` (the ceiling)
+    as they are on disk now. A render records it; a kiro-cli started under another one is out of date."""
+    return f"{_signature(policy_file())}|{_signature(home.config_file())}"
+
+
 def current_policy(pm: Any = None) -> Policy:
     """The policy in force for this process, re-read when ``policy.toml`` or ``config.toml`` changed."""
     global _cache

@@ -10,7 +10,9 @@ A session must not start before the render it would load: :func:`agent_file_prob
 (the ``agent_file_ready`` hook) waits for this process's startup render, then checks
 the file as every MCP reader does. A process that is not a host (a standalone
 conversations server, a command working in process) renders nothing and checks the
-file as it is.
+file as it is — with one exception, in a host or not: when the owner changed the
+permission policy or the ceiling since the last render, the file is rendered again
+first, so its blanket grants never cover a call a new rule would refuse.
 """
 
 from __future__ import annotations
@@ -88,9 +90,14 @@ async def agent_file_problem() -> str | None:
     """Why a session cannot start on the rendered agent yet (None: it can), once the startup render is done."""
     from kirocrew_core.agent_file import file_problem
 
+    from kirocrew_mcp.render import policy_changed_since_render
     from kirocrew_mcp.scopes import mcp_document_problem
 
     outcome = await startup_render().finished()
+    if await asyncio.to_thread(policy_changed_since_render):
+        # The owner changed the permission policy (or the ceiling) since the render: the file's blanket grants may
+        # cover a call a new rule refuses, and kiro-cli reads the file only when it starts. Render it first.
+        outcome = await sync_agent_file_async()
     reason = await asyncio.to_thread(file_problem, check=mcp_document_problem)
     if reason is not None and outcome is not None and not outcome.ok:
         reason += f" (the host's render failed: {outcome.code})"

@@ -879,6 +879,9 @@ def rebuild_agent_config(
             if unusable:
                 raise unusable_scopes_error(unusable)
         base, fresh, current = _read_base(path, clean, report)
+        # Read before the policy is: a policy changed during the render leaves an older signature, so the next
+        # session start renders again rather than trusting grants computed from a policy that is gone.
+        policy = _policy_signature()
         config, withheld = render_agent_config(
             base,
             fresh=fresh,
@@ -900,10 +903,23 @@ def rebuild_agent_config(
         _write_state(
             {"managed": sorted(managed_servers), "retired": sorted(retired), "warnings": list(report.warnings),
              "tool_aliases": dict(report.tool_aliases), "resources": list(report.resources),
-             "spawn_hooks": list(report.spawn_hooks)},
+             "spawn_hooks": list(report.spawn_hooks), "policy": policy},
             state,
         )
     return report
+
+
+def _policy_signature() -> str:
+    from kirocrew_core.gate.policy_file import policy_signature
+
+    return policy_signature()
+
+
+def policy_changed_since_render() -> bool:
+    """Whether the last render's blanket grants were computed from a permission policy (or ceiling) that has
+    changed since; False when no render recorded one (a file this kirocrew did not render is left alone)."""
+    recorded = _read_state().get("policy")
+    return isinstance(recorded, str) and recorded != _policy_signature()
 
 
 def _names(value: Any) -> set[str]:
