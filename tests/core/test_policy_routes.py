@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from kirocrew_testing.browser import ServedGateway, owner_http_client, serving_gateway
-from kirocrew_testing.fixtures import kirocrew_argv, run_kirocrew
-from kirocrew_testing.homes import IsolatedHomes, isolate_homes, stop_host
+from kirocrew_testing.browser import ServedGateway
+from kirocrew_testing.fixtures import run_kirocrew
+from kirocrew_testing.homes import IsolatedHomes, isolate_homes
 
 
 @pytest.fixture(scope="module")
@@ -28,27 +27,18 @@ def module_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def homes(module_root: Path) -> Iterator[IsolatedHomes]:
-    with pytest.MonkeyPatch.context() as patch:
-        yield isolate_homes(patch, module_root)
+def served(module_served_homes: tuple[ServedGateway, IsolatedHomes]) -> ServedGateway:
+    return module_served_homes[0]
 
 
 @pytest.fixture(scope="module")
-def served(homes: IsolatedHomes, module_root: Path) -> Iterator[ServedGateway]:
-    """One ``kirocrew serve`` for the module: a host costs seconds to start."""
-    env = {**os.environ, "HOME": str(homes.user_home), "KIRO_HOME": str(homes.kiro_home),
-           "KIROCREW_HOME": str(homes.crew_home)}
-    try:
-        with serving_gateway(env, [], kirocrew_argv(), module_root / "logs") as gateway:
-            yield gateway
-    finally:
-        stop_host(homes.crew_home)
+def homes(module_served_homes: tuple[ServedGateway, IsolatedHomes]) -> IsolatedHomes:
+    return module_served_homes[1]
 
 
 @pytest.fixture(scope="module")
-def owner(served: ServedGateway) -> Iterator[httpx.Client]:
-    with owner_http_client(served) as client:
-        yield client
+def owner(module_owner: httpx.Client) -> httpx.Client:
+    return module_owner
 
 
 @contextlib.contextmanager

@@ -28,10 +28,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 from kirocrew_testing.aio import run_bounded
-from kirocrew_testing.browser import ServedGateway, owner_http_client, serving_gateway
+from kirocrew_testing.browser import ServedGateway, owner_http_client, serving_in_own_homes
 from kirocrew_testing.core_sessions import CrewHarness
-from kirocrew_testing.fixtures import kirocrew_argv
-from kirocrew_testing.homes import isolate_homes, stop_host
 
 if TYPE_CHECKING:
     import httpx
@@ -64,14 +62,8 @@ def cron_crew(fake_kiro_cli: Any, tmp_path: Path) -> CrewHarness:
 def served(module_root: Path) -> Iterator[ServedGateway]:
     """``kirocrew serve`` in homes of its own under the module's ``module_root`` (a module-scoped fixture the
     module defines), shared by the module's tests: a host costs seconds to start."""
-    with pytest.MonkeyPatch.context() as patch:
-        homes = isolate_homes(patch, module_root)
-        env = {key: value for key, value in os.environ.items() if key != "KIROCREW_NO_HOST"}
-        try:
-            with serving_gateway(env, [], kirocrew_argv(), module_root / "logs") as gateway:
-                yield gateway
-        finally:
-            stop_host(homes.crew_home)
+    with serving_in_own_homes(module_root) as (gateway, _):
+        yield gateway
 
 
 @pytest.fixture(scope="module")

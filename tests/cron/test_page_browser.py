@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import httpx
 import pytest
-from kirocrew_testing.browser import (Dashboard, OpenedPage, ServedGateway, chromium_browser)
+from kirocrew_testing.browser import Dashboard, OpenedPage, ServedGateway, pages_for_a_test, shared_dashboard
 from playwright.sync_api import expect
 
 TIMEOUT_MS = 30_000
@@ -30,23 +30,15 @@ def module_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def module_dashboard(served: ServedGateway, module_root: Path, chromium_path: str) -> Iterator[Dashboard]:
-    with chromium_browser(chromium_path) as browser:
-        shared = Dashboard(browser, served, module_root / "screenshots")
-        # The browser's own helpers (storage, network) start with its first page: here, not inside a test,
-        # whose process guard would take them for processes the test left running.
-        shared.open("/cron")
-        shared.close()
+    with shared_dashboard(served, module_root / "screenshots", chromium_path, "/cron") as shared:
         yield shared
 
 
 @pytest.fixture
 def dashboard(module_dashboard: Dashboard) -> Iterator[Dashboard]:
     """The module's browser; every page a test opened is closed when it ends (no renderer outlives it)."""
-    pages = Dashboard(module_dashboard.browser, module_dashboard.gateway, module_dashboard.artifacts)
-    try:
+    with pages_for_a_test(module_dashboard) as pages:
         yield pages
-    finally:
-        pages.close()
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ keep them).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -22,12 +21,10 @@ from kirocrew_testing.browser import (
     Dashboard,
     OpenedPage,
     ServedGateway,
-    chromium_browser,
-    owner_http_client,
-    serving_gateway,
+    pages_for_a_test,
+    shared_dashboard,
 )
-from kirocrew_testing.fixtures import kirocrew_argv
-from kirocrew_testing.homes import IsolatedHomes, isolate_homes, stop_host
+from kirocrew_testing.homes import IsolatedHomes, isolate_homes
 from playwright.sync_api import expect
 
 TIMEOUT_MS = 30_000
@@ -39,48 +36,31 @@ def module_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def homes(module_root: Path) -> Iterator[IsolatedHomes]:
-    with pytest.MonkeyPatch.context() as patch:
-        yield isolate_homes(patch, module_root)
+def served(module_served_homes: tuple[ServedGateway, IsolatedHomes]) -> ServedGateway:
+    return module_served_homes[0]
 
 
 @pytest.fixture(scope="module")
-def served(homes: IsolatedHomes, module_root: Path) -> Iterator[ServedGateway]:
-    """One ``kirocrew serve`` for the module: a host costs seconds to start."""
-    env = {**os.environ, "HOME": str(homes.user_home), "KIRO_HOME": str(homes.kiro_home),
-           "KIROCREW_HOME": str(homes.crew_home)}
-    try:
-        with serving_gateway(env, [], kirocrew_argv(), module_root / "logs") as gateway:
-            yield gateway
-    finally:
-        stop_host(homes.crew_home)
+def homes(module_served_homes: tuple[ServedGateway, IsolatedHomes]) -> IsolatedHomes:
+    return module_served_homes[1]
 
 
 @pytest.fixture(scope="module")
-def owner(served: ServedGateway) -> Iterator[httpx.Client]:
-    with owner_http_client(served) as client:
-        yield client
+def owner(module_owner: httpx.Client) -> httpx.Client:
+    return module_owner
 
 
 @pytest.fixture(scope="module")
 def module_dashboard(served: ServedGateway, module_root: Path, chromium_path: str) -> Iterator[Dashboard]:
-    with chromium_browser(chromium_path) as browser:
-        shared = Dashboard(browser, served, module_root / "screenshots")
-        # The browser's own helpers start with its first page: here, not inside a test, whose process guard
-        # would take them for processes the test left running.
-        shared.open("/policy")
-        shared.close()
+    with shared_dashboard(served, module_root / "screenshots", chromium_path, "/policy") as shared:
         yield shared
 
 
 @pytest.fixture
 def dashboard(module_dashboard: Dashboard) -> Iterator[Dashboard]:
-    """The module's browser; every page a test opened is closed when it ends."""
-    pages = Dashboard(module_dashboard.browser, module_dashboard.gateway, module_dashboard.artifacts)
-    try:
+    """The module's browser; every page a test opened is closed when it ends (no renderer outlives it)."""
+    with pages_for_a_test(module_dashboard) as pages:
         yield pages
-    finally:
-        pages.close()
 
 
 def owner_rules(owner: httpx.Client) -> list[dict[str, Any]]:

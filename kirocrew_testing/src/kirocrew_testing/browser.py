@@ -222,6 +222,71 @@ def serving_gateway(env: dict[str, str], args: list[str], command: list[str], lo
         proc.terminate(server)
 
 
+@contextmanager
+def serving_in_own_homes(module_root: Path) -> Iterator[tuple[ServedGateway, IsolatedHomes]]:
+    """``kirocrew serve`` in homes of its own under ``module_root``, and those homes, until the block ends.
+
+    For a test module whose tests share one host (it costs seconds to start): call it from a
+    module-scoped fixture. This process works in the same homes meanwhile (its environment is
+    patched), so what a test writes there (a policy, a cron job) is what the host sees; the host is
+    stopped at the end, whoever started it.
+    """
+    from kirocrew_testing.fixtures import kirocrew_argv
+    from kirocrew_testing.homes import isolate_homes, stop_host
+
+    with pytest.MonkeyPatch.context() as patch:
+        homes = isolate_homes(patch, module_root)
+        env = {key: value for key, value in os.environ.items() if key != "KIROCREW_NO_HOST"}
+        try:
+            with serving_gateway(env, [], kirocrew_argv(), module_root / "logs") as gateway:
+                yield gateway, homes
+        finally:
+            stop_host(homes.crew_home)
+
+
+@pytest.fixture(scope="module")
+def module_served_homes(module_root: Path) -> Iterator[tuple[ServedGateway, IsolatedHomes]]:
+    """One ``kirocrew serve`` shared by a test module's tests, and its homes (:func:`serving_in_own_homes`).
+
+    The module defines the module-scoped ``module_root`` it lives under.
+    """
+    with serving_in_own_homes(module_root) as pair:
+        yield pair
+
+
+@pytest.fixture(scope="module")
+def module_owner(module_served_homes: tuple[ServedGateway, IsolatedHomes]) -> Iterator[httpx.Client]:
+    """The owner's HTTP client (Bearer token) on :func:`module_served_homes`' gateway."""
+    with owner_http_client(module_served_homes[0]) as client:
+        yield client
+
+
+@contextmanager
+def shared_dashboard(served: ServedGateway, artifacts: Path, chromium_path: str,
+                     first_page: str) -> Iterator[Dashboard]:
+    """One chromium on ``served`` for a test module's browser tests (a module-scoped fixture calls it).
+
+    The browser's own helpers (storage, network) start with its first page: ``first_page`` is
+    opened and closed here, not inside a test, whose process guard would take them for processes
+    the test left running. Tests take their pages from :func:`pages_for_a_test`.
+    """
+    with chromium_browser(chromium_path) as browser:
+        shared = Dashboard(browser, served, artifacts)
+        shared.open(first_page)
+        shared.close()
+        yield shared
+
+
+@contextmanager
+def pages_for_a_test(shared: Dashboard) -> Iterator[Dashboard]:
+    """``shared``'s browser for one test: every page the test opened is closed when it ends."""
+    pages = Dashboard(shared.browser, shared.gateway, shared.artifacts)
+    try:
+        yield pages
+    finally:
+        pages.close()
+
+
 def _stop_gracefully(server: subprocess.Popen[str]) -> None:
     """SIGTERM ``kirocrew serve``'s process group and let the gateway finish its stop.
 

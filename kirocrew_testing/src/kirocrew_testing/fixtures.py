@@ -135,6 +135,8 @@ from kirocrew_testing.browser import (  # noqa: E402, F401 - the dashboard-in-a-
     gateway_env,
     hosted_gateway_env,
     module_chromium,
+    module_owner,
+    module_served_homes,
     owner_client,
     served_gateway,
 )
