@@ -59,7 +59,7 @@ async def _measure(root: Path, rounds: int, calls: int) -> tuple[list[float], li
     trusted_ids: set[str] = set()
 
     def options(conversation: Any, run: Any) -> AcpOptions:
-        return AcpOptions(trust_all_tools=conversation.id in trusted_ids)
+        return AcpOptions(agent=run.mode, trust_all_tools=conversation.id in trusted_ids)
 
     ids = {}
     for name in ("trusted", "gated"):
@@ -143,6 +143,9 @@ def main() -> int:
         root = Path(tmp)
         os.environ.update(fake_kiro_environment(root))
         _policy_with_rules(args.rules)
+        from kirocrew_testing.fixtures import write_lean_kirocrew_agent
+
+        write_lean_kirocrew_agent()  # runs are the kirocrew agent: its file must be there (no managed servers)
         print(f"{args.rounds} interleaved rounds of {args.calls} no-op tool calls per run, {args.rules} owner rules; "
               f"{machine_load()}")
         trusted, gated, extra = asyncio.run(_measure(root, args.rounds, args.calls))
