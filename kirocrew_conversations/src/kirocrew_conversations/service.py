@@ -492,8 +492,8 @@ class ConversationsService:
             authority=args.get("authority"), archive=args["archive"], limit=args["limit"],
             within=viewer.session_conversation,
         )
-        scope = repr(replace(query, limit=0))
-        after = decode_cursor(args["cursor"], "status", scope) if args.get("cursor") else None
+        cursor_scope = repr(replace(query, limit=0))
+        after = decode_cursor(args["cursor"], "status", cursor_scope) if args.get("cursor") else None
         if after is not None and not isinstance(after, str):
             raise conversation_error("bad_cursor", "the cursor is malformed")
         page, counts = await self._db(self.store.summaries, replace(query, after_id=after, limit=query.limit + 1))
@@ -509,7 +509,7 @@ class ConversationsService:
                 **await self._directive_summary(s.conversation.id),
             } for s in page],
             "counts": counts,
-            "nextCursor": encode_cursor("status", scope, page[-1].conversation.id) if more else None,
+            "nextCursor": encode_cursor("status", cursor_scope, page[-1].conversation.id) if more else None,
         }
 
     async def _tool_kiro_events(self, args: dict[str, Any], progress: ProgressSink | None,
