@@ -125,3 +125,56 @@ def test_a_call_the_policy_asks_about_reaches_the_client_as_needs_attention_with
     assert attention["subject"] == "./deploy prod" and attention["options"] == ["allow_once", "reject_once"]
     assert call_result(report, 1)["structuredContent"]["rulesAdded"] == []
     assert call_result(report, 2)["structuredContent"]["runs"][0]["status"] == "completed"
+
+
+@pytest.mark.parametrize("client", ["typescript", "python"])
+def test_a_crew_sessions_client_reads_its_scope_and_the_owner_decision_refusal_by_their_code(
+        client: str, node_sdk_problem: str | None, fake_kiro_cli: Any, tmp_path: Path) -> None:
+    """The client runs inside a crew session (a shell its kiro-cli started): it sees none of the person's
+    conversations and may not answer the person's permission request, and reads both refusals as codes."""
+    import asyncio
+
+    from kirocrew_mcp.render import rebuild_agent_config
+    from kirocrew_testing.core_sessions import CrewHarness
+    from kirocrew_testing.policy import write_policy
+
+    if client == "typescript" and node_sdk_problem:
+        from kirocrew_testing.requirements import unavailable
+
+        unavailable(node_sdk_problem)
+    crew = CrewHarness(tmp_path, {**os.environ, "KIRO_CLI_PATH": str(fake_kiro_cli.sandboxable_path)},
+                       rebuild_agent_config)
+    crew.render_agent()
+    write_policy(rules=[{"decision": "ask", "tool": "shell", "command": "touch"}])
+    plan, report = tmp_path / "plan.json", tmp_path / "report.json"
+    runner = Path(__file__).with_name("in_session_client.py")
+
+    async def main() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with crew.conversations() as person:
+            started = await person.structured("kiro_spawn", conversation="new", name="persons",
+                                              workspace=str(crew.workspace), message="!shell touch asked\n!say x")
+            ref = {"conversationId": started["conversationId"], "runId": started["runId"]}
+            [asked] = (await person.structured("kiro_wait", targets=[ref], mode="all"))["runs"]
+            assert asked["status"] == "needs_attention", asked
+            plan.write_text(json.dumps({"calls": [
+                {"name": "kiro_status", "arguments": {"archive": "all"}},
+                {"name": "kiro_permission_decide", "arguments": {
+                    **ref, "permissionRequestId": asked["attention"]["permissionRequestId"], "decision": "allow_once"}},
+                {"name": "kiro_result", "arguments": ref},
+            ]}))
+            script = f"!shell {sys.executable} {runner} {client} {plan} {report}\n!say ran"
+            session = await crew.delegate(person, script, name="session")
+            [still] = (await person.structured("kiro_wait", targets=[ref], mode="all"))["runs"]
+            return session, still
+
+    session, still = asyncio.run(asyncio.wait_for(main(), 180))
+    assert session["status"] == "completed" and report.exists(), session
+    shown = json.loads(report.read_text())
+    assert shown["schemaProblems"] == []
+    listed = call_result(shown, 0)
+    assert listed.get("isError") is not True and listed["structuredContent"]["conversations"] == []
+    for index, code in ((1, "owner_decision_required"), (2, "conversation_not_found")):
+        result = call_result(shown, index)  # the client did not reject it
+        assert result["isError"] is True and "structuredContent" not in result
+        assert text_of(result).startswith(f"error[{code}]: ")
+    assert still["status"] == "needs_attention" and not (crew.workspace / "asked").exists()

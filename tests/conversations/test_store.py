@@ -24,6 +24,7 @@ from kirocrew_conversations.store import (
     ImageInput,
     Settings,
     Store,
+    SummaryQuery,
     Workspace,
     open_state,
 )
@@ -429,3 +430,50 @@ def test_every_run_status_of_the_vocabulary_is_in_the_state_machine_and_the_data
     assert found is not None, check
     allowed = found.group(1)
     assert tuple(re.findall(r"'([a-z_]+)'", allowed)) == RUN_STATUSES, "a new status needs a migration"
+
+
+def test_a_conversation_descends_from_whoever_created_or_spawned_it_and_from_their_creators(store: Store) -> None:
+    root = store.create_conversation(name="root", workspace=SHARED)
+    made = store.create_conversation(name="made", workspace=SHARED, created_by=root.id)
+    spawned = store.create_conversation(name="spawned", workspace=SHARED, parent_id=made.id, spawn_batch="b1")
+    below = store.create_conversation(name="below", workspace=SHARED, created_by=spawned.id)
+    other = store.create_conversation(name="other", workspace=SHARED)
+    assert made.created_by == root.id and other.created_by is None
+    assert [store.descends_from(c.id, root.id) for c in (made, spawned, below)] == [True, True, True]
+    assert store.descends_from(below.id, made.id) and not store.descends_from(made.id, below.id)
+    assert not store.descends_from(root.id, root.id), "a conversation is not below itself"
+    assert not store.descends_from(other.id, root.id) and not store.descends_from("conv_nowhere", root.id)
+    listed, counts = store.summaries(SummaryQuery(within=root.id, limit=50))
+    assert sorted(s.conversation.name for s in listed) == ["below", "made", "spawned"]
+    assert counts["idle"] == 3
+    everything, _ = store.summaries(SummaryQuery(limit=50))
+    assert len(everything) == 5
+
+
+def test_a_creator_that_no_longer_exists_leaves_the_conversation_the_persons(store: Store) -> None:
+    made = store.create_conversation(name="orphan", workspace=SHARED, created_by="conv_gone")
+    assert made.created_by is None
+
+
+def test_a_version_5_database_migrates_and_its_conversations_are_the_persons(state_dir: Path) -> None:
+    state_paths.ensure_state_dir()
+    db = state_paths.database_file()
+    with _raw(db) as raw:  # a database as the previous release left it
+        raw.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
+        for version, statements in enumerate(migrations.MIGRATIONS[:5], start=1):
+            for statement in statements:
+                raw.execute(statement)
+            raw.execute("INSERT INTO schema_version VALUES (?, 'then')", (version,))
+        for cid, parent in (("conv_a", None), ("conv_b", "conv_a")):
+            raw.execute("INSERT INTO conversations (id, name, state, authority, workspace_strategy, workspace_path,"
+                        " workspace_fingerprint, parent_id, spawn_batch, created_at, updated_at) VALUES (?, ?,"
+                        " 'idle', 'unrestricted', 'shared', '/w', 'ws_1', ?, ?, 't', 't')",
+                        (cid, cid, parent, "b" if parent else None))
+    store = Store.open(db)
+    try:
+        assert [store.get_conversation(cid).created_by for cid in ("conv_a", "conv_b")] == [None, None]
+        assert store.descends_from("conv_b", "conv_a"), "a sub-agent stays in its parent's tree"
+    finally:
+        store.close()
+    with _raw(db) as raw:
+        assert raw.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == migrations.LATEST_VERSION == 6

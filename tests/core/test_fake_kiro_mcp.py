@@ -217,6 +217,23 @@ def test_calling_a_disabled_tool_fails_the_tool_call_not_the_turn(fake_kiro_cli:
     assert updates[-1].status == "failed" and "not available" in updates[-1].raw_output["error"]
 
 
+def test_the_result_directive_says_what_the_last_mcp_call_returned(fake_kiro_cli: Any, tmp_path: Path) -> None:
+    write_agent("crew", {"tools": ["*"], "mcpServers": {"fx": stdio_entry("--names", "alpha,beta",
+                                                                          disabledTools=["beta"])}})
+
+    async def scenario() -> str:
+        async with acp(fake_kiro_cli, "--agent", "crew", "--trust-all-tools") as k:
+            sid = await started(k, tmp_path)
+            await k.prompt(sid, '!result\n!mcp fx alpha {"text": "hi"}\n!result\n!mcp fx beta\n!result')
+            return "".join(k.client.texts("agent_message_chunk", sid))
+
+    first, called, failed = run(scenario()).splitlines()
+    assert first == "result: none"
+    answer = json.loads(called.removeprefix("result: "))
+    assert (answer["tool"], answer["arguments"]) == ("alpha", {"text": "hi"})
+    assert failed.startswith("result: ") and "not available" in failed
+
+
 def test_env_references_in_a_servers_env_are_expanded(fake_kiro_cli: Any, tmp_path: Path) -> None:
     write_agent("crew", {"tools": ["*"], "mcpServers": {"fx": stdio_entry(
         "--names", "show", "--expose-env", "PLAIN,BRACED,PREFIXED,UNSET",

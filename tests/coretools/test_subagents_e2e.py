@@ -7,12 +7,9 @@ their completion messages real runs of the parent. The CLI twins run as real ``k
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import subprocess
-from collections.abc import Iterator
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 from kirocrew_testing.core_sessions import CrewHarness
 from kirocrew_testing.fixtures import kirocrew_argv
@@ -64,7 +61,7 @@ def test_a_session_spawns_children_that_act_as_themselves_report_back_and_show_o
     [seen] = [r for r in crew.probe_records() if r["tool"] == "probe_whoami"]
     assert seen["session"]["targetId"] == child_id
     # the dashboard links them both ways, and kiro_status marks the children
-    with _dashboard(crew) as owner:
+    with crew.owner_http() as owner:
         child_detail = owner.get(f"/api/conversations/{child_id}").json()
         assert child_detail["subagent"] and child_detail["parent"]["conversationId"] == parent_id
         parent_detail = owner.get(f"/api/conversations/{parent_id}").json()
@@ -95,19 +92,6 @@ def test_a_spawn_run_child_runs_on_and_records_its_parents_agent_and_model(
     assert (parent["settings"]["mode"], parent["settings"]["model"]) == ("kirocrew", haiku), parent
     assert (child["settings"]["mode"], child["settings"]["model"]) == ("kirocrew", haiku), child
     assert child["reply"]["text"] == f"settings: model={haiku} mode=kirocrew effort=none"
-
-
-@contextlib.contextmanager
-def _dashboard(crew: CrewHarness) -> Iterator[Any]:
-    """An owner-authenticated HTTP client on the running host's gateway (``kirocrew dashboard --no-start``)."""
-    import httpx
-
-    shown = subprocess.run(kirocrew_argv("dashboard", "--no-start"), env=crew.env, capture_output=True, text=True,
-                           timeout=60, check=True).stdout.strip()
-    token = parse_qs(urlsplit(shown).query)["token"][0]
-    with httpx.Client(base_url=shown.split("/?", 1)[0], headers={"Authorization": f"Bearer {token}"},
-                      timeout=60) as client:
-        yield client
 
 
 def test_a_plain_client_is_refused_and_the_person_uses_the_cli_twins(

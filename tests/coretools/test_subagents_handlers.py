@@ -18,6 +18,7 @@ from kirocrew_core.coretools.contract import CrewSession, ToolCall, ToolRefused
 from kirocrew_core.errors import KirocrewError
 from kirocrew_core.host.caller import CallerContext
 
+from kirocrew_conversations.scope import Viewer
 from kirocrew_conversations.subagent_tools import tools
 from kirocrew_conversations.service import ConversationsService, ServiceConfig
 from kirocrew_conversations.store import Conversation, Store, Workspace
@@ -270,8 +271,12 @@ def test_task_run_from_a_path_and_inline(tmp_path: Path) -> None:
             cid = text.split("conversation ")[1].split(" ")[0]
             conversation = store.get_conversation(cid)
             assert conversation.parent_id is None and not conversation.subagent
+            assert conversation.created_by == parent.id  # in the session's tree: it follows the task
             (done,) = (await h.service.orchestrator.wait([store.list_runs(cid)[0].id], timeout=30)).runs
             assert done.reply_text == expect
+            shown = await h.service.call("kiro_result", {"conversationId": cid, "runId": done.id},
+                                         viewer=Viewer(parent.id))
+            assert shown["reply"]["text"] == expect
         assert await h.refused("task_run", parent, spec="missing.md") == "task_spec_not_found"
         assert await h.refused("task_run", parent, spec=str(tmp_path / "state" / "x")) == "cwd_not_allowed"
         assert await h.refused("task_run", parent, spec="__inline__:  ") == "task_spec_empty"

@@ -94,6 +94,7 @@ def test_an_agent_job_that_names_no_agent_runs_as_the_kirocrew_agent(
         "SELECT r.mode, r.reply_text FROM runs r JOIN conversations c ON c.id = r.conversation_id"
         " WHERE c.name = ? AND r.status = 'completed'", f"cron-{job_id}")))
     assert mode == "kirocrew" and reply.startswith("settings: model=") and " mode=kirocrew " in reply
+    assert conversations_rows("SELECT created_by FROM conversations WHERE name = ?", f"cron-{job_id}") == [(None,)]
 
 
 def test_a_sessions_jobs_fire_as_conversation_runs_time_out_and_catch_up_after_a_restart(
@@ -114,9 +115,10 @@ def test_a_sessions_jobs_fire_as_conversation_runs_time_out_and_catch_up_after_a
 
             # the one-shot fires by itself, as a run of its own conversation, then it is gone
             greet = await _until("the one-shot's run", lambda: conversations_rows(
-                "SELECT c.workspace_path, r.status, r.reply_text FROM conversations c JOIN runs r"
+                "SELECT c.workspace_path, r.status, r.reply_text, c.created_by FROM conversations c JOIN runs r"
                 " ON r.conversation_id = c.id WHERE c.name = ? AND r.status = 'completed'", f"cron-{ids['greet']}"))
-            assert greet == [(str(crew.workspace.resolve()), "completed", "hello from cron")]
+            # (its conversation is in the session's tree: the session may follow it with the conversations tools)
+            assert greet == [(str(crew.workspace.resolve()), "completed", "hello from cron", added["conversationId"])]
             await _until("the one-shot's removal", lambda: not _cron_rows("SELECT 1 FROM jobs WHERE id = ?",
                                                                           ids["greet"]))
 

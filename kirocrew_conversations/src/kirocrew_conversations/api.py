@@ -3,9 +3,10 @@
 Every route calls one of the MCP tools through :meth:`ConversationsService.call`, so the
 arguments are checked by the same strict schemas, the same orchestrator operations run and
 the same error codes come back; a route only moves path parameters and the JSON body into
-the tool's arguments. The gateway authenticates every ``/api`` route as the owner; each
-change made here is recorded in the security event log as ``conversations.dashboard`` with
-actor ``owner`` (the conversations store itself records no caller for any client).
+the tool's arguments. The gateway authenticates every ``/api`` route as the owner, so each
+call acts for the person (:mod:`kirocrew_conversations.scope`), who sees every conversation;
+each change made here is recorded in the security event log as ``conversations.dashboard``
+with actor ``owner``.
 
 The service is the host's (:mod:`kirocrew_conversations.hosted`), reached in process: the
 gateway and the host share one event loop in ``kirocrew serve``. A gateway without a host
@@ -84,9 +85,11 @@ def _as_http_error(exc: KirocrewError) -> KirocrewError:
 
 async def call_tool(request: Request, tool: str, arguments: dict[str, Any], *, audited: bool = False) -> Any:
     """``tool`` with ``arguments`` on the host's service; a change (``audited``) goes to the event log."""
+    from kirocrew_conversations.scope import PERSON
+
     service = await service_of(request)
     try:
-        result = await service.call(tool, arguments)
+        result = await service.call(tool, arguments, viewer=PERSON)  # the gateway authenticated the owner
     except KirocrewError as exc:
         if audited:
             await asyncio.to_thread(_audit, tool, arguments, outcome="refused", code=exc.code)

@@ -16,7 +16,8 @@ CATALOGUE: dict[str, str] = {
     "state_dir_unusable": "The state directory or database file cannot be created or secured.",
     "database_too_new": "The database was written by a newer server version; it was not changed.",
     "database_unusable": "The database file is not a usable SQLite database or its schema is damaged.",
-    "conversation_not_found": "No conversation has this id.",
+    "conversation_not_found": "No conversation has this id, or none this caller may see: a crew session sees only "
+                              "the conversations it created and their descendants.",
     "run_not_found": "No run has this id.",
     "permission_not_found": "No permission request has this id for this run.",
     "illegal_transition": "The run cannot move from its current status to the requested one.",
@@ -52,6 +53,13 @@ CATALOGUE: dict[str, str] = {
                         "open.",
     "answer_too_long": "An answer (or all of them together) is too long to deliver to Kiro; it is refused, never "
                        "truncated, and the card stays open.",
+    # -- who may act on what (scope.py) --
+    "owner_decision_required": "A crew session called kiro_permission_decide: permission requests are the owner's "
+                               "(the owner's permission policy asked the owner about the call), so only the person "
+                               "answers them, never a session, not even for a conversation it created. Nothing was "
+                               "decided.",
+    "caller_unverified": "The caller names a kirocrew session the host cannot verify (a stale or copied session "
+                         "key); it sees and changes no conversation.",
     # -- the tools (service.py) --
     "conversation_name_taken": "Another conversation already has this name; names are unique.",
     "conversation_mismatch": "The run does not belong to the given conversation.",

@@ -179,8 +179,16 @@ _V5 = [
     "ALTER TABLE permission_requests ADD COLUMN reason TEXT",
 ]
 
+# v6 (issue 27, who may act on what): the conversation whose crew session created this one (kiro_spawn,
+# kiro_delegate, kiro_fork, task_run, a cron job the session owns). NULL — every row made before, and each one
+# the person makes — is the person's. A session sees the conversations it created and their descendants.
+_V6 = [
+    "ALTER TABLE conversations ADD COLUMN created_by TEXT REFERENCES conversations (id) ON DELETE SET NULL",
+    "CREATE INDEX conversations_by_creator ON conversations (created_by)",
+]
+
 # Index i holds the statements that take the schema from version i to i + 1.
-MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4, _V5]
+MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4, _V5, _V6]
 LATEST_VERSION = len(MIGRATIONS)
 
 

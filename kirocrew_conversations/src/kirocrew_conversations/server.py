@@ -11,6 +11,8 @@ from Python signatures; this module only translates between MCP and
   no ``structuredContent`` (the output schemas describe successes, and TypeScript-SDK clients reject
   any structured content that does not match them); anything else is ``internal_error``, its
   traceback on stderr only;
+* each request acts for the viewer its verified caller resolves to (:mod:`scope`): in the host a
+  crew session sees only its own conversations' tree; a standalone server's callers are the person;
 * a request with a ``progressToken`` gets a sink sending ``notifications/progress``;
 * a cancelled request (``notifications/cancelled``, or a client gone) cancels only the awaiting
   task, which detaches from the run; it never cancels Kiro.
@@ -44,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from kirocrew_core import tool_results
 from kirocrew_core.errors import KirocrewError
 
-from kirocrew_conversations import __version__
+from kirocrew_conversations import __version__, scope
 from kirocrew_conversations.tool_schemas import TOOLS, TOOLS_BY_NAME
 
 if TYPE_CHECKING:
@@ -64,7 +66,11 @@ ONE kiro_wait over all returned conversationId/runId pairs (mode "any" or "all")
 - Do not poll kiro_result or kiro_status in a loop. A wait that returns waitExpired: true cancelled \
 nothing: call kiro_wait again. Aborting a call only detaches; stop a run deliberately with kiro_cancel.
 - IDs are opaque: pass back exactly what a tool returned; never construct, shorten or parse one.
-- Status needs_attention: inspect the permission request, then answer with kiro_permission_decide.
+- A kirocrew crew session sees only the conversations it created and their descendants (any other id is \
+conversation_not_found); other clients see every conversation.
+- Status needs_attention: a permission request is the owner's, answered with kiro_permission_decide by the \
+person (a crew session is refused owner_decision_required: tell the user); a question card is answered with \
+kiro_question_answer.
 - A failed call is isError with the text error[<code>]: <message>; branch on the code.
 - New conversations default to unrestricted authority: a technical capability, not permission to do \
 more than the user asked (no commits, pushes or deployments unless asked)."""
@@ -120,7 +126,9 @@ def build_server(service: ConversationsService) -> Server[Any]:
             shown = f" {name}" if _SAFE_NAME.match(name) else ""
             return tool_results.error_result("unknown_tool", f"no tool is named{shown}; tools/list names the 17 tools")
         try:
-            payload = await service.call(name, params.arguments, progress=_progress_sink(ctx))
+            # Who this request acts for, per call: resolving a session reads process facts, off the event loop.
+            viewer = await asyncio.to_thread(scope.current_viewer)
+            payload = await service.call(name, params.arguments, progress=_progress_sink(ctx), viewer=viewer)
         except KirocrewError as exc:
             return tool_results.error_result(exc.code, exc.message)
         except Exception:  # the client gets a code, stderr gets the traceback

@@ -5,6 +5,11 @@ the tool's strict schema, does the work, and returns the structured output the
 tool's output schema describes. Errors are :class:`KirocrewError` with a code
 from :data:`~kirocrew_conversations.errors.CATALOGUE` and a redacted message.
 
+Each call acts for a :class:`~kirocrew_conversations.scope.Viewer` (the person, or a crew
+session: :mod:`kirocrew_conversations.scope` has the rule and its reasons). Every tool that
+names a conversation reaches it through :meth:`ConversationsService.conversation_for`, the one
+visibility check; ``kiro_status`` lists through the same tree in the store.
+
 Waiting has two bounds: the spec's fixed 30-minute ceiling, and a per-call bound
 (``wait_call_secs``, 50 s) used when the client sent no progress token — hosts
 cut tool calls at about 60 s unless progress arrives, so such a call returns
@@ -30,10 +35,11 @@ from kirocrew_core import kiro_sessions
 from kirocrew_core.errors import KirocrewError
 from kirocrew_core.home import kiro_sessions_dir
 
-from kirocrew_conversations import authority, limits, slash, worktrees
+from kirocrew_conversations import authority, limits, scope, slash, worktrees
 from kirocrew_conversations.capabilities import CapabilityCache
 from kirocrew_conversations.errors import conversation_error
 from kirocrew_conversations.redact import redact_text, workspace_fingerprint
+from kirocrew_conversations.scope import Viewer
 from kirocrew_conversations.store import (
     Conversation,
     ImageInput,
@@ -161,7 +167,8 @@ class ConversationsService:
         self.subagents = SubAgents(self)
         self._sweeper: asyncio.Task[None] | None = None
         self._warmup: asyncio.Future[Any] | None = None
-        self._handlers: dict[str, Callable[[dict[str, Any], ProgressSink | None], Awaitable[dict[str, Any]]]] = {
+        self._handlers: dict[str, Callable[[dict[str, Any], ProgressSink | None, Viewer],
+                                           Awaitable[dict[str, Any]]]] = {
             name.removeprefix("_tool_"): getattr(self, name) for name in dir(self) if name.startswith("_tool_")
         }
 
@@ -197,11 +204,19 @@ class ConversationsService:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def call(self, tool: str, arguments: Any, *, progress: ProgressSink | None = None) -> dict[str, Any]:
-        """Run one tool; cancelling the awaiting task only detaches the caller, it never cancels Kiro."""
+    async def call(self, tool: str, arguments: Any, *, progress: ProgressSink | None = None,
+                   viewer: Viewer | None = None) -> dict[str, Any]:
+        """Run one tool for ``viewer``; cancelling the awaiting task only detaches the caller, never cancels Kiro.
+
+        ``viewer`` None: the caller of the request being handled (:func:`scope.current_viewer`), which
+        is the person outside a host connection — an in-process caller such as the CLI's own service.
+        The MCP server resolves it off the event loop and passes it; the dashboard passes the person.
+        """
         args = validate_arguments(tool, arguments)
         try:
-            return await self._handlers[tool](args, progress)
+            if viewer is None:
+                viewer = scope.current_viewer()
+            return await self._handlers[tool](args, progress, viewer)
         except KirocrewError as exc:
             # One exit for every error a client sees: an external tool's text (git's stderr, an OS error)
             # must not carry absolute paths or secrets out, whichever layer raised it.
@@ -231,7 +246,8 @@ class ConversationsService:
         backend = self.require_authority(run.authority)  # re-checked at start: never fall back
         return backend.factory(base, workspace=conversation.workspace.worktree_path or conversation.workspace.path)
 
-    async def _tool_kiro_capabilities(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
+    async def _tool_kiro_capabilities(self, args: dict[str, Any], progress: ProgressSink | None,
+                                      viewer: Viewer) -> dict[str, Any]:
         caps, cached = await self.capabilities.get(refresh=bool(args.get("refresh")))
         authorities = await asyncio.to_thread(self._authority_report)  # a first preflight runs sandboxes
         observed = self.orchestrator.observed
@@ -270,20 +286,23 @@ class ConversationsService:
 
     # -- starting runs -------------------------------------------------------------------------
 
-    async def _tool_kiro_spawn(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
+    async def _tool_kiro_spawn(self, args: dict[str, Any], progress: ProgressSink | None,
+                               viewer: Viewer) -> dict[str, Any]:
         await self.check_requested(args)  # before a new conversation is created
-        conversation, run, created = await self._spawn(args)
+        conversation, run, created = await self._spawn(args, viewer)
         return await self._spawned(conversation, run, created)
 
-    async def _tool_kiro_delegate(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
+    async def _tool_kiro_delegate(self, args: dict[str, Any], progress: ProgressSink | None,
+                                  viewer: Viewer) -> dict[str, Any]:
         await self.check_requested(args)  # before a new conversation is created
-        conversation, run, created = await self._spawn(args)
+        conversation, run, created = await self._spawn(args, viewer)
         result = await self._wait([run.id], "any", progress)
         return {"waitExpired": result.wait_expired, "createdConversation": created,
                 "run": await self._run_view(result.runs[0], conversation)}
 
-    async def _tool_kiro_send(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
-        conversation = await self._runnable_conversation(args["conversationId"])
+    async def _tool_kiro_send(self, args: dict[str, Any], progress: ProgressSink | None,
+                              viewer: Viewer) -> dict[str, Any]:
+        conversation = await self._runnable_conversation(viewer, args["conversationId"])
         slash.check_allowed(args["message"], conversation.allowed_commands)
         settings = await self.resolve_settings(args, conversation)
         images = await self._images(args.get("images"))
@@ -297,15 +316,15 @@ class ConversationsService:
         return {**out, "delivery": args["delivery"], "interruptedRunId": interrupted,
                 "supersededRunCount": superseded}
 
-    async def _spawn(self, args: dict[str, Any]) -> tuple[Conversation, Run, bool]:
+    async def _spawn(self, args: dict[str, Any], viewer: Viewer) -> tuple[Conversation, Run, bool]:
         if args["conversation"] == "new":
             allowed = await self._allowlist(args)  # checked before anything is created
             slash.check_allowed(args["message"], allowed or ())
             images = await self._images(args.get("images"))
-            conversation = await self._create_conversation(args, allowed or ())
+            conversation = await self._create_conversation(args, allowed or (), created_by=viewer.session_conversation)
             created = True
         else:
-            conversation = await self._runnable_conversation(args["conversation"])
+            conversation = await self._runnable_conversation(viewer, args["conversation"])
             slash.check_allowed(args["message"], conversation.allowed_commands)
             images = await self._images(args.get("images"))
             created = False
@@ -358,7 +377,9 @@ class ConversationsService:
         announced = self._slash_commands(await self._kiro_choices()) if args["allowedSlashCommands"] else ()
         return slash.normalize_allowlist(args["allowedSlashCommands"], announced)
 
-    async def _create_conversation(self, args: dict[str, Any], allowed: Sequence[str] = ()) -> Conversation:
+    async def _create_conversation(self, args: dict[str, Any], allowed: Sequence[str] = (), *,
+                                   created_by: str | None = None) -> Conversation:
+        """A new conversation from kiro_spawn/kiro_delegate's arguments; ``created_by`` the creating session's."""
         name, path = args["name"], args["workspace"]
         self.require_authority(args.get("authority") or UNRESTRICTED)
         if await self._db(self.store.name_in_use, name):
@@ -385,15 +406,28 @@ class ConversationsService:
             return await self._db(self.store.create_conversation, name=name, workspace=workspace,
                                   conversation_id=cid, authority=args.get("authority") or UNRESTRICTED,
                                   model=args.get("model"), effort=args.get("effort"), mode=args.get("mode"),
-                                  allowed_commands=allowed)
+                                  allowed_commands=allowed, created_by=created_by)
         except BaseException:
             if info is not None:  # the name was taken meanwhile: leave no orphan worktree behind
                 with contextlib.suppress(KirocrewError):
                     await self._db(worktrees.cleanup_worktree, info, active_runs=0)
             raise
 
-    async def _runnable_conversation(self, conversation_id: str) -> Conversation:
-        conversation = await self._db(self.store.get_conversation, conversation_id)
+    async def conversation_for(self, viewer: Viewer, conversation_id: str) -> Conversation:
+        """The conversation ``viewer`` names, if it may see it; else ``conversation_not_found``.
+
+        The one visibility check of the tools (rule and reasons in :mod:`scope`): the person sees
+        every conversation, a crew session those its conversation created and their descendants.
+        The refusal is the store's own for an unknown id, word for word.
+        """
+        conversation: Conversation = await self._db(self.store.get_conversation, conversation_id)
+        root = viewer.session_conversation
+        if root is not None and not await self._db(self.store.descends_from, conversation.id, root):
+            raise conversation_error("conversation_not_found", f"no conversation {conversation_id!r}")
+        return conversation
+
+    async def _runnable_conversation(self, viewer: Viewer, conversation_id: str) -> Conversation:
+        conversation = await self.conversation_for(viewer, conversation_id)
         if conversation.retired:
             raise conversation_error("conversation_retired", "the conversation's worktree was cleaned up")
         if conversation.state == "archived":
@@ -419,8 +453,9 @@ class ConversationsService:
 
     # -- waiting and reading -------------------------------------------------------------------
 
-    async def _tool_kiro_wait(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
-        runs = [await self._run_of(t["conversationId"], t["runId"]) for t in args["targets"]]
+    async def _tool_kiro_wait(self, args: dict[str, Any], progress: ProgressSink | None,
+                              viewer: Viewer) -> dict[str, Any]:
+        runs = [await self._run_of(viewer, t["conversationId"], t["runId"]) for t in args["targets"]]
         result = await self._wait([r.id for r in runs], args["mode"], progress)
         views = [await self._run_view(run) for run in result.runs]
         return {"waitExpired": result.wait_expired, "mode": args["mode"], "runs": views}
@@ -438,24 +473,27 @@ class ConversationsService:
                 return result
             await progress(_progress_message(result.runs))
 
-    async def _tool_kiro_result(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
-        run = await self._run_of(args["conversationId"], args["runId"])
+    async def _tool_kiro_result(self, args: dict[str, Any], progress: ProgressSink | None,
+                                viewer: Viewer) -> dict[str, Any]:
+        run = await self._run_of(viewer, args["conversationId"], args["runId"])
         conversation = await self._db(self.store.get_conversation, run.conversation_id)
         directives = self.store.directives
         session = session_view(conversation, await self._db(directives.followups, conversation.id),
                                await self._db(directives.monitor, conversation.id))
         return {**await self._run_view(run, conversation), "session": session}
 
-    async def _tool_kiro_status(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
+    async def _tool_kiro_status(self, args: dict[str, Any], progress: ProgressSink | None,
+                                viewer: Viewer) -> dict[str, Any]:
         await self._db(self.store.auto_archive, _days_ago(limits.AUTO_ARCHIVE_DAYS))
         query = SummaryQuery(
             states=tuple(args["state"]) if args.get("state") else None,
             run_statuses=tuple(args["runStatus"]) if args.get("runStatus") else None,
             fingerprint=args.get("workspaceFingerprint"), model=args.get("model"),
             authority=args.get("authority"), archive=args["archive"], limit=args["limit"],
+            within=viewer.session_conversation,
         )
-        scope = repr(replace(query, limit=0))
-        after = decode_cursor(args["cursor"], "status", scope) if args.get("cursor") else None
+        cursor_scope = repr(replace(query, limit=0))
+        after = decode_cursor(args["cursor"], "status", cursor_scope) if args.get("cursor") else None
         if after is not None and not isinstance(after, str):
             raise conversation_error("bad_cursor", "the cursor is malformed")
         page, counts = await self._db(self.store.summaries, replace(query, after_id=after, limit=query.limit + 1))
@@ -471,11 +509,12 @@ class ConversationsService:
                 **await self._directive_summary(s.conversation.id),
             } for s in page],
             "counts": counts,
-            "nextCursor": encode_cursor("status", scope, page[-1].conversation.id) if more else None,
+            "nextCursor": encode_cursor("status", cursor_scope, page[-1].conversation.id) if more else None,
         }
 
-    async def _tool_kiro_events(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
-        run = await self._run_of(args["conversationId"], args["runId"])
+    async def _tool_kiro_events(self, args: dict[str, Any], progress: ProgressSink | None,
+                                viewer: Viewer) -> dict[str, Any]:
+        run = await self._run_of(viewer, args["conversationId"], args["runId"])
         after = decode_cursor(args["cursor"], "events", run.id) if args.get("cursor") else 0
         if not isinstance(after, int) or isinstance(after, bool) or after < 0:
             raise conversation_error("bad_cursor", "the cursor is malformed")
@@ -500,18 +539,19 @@ class ConversationsService:
 
     # -- decisions and changes -----------------------------------------------------------------
 
-    async def _tool_kiro_permission_decide(self, args: dict[str, Any],
-                                           progress: ProgressSink | None) -> dict[str, Any]:
-        run = await self._run_of(args["conversationId"], args["runId"])
+    async def _tool_kiro_permission_decide(self, args: dict[str, Any], progress: ProgressSink | None,
+                                           viewer: Viewer) -> dict[str, Any]:
+        scope.require_owner(viewer)  # before any lookup: the answer says nothing about the ids
+        run = await self._run_of(viewer, args["conversationId"], args["runId"])
         run, added = await self.orchestrator.decide(run.id, args["permissionRequestId"], args["decision"],
                                                     scope=args.get("scope") or "workspace")
         return {"conversationId": run.conversation_id, "runId": run.id,
                 "permissionRequestId": args["permissionRequestId"], "decision": args["decision"],
                 "status": run.status, "rulesAdded": added}
 
-    async def _tool_kiro_question_answer(self, args: dict[str, Any],
-                                         progress: ProgressSink | None) -> dict[str, Any]:
-        conversation = await self._db(self.store.get_conversation, args["conversationId"])
+    async def _tool_kiro_question_answer(self, args: dict[str, Any], progress: ProgressSink | None,
+                                         viewer: Viewer) -> dict[str, Any]:
+        conversation = await self.conversation_for(viewer, args["conversationId"])
         answers = None if args.get("dismissed") else args["answers"]
         ask_id = args.get("askId") or self._only_card(conversation.id)
         status = self.orchestrator.answer_question(conversation.id, ask_id, answers)
@@ -530,8 +570,9 @@ class ConversationsService:
         return [{**card.view(), "runId": card.run_id}
                 for card in self.orchestrator.questions.of_conversation(conversation_id)]
 
-    async def _tool_kiro_configure(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
-        conversation = await self._runnable_conversation(args["conversationId"])
+    async def _tool_kiro_configure(self, args: dict[str, Any], progress: ProgressSink | None,
+                                   viewer: Viewer) -> dict[str, Any]:
+        conversation = await self._runnable_conversation(viewer, args["conversationId"])
         if args.get("authority"):
             self.require_authority(args["authority"])
         await self.check_requested(args)
@@ -541,8 +582,9 @@ class ConversationsService:
                                  allowed_commands=await self._allowlist(args))
         return {"conversationId": changed.id, "defaults": conversation_settings(changed)}
 
-    async def _tool_kiro_fork(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
-        source = await self._runnable_conversation(args["conversationId"])
+    async def _tool_kiro_fork(self, args: dict[str, Any], progress: ProgressSink | None,
+                              viewer: Viewer) -> dict[str, Any]:
+        source = await self._runnable_conversation(viewer, args["conversationId"])
         try:
             caps, _ = await self.capabilities.get(refresh=True)
         except KirocrewError:
@@ -565,26 +607,29 @@ class ConversationsService:
         fork = await self._db(self.store.create_conversation, name=args["name"], workspace=source.workspace,
                               authority=source.authority, model=source.model, effort=source.effort,
                               mode=source.mode, acp_session_id=forked_session,
-                              allowed_commands=source.allowed_commands)
+                              allowed_commands=source.allowed_commands, created_by=viewer.session_conversation)
         return {"conversationId": fork.id, "forkedFrom": source.id, "name": fork.name,
                 "defaults": conversation_settings(fork)}
 
-    async def _tool_kiro_cancel(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
-        run = await self._run_of(args["conversationId"], args["runId"])
+    async def _tool_kiro_cancel(self, args: dict[str, Any], progress: ProgressSink | None,
+                                viewer: Viewer) -> dict[str, Any]:
+        run = await self._run_of(viewer, args["conversationId"], args["runId"])
         was_terminal = run.terminal
         # Shielded: a client that aborts the cancel request must not leave a half-torn-down worker.
         run = await asyncio.shield(self.orchestrator.cancel(run.id))
         return {"conversationId": run.conversation_id, "runId": run.id, "status": run.status,
                 "changed": not was_terminal}
 
-    async def _tool_kiro_archive(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
-        conversation = await self._db(self.store.archive_conversation, args["conversationId"])
+    async def _tool_kiro_archive(self, args: dict[str, Any], progress: ProgressSink | None,
+                                 viewer: Viewer) -> dict[str, Any]:
+        visible = await self.conversation_for(viewer, args["conversationId"])
+        conversation = await self._db(self.store.archive_conversation, visible.id)
         return {"conversationId": conversation.id, "state": _shown_state(conversation)}
 
-    async def _tool_kiro_delete(self, args: dict[str, Any], progress: ProgressSink | None) -> dict[str, Any]:
-        cid = args["conversationId"]
-        conversation = await self._db(self.store.get_conversation, cid)
-        ws = conversation.workspace
+    async def _tool_kiro_delete(self, args: dict[str, Any], progress: ProgressSink | None,
+                                viewer: Viewer) -> dict[str, Any]:
+        conversation = await self.conversation_for(viewer, args["conversationId"])
+        cid, ws = conversation.id, conversation.workspace
         if conversation.state == "archived" and args["confirmName"] == conversation.name:
             # It never touches a workspace or branch, so it must not orphan them (git runs outside the store lock;
             # an archived conversation gets no new worktree meanwhile).
@@ -616,9 +661,9 @@ class ConversationsService:
 
     # -- worktrees -----------------------------------------------------------------------------
 
-    async def _tool_kiro_worktree_inspect(self, args: dict[str, Any],
-                                          progress: ProgressSink | None) -> dict[str, Any]:
-        conversation, info = await self._worktree_of(args["conversationId"])
+    async def _tool_kiro_worktree_inspect(self, args: dict[str, Any], progress: ProgressSink | None,
+                                          viewer: Viewer) -> dict[str, Any]:
+        conversation, info = await self._worktree_of(viewer, args["conversationId"])
         report = await self._db(worktrees.inspect_worktree, info)
         active = len(await self._db(self.store.unfinished_runs, conversation.id))
         merge = report["mergeState"]
@@ -632,9 +677,9 @@ class ConversationsService:
             "changedFilesTruncated": report["changedFilesTruncated"], "diffStats": report["diffStats"],
         }
 
-    async def _tool_kiro_worktree_cleanup(self, args: dict[str, Any],
-                                          progress: ProgressSink | None) -> dict[str, Any]:
-        conversation, info = await self._worktree_of(args["conversationId"])
+    async def _tool_kiro_worktree_cleanup(self, args: dict[str, Any], progress: ProgressSink | None,
+                                          viewer: Viewer) -> dict[str, Any]:
+        conversation, info = await self._worktree_of(viewer, args["conversationId"])
         # "No active run" is checked and new runs are blocked in one store transaction, so a spawn or send
         # racing this cleanup either lands first (worktree_active) or is refused (conversation_retiring).
         await self._db(self.store.begin_retiring, conversation.id)
@@ -645,8 +690,9 @@ class ConversationsService:
             await self._db(self.store.end_retiring, conversation.id)
         return {"conversationId": retired.id, "removedBranch": info.branch, "state": _shown_state(retired)}
 
-    async def _worktree_of(self, conversation_id: str) -> tuple[Conversation, worktrees.WorktreeInfo]:
-        conversation = await self._db(self.store.get_conversation, conversation_id)
+    async def _worktree_of(self, viewer: Viewer,
+                           conversation_id: str) -> tuple[Conversation, worktrees.WorktreeInfo]:
+        conversation = await self.conversation_for(viewer, conversation_id)
         ws = conversation.workspace
         if ws.strategy != "worktree" or not ws.worktree_path or not ws.worktree_branch:
             raise conversation_error("not_a_worktree_conversation", "this conversation uses a shared workspace")
@@ -657,10 +703,13 @@ class ConversationsService:
 
     # -- helpers -------------------------------------------------------------------------------
 
-    async def _run_of(self, conversation_id: str, run_id: str) -> Run:
-        run = await self._db(self.store.get_run, run_id)
-        if run.conversation_id != conversation_id:
-            await self._db(self.store.get_conversation, conversation_id)  # conversation_not_found first
+    async def _run_of(self, viewer: Viewer, conversation_id: str, run_id: str) -> Run:
+        """The run, of the conversation named, which ``viewer`` may see (:meth:`conversation_for`)."""
+        run: Run = await self._db(self.store.get_run, run_id)  # run_not_found first, as ever
+        conversation = await self.conversation_for(viewer, conversation_id)
+        if run.conversation_id != conversation.id:
+            if not viewer.is_person:  # another tree's run is no business of the session's: an unknown id
+                raise conversation_error("run_not_found", f"no run {run_id!r}")
             raise conversation_error("conversation_mismatch", "the run does not belong to this conversation")
         return run
 

@@ -118,6 +118,7 @@ class Conversation:
     parent_id: str | None = None  # the conversation whose session spawned this sub-agent
     spawn_batch: str | None = None  # set on every sub-agent (spawn_run, spawn_sub_agents, kirocrew spawn run)
     released_at: str | None = None  # a released sub-agent takes no further message
+    created_by: str | None = None  # the conversation whose crew session created this one; None: the person
 
     @property
     def subagent(self) -> bool:
@@ -225,6 +226,7 @@ class SummaryQuery:
     archive: str = "active"  # active | archived | all
     after_id: str | None = None
     limit: int = 20
+    within: str | None = None  # only this conversation's descendants (a crew session's view); None: all
 
 
 @dataclass(frozen=True)
@@ -236,9 +238,27 @@ class ConversationSummary:
     queued_runs: int
 
 
+# The conversations below one (``?`` twice): those it created or spawned, theirs, and so on. A conversation
+# names at most one of them: ``parent_id`` (a sub-agent) or ``created_by``; both columns are indexed.
+_DESCENDANTS = (
+    "WITH RECURSIVE tree(id) AS (SELECT id FROM conversations WHERE parent_id = ? OR created_by = ?"
+    " UNION SELECT c.id FROM conversations c JOIN tree t ON c.parent_id = t.id OR c.created_by = t.id)"
+    " SELECT id FROM tree"
+)
+# The conversations above one (``?``): who created or spawned it, and so on up to one the person made.
+_ANCESTORS = (
+    "WITH RECURSIVE up(id) AS (SELECT COALESCE(parent_id, created_by) FROM conversations WHERE id = ?"
+    " UNION SELECT COALESCE(c.parent_id, c.created_by) FROM conversations c JOIN up ON c.id = up.id)"
+    " SELECT id FROM up WHERE id IS NOT NULL"
+)
+
+
 def _summary_filters(query: SummaryQuery) -> tuple[list[str], list[Any]]:
     where: list[str] = []
     params: list[Any] = []
+    if query.within is not None:
+        where.append(f"id IN ({_DESCENDANTS})")
+        params.extend((query.within, query.within))
 
     def among(column: str, values: Sequence[str]) -> None:
         where.append(f"{column} IN ({', '.join('?' for _ in values)})")
@@ -280,7 +300,7 @@ def _conversation(row: sqlite3.Row) -> Conversation:
         retired=bool(row["retired"]), created_at=row["created_at"], updated_at=row["updated_at"],
         archived_at=row["archived_at"], allowed_commands=tuple(json.loads(row["allowed_commands_json"])),
         parent_id=row["parent_id"], spawn_batch=row["spawn_batch"], released_at=row["released_at"],
-        project=row["project_path"],
+        project=row["project_path"], created_by=row["created_by"],
     )
 
 
@@ -369,10 +389,13 @@ class Store:
         model: str | None = None, effort: str | None = None, mode: str | None = None,
         conversation_id: str | None = None, acp_session_id: str | None = None,
         allowed_commands: Sequence[str] = (), parent_id: str | None = None, spawn_batch: str | None = None,
+        created_by: str | None = None,
     ) -> Conversation:
         """A new idle conversation; ``conversation_name_taken`` when the name is in use (names are unique).
 
-        ``spawn_batch`` makes it a sub-agent, ``parent_id`` the conversation that spawned it.
+        ``spawn_batch`` makes it a sub-agent, ``parent_id`` the conversation that spawned it;
+        ``created_by`` the conversation whose crew session created it otherwise (None: the person); one
+        that no longer exists leaves it the person's, as deleting its creator later would.
         """
         cid, now = conversation_id or new_id("conv"), _now()
         with self._write() as db:
@@ -380,12 +403,13 @@ class Store:
                 db.execute(
                     "INSERT INTO conversations (id, name, state, model, effort, mode, authority, workspace_strategy,"
                     " workspace_path, workspace_fingerprint, worktree_path, worktree_branch, worktree_base_ref,"
-                    " acp_session_id, allowed_commands_json, parent_id, spawn_batch, created_at, updated_at)"
-                    " VALUES (?, ?, 'idle', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " acp_session_id, allowed_commands_json, parent_id, spawn_batch, created_by, created_at,"
+                    " updated_at) VALUES (?, ?, 'idle', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+                    " (SELECT id FROM conversations WHERE id = ?), ?, ?)",
                     (cid, name, model, effort, mode, authority, workspace.strategy, workspace.path,
                      workspace.fingerprint, workspace.worktree_path, workspace.worktree_branch,
                      workspace.worktree_base_ref, acp_session_id, json.dumps(list(allowed_commands)),
-                     parent_id, spawn_batch, now, now),
+                     parent_id, spawn_batch, created_by, now, now),
                 )
             except sqlite3.IntegrityError as exc:
                 raise conversation_error("conversation_name_taken",
@@ -438,6 +462,17 @@ class Store:
         if row is None:
             raise conversation_error("conversation_not_found", f"no conversation {conversation_id!r}")
         return _conversation(row)
+
+    @quick_read
+    def descends_from(self, conversation_id: str, ancestor_id: str) -> bool:
+        """Whether ``ancestor_id`` created or spawned ``conversation_id``, directly or through others.
+
+        False for a conversation and itself, and for an id that does not exist.
+        """
+        with self._read() as db:
+            row = db.execute(f"SELECT 1 FROM ({_ANCESTORS}) WHERE id = ? LIMIT 1",
+                             (conversation_id, ancestor_id)).fetchone()
+        return row is not None
 
     @quick_read
     def list_conversations(

@@ -6,7 +6,9 @@ configured sub-agent root, as a sub-agent's ``cwd`` must; the conversation works
 session's workspace (or ``cwd``) on the session's agent and model (without a session, the kirocrew
 agent, as any run), under the session's authority. The person (the CLI)
 names absolute paths. The new conversation is a top-level one, not a sub-agent: it does
-not count against the cap and reports to nobody; it is followed like any conversation.
+not count against the cap and reports to nobody; it is followed like any conversation, and
+it is in the calling session's tree (``created_by``), so that session may follow it with the
+conversations tools (:mod:`kirocrew_conversations.scope`).
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ async def start_task(service: ConversationsService, caller: Conversation | None,
 
     agent, model = await service.subagents.settings_of(caller)  # the caller's agent and model
     conversation = await db_call(store.create_conversation, name=name or f"task-{secrets.token_hex(4)}",
-                                 workspace=workspace, authority=authority, mode=agent, model=model)
+                                 workspace=workspace, authority=authority, mode=agent, model=model,
+                                 created_by=caller.id if caller is not None else None)
     run = await service.orchestrator.submit(conversation.id, text)
     return conversation, run
 

@@ -475,7 +475,9 @@ TOOLS: tuple[Tool, ...] = (
         conversation state, run status, workspace fingerprint, model, authority or archive state (default: active
         conversations only). It never dumps historical replies; use kiro_result for one run's reply and
         kiro_events for one run's activity. Sub-agents (conversations a kirocrew session spawned with the spawn
-        tools of kirocrew-core) are marked subagent, with their parentConversationId.""",
+        tools of kirocrew-core) are marked subagent, with their parentConversationId. Called from a kirocrew
+        crew session it lists (and counts) only the conversations that session created and their descendants,
+        as every tool here sees only those (any other id is conversation_not_found); the person sees all.""",
         _object({
             "state": _array(_enum(CONVERSATION_STATES), L.STATUS_FILTER_MAX_VALUES, "Conversation states.",
                             min_items=1, unique=True),
@@ -550,7 +552,9 @@ TOOLS: tuple[Tool, ...] = (
         parts from now on, in scope (workspace: this conversation's workspace, the default; authority: runs
         under this run's authority; everywhere), and permits the call. allow_always is offered (attention.options)
         only where an allow rule can change the answer. Missing, stale, unknown or unsupported choices fail closed
-        with a stable error code and change nothing.""",
+        with a stable error code and change nothing. Only the person (the owner) answers: the policy asked the
+        owner, so a kirocrew crew session is refused owner_decision_required, even for a conversation it created,
+        and should tell the user instead.""",
         _object({
             "conversationId": _conversation_id(),
             "runId": _run_id(),
@@ -572,7 +576,9 @@ TOOLS: tuple[Tool, ...] = (
         for multiSelect, or free text, at most {Q.ANSWER_MAX_CHARS} characters, never truncated); dismissed: true
         withdraws the card unanswered. An unknown, already settled, expired or another conversation's askId fails
         with question_not_found; a bad answer fails with its code and leaves the card open. Omit askId only when
-        the conversation has exactly one open card (question_ambiguous otherwise).""",
+        the conversation has exactly one open card (question_ambiguous otherwise). A kirocrew crew session
+        answers only the cards of conversations it created (or their descendants); others are
+        conversation_not_found.""",
         _object({
             "conversationId": _conversation_id(),
             "askId": _ASK_ID_ARGUMENT,

@@ -17,6 +17,8 @@ isolation stops it when the test ends.
   ``(text, code)``, code None on success. ``harness.relay("mcp-cron")`` is the same on another
   hosted server's relay.
 * ``harness.probe_records()`` — what the probe tools saw, one dict per handler run.
+* ``with harness.owner_http() as owner`` — an owner-authenticated HTTP client on the running host's
+  dashboard (``owner.get("/api/conversations")``).
 
 Used by tests/coretools; the other parts of issue 17 reuse it for their own tools.
 """
@@ -174,6 +176,21 @@ class CrewHarness:
         path = directory / f"{name}.json"
         path.write_text(json.dumps(document))
         return path
+
+    @contextlib.contextmanager
+    def owner_http(self) -> Iterator[Any]:
+        """An owner-authenticated ``httpx.Client`` on the running host's gateway (``kirocrew dashboard --no-start``)."""
+        import subprocess
+        from urllib.parse import parse_qs, urlsplit
+
+        import httpx
+
+        shown = subprocess.run(kirocrew_argv("dashboard", "--no-start"), env=self.env, capture_output=True,
+                               text=True, timeout=60, check=True).stdout.strip()
+        token = parse_qs(urlsplit(shown).query)["token"][0]
+        with httpx.Client(base_url=shown.split("/?", 1)[0], headers={"Authorization": f"Bearer {token}"},
+                          timeout=60) as client:
+            yield client
 
     def probe_records(self) -> list[dict[str, Any]]:
         if not self.probe_log.exists():

@@ -172,10 +172,13 @@ class JobRunner:
         from kirocrew_conversations.store import Workspace
 
         real = os.path.realpath(job.workspace)
+        # A session's job runs in a conversation of that session's tree, so the session may follow it.
+        kind, _, owner = job.owner.partition(":")
         return await db_call(store.create_conversation, name=name,
                              workspace=Workspace(strategy="shared", path=real, fingerprint=workspace_fingerprint(real)),
                              authority=job.authority, mode=job.agent or None,
-                             model=None if job.model in ("", "auto") else job.model)
+                             model=None if job.model in ("", "auto") else job.model,
+                             created_by=owner if kind == "conversation" and owner else None)
 
 
 async def _hosted_conversations() -> ConversationsService:

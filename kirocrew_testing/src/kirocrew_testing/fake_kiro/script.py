@@ -22,6 +22,9 @@ after the one space that follows the directive, trailing whitespace included)::
                               (http://127.0.0.1 or localhost only, anything else fails the call: no network)
                               and returns its status and body
     !mcp SERVER TOOL [JSON]   call TOOL on a connected MCP server, with permission
+    !result                   reply ``result: <text>`` and a newline: the text the turn's last ``!mcp`` call
+                              got back (an error result's ``error[code]: ...`` included), as a model reading
+                              a tool's answer would (``result: none`` before any)
     !sleep SECONDS            pause the turn
     !recall                   reply with the session's earlier user prompts, ``recall: A | B``
                               (the context a resumed or continued session really carries)
@@ -49,8 +52,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-DIRECTIVES = ("say", "think", "plan", "todo", "tool", "write", "shell", "read", "fetch", "mcp", "sleep", "recall",
-              "settings", "context", "hang", "error", "refuse", "exit", "notify")
+DIRECTIVES = ("say", "think", "plan", "todo", "tool", "write", "shell", "read", "fetch", "mcp", "result", "sleep",
+              "recall", "settings", "context", "hang", "error", "refuse", "exit", "notify")
 # Directives whose argument is text a test compares byte for byte: never stripped.
 VERBATIM = ("say", "think", "write")
 
@@ -162,7 +165,7 @@ def _directive(word: str, rest: str) -> Step:
         return Step("exit", number=code)
     if rest:
         raise ScriptError(f"!{word} takes no arguments")
-    return Step(word)  # hang, refuse, recall, settings, context
+    return Step(word)  # hang, refuse, recall, result, settings, context
 
 
 def parse(text: str) -> list[Step]:

@@ -72,6 +72,7 @@ class Turn:
         self.session = session
         self.conn = agent.conn
         self.reply: list[str] = []
+        self.last_result: str | None = None  # what the last !mcp call returned, for !result
         self.started = time.monotonic()
 
     # -- the turn ---------------------------------------------------------------
@@ -242,6 +243,9 @@ class Turn:
                    if entry.get("role") == "user"][:-1]  # the last one is this prompt
         await self._say("recall: " + " | ".join(earlier))
 
+    async def _do_result(self, step: script.Step) -> None:
+        await self._say(f"result: {self.last_result if self.last_result is not None else 'none'}\n")
+
     async def _do_settings(self, step: script.Step) -> None:
         session = self.session
         await self._say(f"settings: model={session.model_id} mode={session.agent.name} "
@@ -409,9 +413,11 @@ class Turn:
         if tool not in usable or not commands.matches(self.session.agent.tools, server, tool, star_means_all=True):
             why = (f"MCP server {server!r} is {conn.status}" if conn is not None and conn.status != "running"
                    else f"tool {tool!r} of MCP server {server!r} is not available")
+            self.last_result = why
             await self._tool_progress(call_id, "failed", raw_output={"error": why})
             return
         if not await self._permitted(call_id, title, server, tool):
+            self.last_result = "the call was not permitted"
             return
         await self._tool_progress(call_id, "in_progress")
         try:
@@ -419,9 +425,11 @@ class Turn:
         except TurnCancelled:
             raise
         except Exception as exc:  # noqa: BLE001 - the tool call is reported failed
-            await self._tool_progress(call_id, "failed", raw_output={"error": str(exc) or type(exc).__name__})
+            self.last_result = str(exc) or type(exc).__name__
+            await self._tool_progress(call_id, "failed", raw_output={"error": self.last_result})
             return
         texts = [c.text for c in result.content if getattr(c, "type", "") == "text"]
+        self.last_result = "".join(texts)
         await self._tool_progress(
             call_id, "failed" if result.is_error else "completed",
             raw_output=result.model_dump(mode="json", by_alias=True, exclude_none=True),
