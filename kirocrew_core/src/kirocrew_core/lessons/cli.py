@@ -34,7 +34,7 @@ def add(rule: str, category: str, negative: str, scope: str, workspace: str | No
     elif workspace and not os.path.isabs(workspace):
         workspace = os.path.abspath(workspace)
     new = store.validate_new(rule, category=category, negative=negative, scope=scope, workspace=workspace)
-    lesson, created = store.add(new)
+    lesson, created = store.add(new, author=store.OWNER)
     where = f"workspace {lesson.workspace}" if lesson.workspace else "global"
     verb = "Saved" if created else "Already saved"
     click.echo(f"{verb} lesson {lesson.id} ({where}): {lesson.rule}")
@@ -63,7 +63,7 @@ def list_(workspace: str | None, as_json: bool) -> None:
 @click.argument("query")
 def remove(query: str) -> None:
     """Remove the lessons whose id is QUERY or whose rule contains it (case-insensitive)."""
-    gone = store.remove(query, everywhere=True)
+    gone = store.remove(query, author=store.OWNER)
     if not gone:
         click.echo(f"No lessons matched: {query}")
         return
