@@ -262,8 +262,11 @@ def test_a_session_removes_only_its_own_lessons(isolated_homes, kirocrew):
 
 def test_the_owner_adding_a_rule_a_session_saved_makes_it_the_owners(isolated_homes, kirocrew):
     call("learn_add", {"rule": "Prefer small commits"}, session())
+    assert kirocrew("learn", "list").stdout.strip() == \
+        "L1  [knowledge] Prefer small commits  (saved by conversation:conv-1)"
     adopted = kirocrew("learn", "add", "prefer SMALL commits")
     assert adopted.stdout.strip() == "Already saved lesson L1 (global): Prefer small commits"
+    assert kirocrew("learn", "list").stdout.strip() == "L1  [knowledge] Prefer small commits"
     assert store.all_lessons()[0].author == store.OWNER
     assert refused("learn_remove", {"query": "L1"}, session()).code == "lesson_not_yours"
 

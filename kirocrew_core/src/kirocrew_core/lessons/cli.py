@@ -44,7 +44,7 @@ def add(rule: str, category: str, negative: str, scope: str, workspace: str | No
 @click.option("--workspace", default=None, help="Only what a session in this workspace is told.")
 @click.option("--json", "as_json", is_flag=True, help="Print the lessons as JSON.")
 def list_(workspace: str | None, as_json: bool) -> None:
-    """List the lessons (all of them, or what a session in --workspace sees)."""
+    """List the lessons (all of them, or what a session in --workspace sees); a session's says which saved it."""
     lessons = store.all_lessons()
     if workspace is not None:
         lessons = store.visible(lessons, os.path.abspath(workspace))
@@ -56,7 +56,8 @@ def list_(workspace: str | None, as_json: bool) -> None:
         return
     for lesson in lessons:
         where = f"  (workspace {lesson.workspace})" if lesson.workspace else ""
-        click.echo(f"{lesson.id}  {lesson.line()}{where}")
+        who = "" if lesson.by_owner else f"  (saved by {lesson.author or 'a session'})"
+        click.echo(f"{lesson.id}  {lesson.line()}{where}{who}")
 
 
 @learn.command("remove")
