@@ -44,7 +44,8 @@ def main() -> int:
 
         here, there = Path(root, "project"), Path(root, "other")
         for n in range(args.lessons):
-            store.add(store.validate_new(f"lesson {n}", scope="workspace", workspace=str(here if n % 2 else there)))
+            store.add(store.validate_new(f"lesson {n}", scope="workspace", workspace=str(here if n % 2 else there)),
+                      author=store.OWNER)
         event = json.dumps({"hook_event_name": "agentSpawn", "cwd": str(here / "src")}).encode()
         baseline = _time([sys.executable, "-c", "pass"], env, args.runs, b"")
         hook = _time([*kirocrew_argv(), "learn", "context"], env, args.runs, event)

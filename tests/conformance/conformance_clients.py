@@ -27,7 +27,10 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kirocrew_testing.core_sessions import CrewHarness, McpClient
 
 TS_CLIENT = Path(__file__).with_name("ts_client.mjs")
 # Generous bounds: they only stop a hung test, they never measure anything.
@@ -60,6 +63,27 @@ def run_typescript_client(server: StdioServer, calls: list[dict[str, Any]]) -> d
                           timeout=RUN_TIMEOUT_SECS, cwd=server.cwd, env=server.env)
     assert done.returncode == 0, f"ts_client.mjs failed:\n{done.stderr}\nserver stderr:\n{_tail(server.stderr)}"
     return json.loads(done.stdout)
+
+
+async def run_typescript_client_in_a_session(crew: CrewHarness, conv: McpClient, argv: list[str],
+                                            calls: list[dict[str, Any]], *, name: str) -> dict[str, Any]:
+    """The report of ``ts_client.mjs`` run by a crew session: the fake kiro-cli of a new conversation ``name``
+    runs it with ``!shell``, so the server it starts (``argv``, a relay) descends from that kiro-cli and
+    carries its environment: the host sees that session, as for any tool the session calls itself."""
+    import shlex
+
+    node = shutil.which("node")
+    assert node, "node_sdk checked that node is installed"
+    folder = crew.root / f"ts-{name}"
+    folder.mkdir()
+    plan, report, errors = folder / "plan.json", folder / "report.json", folder / "client.stderr"
+    plan.write_text(json.dumps({"command": argv[0], "args": argv[1:], "cwd": str(crew.workspace),
+                                "stderr": str(folder / "server.stderr"), "calls": calls}))
+    quoted = [shlex.quote(str(part)) for part in (node, TS_CLIENT, plan, report, errors)]
+    line = "!shell {} {} < {} > {} 2> {}".format(*quoted)
+    run = await crew.delegate(conv, f"{line}\n!say ran", name=name)
+    assert run["status"] == "completed" and report.exists(), (run, _tail(errors), _tail(folder / "server.stderr"))
+    return dict(json.loads(report.read_text()))
 
 
 def run_python_client(server: StdioServer, calls: list[dict[str, Any]]) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 // Reads a JSON plan on stdin:
 //   {"command": str, "args": [str], "env": {str: str}, "cwd": str, "stderr": path,
 //    "calls": [{"name": str, "arguments": {...}}]}
+// (without "env" the server gets this process's whole environment: a crew session runs the client)
 // where an argument {"$ref": [index, "key", ...]} stands for an earlier call's result at that path
 // and prints one JSON report on stdout:
 //   {"serverInfo", "tools", "schemaProblems": [{"tool", "schema", "error"}],
@@ -41,7 +42,7 @@ function thrown(error) {
 const plan = await readStdin();
 const stderr = openSync(plan.stderr, 'a');
 const transport = new StdioClientTransport({
-  command: plan.command, args: plan.args, env: plan.env, cwd: plan.cwd, stderr,
+  command: plan.command, args: plan.args, env: plan.env ?? process.env, cwd: plan.cwd, stderr,
 });
 const client = new Client({ name: 'kirocrew-conformance', version: '1.0.0' });
 const report = { serverInfo: null, tools: [], schemaProblems: [], calls: [] };

@@ -34,7 +34,7 @@ def _render(plugin_manager: Any) -> dict[str, Any]:
 
 
 def _learn(rule: str, **kw: Any) -> None:
-    store.add(store.validate_new(rule, **kw))
+    store.add(store.validate_new(rule, **kw), author=store.OWNER)
 
 
 def _told(fake_kiro_cli: Any, *cwds: Path) -> list[str]:
@@ -79,7 +79,7 @@ def test_a_new_lesson_reaches_the_next_session_without_a_rebuild_and_a_removed_o
     _learn("Use uv here", scope="workspace", workspace=str(tmp_path))
     (told,) = _told(fake_kiro_cli, tmp_path)
     assert "Never push to main" in told and "Use uv here" in told
-    store.remove("push to main", everywhere=True)
+    store.remove("push to main", author=store.OWNER)
     (told,) = _told(fake_kiro_cli, tmp_path)
     assert "Never push to main" not in told and "Use uv here" in told
     assert home.rendered_agent_file().read_bytes() == rendered  # the agent file never changed

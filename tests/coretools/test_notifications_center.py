@@ -97,6 +97,74 @@ def test_a_group_key_replaces_the_previous_one_of_its_group_and_the_store_keeps_
     assert [n.title for n in store.all_notifications()] == ["flood 2", "flood 1", "flood 0"]
 
 
+def test_a_group_key_replaces_only_the_same_senders_card(isolated_homes):
+    """Session B reusing session A's group key, cron's or the host's stacks its own card; it replaces none of theirs."""
+    a, b = session(target="conv-a"), session(target="conv-b")
+    send({"title": "A: deploy needs you", "priority": "critical", "group_key": "deploy"}, a)
+    store.publish(store.NewNotification(title="Cron: nightly", group_key="cron:3f9a0b1c"),
+                  store.Source("conversation", "conv-cron-run", None), sender=store.CRON)
+    store.publish(store.NewNotification(title="Kiro asks to run shell", priority="critical",
+                                        group_key="permission:p1"), None)
+    for key in ("deploy", "cron:3f9a0b1c", "permission:p1"):
+        send({"title": f"B forged {key}", "group_key": key}, b)
+    send({"title": "A: deploy done", "group_key": "deploy"}, a)  # its own card, replaced
+    titles = [n.title for n in store.all_notifications()]
+    assert titles == ["A: deploy done", "B forged permission:p1", "B forged cron:3f9a0b1c", "B forged deploy",
+                      "Kiro asks to run shell", "Cron: nightly"]
+    senders = {n.title: n.publisher for n in store.all_notifications()}
+    assert senders["Cron: nightly"] == "cron" and senders["Kiro asks to run shell"] == "host"
+    assert senders["A: deploy done"] == "session:conversation:conv-a"
+
+
+def test_a_sessions_flood_of_505_notifications_leaves_every_other_senders_newest(isolated_homes):
+    a, b = session(target="conv-a"), session(target="conv-b")
+    store.publish(store.NewNotification(title="Kiro asks to run shell", priority="critical"), None)
+    store.publish(store.NewNotification(title="Cron: nightly", group_key="cron:1"),
+                  store.Source("conversation", "conv-run", None), sender=store.CRON)
+    send({"title": "A: review my change", "priority": "critical"}, a)
+    for n in range(505):  # the attack's 505; a full-size body on every tenth keeps the test quick
+        send({"title": f"flood {n}", "body": "x" * (store.BODY_MAX_CHARS if n % 10 == 0 else 100)}, b)
+    notes = store.all_notifications()
+    floods = [n.title for n in notes if n.publisher == "session:conversation:conv-b"]
+    assert floods == [f"flood {n}" for n in range(504, 504 - store.MAX_PER_SESSION, -1)]  # its own newest
+    assert [n.title for n in notes if n.publisher != "session:conversation:conv-b"] == [
+        "A: review my change", "Cron: nightly", "Kiro asks to run shell"]
+
+
+def test_over_the_total_the_session_holding_the_most_loses_its_oldest_and_the_host_and_cron_keep_theirs(
+        isolated_homes, monkeypatch):
+    monkeypatch.setattr(store, "MAX_NOTIFICATIONS", 8)
+    monkeypatch.setattr(store, "MAX_PER_SESSION", 4)
+    monkeypatch.setattr(store, "MAX_FROM_HOST", 2)
+    monkeypatch.setattr(store, "MAX_FROM_CRON", 2)
+    for n in range(3):  # the host's and cron's own caps keep their newest two
+        store.publish(store.NewNotification(title=f"host {n}"), None)
+        store.publish(store.NewNotification(title=f"cron {n}"), None, sender=store.CRON)
+    send({"title": "quiet"}, session(target="quiet"))
+    for n in range(4):  # two sessions at their cap: 2 + 2 + 1 + 4 + 4 is over 8
+        send({"title": f"b {n}"}, session(target="b"))
+        send({"title": f"c {n}"}, session(target="c"))
+    titles = {n.title for n in store.all_notifications()}
+    assert len(titles) == 8
+    assert {"host 1", "host 2", "cron 1", "cron 2", "quiet"} <= titles
+    assert "host 0" not in titles and "cron 0" not in titles
+    # the two floods shared the loss, each keeping its newest
+    assert {"b 3", "c 3"} <= titles and len({t for t in titles if t[:2] in ("b ", "c ")}) == 3
+
+
+def test_a_store_written_before_senders_reads_sourceless_cards_as_the_hosts(isolated_homes):
+    import json
+
+    store.store_file().parent.mkdir(parents=True)
+    store.store_file().write_text(json.dumps({"version": 1, "notifications": [
+        {"id": "n" + "1" * 16, "title": "old ask", "priority": "critical", "created": 1.0, "group_key": "permission:x"},
+        {"id": "n" + "2" * 16, "title": "old card", "priority": "default", "created": 0.5,
+         "source": {"kind": "conversation", "target_id": "conv-9", "agent": None}}]}))
+    assert [n.publisher for n in store.all_notifications()] == ["host", "session:conversation:conv-9"]
+    send({"title": "forged", "group_key": "permission:x"}, session())
+    assert [n.title for n in store.all_notifications()] == ["forged", "old ask", "old card"]
+
+
 # -- the JSON routes and the feed, on a real `kirocrew serve` -----------------------------------------------------
 
 

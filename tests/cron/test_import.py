@@ -242,3 +242,19 @@ def test_an_imported_last_result_and_error_are_stored_redacted(store: CronStore,
     assert job is not None
     assert "ghp_abcdefghij" not in job.last_result and "<redacted>" in job.last_result
     assert "sk-live-0123" not in job.last_error and "<redacted>" in job.last_error
+
+
+def test_an_import_past_the_stores_total_skips_the_rest_and_says_why(store: CronStore, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from kirocrew_cron import model
+
+    monkeypatch.setattr(model, "MAX_JOBS", 2)
+    entries = [{"id": f"0000000{n}", "name": f"j{n}", "message": "m", "schedule": {"kind": "every", "every_secs": 60}}
+               for n in range(4)]
+    report = import_crons_json(store, _write(tmp_path / "many.json", entries), now=NOW)
+    assert report.imported == ["00000000", "00000001"]
+    assert [(index, why.split(":")[0]) for index, why in report.skipped] == [(2, "00000002"), (3, "00000003")]
+    assert all("the most it keeps (2)" in why for _, why in report.skipped)
+    assert [job.id for job in store.jobs()] == ["00000000", "00000001"]
+    monkeypatch.setattr(model, "MAX_JOBS", 4)  # room again: the skipped entries come in with the next import
+    assert import_crons_json(store, tmp_path / "many.json", now=NOW).imported == ["00000002", "00000003"]

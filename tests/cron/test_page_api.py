@@ -92,6 +92,10 @@ def test_a_job_added_over_the_route_is_listed_with_its_schedule_in_words_and_its
     ({"name": "x", "command": "echo hi", "at": 1_000_000}, (400, "time_in_past", "schedule")),
     ({"name": "x", "every": 3600}, (400, "no_payload", "message")),
     ({"name": "x", "command": "cat ~/.ssh/id_rsa", "every": 3600}, (400, "command_refused", "command")),
+    ({"name": "x", "command": "echo hi", "cron_expr": "*/99999999999999999999 * * * *"},
+     (400, "cron_step_out_of_range", "schedule")),
+    ({"name": "x\n# y", "command": "echo hi", "every": 3600}, (400, "name_control_characters", "name")),
+    ({"name": "x", "message": "m\x1b[2J", "every": 3600}, (400, "message_control_characters", "message")),
 ])
 def test_the_add_route_refuses_what_cron_add_refuses_with_its_code_and_field_and_stores_nothing(
         owner: httpx.Client, workspace: Path, arguments: dict[str, Any], expected: tuple[int, str, str]) -> None:

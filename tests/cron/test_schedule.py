@@ -119,6 +119,33 @@ def test_malformed_cron_expressions_are_refused_with_the_reason(expr: str, why: 
     assert why in refusal.message
 
 
+@pytest.mark.parametrize(("expr", "where"), [
+    ("*/99999999999999999999 * * * *", "the minute step 999999… is wider than its range 0-59"),  # the attack
+    ("*/60 * * * *", "the minute step 60 is wider than its range 0-59"),
+    ("0-59/1000 * * * *", "the minute step 1000"),
+    ("* */25 * * *", "the hour step 25 is wider than its range 0-23"),
+    ("0 0 */400 * *", "the day-of-month step 400 is wider than its range 1-31"),
+    ("0 0 */31 * *", "the day-of-month step 31"),
+    ("0 0 * JAN-MAR/3 *", "the month step 3 is wider than its range 1-3"),
+    ("0 0 * * 1/9", "the day-of-week step 9 is wider than its range 1-6"),
+    ("0 0 * * */7", "the day-of-week step 7 is wider than its range 0-6"),
+    ("5,10-20/15 * * * *", "the minute step 15 is wider than its range 10-20"),
+])
+def test_a_step_wider_than_its_range_is_refused_not_described_as_every_n(expr: str, where: str) -> None:
+    """cronsim accepts ``*/99999999999999999999`` (it matches minute 0 only) and the words said "Every
+    99999999999999999999 minutes"; such a step can match only its range's first value."""
+    with _Refusal("cron_step_out_of_range") as refusal:
+        sched.validate_schedule(Schedule("cron", cron_expr=expr))
+    assert refusal.message.startswith(f"Invalid cron expression: {sched._shown(expr)!r}: {where}")
+    assert len(refusal.message) < 300
+
+
+@pytest.mark.parametrize("expr", ["*/59 * * * *", "*/1 * * * *", "0 */23 * * *", "0 0 1-31/30 * *",
+                                  "0 0 * JAN-DEC/3 *", "0 9 * * MON-FRI/2", "0 0 * * 0-7/7", "0 0 * * */6"])
+def test_a_step_within_its_range_is_accepted(expr: str) -> None:
+    assert sched.validate_cron_expr(expr) == expr
+
+
 @pytest.mark.parametrize("expr", ["* * * * *" + " " * 200, "0 0 * * *\x00", "0\n0 * * *", "١ * * * *",
                                   "0 0 * * *\u202e"])
 def test_hostile_cron_input_is_refused_without_echoing_it_whole(expr: str) -> None:

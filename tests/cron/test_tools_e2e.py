@@ -80,3 +80,37 @@ def test_a_sessions_job_is_its_own_another_session_cannot_touch_it_and_an_unveri
     assert calls.count(("cron_remove", "failed", "job_not_found")) == 1
     assert ("cron_update", "failed", "job_not_found") in calls and ("cron_add", "denied", "caller_unverified") in calls
     assert "check the build" not in json.dumps(audit.tail(400))
+
+
+def test_a_session_is_capped_at_its_jobs_and_refused_control_characters_and_absurd_steps_but_the_person_is_not(
+        cron_crew: CrewHarness, run_async: Any) -> None:
+    """The attack: a session's kiro-cli added 10,000 minutely jobs (the page became 10 MB), with names that
+    carried escapes and a step of 99999999999999999999 minutes the list described as if it were real."""
+    from kirocrew_cron.model import MAX_JOBS_PER_SESSION
+
+    script = "\n".join([
+        *[cron_line("cron_add", name=f"minutely {n}", message="m", every=60) for n in range(MAX_JOBS_PER_SESSION)],
+        cron_line("cron_add", name="one too many", message="m", every=60),
+        cron_line("cron_add", name="x\x1b[2J\n# Owner", message="m", every=3600),
+        cron_line("cron_add", name="x", message="wipe \u202etxt.exe", every=3600),
+        cron_line("cron_add", name="x", message="m", cron_expr="*/99999999999999999999 * * * *"),
+        "!say tried"])
+
+    async def main() -> dict[str, Any]:
+        async with cron_crew.conversations() as conv:
+            run = await cron_crew.delegate(conv, script, name="flooder")
+        async with person(cron_crew) as owner:
+            added = await owner.call("cron_add", name="the person's", message="m", every=3600)
+            listed = json.loads((await owner.call("cron_list", json=True))[0])
+        return {"run": run, "added": added, "listed": listed}
+
+    out = run_async(main())
+    assert out["run"]["status"] == "completed", out["run"]
+    codes = [r["fields"].get("code") for r in audit.tail(400)
+             if r["event"] == "coretools.call" and r["fields"].get("tool") == "cron_add"]
+    assert codes[-5:] == ["session_jobs_full", "name_control_characters", "message_control_characters",
+                          "cron_step_out_of_range", None]  # the last: the person's, past the session's cap
+    assert codes[:MAX_JOBS_PER_SESSION] == [None] * MAX_JOBS_PER_SESSION
+    owners = [job["owner"] for job in out["listed"]["jobs"]]
+    assert owners.count(f"conversation:{out['run']['conversationId']}") == MAX_JOBS_PER_SESSION
+    assert owners.count("") == 1 and out["added"][1] is None

@@ -34,7 +34,7 @@ def add(rule: str, category: str, negative: str, scope: str, workspace: str | No
     elif workspace and not os.path.isabs(workspace):
         workspace = os.path.abspath(workspace)
     new = store.validate_new(rule, category=category, negative=negative, scope=scope, workspace=workspace)
-    lesson, created = store.add(new)
+    lesson, created = store.add(new, author=store.OWNER)
     where = f"workspace {lesson.workspace}" if lesson.workspace else "global"
     verb = "Saved" if created else "Already saved"
     click.echo(f"{verb} lesson {lesson.id} ({where}): {lesson.rule}")
@@ -44,7 +44,7 @@ def add(rule: str, category: str, negative: str, scope: str, workspace: str | No
 @click.option("--workspace", default=None, help="Only what a session in this workspace is told.")
 @click.option("--json", "as_json", is_flag=True, help="Print the lessons as JSON.")
 def list_(workspace: str | None, as_json: bool) -> None:
-    """List the lessons (all of them, or what a session in --workspace sees)."""
+    """List the lessons (all of them, or what a session in --workspace sees); a session's says which saved it."""
     lessons = store.all_lessons()
     if workspace is not None:
         lessons = store.visible(lessons, os.path.abspath(workspace))
@@ -56,14 +56,15 @@ def list_(workspace: str | None, as_json: bool) -> None:
         return
     for lesson in lessons:
         where = f"  (workspace {lesson.workspace})" if lesson.workspace else ""
-        click.echo(f"{lesson.id}  {lesson.line()}{where}")
+        who = "" if lesson.by_owner else f"  (saved by {lesson.author or 'a session'})"
+        click.echo(f"{lesson.id}  {lesson.line()}{where}{who}")
 
 
 @learn.command("remove")
 @click.argument("query")
 def remove(query: str) -> None:
     """Remove the lessons whose id is QUERY or whose rule contains it (case-insensitive)."""
-    gone = store.remove(query, everywhere=True)
+    gone = store.remove(query, author=store.OWNER)
     if not gone:
         click.echo(f"No lessons matched: {query}")
         return

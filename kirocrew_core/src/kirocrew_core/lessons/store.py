@@ -2,11 +2,27 @@
 
 One JSON file in the crew state (``<crew home>/state/lessons/lessons.json``), read and
 replaced whole under the ``lessons`` lock with an atomic write, so a reader never sees half
-a change and two writers never lose one. It is bounded (:data:`MAX_LESSONS` lessons of at
-most :data:`RULE_MAX_CHARS` characters each) and every lesson keeps the id it was given
-(``L<number>``, never reused). Bad input raises :class:`~kirocrew_core.errors.BadInputError`
-with a stable code and changes nothing; a malformed store is reported
-(``lessons_store_malformed``), never overwritten.
+a change and two writers never lose one. Every lesson keeps the id it was given
+(``L<number>``, never reused) and its **author**: :data:`OWNER` (``kirocrew learn``) or the
+session that saved it (:func:`session_author`, ``conversation:<id>``). Bad input raises
+:class:`~kirocrew_core.errors.BadInputError` with a stable code and changes nothing; a
+malformed store is reported (``lessons_store_malformed``), never overwritten.
+
+Sessions write what every later session reads, so they get less room than the owner:
+
+* **a rule is one line** (:func:`clean_line`): a line break is refused (``rule_not_one_line``)
+  and so are control characters, bidirectional controls and other invisible format characters
+  (``rule_control_characters``), because they change what the text says or how it is shown;
+  zero-width spaces, a byte-order mark and soft hyphens are dropped and tabs become spaces,
+  because they are noise. Each lesson is written as one list item, so no rule can start a
+  heading, a quote or a fence in the delivered text;
+* **bounded per author**: one session keeps at most :data:`MAX_PER_SESSION` lessons, all
+  sessions together :data:`MAX_SESSION_LESSONS`, and the owner has its own
+  :data:`MAX_OWNER_LESSONS`, so sessions filling their share never refuse the owner's
+  ``kirocrew learn add``;
+* **a session removes only its own lessons**; the owner removes any;
+* **quoted as theirs**: the delivered text lists the owner's lessons, then the sessions' under
+  a heading that says sessions wrote them, as a quote (:func:`global_text`, :func:`context_text`).
 
 How a later session sees them (kiro-cli reads its agent file only when it starts):
 
@@ -25,11 +41,11 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from kirocrew_core import home
+from kirocrew_core import home, plaintext
 from kirocrew_core.errors import BadInputError, ConflictError, MalformedFileError
 from kirocrew_core.jsonfile import read_json, write_bytes_atomic, write_json_atomic
 from kirocrew_core.locks import named_lock
@@ -39,8 +55,18 @@ RULE_MAX_CHARS = 500
 NEGATIVE_MAX_CHARS = 500
 QUERY_MAX_CHARS = 500
 WORKSPACE_MAX_CHARS = 4096
-#: The store's bound: a session that keeps adding is refused (``lessons_full``), never truncated.
-MAX_LESSONS = 500
+#: What one session (one conversation) may keep; past it its ``learn_add`` is ``session_lessons_full``.
+MAX_PER_SESSION = 25
+#: What all sessions together may keep; past it a session's ``learn_add`` is ``lessons_full``.
+MAX_SESSION_LESSONS = 250
+#: The owner's own room (``kirocrew learn add``), apart from the sessions': ``lessons_full`` past it.
+MAX_OWNER_LESSONS = 250
+#: The store's bound: the sessions' share and the owner's.
+MAX_LESSONS = MAX_SESSION_LESSONS + MAX_OWNER_LESSONS
+#: The author of the lessons the owner keeps with ``kirocrew learn``.
+OWNER = "owner"
+#: The author recorded for lessons saved before authors were: removable by the owner only, shown as sessions'.
+UNKNOWN_AUTHOR = ""
 #: A removal matching more lessons than this is refused (``query_too_broad``): a short query
 #: such as ``"a"`` would otherwise wipe the store.
 MAX_REMOVE_AT_ONCE = 10
@@ -61,6 +87,12 @@ class Lesson:
     negative: str = ""
     workspace: str | None = None
     created: float = 0.0
+    #: :data:`OWNER`, :func:`session_author` of the session that saved it, or :data:`UNKNOWN_AUTHOR`.
+    author: str = UNKNOWN_AUTHOR
+
+    @property
+    def by_owner(self) -> bool:
+        return self.author == OWNER
 
     def line(self) -> str:
         """How ``learn_list`` shows it: ``[{category}] {rule}``, and what not to do when there is one."""
@@ -122,6 +154,11 @@ def checkout_of(directory: str) -> str:
     return str(here)
 
 
+def session_author(kind: str, target_id: str) -> str:
+    """The author of a session's lessons: what it acts for (``conversation:<id>``), stable across its processes."""
+    return f"{kind}:{target_id}"
+
+
 def store_dir() -> Path:
     return home.state_dir("lessons")
 
@@ -139,12 +176,31 @@ def global_file() -> Path:
 # -- validation -----------------------------------------------------------------------------------
 
 
-def _text(value: Any, name: str, limit: int, *, required: bool) -> str:
+def clean_line(value: str, name: str) -> str:
+    """``value`` as one clean line, or :class:`BadInputError` (see :mod:`kirocrew_core.plaintext`).
+
+    Refused, because it changes what the text says or how it reads: a line break
+    (``<name>_not_one_line``), and any other control character, bidirectional control, invisible
+    format character or lone surrogate (``<name>_control_characters``). Dropped as noise:
+    :data:`~kirocrew_core.plaintext.NOISE`; a tab becomes a space.
+    """
+    text = plaintext.without_noise(value).replace("\t", " ")
+    ch = plaintext.unsafe_character(text)
+    if ch is not None and ch in plaintext.LINE_BREAKS:
+        raise BadInputError(f"{name} must be one line: it holds {plaintext.named(ch)}; a lesson is one rule, "
+                            "written on one line", code=f"{name}_not_one_line")
+    if ch is not None:
+        raise BadInputError(f"{name} holds {plaintext.named(ch)}: it would change what the text says or how it is "
+                            "shown", code=f"{name}_control_characters")
+    return text
+
+
+def _text(value: Any, name: str, limit: int, *, required: bool, one_line: bool = False) -> str:
     if value is None:
         value = ""
     if not isinstance(value, str):
         raise BadInputError(f"{name} must be a string", code=f"bad_{name}")
-    text = value.strip()
+    text = (clean_line(value.strip(), name) if one_line else value).strip()
     if required and not text:
         raise BadInputError(f"{name} is required and must not be blank", code=f"{name}_required")
     if len(text) > limit:
@@ -178,7 +234,7 @@ class NewLesson:
 def validate_new(rule: Any, *, category: Any = DEFAULT_CATEGORY, negative: Any = "", scope: Any = "global",
                  workspace: Any = None) -> NewLesson:
     """Check a new lesson; :class:`BadInputError` with a stable code names the first problem."""
-    text = _text(rule, "rule", RULE_MAX_CHARS, required=True)
+    text = _text(rule, "rule", RULE_MAX_CHARS, required=True, one_line=True)
     if category not in CATEGORIES:
         raise BadInputError(f"category must be one of {', '.join(CATEGORIES)}, got {category!r}", code="bad_category")
     if scope not in SCOPES:
@@ -191,7 +247,8 @@ def validate_new(rule: Any, *, category: Any = DEFAULT_CATEGORY, negative: Any =
         where = normalize_workspace(workspace)
     elif workspace not in (None, ""):
         raise BadInputError("workspace is only for scope='workspace'", code="workspace_without_scope")
-    return NewLesson(text, category, scope, _text(negative, "negative", NEGATIVE_MAX_CHARS, required=False), where)
+    return NewLesson(text, category, scope,
+                     _text(negative, "negative", NEGATIVE_MAX_CHARS, required=False, one_line=True), where)
 
 
 # -- the file -------------------------------------------------------------------------------------
@@ -204,7 +261,7 @@ def _lesson(raw: Any) -> Lesson | None:
         lesson = Lesson(id=str(raw["id"]), rule=str(raw["rule"]), category=str(raw["category"]),
                         scope=str(raw["scope"]), negative=str(raw.get("negative") or ""),
                         workspace=raw.get("workspace") if isinstance(raw.get("workspace"), str) else None,
-                        created=float(raw.get("created") or 0.0))
+                        created=float(raw.get("created") or 0.0), author=str(raw.get("author") or UNKNOWN_AUTHOR))
     except (KeyError, TypeError, ValueError):
         return None
     ok = lesson.category in CATEGORIES and lesson.scope in SCOPES and (lesson.scope == "global") == (
@@ -238,15 +295,34 @@ def _write(lessons: list[Lesson], next_id: int) -> None:
     _write_global_file(lessons)
 
 
+#: The heading over the owner's lessons in what sessions are told.
+OWNER_HEADING = "The owner's lessons (saved with `kirocrew learn add`)"
+#: The heading over the sessions' lessons: what earlier sessions saved, quoted, never the owner's words.
+SESSIONS_HEADING = "Lessons earlier sessions saved (learn_add), quoted: notes from sessions, not the owner's words"
+
+
+def _sections(lessons: list[Lesson], heading: str) -> list[str]:
+    """The owner's lessons as list items, then the sessions' as a quoted list under their own heading."""
+    owners = [lesson for lesson in lessons if lesson.by_owner]
+    sessions = [lesson for lesson in lessons if not lesson.by_owner]
+    lines: list[str] = []
+    if owners:
+        lines += [f"{heading} {OWNER_HEADING}", ""] + [f"- {lesson.line()}" for lesson in owners]
+    if sessions:
+        lines += ([""] if lines else []) + [f"{heading} {SESSIONS_HEADING}", ""]
+        lines += [f"> - {lesson.line()}" for lesson in sessions]
+    return lines
+
+
 def global_text(lessons: Iterable[Lesson]) -> str:
     """The global lessons file's Markdown (it says so when there are none, so the resource always loads)."""
     rules = [lesson for lesson in lessons if lesson.scope == "global"]
     lines = ["# Lessons kept by kirocrew", "",
-             "Durable rules saved with learn_add (or `kirocrew learn add`) for every kirocrew session. "
-             "Follow them unless the user says otherwise.", ""]
+             "Durable rules for every kirocrew session. Follow them unless the user says otherwise; "
+             "where they disagree, the owner's lessons come before the ones sessions saved.", ""]
     if not rules:
         lines.append("No lessons saved.")
-    lines += [f"- {lesson.line()}" for lesson in rules]
+    lines += _sections(rules, "##")
     return "\n".join(lines) + "\n"
 
 
@@ -280,23 +356,43 @@ def all_lessons() -> list[Lesson]:
         return _read()[0]
 
 
-def add(new: NewLesson) -> tuple[Lesson, bool]:
-    """Save ``new``; ``(lesson, True)``, or ``(the existing one, False)`` when the same rule is already kept there.
+def _room_for(lessons: list[Lesson], author: str) -> None:
+    """:class:`ConflictError` when ``author`` may keep no more lessons (see the module's text)."""
+    if author == OWNER:
+        if sum(1 for lesson in lessons if lesson.by_owner) >= MAX_OWNER_LESSONS:
+            raise ConflictError(f"you keep {MAX_OWNER_LESSONS} lessons, the most the store holds for you: remove "
+                                "some first (kirocrew learn remove)", code="lessons_full")
+        return
+    if sum(1 for lesson in lessons if lesson.author == author) >= MAX_PER_SESSION:
+        raise ConflictError(f"this session keeps {MAX_PER_SESSION} lessons, the most one session may: remove one "
+                            "of its own first (learn_remove)", code="session_lessons_full")
+    if sum(1 for lesson in lessons if not lesson.by_owner) >= MAX_SESSION_LESSONS:
+        raise ConflictError(f"sessions keep {MAX_SESSION_LESSONS} lessons, the most sessions may together: the "
+                            "owner removes some with kirocrew learn remove", code="lessons_full")
 
-    The same rule (case-insensitively) in the same scope and workspace is not stored twice.
-    :class:`ConflictError` ``lessons_full`` when the store holds :data:`MAX_LESSONS`.
+
+def add(new: NewLesson, *, author: str) -> tuple[Lesson, bool]:
+    """Save ``new`` as ``author``'s; ``(lesson, True)``, or ``(the existing one, False)`` when the same rule is
+    already kept there.
+
+    The same rule (case-insensitively) in the same scope and workspace is not stored twice; when
+    the owner adds a rule a session saved, the lesson becomes the owner's (same id). Past the
+    author's room (:func:`_room_for`): :class:`ConflictError` ``session_lessons_full`` or
+    ``lessons_full``, and nothing changes.
     """
     with named_lock(LOCK):
         lessons, next_id = _read()
-        for lesson in lessons:
+        for index, lesson in enumerate(lessons):
             if (lesson.scope, lesson.workspace) == (new.scope, new.workspace) and \
                     lesson.rule.casefold() == new.rule.casefold():
+                if author == OWNER and not lesson.by_owner:
+                    _room_for(lessons, author)
+                    lessons[index] = lesson = replace(lesson, author=OWNER)
+                    _write(lessons, next_id)
                 return lesson, False
-        if len(lessons) >= MAX_LESSONS:
-            raise ConflictError(f"the lessons store is full ({MAX_LESSONS} lessons): remove some first",
-                                code="lessons_full")
+        _room_for(lessons, author)
         lesson = Lesson(id=f"L{next_id}", rule=new.rule, category=new.category, scope=new.scope,
-                        negative=new.negative, workspace=new.workspace, created=time.time())
+                        negative=new.negative, workspace=new.workspace, created=time.time(), author=author)
         _write([*lessons, lesson], next_id + 1)
     return lesson, True
 
@@ -317,18 +413,25 @@ def matches(lesson: Lesson, query: str) -> bool:
     return query.casefold() == lesson.id.casefold() or query.casefold() in lesson.rule.casefold()
 
 
-def remove(query: str, *, workspace: str | None = None, everywhere: bool = False) -> list[Lesson]:
-    """Remove the lessons matching ``query`` (:func:`matches`) and return them (none: ``[]``).
+def remove(query: str, *, author: str, workspace: str | None = None) -> list[Lesson]:
+    """Remove the lessons matching ``query`` (:func:`matches`) that ``author`` may remove; return them (none: ``[]``).
 
-    A session removes among what it sees (``workspace``: the global lessons and its
-    workspace's); the owner (``everywhere``) among all. More than :data:`MAX_REMOVE_AT_ONCE`
-    matches is refused (``query_too_broad``) and removes nothing.
+    The owner (``author`` :data:`OWNER`) removes among all lessons. A session (``author`` its
+    :func:`session_author`) removes only lessons it saved, among those it sees (``workspace``: the
+    global lessons and its workspace's): when every match is someone else's (the owner's, another
+    session's), the call is refused with ``lesson_not_yours`` and removes nothing. More than
+    :data:`MAX_REMOVE_AT_ONCE` removable matches is refused (``query_too_broad``) and removes nothing.
     """
     text = validate_query(query)
     with named_lock(LOCK):
         lessons, next_id = _read()
-        pool = lessons if everywhere else visible(lessons, workspace)
-        gone = [lesson for lesson in pool if matches(lesson, text)]
+        pool = lessons if author == OWNER else visible(lessons, workspace)
+        found = [lesson for lesson in pool if matches(lesson, text)]
+        gone = [lesson for lesson in found if author in (OWNER, lesson.author)]
+        if found and not gone:
+            raise BadInputError(f"{len(found)} lesson{'s' if len(found) != 1 else ''} match {text!r}, none saved by "
+                                "this session: a session removes only the lessons it saved (the owner removes any "
+                                "with kirocrew learn remove)", code="lesson_not_yours")
         if len(gone) > MAX_REMOVE_AT_ONCE:
             raise BadInputError(f"{len(gone)} lessons match {text!r}; the limit for one removal is "
                                 f"{MAX_REMOVE_AT_ONCE}: use a longer query or a lesson id", code="query_too_broad")
@@ -347,6 +450,7 @@ def context_text(directory: str) -> str:
     mine = [lesson for lesson in lessons if lesson.scope == "workspace" and lesson.applies_to(directory)]
     if not mine:
         return ""
-    lines = ["Lessons kirocrew keeps for this workspace (follow them unless the user says otherwise):"]
-    lines += [f"- {lesson.line()}" for lesson in mine]
+    lines = ["Lessons kirocrew keeps for this workspace (follow them unless the user says otherwise; where they "
+             "disagree, the owner's lessons come before the ones sessions saved):", ""]
+    lines += _sections(mine, "###")
     return "\n".join(lines) + "\n"

@@ -2,9 +2,10 @@
 
 ``learn_add`` and ``learn_remove`` change what every later session is told, so they are
 ``strict`` (a caller the host cannot tie to a session it started is refused before the
-handler runs) and gated by ``governance.memory_writes``. ``learn_list`` only reads, so it
-is ``lenient``: a verified session sees the global lessons and its workspace's, any other
-caller (a plain MCP client) the global ones.
+handler runs) and gated by ``governance.memory_writes``. A session's lessons are its own
+(author ``conversation:<id>``): bounded by its quota, removable only by it and the owner.
+``learn_list`` only reads, so it is ``lenient``: a verified session sees the global lessons
+and its workspace's, any other caller (a plain MCP client) the global ones.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ LEARN_ADD_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "rule": {"type": "string", "minLength": 1, "maxLength": store.RULE_MAX_CHARS,
-                 "description": f"The rule, one sentence. HARD LIMIT {store.RULE_MAX_CHARS} characters: "
-                                "a longer rule is REJECTED (not truncated)."},
+                 "description": f"The rule, one sentence on one line. HARD LIMIT {store.RULE_MAX_CHARS} characters: "
+                                "a longer rule is REJECTED (not truncated), and so is a line break or a control "
+                                "character."},
         "category": {"type": "string", "enum": list(store.CATEGORIES), "default": store.DEFAULT_CATEGORY,
                      "description": "tool (how to use a tool), preference (how the user likes things), "
                                     "knowledge (a fact about the work)."},
@@ -53,7 +55,8 @@ LEARN_REMOVE_SCHEMA: dict[str, Any] = {
     "properties": {
         "query": {"type": "string", "minLength": 1, "maxLength": store.QUERY_MAX_CHARS,
                   "description": "A lesson id (L3) or text the rule contains (case-insensitive); at most "
-                                 f"{store.MAX_REMOVE_AT_ONCE} lessons may match."},
+                                 f"{store.MAX_REMOVE_AT_ONCE} lessons may match. Only lessons this session saved "
+                                 "are removed."},
     },
     "required": ["query"],
     "additionalProperties": False,
@@ -64,6 +67,10 @@ def _gate() -> None:
     from kirocrew_core.governance import require_capability
 
     require_capability("memory_writes", "durable memory writes")
+
+
+def _author(session: CrewSession) -> str:
+    return store.session_author(session.kind, session.target_id)
 
 
 def _workspace_for(session: CrewSession, scope: str, given: str | None) -> str | None:
@@ -93,7 +100,7 @@ async def learn_add(args: dict[str, Any], call: ToolCall) -> str:
     new = store.validate_new(args.get("rule"), category=args.get("category", store.DEFAULT_CATEGORY),
                              negative=args.get("negative", ""), scope=scope,
                              workspace=_workspace_for(session, scope, args.get("workspace")))
-    lesson, created = await asyncio.to_thread(store.add, new)
+    lesson, created = await asyncio.to_thread(store.add, new, author=_author(session))
     if not created:
         return f"Lesson already saved ({lesson.scope}, {lesson.id}): {lesson.rule}"
     return f"Saved lesson ({lesson.scope}, {lesson.id}): {lesson.rule}"
@@ -113,7 +120,7 @@ async def learn_remove(args: dict[str, Any], call: ToolCall) -> str:
     session = call.require_session()
     _gate()
     query = store.validate_query(args.get("query"))
-    gone = await asyncio.to_thread(store.remove, query, workspace=session.workspace)
+    gone = await asyncio.to_thread(store.remove, query, author=_author(session), workspace=session.workspace)
     if not gone:
         return f"No lessons matched: {query}"
     lines = "\n".join(f"- {lesson.line()}" for lesson in gone)
@@ -128,6 +135,7 @@ def lesson_tools() -> list[CoreMcpTool]:
         CoreMcpTool("learn_list", "List the lessons this session is told: the global ones and its workspace's, "
                     "one per line as [category] rule.", LEARN_LIST_SCHEMA, learn_list, read_only=True,
                     identity="lenient"),
-        CoreMcpTool("learn_remove", "Remove the lessons whose id is the query or whose rule contains it "
-                    "(case-insensitive); says how many.", LEARN_REMOVE_SCHEMA, learn_remove, identity="strict"),
+        CoreMcpTool("learn_remove", "Remove the lessons this session saved whose id is the query or whose rule "
+                    "contains it (case-insensitive); says how many. The owner's lessons and other sessions' are not "
+                    "this session's to remove.", LEARN_REMOVE_SCHEMA, learn_remove, identity="strict"),
     ]

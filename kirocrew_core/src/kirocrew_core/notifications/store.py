@@ -2,11 +2,22 @@
 
 The host is its writer (the ``send_notification`` tool and the feed's routes run there);
 every change reads and replaces the file whole under the ``notifications`` lock with an
-atomic write. It keeps the newest :data:`MAX_NOTIFICATIONS`; a notification with a
-``group_key`` replaces the one before it with the same key (a session updating its own
-progress card, not stacking them). A notification records the session it came from (its
-kind, target and agent; never its key). Bad input raises
-:class:`~kirocrew_core.errors.BadInputError` with a stable code and changes nothing.
+atomic write. A notification records the session it came from (its kind, target and agent;
+never its key) and who published it, its **sender** (:func:`sender_of`): one crew session
+(its kind and target), kirocrew-cron (``cron``), or the host itself on the owner's side
+(``host``: the permission requests the owner must answer, anything published outside a session).
+
+Senders share the feed without being able to crowd each other out:
+
+* a ``group_key`` replaces only the **same sender's** notification with that key (a session
+  updating its own progress card; never another session's card, nor cron's or the host's);
+* each sender keeps at most its own cap (:data:`MAX_PER_SESSION`, :data:`MAX_FROM_CRON`,
+  :data:`MAX_FROM_HOST`): its own oldest falls off when it publishes past it;
+* over the total (:data:`MAX_NOTIFICATIONS`) only sessions' notifications fall off, the oldest
+  of the session that holds the most first. The host's and cron's caps together are far below
+  the total, so a flood of sessions never evicts what the host or cron published.
+
+Bad input raises :class:`~kirocrew_core.errors.BadInputError` with a stable code and changes nothing.
 """
 
 from __future__ import annotations
@@ -14,6 +25,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -32,8 +44,17 @@ MAX_ACTIONS = 4
 ACTION_ID_MAX_CHARS = 64
 ACTION_LABEL_MAX_CHARS = 40
 PRIORITIES = ("critical", "default", "passive")
-#: The store keeps the newest this many; older ones fall off.
+#: The store keeps at most this many; past it the oldest of the session holding the most falls off.
 MAX_NOTIFICATIONS = 500
+#: One crew session (a conversation, a job run) keeps its newest this many; its own oldest falls off.
+MAX_PER_SESSION = 50
+#: kirocrew-cron keeps its newest this many (one card per job: its group key ``cron:<id>``).
+MAX_FROM_CRON = 100
+#: The host keeps its newest this many (permission requests waiting for the owner).
+MAX_FROM_HOST = 100
+#: Who published a notification: the host (for the owner), kirocrew-cron, or a crew session.
+HOST, CRON, SESSION = "host", "cron", "session"
+SENDERS = (HOST, CRON, SESSION)
 #: A dashboard-internal path: one leading slash (``//host`` would leave the dashboard), no spaces, and
 #: no backslash anywhere (browsers read ``/\host`` as ``//host``): the reference's ``^/(?!/)\S*$``, tightened.
 URL_PATTERN = r"^/(?![/\\])[^\s\\]*$"
@@ -77,6 +98,8 @@ class Notification:
     group_key: str | None = None
     actions: tuple[Action, ...] = ()
     source: Source | None = None
+    #: :data:`HOST`, :data:`CRON` or :data:`SESSION` (then ``source`` is the session).
+    sender: str = SESSION
     read: bool = False
     #: The action the owner picked (``{"id", "at"}``), once they pick one.
     chosen: dict[str, Any] | None = field(default=None)
@@ -86,6 +109,22 @@ class Notification:
         out["actions"] = [asdict(action) for action in self.actions]
         out["source"] = None if self.source is None else {**asdict(self.source), "link": self.source.link}
         return out
+
+    @property
+    def publisher(self) -> str:
+        """Whose caps it counts against: ``host``, ``cron``, or ``session:<kind>:<target>`` (see :func:`sender_of`)."""
+        return sender_of(self.sender, self.source)
+
+
+def sender_of(sender: str, source: Source | None) -> str:
+    """The publisher a notification belongs to: ``host``, ``cron``, or one session as ``session:<kind>:<target>``.
+
+    A session is its kind and target (the conversation), not its key: a conversation's kiro-cli
+    processes come and go, the cards it publishes stay one sender's.
+    """
+    if sender != SESSION:
+        return sender
+    return f"{SESSION}:{source.kind}:{source.target_id}" if source is not None else HOST
 
 
 @dataclass(frozen=True)
@@ -166,13 +205,18 @@ def validate_new(args: dict[str, Any]) -> NewNotification:
 
 def _parse(raw: Any) -> Notification:
     source = raw.get("source")
+    # A store written before senders were recorded: a card without a source was the host's.
+    sender = raw.get("sender") or (SESSION if isinstance(source, dict) else HOST)
+    if sender not in SENDERS:
+        raise ValueError(f"unknown sender {sender!r}")
     return Notification(
         id=str(raw["id"]), title=str(raw["title"]), priority=str(raw["priority"]), created=float(raw["created"]),
         body=str(raw.get("body") or ""), url=raw.get("url"), group_key=raw.get("group_key"),
         actions=tuple(Action(str(a["id"]), str(a["label"]), a.get("url")) for a in raw.get("actions") or ()),
         source=None if not isinstance(source, dict) else Source(str(source["kind"]), str(source["target_id"]),
                                                                 source.get("agent")),
-        read=bool(raw.get("read")), chosen=raw.get("chosen") if isinstance(raw.get("chosen"), dict) else None)
+        sender=sender, read=bool(raw.get("read")),
+        chosen=raw.get("chosen") if isinstance(raw.get("chosen"), dict) else None)
 
 
 def _read() -> list[Notification]:
@@ -200,16 +244,49 @@ def _write(items: list[Notification]) -> None:
 # -- operations (blocking file work: call them through asyncio.to_thread in the host) ---------------
 
 
-def publish(new: NewNotification, source: Source | None) -> Notification:
-    """Store ``new`` as the newest; it replaces the one with the same ``group_key``; the oldest fall off."""
+def publish(new: NewNotification, source: Source | None, *, sender: str | None = None) -> Notification:
+    """Store ``new`` as the newest from ``sender`` and apply the caps (see the module's text).
+
+    ``sender`` defaults to :data:`SESSION` when ``source`` is given (``send_notification``) and
+    to :data:`HOST` otherwise; kirocrew-cron passes :data:`CRON` with its run's conversation as
+    ``source``. It replaces ``sender``'s own notification with the same ``group_key``.
+    """
+    if sender is None:
+        sender = SESSION if source is not None else HOST
+    if sender not in SENDERS or (sender == SESSION and source is None):
+        raise ValueError(f"sender {sender!r} with source {source!r}")  # a programming error
     note = Notification(id="n" + secrets.token_hex(8), title=new.title, priority=new.priority, created=time.time(),
-                        body=new.body, url=new.url, group_key=new.group_key, actions=new.actions, source=source)
+                        body=new.body, url=new.url, group_key=new.group_key, actions=new.actions, source=source,
+                        sender=sender)
     with named_lock(LOCK):
         items = _read()
         if note.group_key is not None:
-            items = [n for n in items if n.group_key != note.group_key]
-        _write([note, *items][:MAX_NOTIFICATIONS])
+            items = [n for n in items if not (n.group_key == note.group_key and n.publisher == note.publisher)]
+        _write(_within_caps([note, *items]))
     return note
+
+
+def _cap_of(publisher: str) -> int:
+    return {HOST: MAX_FROM_HOST, CRON: MAX_FROM_CRON}.get(publisher, MAX_PER_SESSION)
+
+
+def _within_caps(items: list[Notification]) -> list[Notification]:
+    """``items`` (newest first) with each publisher's oldest past its cap dropped, then, while over the
+    total, the oldest card of the session publisher that holds the most."""
+    counts: Counter[str] = Counter()
+    kept: list[Notification] = []
+    for note in items:
+        counts[note.publisher] += 1
+        if counts[note.publisher] <= _cap_of(note.publisher):
+            kept.append(note)
+    while len(kept) > MAX_NOTIFICATIONS:
+        held = Counter(note.publisher for note in kept if note.publisher not in (HOST, CRON))
+        if not held:  # unreachable while MAX_FROM_HOST + MAX_FROM_CRON < MAX_NOTIFICATIONS
+            break
+        most = max(held.values())
+        crowded = {who for who, count in held.items() if count == most}
+        del kept[max(i for i, note in enumerate(kept) if note.publisher in crowded)]
+    return kept
 
 
 def all_notifications() -> list[Notification]:

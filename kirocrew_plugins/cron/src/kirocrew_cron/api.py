@@ -56,10 +56,11 @@ BAD_INPUT_CODES = frozenset({
     "invalid_arguments", "bad_json", "bad_request", "body_too_large", "invalid_job_id", "no_schedule",
     "conflicting_schedule", "invalid_schedule", "invalid_timezone", "invalid_skip_date", "time_in_past",
     "unparseable_time", "no_payload", "conflicting_payload", "command_refused", "no_fields", "import_unreadable",
-    "invalid_workspace", "person_only_field",
+    "invalid_workspace", "person_only_field", "cron_step_out_of_range", "name_control_characters",
+    "message_control_characters",
 })
 CONFLICT_CODES = frozenset({"job_running", "scheduler_off", "cron_store_busy", "authority_unavailable",
-                            "governance_denied"})
+                            "governance_denied", "session_jobs_full", "jobs_full"})
 UNAVAILABLE_CODES = frozenset({"host_required", "cron_store_unusable"})
 
 #: The form field a refusal belongs to when its code says so whatever the message ("schedule": the
@@ -69,6 +70,9 @@ FIELD_OF_CODE = {
     "no_schedule": "schedule",
     "conflicting_schedule": "schedule",
     "invalid_schedule": "schedule",
+    "cron_step_out_of_range": "schedule",
+    "name_control_characters": "name",
+    "message_control_characters": "message",
     "time_in_past": "schedule",
     "unparseable_time": "at_time",
     "invalid_timezone": "timezone",

@@ -19,6 +19,17 @@ CATALOGUE: dict[str, str] = {
     "time_in_past": "A one-shot instant (at, at_time) is already past.",
     "unparseable_time": "at_time is not one of the accepted forms ('5pm', 'in 30 minutes', 'tomorrow 9am', "
                         "'2026-03-28 14:00').",
+    "cron_step_out_of_range": "A step in the cron expression is wider than its range (*/60 in minutes, "
+                              "*/99999999999999999999): it could match only the range's first value.",
+    "name_control_characters": "The job's name holds a control character (a line break, an escape), a "
+                               "bidirectional control or another invisible format character: a name is one line.",
+    "message_control_characters": "The job's message holds a control character other than a line break or a tab "
+                                  "(an escape, NUL, a lone carriage return), a bidirectional control or another "
+                                  "invisible format character.",
+    "session_jobs_full": "The session already owns as many jobs as one session may (see kirocrew_cron.model); it "
+                         "removes one of its own first.",
+    "jobs_full": "Sessions together own as many jobs as sessions may, or the store holds as many jobs as it may in "
+                 "all; the person's own jobs have room beyond the sessions' share.",
     "no_payload": "A job needs a message (an agent job) or a command (a command job).",
     "conflicting_payload": "A job has either a message or a command, never both.",
     "command_refused": "The command failed vetting (credential paths, secret names, exfiltration shapes, shell "

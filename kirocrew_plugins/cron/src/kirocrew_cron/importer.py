@@ -294,7 +294,12 @@ def import_crons_json(store: CronStore, path: Path, *, now: float | None = None)
         except _Malformed as malformed:
             report.skipped.append((index, f"{source_id}: {malformed}"))
             continue
-        if not store.add_imported(job, source_id, when):
+        try:
+            added = store.add_imported(job, source_id, when)
+        except ToolRefused as full:  # jobs_full: the rest cannot fit either
+            report.skipped.append((index, f"{source_id}: {full.message}"))
+            continue
+        if not added:
             report.already.append(source_id)
             continue
         report.imported.append(job_id)

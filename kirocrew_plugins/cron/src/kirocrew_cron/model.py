@@ -52,6 +52,13 @@ LAST_RESULT_MAX = 20_000
 MINIMAL_LAST_RESULT_MAX = 2_000
 #: History rows kept per job (oldest dropped first).
 HISTORY_PER_JOB = 200
+#: The jobs one session (one conversation) may own; past it its cron_add is ``session_jobs_full``.
+MAX_JOBS_PER_SESSION = 50
+#: The jobs all sessions together may own (``jobs_full``): well under :data:`MAX_JOBS`, so sessions
+#: filling their share never stop the person adding jobs.
+MAX_SESSION_JOBS = 500
+#: Every job, the person's included (``jobs_full``): a listing or the Cron page stays a page.
+MAX_JOBS = 1_000
 
 PERSON = ""
 """The owner of a job the person made (CLI, page, import): no session sees it."""

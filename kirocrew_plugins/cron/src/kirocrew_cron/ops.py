@@ -14,6 +14,12 @@ own over the store when no host runs) and an :class:`Actor`, the one who acts:
 
 Every check runs before anything is written, so a refused call changes nothing; every change
 calls ``host.changed(job_id)`` so the scheduler plans again.
+
+Names and messages reach the person's screen and a later run's prompt, so they hold no control
+characters (:func:`_name`, :func:`_message`), and a session's jobs are bounded
+(:data:`~kirocrew_cron.model.MAX_JOBS_PER_SESSION` each, :data:`~kirocrew_cron.model.MAX_SESSION_JOBS`
+together) well inside the store's :data:`~kirocrew_cron.model.MAX_JOBS`, so sessions at their caps
+never stop the person adding jobs. The store counts and inserts in one transaction.
 """
 
 from __future__ import annotations
@@ -57,7 +63,7 @@ class JobStore(Protocol):
     """What the operations need of the cron store (``kirocrew_cron.store.CronStore``)."""
 
     def new_id(self) -> str: ...
-    def add(self, job: Job) -> Job: ...
+    def add(self, job: Job, *, capped: bool = False) -> Job: ...
     def get(self, job_id: str) -> Job | None: ...
     def jobs(self, owner: str | None = None) -> list[Job]: ...
     def update(self, job_id: str, **changes: Any) -> Job: ...
@@ -154,9 +160,10 @@ def add_job(host: JobHost, actor: Actor, args: Mapping[str, Any]) -> Job:
     if sched is None:
         raise cron_error("no_schedule", "provide every, cron_expr, at, delay, or at_time")
     message, command = _payload(args.get("message", ""), args.get("command", ""))
+    name = _name(args["name"])
     placement = _placement(actor, args)
     job = Job(
-        id=host.store.new_id(), name=args["name"], schedule=sched, message=message, command=command,
+        id=host.store.new_id(), name=name, schedule=sched, message=message, command=command,
         owner=placement.owner, timezone=timezone, skip_dates=_skip_dates(args.get("skip_dates", ())),
         strict_schedule=bool(args.get("strict_schedule", False)), catch_up=args.get("catch_up", "once"),
         catch_up_max=int(args.get("catch_up_max", CATCH_UP_MAX_DEFAULT)),
@@ -166,7 +173,7 @@ def add_job(host: JobHost, actor: Actor, args: Mapping[str, Any]) -> Job:
         minimal_context=bool(args.get("minimal_context", False)), silent=bool(args.get("silent", False)),
         timeout=int(args.get("timeout", 0)), timeout_secs=int(args.get("timeout_secs", TIMEOUT_SECS_DEFAULT)),
         delete_after_run=one_shot, created_ts=now, updated_ts=now)
-    stored = host.store.add(job)
+    stored = host.store.add(job, capped=True)
     host.changed(stored.id)
     return stored
 
@@ -181,6 +188,8 @@ def update_job(host: JobHost, actor: Actor, job_id: str, args: Mapping[str, Any]
         _require_cron_capability("cron_update")
     now = host.clock.now()
     changes: dict[str, Any] = {name: fields[name] for name in _PLAIN_UPDATES if name in fields}
+    if "name" in fields:
+        changes["name"] = _name(fields["name"])
     if "timezone" in fields:
         changes["timezone"] = _timezone(fields["timezone"])
     timezone = changes.get("timezone", job.timezone)
@@ -336,7 +345,33 @@ def _schedule(args: Mapping[str, Any], now: float, timezone: str) -> tuple[Sched
     return schedule.validate_schedule(Schedule("at", at_ts=at)), True
 
 
+def _name(name: str) -> str:
+    """The job's name as one line: noise dropped, a tab a space; ``name_control_characters`` for the rest."""
+    from kirocrew_core import plaintext
+
+    text = plaintext.without_noise(name).replace("\t", " ")
+    if (ch := plaintext.unsafe_character(text)) is not None:
+        raise cron_error("name_control_characters", f"the job's name holds {plaintext.named(ch)}: a name is one "
+                                                    "line of plain text")
+    if name and not text:
+        raise cron_error("name_control_characters", "the job's name is only invisible characters")
+    return text
+
+
+def _message(message: str) -> str:
+    """The prompt: line breaks (CR LF read as LF) and tabs kept, noise dropped; ``message_control_characters`` for
+    another control character (a lone CR too), a bidirectional control or an invisible format character."""
+    from kirocrew_core import plaintext
+
+    text = plaintext.without_noise(message).replace("\r\n", "\n")
+    if (ch := plaintext.unsafe_character(text, allowed="\n\t")) is not None:
+        raise cron_error("message_control_characters", f"the job's message holds {plaintext.named(ch)}: a message "
+                                                       "may hold line breaks and tabs, no other control characters")
+    return text
+
+
 def _payload(message: str, command: str) -> tuple[str, str]:
+    message = _message(message)
     if message and command:
         raise cron_error("conflicting_payload", "a job has either a message (an agent job) or a command, not both")
     if not message and not command:

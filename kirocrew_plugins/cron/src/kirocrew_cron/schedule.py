@@ -66,8 +66,14 @@ DAILY_JITTER_MAX = 3_540
 HOURLY_JITTER_MAX = 300
 
 _CRON_FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
-_SKIP_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+#: Each field's values for ``*`` (day-of-week 7, a second Sunday, is left out: ``*/7`` matches Sunday only).
+_FIELD_BOUNDS = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 6))
+#: The names a field takes (month and day-of-week), upper-cased, as numbers.
+_NAMES: tuple[dict[str, int], ...] = (
+    {}, {}, {}, {name.upper(): n for n, name in enumerate(_MONTHS, start=1)},
+    {name: n for n, name in enumerate(("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"))})
+_SKIP_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 # Bounds every loop over instants: each pass either yields or jumps over at least one skipped date.
 _MAX_STEPS = 4 * SKIP_DATES_MAX + 64
 
@@ -101,11 +107,44 @@ def _expression(expr: str) -> str:
     return " ".join(cron_fields(expr))
 
 
+def _field_value(text: str, index: int) -> int | None:
+    if text.isdigit():
+        return int(text)
+    return _NAMES[index].get(text.upper())
+
+
+def _check_steps(expr: str, fields: list[str]) -> None:
+    """``cron_step_out_of_range`` for a step wider than its range (cronsim accepts ``*/99999999999999999999``).
+
+    Such a step can match only the first value of its range, yet reads (and is described) as
+    "every N": ``*/60`` in the minute field runs once an hour, not every 60 minutes.
+    """
+    for index, text in enumerate(fields):
+        low, high = _FIELD_BOUNDS[index]
+        for part in text.split(","):
+            base, slash, step_text = part.partition("/")
+            if not slash:
+                continue
+            start_text, dash, end_text = base.partition("-")
+            start = low if base == "*" else _field_value(start_text, index)
+            end = _field_value(end_text, index) if dash else high
+            if start is None or end is None or not step_text.isdigit():
+                continue  # not a plain range (cronsim has judged it)
+            step = int(step_text)
+            if step > end - start:
+                shown = step_text if len(step_text) <= 6 else step_text[:6] + "…"
+                raise cron_error("cron_step_out_of_range",
+                                 f"Invalid cron expression: {_shown(expr)!r}: the {_CRON_FIELDS[index]} step {shown} "
+                                 f"is wider than its range {start}-{end}, so it would match {start} only; use a "
+                                 f"step of at most {max(1, end - start)}, or the value itself")
+
+
 def validate_cron_expr(expr: object) -> str:
     """``expr`` normalised (single spaces), or ``cron_error("invalid_schedule", "Invalid cron expression: …")``.
 
     cronsim judges the fields (ranges, names, steps, ``L``/``W``/``#``); an expression that can never
-    match (``0 0 30 2 *``) is refused here rather than left to never run.
+    match (``0 0 30 2 *``) is refused here rather than left to never run, and a step wider than its
+    range (``*/60`` in minutes) with ``cron_step_out_of_range`` (:func:`_check_steps`).
     """
     if not isinstance(expr, str):
         raise cron_error("invalid_schedule", "Invalid cron expression: must be a string")
@@ -122,6 +161,7 @@ def validate_cron_expr(expr: object) -> str:
         first = next(CronSim(normal, datetime(2000, 1, 1, tzinfo=timezone.utc)), None)
     except Exception as exc:  # noqa: BLE001 - hostile input must end in invalid_schedule, whatever cronsim raises
         raise cron_error("invalid_schedule", f"Invalid cron expression: {_shown(expr)!r}: {exc}") from None
+    _check_steps(expr, fields)
     if first is None:
         raise cron_error("invalid_schedule", f"Invalid cron expression: {_shown(expr)!r}: it never matches")
     return expr.strip() if expr.strip().startswith("@") else normal

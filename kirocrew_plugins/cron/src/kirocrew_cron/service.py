@@ -489,7 +489,11 @@ def _audit_auto_pause(job: Job) -> None:
 
 
 def _notify(job: Job, outcome: Outcome, paused_itself: bool, removed: bool) -> None:
-    """The run's notification in kirocrew-core's feed (one card per job: ``group_key`` ``cron:<id>``)."""
+    """The run's notification in kirocrew-core's feed (one card per job: ``group_key`` ``cron:<id>``).
+
+    Published as cron's (sender ``cron``), not the run's conversation's: a session reusing the group
+    key cannot replace it, and a session's flood does not evict it.
+    """
     from kirocrew_core.errors import KirocrewError
     from kirocrew_core.notifications.store import BODY_MAX_CHARS, TITLE_MAX_CHARS, NewNotification, Source, publish
 
@@ -507,7 +511,8 @@ def _notify(job: Job, outcome: Outcome, paused_itself: bool, removed: bool) -> N
     try:
         publish(NewNotification(title=f"Cron: {job.name}"[:TITLE_MAX_CHARS],
                                 priority="critical" if paused_itself else "default",
-                                body=body[:BODY_MAX_CHARS], url=url, group_key=f"cron:{job.id}"), source)
+                                body=body[:BODY_MAX_CHARS], url=url, group_key=f"cron:{job.id}"), source,
+                sender="cron")
     except (KirocrewError, OSError) as exc:
         log.warning("cron job %s: its notification could not be published: %s", job.id, exc)
 

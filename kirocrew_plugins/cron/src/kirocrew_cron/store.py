@@ -232,6 +232,29 @@ def _problem(exc: sqlite_db.DatabaseProblem, path: Path) -> Exception:
     return cron_error("cron_store_unusable", str(exc))
 
 
+def _check_caps(db: sqlite3.Connection, owner: str) -> None:
+    """``session_jobs_full`` or ``jobs_full`` when ``owner`` may own no more jobs (the limits of :mod:`.model`).
+
+    A session is bounded by its own cap and by the sessions' share; everyone by the total. The
+    sessions' share is well under the total, so the person always has room sessions cannot take.
+    """
+    from kirocrew_cron import model
+
+    if owner != model.PERSON:
+        own = db.execute("SELECT COUNT(*) FROM jobs WHERE owner = ?", (owner,)).fetchone()[0]
+        if own >= model.MAX_JOBS_PER_SESSION:
+            raise cron_error("session_jobs_full", f"this session owns {own} cron jobs, the most one session may "
+                                                  f"({model.MAX_JOBS_PER_SESSION}): remove one of its jobs first")
+        sessions = db.execute("SELECT COUNT(*) FROM jobs WHERE owner != ?", (model.PERSON,)).fetchone()[0]
+        if sessions >= model.MAX_SESSION_JOBS:
+            raise cron_error("jobs_full", f"sessions own {sessions} cron jobs, the most sessions may together "
+                                          f"({model.MAX_SESSION_JOBS}): the person removes some with kirocrew cron")
+    total = db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
+    if total >= model.MAX_JOBS:
+        raise cron_error("jobs_full", f"the cron store holds {total} jobs, the most it keeps ({model.MAX_JOBS}): "
+                                      "remove some first (kirocrew cron remove)")
+
+
 class CronStore:
     """Jobs and history. Thread-safe: one connection, every operation under one lock (writes are short)."""
 
@@ -298,12 +321,18 @@ class CronStore:
                               (candidate, candidate)).fetchone() is None:
                     return candidate
 
-    def add(self, job: Job) -> Job:
-        """Insert ``job`` as given (its id must be free: ValueError otherwise, a programming error)."""
+    def add(self, job: Job, *, capped: bool = False) -> Job:
+        """Insert ``job`` as given (its id must be free: ValueError otherwise, a programming error).
+
+        ``capped``: first check, in the same transaction, that its owner may own one more job
+        (:func:`_check_caps`); a refusal inserts nothing.
+        """
         columns = ", ".join(_JOB_COLUMNS)
         marks = ", ".join("?" for _ in _JOB_COLUMNS)
         try:
             with self._write() as db:
+                if capped:
+                    _check_caps(db, job.owner)
                 db.execute(f"INSERT INTO jobs ({columns}) VALUES ({marks})", _job_values(job))
         except sqlite3.IntegrityError as exc:
             raise ValueError(f"cannot store job {job.id!r}: {exc}") from exc
@@ -444,12 +473,16 @@ class CronStore:
         return None if row is None else str(row["job_id"])
 
     def add_imported(self, job: Job, source_id: str, at: float) -> bool:
-        """Insert an imported job and remember its source id, in one transaction; False if already imported."""
+        """Insert an imported job and remember its source id, in one transaction; False if already imported.
+
+        Bounded like any job of its owner (:func:`_check_caps`: ``jobs_full`` past the total).
+        """
         columns = ", ".join(_JOB_COLUMNS)
         marks = ", ".join("?" for _ in _JOB_COLUMNS)
         with self._write() as db:
             if db.execute("SELECT 1 FROM imports WHERE source_id = ?", (source_id,)).fetchone() is not None:
                 return False
+            _check_caps(db, job.owner)
             db.execute(f"INSERT INTO jobs ({columns}) VALUES ({marks})", _job_values(job))
             db.execute("INSERT INTO imports (source_id, job_id, imported_at) VALUES (?, ?, ?)",
                        (source_id, job.id, at))

@@ -158,8 +158,10 @@ def tools(host: HostProvider = _hosted) -> list[CoreMcpTool]:
             "weekly, at a time, to 'remind me', to 'check regularly', or to schedule anything. Give exactly one "
             "schedule (every, cron_expr, at, delay or at_time) and either a message (a prompt run by an agent in "
             "this job's own conversation) or a command (a shell command run without an agent). The job belongs to "
-            "this session and runs with this conversation's authority and working directory.",
-            _object({"name": _text(M.NAME_MAX, "The job's name, shown in lists and notifications."),
+            "this session and runs with this conversation's authority and working directory; a session owns at "
+            f"most {M.MAX_JOBS_PER_SESSION} jobs.",
+            _object({"name": _text(M.NAME_MAX, "The job's name, shown in lists and notifications: one line, no "
+                                               "control characters."),
                      **_SCHEDULE, **_PAYLOAD, **_OPTIONS, **_PERSON_ONLY, "json": _JSON}, ("name",)),
             cron_add),
         CoreMcpTool(
@@ -352,7 +354,8 @@ _SCHEDULE: dict[str, Any] = {
 }
 _PAYLOAD: dict[str, Any] = {
     "message": _text(M.MESSAGE_MAX, "The prompt an agent runs each time, in the job's own conversation (which "
-                                    "sees the previous run's result unless persistent_session is false)."),
+                                    "sees the previous run's result unless persistent_session is false). Line "
+                                    "breaks and tabs are fine; other control characters are refused."),
     "command": _text(M.COMMAND_MAX, "A shell command to run instead of an agent (no control characters). Vetted: "
                                     "credential paths, secret names, exfiltration and constructs that hide what "
                                     "runs are refused.", pattern=_NO_CONTROL),
