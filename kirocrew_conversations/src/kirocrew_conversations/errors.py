@@ -60,6 +60,9 @@ CATALOGUE: dict[str, str] = {
                                "decided.",
     "caller_unverified": "The caller names a kirocrew session the host cannot verify (a stale or copied session "
                          "key); it sees and changes no conversation.",
+    "authority_escalation": "A crew session asked for an authority above its own (a read_only session starting an "
+                            "unrestricted conversation); a session gives work its own authority or a narrower one, "
+                            "and only the owner chooses a wider one. Nothing was created or changed.",
     # -- the tools (service.py) --
     "conversation_name_taken": "Another conversation already has this name; names are unique.",
     "conversation_mismatch": "The run does not belong to the given conversation.",

@@ -129,12 +129,10 @@ class HostedConversations:
         try:
             if service is None:
                 raise KirocrewError("conversations are not running", code="service_unavailable")
-            conversation = service.store.get_conversation(conversation_id)
-            runs = [run for run in service.store.unfinished_runs(conversation_id) if run.status != "queued"]
+            return service.session_placement(conversation_id)
         except KirocrewError as exc:
             raise ToolRefused("the calling session's conversation is not available in this host",
                               code="caller_unverified") from exc
-        return (runs[0].authority if runs else conversation.authority), conversation.cwd
 
     def host_service(self) -> HostService:
         return HostService(SERVICE_NAME, self.start, self.stop, self.busy)

@@ -54,6 +54,7 @@ from kirocrew_conversations.store import (
 from kirocrew_conversations.tool_schemas import validate_arguments
 from kirocrew_conversations.vocabulary import (
     AUTHORITIES,
+    AUTHORITY_RANK,
     DEFAULT_AGENT,
     EFFORTS,
     NONTERMINAL_STATUSES,
@@ -304,6 +305,8 @@ class ConversationsService:
                               viewer: Viewer) -> dict[str, Any]:
         conversation = await self._runnable_conversation(viewer, args["conversationId"])
         slash.check_allowed(args["message"], conversation.allowed_commands)
+        if args.get("authority"):
+            args = {**args, "authority": await self.authority_for(viewer, args["authority"], conversation.authority)}
         settings = await self.resolve_settings(args, conversation)
         images = await self._images(args.get("images"))
         interrupted, superseded = None, 0
@@ -318,6 +321,8 @@ class ConversationsService:
 
     async def _spawn(self, args: dict[str, Any], viewer: Viewer) -> tuple[Conversation, Run, bool]:
         if args["conversation"] == "new":
+            # A session's new conversation gets its authority (or a narrower one it names), never more.
+            args = {**args, "authority": await self.authority_for(viewer, args.get("authority"), UNRESTRICTED)}
             allowed = await self._allowlist(args)  # checked before anything is created
             slash.check_allowed(args["message"], allowed or ())
             images = await self._images(args.get("images"))
@@ -326,6 +331,9 @@ class ConversationsService:
         else:
             conversation = await self._runnable_conversation(viewer, args["conversation"])
             slash.check_allowed(args["message"], conversation.allowed_commands)
+            if args.get("authority"):
+                args = {**args, "authority": await self.authority_for(viewer, args["authority"],
+                                                                      conversation.authority)}
             images = await self._images(args.get("images"))
             created = False
         settings = await self.resolve_settings(args, conversation)
@@ -335,6 +343,34 @@ class ConversationsService:
     async def check_requested(self, args: dict[str, Any]) -> None:
         """``unknown_model`` / ``unknown_mode`` for a model or mode the arguments name and kiro-cli does not offer."""
         _check_choices(await self._kiro_choices(), model=args.get("model"), mode=args.get("mode"))
+
+    def session_placement(self, conversation_id: str) -> tuple[str, str]:
+        """``(authority, cwd)`` the session of ``conversation_id`` works with now (blocking store reads).
+
+        The authority is its run in progress's (a run may narrow the conversation's default), else the
+        conversation's: the most a session may give work it hands on (a cron job, a conversation).
+        """
+        conversation = self.store.get_conversation(conversation_id)
+        runs = [run for run in self.store.unfinished_runs(conversation_id) if run.status != "queued"]
+        return (runs[0].authority if runs else conversation.authority), conversation.cwd
+
+    async def authority_for(self, viewer: Viewer, requested: str | None, default: str) -> str:
+        """The authority work started for ``viewer`` gets: ``requested``, else ``default``, never above a session's.
+
+        The person may pick any installed authority. A crew session's own is its ceiling: a request above
+        it (a ``read_only`` session asking for ``unrestricted``) is ``authority_escalation``, refused with
+        nothing created; with none requested, work it starts gets its own authority, whatever ``default``
+        says. An authority outside the built-in order counts only when it is the session's own.
+        """
+        if viewer.is_person:
+            return requested or default
+        own, _ = await self._db(self.session_placement, viewer.session_conversation)
+        wanted = requested or own
+        if wanted != own and AUTHORITY_RANK.get(wanted, 99) > AUTHORITY_RANK.get(own, -1):
+            raise conversation_error("authority_escalation",
+                                     f"a crew session running as {own} cannot give work the {wanted} authority; "
+                                     "it may use its own or a narrower one, and the owner may choose any")
+        return wanted
 
     async def resolve_settings(self, args: dict[str, Any], conversation: Conversation) -> Settings:
         """The run's overrides: authority checked, model and mode resolved to what kiro-cli offers.
@@ -574,7 +610,7 @@ class ConversationsService:
                                    viewer: Viewer) -> dict[str, Any]:
         conversation = await self._runnable_conversation(viewer, args["conversationId"])
         if args.get("authority"):
-            self.require_authority(args["authority"])
+            self.require_authority(await self.authority_for(viewer, args["authority"], conversation.authority))
         await self.check_requested(args)
         changed = await self._db(self.store.update_defaults, conversation.id,
                                  Settings(model=args.get("model"), effort=args.get("effort"),

@@ -41,6 +41,8 @@ READ_ONLY = "read_only"
 WORKSPACE_WRITE = "workspace_write"
 AUTHORITIES = (UNRESTRICTED, READ_ONLY, WORKSPACE_WRITE)
 SANDBOXED_AUTHORITIES = (READ_ONLY, WORKSPACE_WRITE)
+# How much each built-in authority may do, least first: a crew session never gives work more than its own.
+AUTHORITY_RANK = {READ_ONLY: 0, WORKSPACE_WRITE: 1, UNRESTRICTED: 2}
 EFFORTS = ("low", "medium", "high", "xhigh", "max")  # kiro-cli --effort values
 # The agent (mode) a run gets when neither it nor its conversation names one: the rendered kirocrew agent,
 # the one that mounts kirocrew's MCP servers. kiro's own default (kiro_default) mounts none of them.
