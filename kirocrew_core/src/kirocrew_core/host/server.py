@@ -322,7 +322,7 @@ class Host:
     async def _connection(self, stream: Any) -> None:
         import anyio
 
-        from kirocrew_core.host.transport import LineBoundExceeded, LineReader, pin_peer
+        from kirocrew_core.host.transport import LineBoundExceeded, LineReader, pin_peer, socket_closer
 
         async with stream:
             # Read the peer's start time before anything else: the later it is read, the longer a
@@ -333,7 +333,7 @@ class Host:
                     log.warning("refused a connection from uid %s (pid %s): this host serves uid %s only",
                                 peer.uid, peer.pid, os.getuid())
                     return
-                reader = LineReader(stream, self.budget)
+                reader = LineReader(stream, self.budget, socket_closer(stream))
                 try:
                     with anyio.fail_after(HELLO_TIMEOUT_SECS):
                         line = await reader.line(protocol.MAX_HELLO_BYTES)

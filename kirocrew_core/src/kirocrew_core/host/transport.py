@@ -45,20 +45,43 @@ class LineBoundExceeded(Exception):
 
 
 class ByteBudget:
-    """Bytes that every connection of one host holds at once, against one total (event-loop only, no lock)."""
+    """Bytes that every connection of one host holds at once, against one total (event-loop only, no lock).
+
+    Each connection's :class:`LineReader` is charged for its partly received line and for its
+    requests not yet answered. When a charge would pass the total, the connection holding the most
+    is closed (:meth:`LineReader.evict`), its charge given back at once, until the rest fits: a
+    flood costs its sender its connection, while a small request of another connection goes through.
+    """
 
     def __init__(self, total: int) -> None:
         self.total = total
         self.used = 0
+        self._held: dict[LineReader, int] = {}
 
-    def take(self, count: int) -> None:
-        if self.used + count > self.total:
-            raise LineBoundExceeded(f"the host's connections would hold more than {self.total} bytes at once "
-                                    f"({self.used} held, this connection asked for {count} more)")
+    def take(self, holder: LineReader, count: int) -> None:
+        """Charge ``holder``; :class:`LineBoundExceeded` when it is the one closed to make room."""
+        self._held[holder] = self._held.get(holder, 0) + count
         self.used += count
+        while self.used > self.total:
+            victim = max(self._held, key=self._held.__getitem__)
+            held = self._held.pop(victim)
+            self.used -= held
+            reason = (f"the host's connections would hold more than {self.total} bytes at once, and this one "
+                      f"held the most ({held} bytes)")
+            if victim is holder:
+                raise LineBoundExceeded(reason)
+            victim.evict(reason)
 
-    def give(self, count: int) -> None:
-        self.used = max(0, self.used - count)
+    def give(self, holder: LineReader, count: int) -> None:
+        held = self._held.get(holder)
+        if held is None:
+            return  # evicted: its charge was given back then
+        count = min(count, held)
+        self._held[holder] = held - count
+        self.used -= count
+
+    def forget(self, holder: LineReader) -> None:
+        self.used -= self._held.pop(holder, 0)
 
 
 class LineReader:
@@ -66,45 +89,77 @@ class LineReader:
 
     ``source`` is anything with anyio's ``receive()`` (a socket stream, or a buffered stream holding
     bytes read past a hello). :meth:`line` raises :class:`LineBoundExceeded` for a line longer than
-    ``limit`` or a buffer the budget refuses, ``anyio.EndOfStream`` at the end.
+    ``limit`` or a connection the budget closed, ``anyio.EndOfStream`` at the end. ``close_source``
+    is how :meth:`evict` closes the connection from outside its own task (a socket shutdown).
     """
 
-    def __init__(self, source: Any, budget: ByteBudget | None = None) -> None:
+    def __init__(self, source: Any, budget: ByteBudget | None = None,
+                 close_source: Callable[[], None] | None = None) -> None:
         self._source = source
         self._budget = budget
+        self._close_source = close_source
         self._buffer = bytearray()
         self._scanned = 0  # the buffer has no newline before this offset
+        self.evicted: str | None = None
 
     async def line(self, limit: int) -> bytes:
         """The next line without its newline."""
         while True:
+            if self.evicted is not None:
+                raise LineBoundExceeded(self.evicted)
             end = self._buffer.find(b"\n", self._scanned)
             if end >= 0:
                 line = bytes(self._buffer[:end])
                 del self._buffer[:end + 1]
                 self._scanned = 0
-                self._release(end + 1)
+                self.give(end + 1)
                 return line
             self._scanned = len(self._buffer)
             if len(self._buffer) > limit:
                 raise LineBoundExceeded(f"a line is longer than {limit} bytes")
             chunk = await self._source.receive(READ_CHUNK_BYTES)
-            if self._budget is not None:
-                self._budget.take(len(chunk))
+            if self.evicted is not None:
+                raise LineBoundExceeded(self.evicted)
+            self.take(len(chunk))
             self._buffer += chunk
 
     @property
     def budget(self) -> ByteBudget | None:
         return self._budget
 
-    def close(self) -> None:
-        """Give back what the buffer still holds (the connection ended)."""
-        self._release(len(self._buffer))
-        self._buffer.clear()
-
-    def _release(self, count: int) -> None:
+    def take(self, count: int) -> None:
+        """Charge ``count`` more bytes to this connection (a line read, a request in flight)."""
         if self._budget is not None:
-            self._budget.give(count)
+            self._budget.take(self, count)
+
+    def give(self, count: int) -> None:
+        if self._budget is not None:
+            self._budget.give(self, count)
+
+    def evict(self, reason: str) -> None:
+        """The budget closes this connection to make room: log why, drop its buffer, shut its socket."""
+        if self.evicted is not None:
+            return
+        self.evicted = reason
+        log.warning("closed a connection: %s", reason)
+        self._buffer = bytearray()
+        if self._close_source is not None:
+            with contextlib.suppress(OSError):
+                self._close_source()
+
+    def close(self) -> None:
+        """Give back all this connection holds (it ended)."""
+        self._buffer = bytearray()
+        if self._budget is not None:
+            self._budget.forget(self)
+
+
+def socket_closer(stream: Any) -> Callable[[], None] | None:
+    """How to close ``stream``'s socket from another task: a shutdown both ways, which wakes its reader."""
+    raw = _raw_socket(stream)
+    if raw is None:
+        return None
+    return lambda: raw.shutdown(socket.SHUT_RDWR)
 
 
 @contextlib.asynccontextmanager
@@ -131,14 +186,11 @@ async def line_transport(stream: Any, *, inspect: Inspect | None = None, observe
     incoming_writer, incoming = create_context_streams[SessionMessage | Exception](0)
     outgoing, outgoing_reader = create_context_streams[SessionMessage](0)
     lines = reader if reader is not None else LineReader(buffered if buffered is not None else stream)
-    budget = lines.budget
     held: dict[Any, int] = {}  # request id -> bytes still charged while the SDK handles it
 
     def release(request_id: Any) -> None:
         with contextlib.suppress(TypeError):
-            count = held.pop(request_id, 0)
-            if budget is not None:
-                budget.give(count)
+            lines.give(held.pop(request_id, 0))
 
     async def reader_task() -> None:
         async with incoming_writer:
@@ -149,7 +201,7 @@ async def line_transport(stream: Any, *, inspect: Inspect | None = None, observe
                         anyio.ClosedResourceError):
                     return
                 except LineBoundExceeded as exc:
-                    await _close_over_bound(stream, exc)
+                    await _close_over_bound(stream, exc, lines)
                     return
                 if not line.strip():
                     continue
@@ -177,17 +229,17 @@ async def line_transport(stream: Any, *, inspect: Inspect | None = None, observe
                 try:
                     _hold(parsed, len(line) + 1)
                 except LineBoundExceeded as exc:
-                    await _close_over_bound(stream, exc)
+                    await _close_over_bound(stream, exc, lines)
                     return
                 await incoming_writer.send(SessionMessage(message))
 
     def _hold(parsed: Any, count: int) -> None:
         """Keep a request's bytes charged until it is answered; a cancellation gives its request's back."""
-        if budget is None:
+        if lines.budget is None:
             return
         if isinstance(parsed, dict) and "method" in parsed and "id" in parsed:
             release(parsed["id"])  # a reused id: its earlier request is answered or will be refused
-            budget.take(count)
+            lines.take(count)
             held[parsed["id"]] = count  # a string or an integer: _bad_id refused any other
         elif isinstance(parsed, dict) and parsed.get("method") == "notifications/cancelled":
             params = parsed.get("params")
@@ -217,14 +269,14 @@ async def line_transport(stream: Any, *, inspect: Inspect | None = None, observe
             finally:
                 tg.cancel_scope.cancel()
     finally:
-        for request_id in list(held):
-            release(request_id)
+        held.clear()
         lines.close()
 
 
-async def _close_over_bound(stream: Any, exc: LineBoundExceeded) -> None:
-    """The connection passed a memory bound: say why in the log, and close it (never the host)."""
-    log.warning("closed a connection: %s", exc)
+async def _close_over_bound(stream: Any, exc: LineBoundExceeded, lines: LineReader) -> None:
+    """The connection passed a memory bound: say why in the log (once), and close it (never the host)."""
+    if lines.evicted is None:
+        log.warning("closed a connection: %s", exc)
     with contextlib.suppress(Exception):
         await stream.aclose()
 
