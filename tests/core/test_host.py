@@ -370,3 +370,17 @@ def test_bad_idle_setting_is_refused_before_anything_starts(env: dict[str, str])
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "error[invalid_configuration]" in result.stderr
     assert ping(socket_path(env)) is None
+
+
+def test_a_request_whose_id_is_an_object_or_an_array_gets_an_invalid_request_error(env: dict[str, str]) -> None:
+    with running_host(env):
+        line = McpLine(socket_path(env))
+        line.initialize()
+        line.sock.settimeout(10)
+        answers = []
+        for bad_id in ({"a": 1}, [1], True):
+            line.send({"jsonrpc": "2.0", "id": bad_id, "method": "tools/list"})
+            answers.append(read_line(line.sock, line.buffer))
+        assert [(a["id"], a["error"]["code"]) for a in answers] == [(None, -32600)] * 3  # type: ignore[index]
+        assert line.call("noop")["result"]["isError"] is False  # the session goes on
+        line.close()
