@@ -45,3 +45,17 @@ def test_a_client_lists_and_calls_kirocrew_core_tools_and_reads_refusals_by_thei
         result = call_result(report, index)
         assert result["isError"] is True and "structuredContent" not in result
         assert text_of(result).startswith(f"error[{code}]: ")
+
+
+def test_a_connection_whose_opener_exited_answers_calls_with_a_caller_gone_tool_error(
+        mcp_client: Runner, core_server: StdioServer) -> None:
+    """The fork-and-exit relay (``forking_relay.py``): the process the host pinned is gone after ``tools/list``."""
+    relay = Path(__file__).with_name("forking_relay.py")
+    forked = StdioServer([sys.executable, str(relay)], core_server.env, core_server.cwd, core_server.stderr)
+    report = mcp_client(forked, [{"name": "probe_echo", "arguments": {"text": "hello"}},
+                                 {"name": "probe_whoami", "arguments": {}}])
+    assert "probe_echo" in [tool["name"] for tool in report["tools"]]  # listed before the opener exited
+    for index in (0, 1):
+        result = call_result(report, index)
+        assert result["isError"] is True and "structuredContent" not in result
+        assert text_of(result).startswith("error[caller_gone]: ")
