@@ -7,6 +7,7 @@ MCP server.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -199,10 +200,8 @@ def test_many_connections_holding_large_partial_lines_stay_within_the_hosts_tota
             flood.initialize()
         before = _rss_kib(process.pid)
         for flood in floods:
-            try:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # already closed to make room
                 flood.sock.sendall(part)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # already closed to make room
         wait_for(lambda: ping(path)["connections"] <= MAX_HELD_BYTES // len(part), 60)  # type: ignore[index]
         grown_mib = (_peak_rss_kib(process.pid) - before) / 1024
         other = McpLine(path)
