@@ -213,8 +213,11 @@ def test_ancestry_and_start_times_are_read_from_the_kernel(tree: Tree) -> None:
     assert processes.is_ancestor(os.getpid(), tree.child)
     assert not processes.is_ancestor(tree.child, tree.parent)
     assert not processes.is_ancestor(tree.child, tree.child)
-    chain = processes.lineage(tree.child)
+    lineage = processes.lineage(tree.child)
+    chain = lineage.links
+    assert lineage.complete and processes.parent(chain[-1].pid) is None  # read up to a process with no parent
     assert [link.pid for link in chain[:3]] == [tree.child, tree.parent, os.getpid()]
+    assert not processes.lineage(tree.child, depth=2).complete  # cut short: "could not see far enough"
     assert all(a.started >= b.started for a, b in zip(chain, chain[1:], strict=False))
     assert processes.parent(tree.child) == tree.parent
     token = processes.start_token(tree.child)

@@ -135,12 +135,22 @@ def parent(pid: int) -> int | None:
     return found if found > 0 else None
 
 
-def lineage(pid: int, depth: int = MAX_ANCESTRY_DEPTH) -> list[ProcessRef]:
+@dataclass(frozen=True)
+class Lineage:
+    """A process and its ancestors, nearest first; ``complete`` when the walk reached the top (no parent)."""
+
+    links: tuple[ProcessRef, ...]
+    complete: bool
+
+
+def lineage(pid: int, depth: int = MAX_ANCESTRY_DEPTH) -> Lineage:
     """``pid`` and its ancestors, nearest first, each with its start time.
 
     The walk stops at the first link it cannot prove: a process that is gone, one it may not
     read, or a parent that started *after* its child (the parent exited between two reads and
-    its pid already names another process), so every process returned really is an ancestor.
+    its pid already names another process). Every process returned really is an ancestor;
+    ``complete`` says whether the walk reached a process with no parent, so a caller can tell
+    "descends from none of these" from "could not see far enough".
     """
     psutil = _psutil()
     chain: list[ProcessRef] = []
@@ -151,7 +161,7 @@ def lineage(pid: int, depth: int = MAX_ANCESTRY_DEPTH) -> list[ProcessRef]:
             chain.append(ProcessRef(handle.pid, started))
             parent_pid = handle.ppid()
             if parent_pid <= 0:
-                break
+                return Lineage(tuple(chain), True)
             above = psutil.Process(parent_pid)
             above_started = _started(above)
             if above_started > started:
@@ -159,14 +169,14 @@ def lineage(pid: int, depth: int = MAX_ANCESTRY_DEPTH) -> list[ProcessRef]:
             handle, started = above, above_started
     except (psutil.Error, OSError, ValueError):
         pass
-    return chain
+    return Lineage(tuple(chain), False)
 
 
 def is_ancestor(ancestor: int, pid: int) -> bool:
     """Whether ``ancestor`` is a strict ancestor of ``pid``; False when that cannot be proven."""
     if ancestor <= 1 or pid <= 1 or ancestor == pid:
         return False
-    return any(link.pid == ancestor for link in lineage(pid)[1:])
+    return any(link.pid == ancestor for link in lineage(pid).links[1:])
 
 
 def session_id(pid: int) -> int | None:

@@ -19,9 +19,11 @@ kernel credentials and pinned with its start time at accept (:mod:`kirocrew_core
    ``setsid``) while the session runs;
 4. ``host``: the host itself is an ancestor, through no session: a process the host started for
    someone (a cron job's command, an MCP probe). It is nobody, never the person;
-5. ``person``: none of the above: one of the owner's own processes;
+5. ``person``: none of the above, on an ancestry read all the way up: one of the owner's own
+   processes;
 6. ``unverified``: the host has no kernel credentials for the caller (no peer pid on this system,
-   or a call made in process with no connection).
+   or a call made in process with no connection), or could not read its ancestry all the way up
+   (an ancestor that exited mid-walk): unknowable is never the person.
 
 What the caller's block says (``sessionKey``, ``hostPidEnv``) is a claim: it never decides.
 Why: holding a key proves nothing (any process of the same user reads a kiro-cli's environment),
@@ -171,7 +173,8 @@ class SessionRegistry:
     def _resolve(self, pid: int, started: float) -> Resolution:
         from kirocrew_core import processes
 
-        chain = processes.lineage(pid)
+        lineage = processes.lineage(pid)
+        chain = lineage.links
         if not chain or chain[0].started != started:
             return GONE
         with self._lock:
@@ -179,8 +182,11 @@ class SessionRegistry:
         answer = next((Resolution("session", bound[link].session) for link in chain if link in bound), None)
         if answer is None:
             answer = self._by_kernel_session(pid, bound)
+        if answer is None and self._host_process() in chain:
+            answer = Resolution("host")
         if answer is None:
-            answer = Resolution("host") if self._host_process() in chain else Resolution("person")
+            # The person only on a walk that reached the top: an ancestor that could not be read might be a session.
+            answer = Resolution("person") if lineage.complete else UNVERIFIED
         # Everything above was read while the caller ran; if it exited meanwhile, its pid may name another.
         return answer if processes.is_running(chain[0]) else GONE
 
