@@ -98,3 +98,17 @@ def test_a_sessions_typescript_client_reads_the_lesson_refusals_by_their_code(
     assert all(call_result(one, 3 + n).get("isError") is not True for n in range(store.MAX_PER_SESSION))
     assert text_of(call_result(two, 0)).startswith("error[lessons_full]: ")
     assert sum(1 for lesson in store.all_lessons() if not lesson.by_owner) == store.MAX_SESSION_LESSONS
+
+
+def test_a_connection_whose_opener_exited_answers_calls_with_a_caller_gone_tool_error(
+        mcp_client: Runner, core_server: StdioServer) -> None:
+    """The fork-and-exit relay (``forking_relay.py``): the process the host pinned is gone after ``tools/list``."""
+    relay = Path(__file__).with_name("forking_relay.py")
+    forked = StdioServer([sys.executable, str(relay)], core_server.env, core_server.cwd, core_server.stderr)
+    report = mcp_client(forked, [{"name": "probe_echo", "arguments": {"text": "hello"}},
+                                 {"name": "probe_whoami", "arguments": {}}])
+    assert "probe_echo" in [tool["name"] for tool in report["tools"]]  # listed before the opener exited
+    for index in (0, 1):
+        result = call_result(report, index)
+        assert result["isError"] is True and "structuredContent" not in result
+        assert text_of(result).startswith("error[caller_gone]: ")

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from kirocrew_core import audit, grants
+from kirocrew_core import audit, grants, processes
 
 from kirocrew_connections import warm, warm_files, warm_plan
 from kirocrew_connections.mint import MintEngine
@@ -209,7 +209,7 @@ def test_the_warm_specs_mount_every_planned_server_from_a_private_generation_dir
     assert seen["modes"] == [0o700, 0o700, 0o700]
     marker = seen["marker"]
     assert marker["host_pid"] == os.getpid() and marker["runtime_pid"] == seen["runtime_pid"]
-    assert marker["host_started"] == warm_files.start_id(os.getpid())
+    assert marker["host_started"] == processes.start_token(os.getpid())
     assert not seen["path"].exists(), "a graceful stop removes the generation once its process is gone"
 
 
@@ -479,8 +479,8 @@ def test_the_boot_scavenge_removes_only_provably_dead_generations(tmp_path: Path
         def generation(host: int, runtime: int) -> Path:
             path = warm_files.create_generation_dir()
             marker = {"sentinel": warm_files.MARKER_SENTINEL, "version": 1,
-                      "host_pid": host, "host_started": warm_files.start_id(host) or "1",
-                      "runtime_pid": runtime, "runtime_started": warm_files.start_id(runtime) or "1"}
+                      "host_pid": host, "host_started": processes.start_token(host) or "1",
+                      "runtime_pid": runtime, "runtime_started": processes.start_token(runtime) or "1"}
             (path / warm_files.MARKER_NAME).write_text(json.dumps(marker))
             return path
 

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from kirocrew_core import acp_runtime, grants, home, kiro, kiro_sessions
+from kirocrew_core import acp_runtime, grants, home, kiro, kiro_sessions, processes
 from kirocrew_core.acp_runtime import (
     AcpConnectionLost,
     AcpOptions,
@@ -134,7 +134,7 @@ def test_an_initialize_that_never_answers_times_out_and_leaves_no_process(fake_k
         run(runtime.open())
     assert caught.value.code == "acp_timeout" and caught.value.method == "initialize"
     assert runtime.returncode is not None and runtime.pid is not None
-    assert kiro_sessions.pid_alive(runtime.pid) is False
+    assert processes.alive(runtime.pid) is False
 
 
 def test_a_signed_out_launcher_fails_the_start_with_its_own_words(fake_kiro_cli: Any) -> None:
@@ -820,7 +820,7 @@ def test_teardown_of_a_launcher_leaves_no_process_behind(fake_kiro_cli: Any, tmp
             session = await rt.new_session(tmp_path)
             chat_pid = kiro_sessions.read_lock(session.session_id).pid
             assert chat_pid is not None and chat_pid != rt.pid  # the lock is the forked child's
-            assert kiro_sessions.pid_alive(chat_pid)
+            assert processes.alive(chat_pid)
             turn = asyncio.ensure_future(session.prompt("!hang"))
             await asyncio.sleep(0.1)
         with pytest.raises(AcpConnectionLost, match="runtime was closed"):
@@ -829,8 +829,8 @@ def test_teardown_of_a_launcher_leaves_no_process_behind(fake_kiro_cli: Any, tmp
         return rt.pid, chat_pid, session.session_id
 
     launcher_pid, chat_pid, session_id = run(main())
-    assert kiro_sessions.pid_alive(launcher_pid) is False
-    assert kiro_sessions.pid_alive(chat_pid) is False
+    assert processes.alive(launcher_pid) is False
+    assert processes.alive(chat_pid) is False
     assert not kiro_sessions.lock_path(session_id).exists()
 
 
@@ -1055,17 +1055,17 @@ def _dead_pid() -> int:
 
 
 def test_pid_alive_is_true_for_us_and_false_for_a_reaped_child_or_a_zombie() -> None:
-    assert kiro_sessions.pid_alive(os.getpid()) is True
-    assert kiro_sessions.pid_alive(_dead_pid()) is False
+    assert processes.alive(os.getpid()) is True
+    assert processes.alive(_dead_pid()) is False
     zombie = subprocess.Popen([sys.executable, "-c", "pass"])
     try:
         for _ in range(200):  # not waited for: it stays a zombie once it has exited
-            if kiro_sessions.pid_alive(zombie.pid) is False:
+            if processes.alive(zombie.pid) is False:
                 break
             import time
 
             time.sleep(0.02)
-        assert kiro_sessions.pid_alive(zombie.pid) is False
+        assert processes.alive(zombie.pid) is False
     finally:
         zombie.wait()
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kirocrew_core import kiro, kiro_sessions, proc
+from kirocrew_core import kiro, kiro_sessions, proc, processes
 from kirocrew_testing.fixtures import FakeKiroCli
 
 
@@ -129,9 +129,9 @@ def test_a_hung_probe_is_killed_with_everything_it_forked(monkeypatch: pytest.Mo
     assert caught.value.code == "kiro_cli_timeout"
     grandchild = int(pid_file.read_text())
     deadline = time.monotonic() + 5
-    while kiro_sessions.pid_alive(grandchild) and time.monotonic() < deadline:
+    while processes.alive(grandchild) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert kiro_sessions.pid_alive(grandchild) is False
+    assert processes.alive(grandchild) is False
 
 
 # -- models ---------------------------------------------------------------------------

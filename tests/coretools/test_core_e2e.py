@@ -54,8 +54,6 @@ def test_a_conversations_kiro_cli_calls_kirocrew_core_as_itself_and_its_copied_k
             async with crew.core(session_key=out["environ"]["KIROCREW_SESSION_KEY"]) as thief:
                 out["stolen_strict"] = await thief.call("probe_whoami")
                 out["stolen_lenient"] = await thief.call("probe_lenient")
-            sidecar = home.session_pid_dir() / f"session_pid_{pid}.txt"
-            out["sidecar"] = sidecar.read_text() if sidecar.exists() else None
         return out
 
     out = run_async(main())
@@ -67,8 +65,7 @@ def test_a_conversations_kiro_cli_calls_kirocrew_core_as_itself_and_its_copied_k
     key = out["environ"]["KIROCREW_SESSION_KEY"]
     assert key.startswith("kcs1-") and conversation not in key
     assert out["environ"]["KIROCREW_HOST_PID"] == str(out["pid"])  # the launched process exported its own pid
-    assert out["sidecar"] == key  # published (signed) while the session lives
-    # The same key from a process that is not the kiro-cli's descendant proves nothing.
+    # The same key from a process that is not the kiro-cli's descendant proves nothing: it is the person's.
     assert out["stolen_strict"][1] == "caller_unverified"
     assert out["stolen_lenient"] == ("session: none", None)
     assert [r["tool"] for r in crew.probe_records()][2:] == ["probe_lenient"]

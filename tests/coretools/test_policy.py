@@ -199,20 +199,20 @@ def test_a_tool_the_policy_excludes_is_hidden_from_the_list_and_refused_at_call_
 
     from kirocrew_core.coretools.identity import SessionRegistry
     from kirocrew_core.coretools.server import CoreToolsServer
-    from kirocrew_core.host.caller import CallerContext
+    from kirocrew_testing.core_sessions import verified_caller
     from kirocrew_testing.plugins import register_plugin
     from kirocrew_testing.servers import core_probe
 
     register_plugin(plugin_manager, "core-probe", core_mcp_tools=core_probe.core_mcp_tools)
-    tree = process_tree()
-    reg = SessionRegistry(tmp_path / "sidecars", signing_key=lambda: None)
+    tree, elsewhere = process_tree(), process_tree()
+    reg = SessionRegistry()
     key = reg.issue("conversation", "conv", agent="limited")
     reg.bind_pid(key, tree.parent)
     write_agent(home.kiro_agents_dir(), "limited", {"name": "limited", "mcpServers": {
         "kirocrew-core": {"command": "kirocrew", "args": ["mcp-core"], "disabledTools": ["probe_lenient"]}}})
     core = CoreToolsServer(plugin_manager, registry=reg, exclusions=ExclusionCache(30.0))
-    caller = CallerContext(key, "relay", tree.child, None, {}, peer_verified=True)
-    stranger = CallerContext("", "relay", tree.child, None, {}, peer_verified=True)
+    caller = verified_caller(tree.child)
+    stranger = verified_caller(elsewhere.child, key)  # a process outside the session, holding its key
 
     assert "probe_lenient" not in [t.name for t in core.listed(caller)]
     assert "probe_lenient" in [t.name for t in core.listed(stranger)]  # no session: nothing filtered

@@ -59,7 +59,8 @@ class Harness:
         session = None if who is None else CrewSession(f"kcs1-{who.id}", "conversation", who.id)
         caller = None if who is not None else CallerContext("", "cli", 1, None, {})
         spec = self.tools[tool]
-        return str(await spec.handler(args, ToolCall(tool, session, caller, spec.identity)))
+        call = ToolCall(tool, session, caller, spec.identity, origin="session" if who is not None else "person")
+        return str(await spec.handler(args, call))
 
     async def refused(self, tool: str, who: Conversation | None, **args: Any) -> str:
         with pytest.raises(ToolRefused) as info:
@@ -310,7 +311,7 @@ def test_a_session_without_a_conversation_is_refused_and_so_are_contradicting_ar
         with pytest.raises(ToolRefused) as info:
             await spec.handler({"task": "x"}, cron)
         assert info.value.code == "not_a_conversation_session"
-        relay = ToolCall("spawn_run", None, CallerContext("", "relay", 1, None, {}), spec.identity)
+        relay = ToolCall("spawn_run", None, CallerContext("", "relay", 1, None, {}), spec.identity, origin="person")
         with pytest.raises(ToolRefused) as info:
             await spec.handler({"task": "x"}, relay)
         assert info.value.code == "caller_unverified"

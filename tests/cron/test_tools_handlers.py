@@ -4,8 +4,8 @@ Calls go through :class:`~kirocrew_core.coretools.server.CoreToolsServer` exactl
 serves them (schema validation, caller resolution, the handler), over a real cron store on
 disk and a clock the test moves. Sessions are real: a real conversations service holds their
 conversations, the process registry issues their keys, bound to a real process tree whose
-leaf stands for their relay. The person is a caller of session type ``cli`` without a key (a
-``kirocrew cron`` command); an unverified caller is a relay with no session.
+leaf stands for their relay. The person is a ``kirocrew cron`` command (``call_as_person``); an
+unverified caller is a relay with no kernel credentials.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from kirocrew_core.coretools.contract import CrewSession
 from kirocrew_core.host.caller import CallerContext
-from kirocrew_testing.core_sessions import ProcessTree, process_tree
+from kirocrew_testing.core_sessions import process_tree, verified_caller
 
 from kirocrew_cron import schedule
 from kirocrew_cron.clock import ManualClock
@@ -73,7 +73,7 @@ class Host:
 @dataclass
 class World:
     host: Any  # Host, or a real CronHost
-    tree: ProcessTree
+    trees: contextlib.ExitStack  # each session's own process tree: a session is its process ancestry
     service: Any  # the in-process ConversationsService
     keys: list[str] = field(default_factory=list)
 
@@ -92,9 +92,10 @@ class World:
             run = store.enqueue_run(conversation.id, "hi", settings=Settings(authority=run_authority))
             store.transition_run(run.id, "running")
         key = identity.registry().issue("conversation", conversation.id, agent=agent, workspace=str(cwd))
-        assert identity.registry().bind_pid(key, self.tree.parent)
+        tree = self.trees.enter_context(process_tree())
+        assert identity.registry().bind_pid(key, tree.parent)
         self.keys.append(key)
-        return CallerContext(key, "relay", self.tree.child, None, {}, peer_verified=True)
+        return verified_caller(tree.child, key)
 
     def session_of(self, caller: CallerContext) -> CrewSession:
         from kirocrew_core.coretools import identity
@@ -123,24 +124,19 @@ def store(tmp_path: Path) -> Iterator[CronStore]:
     opened.close()
 
 
-@pytest.fixture
-def tree() -> Iterator[ProcessTree]:
-    with process_tree() as live:
-        yield live
-
-
 @contextlib.asynccontextmanager
-async def world(store: CronStore, tree: ProcessTree, tmp_path: Path,
-                host: Any = None) -> AsyncIterator[World]:
+async def world(store: CronStore, tmp_path: Path, host: Any = None) -> AsyncIterator[World]:
     """The in-process conversations service (the host's ``hosted()``) and a host over ``store``; torn down after."""
     from kirocrew_core.coretools import identity
     from kirocrew_conversations.hosted import hosted
 
     os.environ["KIRO_CONVERSATIONS_STATE_DIR"] = str(tmp_path / "conversations-state")
     await hosted().start()
-    state = World(host or Host(store, ManualClock(START)), tree, hosted().service)
+    trees = contextlib.ExitStack()
+    state = World(host or Host(store, ManualClock(START)), trees, hosted().service)
     try:
-        yield state
+        with trees:
+            yield state
     finally:
         for key in state.keys:
             await asyncio.to_thread(identity.registry().revoke, key)
@@ -153,12 +149,12 @@ def run(coro: Any) -> Any:
 
 
 @pytest.fixture
-def play(store: CronStore, tree: ProcessTree, tmp_path: Path) -> Any:
+def play(store: CronStore, tmp_path: Path) -> Any:
     """``play(scenario)``: run ``async scenario(world)`` against a fresh world."""
 
     def player(scenario: Any, host: Any = None) -> Any:
         async def main() -> Any:
-            async with world(store, tree, tmp_path, host) as w:
+            async with world(store, tmp_path, host) as w:
                 return await scenario(w)
 
         return run(main())
@@ -456,7 +452,7 @@ def test_an_unverified_caller_reads_nothing_and_writes_nothing(play: Any, store:
                   await w.call(UNVERIFIED, "cron_resume", job_id=job),
                   await w.call(UNVERIFIED, "cron_trigger", job_id=job),
                   await w.call(UNVERIFIED, "cron_update", job_id=job, name="n"),
-                  # a kirocrew command whose session key does not resolve is not the person either
+                  # a kirocrew command the host could not verify (no kernel credentials) is not the person
                   await w.call(CallerContext("kcs1-forged", "cli", 0, None, {}), "cron_remove_all")]
         return calls, writes, job
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from kirocrew_core import home
-from kirocrew_core.kiro_sessions import pid_alive, start_id
+from kirocrew_core import processes
 
 from kirocrew_connections.warm_plan import SPEC_SENTINEL, WARM_PREFIX
 
@@ -64,17 +64,11 @@ def agents_dir(generation_dir: Path) -> Path:
 def identity_live(pid: object, started: object) -> bool | None:
     """Tri-state: False when ``pid`` is dead or now names another process, True when it is that one.
 
-    None when it cannot be proven either way (no ``/proc``, a malformed marker).
+    None when it cannot be proven either way (unreadable, a malformed marker, a marker of an older format).
     """
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or not isinstance(started, str):
         return None
-    alive = pid_alive(pid)
-    if alive is not True:
-        return alive
-    now = start_id(pid)
-    if now is None:
-        return None
-    return now == started
+    return processes.same_process(pid, started)
 
 
 # -- the generation directory ------------------------------------------------------
@@ -116,8 +110,8 @@ def write_marker(path: Path, *, runtime_pid: int) -> None:
     host = os.getpid()
     write_json_atomic(path / MARKER_NAME, {
         "sentinel": MARKER_SENTINEL, "version": MARKER_VERSION,
-        "host_pid": host, "host_started": start_id(host),
-        "runtime_pid": runtime_pid, "runtime_started": start_id(runtime_pid) if runtime_pid else None,
+        "host_pid": host, "host_started": processes.start_token(host),
+        "runtime_pid": runtime_pid, "runtime_started": processes.start_token(runtime_pid) if runtime_pid else None,
     }, secret=True)
 
 

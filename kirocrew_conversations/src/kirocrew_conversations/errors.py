@@ -58,8 +58,10 @@ CATALOGUE: dict[str, str] = {
                                "(the owner's permission policy asked the owner about the call), so only the person "
                                "answers them, never a session, not even for a conversation it created. Nothing was "
                                "decided.",
-    "caller_unverified": "The caller names a kirocrew session the host cannot verify (a stale or copied session "
-                         "key); it sees and changes no conversation.",
+    "caller_unverified": "kirocrew could not tell who the caller is (its process ancestry could not be read, or it "
+                         "is a process the host started for no session); it sees and changes no conversation.",
+    "caller_gone": "The process that opened the caller's connection has exited, so the connection is no one's any "
+                   "more (its pid may name another process now); nothing was done.",
     "authority_escalation": "A crew session asked for an authority above its own (a read_only session starting an "
                             "unrestricted conversation); a session gives work its own authority or a narrower one, "
                             "and only the owner chooses a wider one. Nothing was created or changed.",

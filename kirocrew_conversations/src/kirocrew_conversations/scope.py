@@ -14,10 +14,11 @@ its tools must tell the person from a session, per call, from the verified calle
   not among them: a session neither steers nor answers nor reconfigures itself; the person does.
   Anything else is ``conversation_not_found``, word for word what an id that does not exist gets, so
   a session cannot even learn that another's conversation exists.
-* **A caller claiming a session the host cannot verify** (a session key or ``KIROCREW_HOST_PID``
-  that resolves to none: a stale key, a copied one, another host's session) is refused
-  ``caller_unverified`` and sees nothing — kirocrew-cron's rule for such callers. Taking it for the
-  person would hand a session that lost its proof everything.
+* **Who a caller is** comes from its process ancestry, decided by the host's registry
+  (:mod:`kirocrew_core.coretools.identity`), never from the session key or ``KIROCREW_HOST_PID`` it
+  claims: a session that drops or forges them is still itself. A caller whose ancestry cannot be read,
+  or a process the host started for no session (a cron command job), is refused ``caller_unverified``
+  and sees nothing; one whose opening process has exited is refused ``caller_gone``.
 
 **Permission requests are the owner's.** Every ``needs_attention`` permission request is a call the
 owner's permission policy asked *the owner* about, so no session may answer one, not even of a
@@ -66,24 +67,32 @@ PERSON = Viewer()
 def viewer_of(caller: CallerContext | None) -> Viewer:
     """The viewer of a call by ``caller`` (None: no host connection, an in-process or standalone caller).
 
-    Blocking: resolving a session reads process facts, so a coroutine calls it through
-    ``asyncio.to_thread``. Refused ``caller_unverified`` for a claimed session the host cannot verify
-    and for a session that serves no conversation.
+    Decided by the host's registry from the caller's process ancestry, never from what the caller
+    claims (its session key or ``KIROCREW_HOST_PID`` are only claims): a descendant of a kiro-cli the
+    host started is that session; a caller that descends from none, read all the way up, is the
+    person. Refused: ``caller_gone`` when the process that opened the connection has exited (its pid
+    may be someone else's now), ``caller_unverified`` when the ancestry could not be read or the caller
+    is a process the host started for no session (a cron command job), and for a session that serves
+    no conversation. Blocking: resolving reads process facts, so a coroutine calls it through
+    ``asyncio.to_thread``.
     """
     if caller is None:
         return PERSON
     from kirocrew_core.coretools.identity import registry
 
-    session = registry().resolve_strict(caller)
-    if session is None:
-        if caller.session_key or caller.host_pid_env is not None:
-            raise conversation_error("caller_unverified", "this caller names a kirocrew session the host cannot "
-                                     "verify, so it sees and changes no conversation; the person uses the "
-                                     "dashboard or kirocrew conversations outside any session")
+    found = registry().resolve(caller)
+    if found.origin == "person":
         return PERSON
-    if session.kind != "conversation":
-        raise conversation_error("caller_unverified", f"a {session.kind} session acts on no conversation")
-    return Viewer(session.target_id)
+    if found.origin == "gone":
+        raise conversation_error("caller_gone", "the process that opened this connection has exited, so it is "
+                                 "no one's any more; nothing was done")
+    if found.origin != "session" or found.session is None:
+        raise conversation_error("caller_unverified", "kirocrew could not tell who this caller is (its process "
+                                 "ancestry could not be read, or it is a process the host started for no "
+                                 "session), so it sees and changes no conversation")
+    if found.session.kind != "conversation":
+        raise conversation_error("caller_unverified", f"a {found.session.kind} session acts on no conversation")
+    return Viewer(found.session.target_id)
 
 
 def current_viewer() -> Viewer:

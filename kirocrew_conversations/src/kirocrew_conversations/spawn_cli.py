@@ -1,10 +1,10 @@
 """``kirocrew spawn run|list``, ``kirocrew run TASK.md``: the twins of ``spawn_run``, ``spawn_list``, ``task_run``.
 
 Each command is one ``kirocrew-core`` tool call through the host (started in the background
-if none runs), as a ``cli`` client. Without a session key that is the person: ``spawn run``
+if none runs), as a ``cli`` client. Outside every crew session that is the person: ``spawn run``
 spawns sub-agents with no parent, ``spawn list`` shows every sub-agent with its parent. Run
-inside a crew session (``KIROCREW_SESSION_KEY`` set and verified), the command acts as that
-session, exactly as the tool would. Sub-agents run in the host, so there is no in-process
+inside a crew session (a descendant of its kiro-cli, whatever its environment says), the command
+acts as that session, exactly as the tool would. Sub-agents run in the host, so there is no in-process
 mode: with ``KIROCREW_NO_HOST=1`` the commands refuse (``host_required``).
 
 Registered lazily by :mod:`kirocrew_conversations.plugin`; the mcp SDK is imported only when

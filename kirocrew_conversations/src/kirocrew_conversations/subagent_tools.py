@@ -250,11 +250,8 @@ def _configured_cap() -> int:
 
 
 async def _spawner(call: ToolCall, hub: Any) -> Conversation | None:
-    """The caller's conversation; None for the person (a ``kirocrew`` command without a session key)."""
-    from kirocrew_core.host.protocol import SESSION_TYPE_CLI
-
-    if call.session is None and call.caller is not None and call.caller.session_type == SESSION_TYPE_CLI \
-            and not call.caller.session_key:
+    """The caller's conversation; None for the person (a ``kirocrew`` command outside every session)."""
+    if call.session is None and call.is_person_command:
         return None
     return await _parent(call, hub)
 

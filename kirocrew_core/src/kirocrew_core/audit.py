@@ -218,8 +218,8 @@ def _untouched() -> bool:
 def derived_key(purpose: bytes) -> bytes | None:
     """HMAC-SHA256(SEL key, ``purpose``): a subkey for another owner-only signature, or None.
 
-    The SEL key never leaves this module; a caller gets a key bound to its purpose (the
-    session pid sidecar signs with ``b"kirocrew.session_pid.sig.v1"``). Nothing is created
+    The SEL key never leaves this module; a caller gets a key bound to its purpose (a
+    ``b"<owner>.<what>.v1"`` label). Nothing is created
     here: the key comes into being with the log's first record (:func:`record`), so a caller
     that needs it logs first. A key that is missing, insecure or malformed gives None, and
     the caller must then fail closed.

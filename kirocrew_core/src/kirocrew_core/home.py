@@ -107,7 +107,10 @@ def state_dir(plugin: str) -> Path:
 
 
 def session_pid_dir() -> Path:
-    """Where the host publishes its signed session pid sidecars (``<crew home>/state/session-pids``, 0700)."""
+    """Where an earlier version published signed session pid sidecars (``<crew home>/state/session-pids``).
+
+    Identity no longer reads them; a starting host removes any it finds there.
+    """
     return crew_home() / "state" / "session-pids"
 
 

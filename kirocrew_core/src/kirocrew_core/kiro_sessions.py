@@ -5,7 +5,8 @@ lock holds ``{"pid": N, "started_at": ...}``. A hard-killed owner leaves its
 lock behind and every later ``session/load`` is refused for good, because
 kiro-cli reads the lock as durable state, not as a liveness check. We remove a
 lock only when its pid is provably dead: a live pid, an unreadable or
-malformed lock, or a system without ``/proc`` all mean "keep".
+malformed lock, or an owner whose liveness cannot be read all mean "keep"
+(:func:`kirocrew_core.processes.alive`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from kirocrew_core import home
+from kirocrew_core import home, processes
 from kirocrew_core.errors import BadInputError
 
 log = logging.getLogger(__name__)
@@ -41,68 +42,6 @@ def check_session_id(session_id: str) -> str:
 def lock_path(session_id: str, sessions_dir: Path | None = None) -> Path:
     """``<sessions dir>/<id>.lock`` (the sessions dir defaults to :func:`home.kiro_sessions_dir`)."""
     return (sessions_dir or home.kiro_sessions_dir()) / f"{check_session_id(session_id)}.lock"
-
-
-def _stat_after_comm(pid: int) -> bytes | None:
-    """``/proc/<pid>/stat`` from the state field on (``comm`` may hold spaces and parentheses).
-
-    Raises :class:`FileNotFoundError` for a pid that is gone; None for any other read failure.
-    """
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            line = fh.read()
-    except FileNotFoundError:
-        raise
-    except OSError:
-        return None
-    return line[line.rfind(b")") + 2 :]
-
-
-def pid_alive(pid: int) -> bool | None:
-    """True while ``pid`` runs, False once it is gone or a zombie, None where ``/proc`` is missing.
-
-    A zombie counts as dead: it runs nothing, holds no session, and here PID 1
-    never reaps orphans, so one can linger indefinitely. Read from ``/proc``
-    rather than probed with a signal: only :mod:`kirocrew_core.proc` signals.
-    """
-    if pid <= 0:
-        return False
-    try:
-        rest = _stat_after_comm(pid)
-    except FileNotFoundError:
-        return False if os.path.isdir("/proc/self") else None
-    if rest is None:
-        return None
-    return rest[:1] not in (b"Z", b"X")
-
-
-def start_id(pid: int) -> str | None:
-    """The kernel's start time of ``pid`` (``/proc/<pid>/stat`` field 22), which tells a reused pid apart.
-
-    None when it cannot be read.
-    """
-    fields = _stat_fields(pid)
-    return fields[19].decode() if len(fields) > 19 else None
-
-
-def parent_pid(pid: int) -> int | None:
-    """The parent of ``pid`` (``/proc/<pid>/stat`` field 4), or None when it cannot be read."""
-    fields = _stat_fields(pid)
-    try:
-        return int(fields[1]) if len(fields) > 1 else None
-    except ValueError:
-        return None
-
-
-def _stat_fields(pid: int) -> list[bytes]:
-    """``/proc/<pid>/stat`` after the command name, split (field 3 first); empty when it cannot be read."""
-    if pid <= 0:
-        return []
-    try:
-        rest = _stat_after_comm(pid)
-    except FileNotFoundError:
-        return []
-    return rest.split() if rest is not None else []
 
 
 @dataclass(frozen=True)
@@ -172,9 +111,10 @@ def remove_stale_lock(session_id: str, sessions_dir: Path | None = None) -> Stal
         return StaleLockResult(StaleLockOutcome.ABSENT, lock)
     if lock.pid is None:
         return StaleLockResult(StaleLockOutcome.UNKNOWN, lock)
-    alive = pid_alive(lock.pid)
+    alive = processes.alive(lock.pid)
     if alive is None:
-        return StaleLockResult(StaleLockOutcome.UNKNOWN, LockInfo(lock.path, True, lock.pid, "no /proc to check"))
+        return StaleLockResult(StaleLockOutcome.UNKNOWN,
+                               LockInfo(lock.path, True, lock.pid, "its liveness cannot be read"))
     if alive:
         return StaleLockResult(StaleLockOutcome.OWNER_ALIVE, lock)
     again = read_lock(session_id, sessions_dir)
@@ -205,7 +145,7 @@ def session_in_use(session_id: str, sessions_dir: Path | None = None) -> bool:
         return False
     if lock.pid is None:
         return True
-    return pid_alive(lock.pid) is not False
+    return processes.alive(lock.pid) is not False
 
 
 def remove_session_files(session_id: str, sessions_dir: Path | None = None) -> bool:

@@ -301,8 +301,8 @@ class Relay:
         if end < 0:
             if buf is data:
                 self.from_host = bytearray(data)
-            if len(self.from_host) > protocol.MAX_LINE_BYTES:
-                self._host_lost(f"it sent a line longer than {protocol.MAX_LINE_BYTES} bytes")
+            if len(self.from_host) > protocol.MAX_REPLY_LINE_BYTES:
+                self._host_lost(f"it sent a line longer than {protocol.MAX_REPLY_LINE_BYTES} bytes")
             return
         start = emitted = 0
         while end >= 0 and (self.in_flight or self.swallow):

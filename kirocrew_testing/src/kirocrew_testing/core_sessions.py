@@ -120,15 +120,23 @@ class ProcessTree:
     child: int
 
 
+def verified_caller(pid: int, key: str = "", session_type: str = "relay") -> Any:
+    """The caller block the host would verify and pin for a relay running as ``pid`` (a ``CallerContext``).
+
+    ``key`` is what the block claims (``KIROCREW_SESSION_KEY``); the resolver goes by ``pid``'s ancestry.
+    """
+    from kirocrew_core import processes
+    from kirocrew_core.host.caller import CallerContext
+
+    return CallerContext(key, session_type, pid, None, {}, peer_verified=True,
+                         relay_started=processes.start_time(pid))
+
+
 @contextlib.contextmanager
 def process_tree() -> Iterator[ProcessTree]:
-    """A live :class:`ProcessTree`, torn down on exit; skipped where ``/proc`` is missing (ancestry is read there)."""
+    """A live :class:`ProcessTree` (``sh`` leads its own kernel session, as a kiro-cli does), torn down on exit."""
     from kirocrew_core import proc
 
-    from kirocrew_testing.requirements import unavailable
-
-    if not os.path.isdir("/proc/self"):
-        unavailable("the session resolver reads process ancestry from /proc (Linux)")
     shell = proc.spawn(["/bin/sh", "-c", "sleep 60 & echo $!; wait"], env=dict(os.environ),
                        stdin=proc.DEVNULL, text=True)
     try:

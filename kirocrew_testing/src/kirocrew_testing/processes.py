@@ -19,9 +19,9 @@ def release_together(children: Sequence[subprocess.Popen[str]], *, timeout: floa
 
 def running(pid: int) -> bool:
     """Whether ``pid`` is a running process; a zombie waiting for its reaper does not count."""
-    from kirocrew_core.kiro_sessions import pid_alive
+    from kirocrew_core import processes
 
-    return pid_alive(pid) is True
+    return processes.alive(pid) is True
 
 
 def processes_running(argv_part: bytes, crew_home: str) -> list[int]:

@@ -53,7 +53,7 @@ def host_services() -> list[HostService]:
 
 
 class _HostedCore:
-    """The host's one kirocrew-core server (built on first use) and the sidecar sweep at start."""
+    """The host's one kirocrew-core server (built on first use) and the legacy sidecar sweep at start."""
 
     def __init__(self) -> None:
         self._server: Any = None
@@ -85,17 +85,16 @@ def _build() -> Any:
 
 
 def _prepare_sidecars() -> None:
-    """A fresh host: no sidecar on disk is one of its sessions' (remove them); the SEL key exists for signing."""
+    """A fresh host: remove the pid sidecars an earlier version published; make sure the SEL key exists."""
     from kirocrew_core import audit
-    from kirocrew_core.coretools.identity import registry
+    from kirocrew_core.coretools.identity import SessionRegistry
     from kirocrew_core.errors import KirocrewError
 
-    removed = registry().sweep_sidecars()
-    try:  # the audit owner creates its key with the log's first record; sidecars are signed with a subkey of it
+    removed = SessionRegistry.remove_legacy_sidecars()
+    try:  # the audit owner creates its key with the log's first record
         audit.record("coretools.host_started", sidecars_removed=removed)
     except KirocrewError as exc:
-        log.warning("the SEL is unusable (%s): session pid sidecars are not published, so the "
-                    "KIROCREW_HOST_PID route refuses; injected session keys still work", exc)
+        log.warning("the SEL is unusable (%s): kirocrew-core calls are not audited", exc)
 
 
 _hosted = _HostedCore()

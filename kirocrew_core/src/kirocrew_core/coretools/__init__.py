@@ -6,7 +6,7 @@ verified caller block of its host connection, resolved to a crew session by
 :mod:`kirocrew_core.coretools.identity`. Nothing here keeps state per caller.
 
 Modules: :mod:`.contract` (what a tool handler receives), :mod:`.directives` (the
-session-directive marker codec), :mod:`.identity` (session keys, the HMAC pid sidecar,
-the strict and lenient resolvers), :mod:`.policy` (the session tool policy),
+session-directive marker codec), :mod:`.identity` (session keys and the resolver that
+decides who a caller is by its process ancestry), :mod:`.policy` (the session tool policy),
 :mod:`.server` (the MCP server the host serves), :mod:`.command` (``kirocrew mcp-core``).
 """

@@ -19,11 +19,15 @@ if TYPE_CHECKING:
 # (none today); a tool that serves only conversations refuses other kinds. The kind is part of a job
 # owner's name in kirocrew-cron (``conversation:<id>``).
 SessionKind = Literal["conversation", "cron"]
-# How a tool resolves its caller: ``strict`` (anything that mutates or targets a session: the
-# injected key or a verified sidecar, never a walk, never an unsigned file; an unresolved caller
-# is refused before the handler runs), ``lenient`` (read-only and telemetry: the strict answer, or
-# None), ``none`` (the tool never looks).
+# How a tool resolves its caller: ``strict`` (anything that mutates or targets a session: the caller's
+# session by its process ancestry; a caller that is no session's is refused before the handler runs),
+# ``lenient`` (read-only and telemetry: the same answer, or None), ``none`` (the tool never looks).
 Identity = Literal["strict", "lenient", "none"]
+# Where a call comes from, by the caller's process ancestry (kirocrew_core.coretools.identity):
+# ``session`` (a descendant of a kiro-cli the host started), ``person`` (of none, and not of the host:
+# one of the owner's own processes), ``host`` (a process the host started for no session: nobody),
+# ``unverified`` (no kernel credentials to go on), ``gone`` (the connection's process has exited).
+Origin = Literal["session", "person", "host", "unverified", "gone"]
 
 
 @dataclass(frozen=True)
@@ -53,19 +57,32 @@ class ToolCall:
     ``session`` is resolved per call from ``caller`` by the tool's :data:`Identity`
     (always set for a ``strict`` tool: the server refuses an unresolved caller itself).
     ``caller`` is the verified caller block of the host connection (None outside the host).
+    ``origin`` is where the call comes from by process ancestry (:data:`Origin`), whatever the
+    tool's identity.
     """
 
     tool: str
     session: CrewSession | None
     caller: CallerContext | None
     identity: Identity
+    origin: Origin = "unverified"
+
+    @property
+    def is_person_command(self) -> bool:
+        """The person's own ``kirocrew`` command (a CLI twin, caller session type ``cli``) outside every session.
+
+        Only the ancestry makes it so: a twin run from a session's shell is that session, whatever its
+        environment says, and one a cron job's command runs (a ``host`` origin) is nobody.
+        """
+        from kirocrew_core.host.protocol import SESSION_TYPE_CLI
+
+        return self.origin == "person" and self.caller is not None and self.caller.session_type == SESSION_TYPE_CLI
 
     def require_session(self) -> CrewSession:
         """The caller's session, or :class:`ToolRefused` ``caller_unverified``."""
         if self.session is None:
-            raise ToolRefused(f"{self.tool} needs a verified kirocrew session: this caller has no session key "
-                              "the host issued (or a verified pid sidecar), so it cannot act on a session",
-                              code="caller_unverified")
+            raise ToolRefused(f"{self.tool} needs a verified kirocrew session: this caller does not descend from "
+                              "a kiro-cli the host started, so it cannot act on a session", code="caller_unverified")
         return self.session
 
 

@@ -1,52 +1,64 @@
-"""Session keys: which crew session a ``kirocrew-core`` call comes from, decided by the host.
+"""Which crew session a call comes from, decided by the host from process ancestry, never from a claim.
 
-The host issues an unguessable key to every kiro-cli it starts (:meth:`SessionRegistry.issue`),
-injects it as ``KIROCREW_SESSION_KEY``, and binds the key to the process once it runs
-(:meth:`SessionRegistry.bind_pid`: the pid and its kernel start id, plus a signed sidecar
-``session_pid_<pid>.txt``/``.sig`` for the ``KIROCREW_HOST_PID`` route). A call resolves to a
-session only on facts the host checks itself (:meth:`SessionRegistry.resolve_strict`):
+The host issues a key to every kiro-cli it starts (:meth:`SessionRegistry.issue`), injects it
+as ``KIROCREW_SESSION_KEY``, and binds the key to that process once it runs
+(:meth:`SessionRegistry.bind_pid`: its pid and start time). A caller is the process at the
+other end of a host connection: the relay or CLI twin whose pid the host read from the socket's
+kernel credentials and pinned with its start time at accept (:mod:`kirocrew_core.host.server`).
+:meth:`SessionRegistry.resolve` answers, per call, with a :class:`Resolution`:
 
-1. the caller block's key is live, and the process it is bound to (same start id) is an
-   ancestor of the relay, whose pid the host read from the socket's kernel credentials; or
-2. the block's ``hostPidEnv`` names a pid whose sidecar verifies (HMAC keyed from the audit
-   log's key), whose key is live and bound to that very pid (same start id), and that pid is
-   an ancestor of the relay.
+1. ``gone``: the pinned process has exited, or its pid now names another process (a connection
+   handed to a child that outlived it keeps no identity);
+2. ``session``: the nearest process among the caller and its ancestors that is a bound kiro-cli
+   (same pid, same start time) decides. A sub-agent is its own kiro-cli, started by the host, so
+   it resolves to itself;
+3. ``session`` too: no bound ancestor, but the caller is in the kernel session of a live bound
+   kiro-cli that leads one (every kiro-cli starts in its own, :mod:`kirocrew_core.proc`). A
+   process cannot join a session, only be born into it, so this catches what left the tree by
+   being re-parented (``cmd &`` of a shell that exited, ``nohup``, a double fork without
+   ``setsid``) while the session runs;
+4. ``host``: the host itself is an ancestor, through no session: a process the host started for
+   someone (a cron job's command, an MCP probe). It is nobody, never the person;
+5. ``person``: none of the above, on an ancestry read all the way up: one of the owner's own
+   processes;
+6. ``unverified``: the host has no kernel credentials for the caller (no peer pid on this system,
+   or a call made in process with no connection), or could not read its ancestry all the way up
+   (an ancestor that exited mid-walk): unknowable is never the person.
 
-Why the ancestry is *checked* and never *walked*: holding a key proves nothing, because any
-process of the same user can read it from ``/proc/<pid>/environ`` of a kiro-cli; being a
-descendant of the bound process is what a copied key cannot fake. A discovery walk (look up
-every ancestor for some session) would make a sub-agent resolve to its parent; here a
-sub-agent is its own kiro-cli with its own key, so it resolves to itself. There is no lenient
-fallback for identity: :meth:`SessionRegistry.resolve_lenient` is the strict answer or None.
+What the caller's block says (``sessionKey``, ``hostPidEnv``) is a claim: it never decides.
+Why: holding a key proves nothing (any process of the same user reads a kiro-cli's environment),
+and dropping it proved nothing either: ``env -u KIROCREW_SESSION_KEY kirocrew cron pause …`` from a
+session's shell is still that session. A claim the ancestry contradicts is reported
+(:func:`contradiction`) so the host can log and audit it.
+
+What is not covered, said in the docs: a process that both leaves its kiro-cli's tree *and* its
+kernel session (``setsid`` and a double fork: a daemon) is re-parented to init or a subreaper and
+resolves as the person; so does one that outlives its session's kiro-cli outside its tree.
 
 The registry lives in the process that starts the kiro-cli workers (the host; a standalone
-conversations server has its own, which the host does not know, so its sessions' calls are
-unverified). Nothing here is per caller: the registry is host state keyed by session key.
+conversations server has its own, which the host does not know, so its sessions are unverified).
+Nothing here is per caller: the registry is host state keyed by session key.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
-import hmac
 import logging
 import os
 import re
 import secrets
-import stat
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kirocrew_core.coretools.contract import CrewSession, SessionKind
+from kirocrew_core.coretools.contract import CrewSession, Origin, SessionKind
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from kirocrew_core.acp_runtime import AcpOptions
     from kirocrew_core.host.caller import CallerContext
+    from kirocrew_core.processes import ProcessRef
 
 log = logging.getLogger(__name__)
 
@@ -54,13 +66,8 @@ SESSION_KEY_ENV = "KIROCREW_SESSION_KEY"
 HOST_PID_ENV = "KIROCREW_HOST_PID"
 KEY_PREFIX = "kcs1-"
 KEY_PATTERN = re.compile(r"^kcs1-[0-9a-f]{32}$")
-SIDECAR_PURPOSE = b"kirocrew.session_pid.sig.v1"
-SIDECAR_DIR_MODE = 0o700
-MAX_SIDECAR_BYTES = 4096
-# How far up from the relay the bound process may be (kiro-cli, its chat child, a sandbox's init…).
-MAX_ANCESTRY_DEPTH = 64
-_SIDECAR_NAME = re.compile(r"^session_pid_([0-9]{1,10})\.(txt|sig)$")
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+# Signed pid sidecars an earlier version published; a starting host removes any it finds.
+_LEGACY_SIDECAR = re.compile(r"^session_pid_([0-9]{1,10})\.(txt|sig)$")
 
 
 def fingerprint(key: str) -> str:
@@ -69,24 +76,37 @@ def fingerprint(key: str) -> str:
 
 
 @dataclass(frozen=True)
+class Resolution:
+    """Who a call comes from (module docstring): its :data:`Origin`, and its session when that is ``session``."""
+
+    origin: Origin
+    session: CrewSession | None = None
+
+
+UNVERIFIED = Resolution("unverified")
+GONE = Resolution("gone")
+_ORIGINS: dict[Origin, str] = {
+    "session": "a session", "person": "the person (no session's descendant)",
+    "host": "a process the host started for no session", "unverified": "unverified", "gone": "gone",
+}
+
+
+@dataclass(frozen=True)
 class _Binding:
     session: CrewSession
-    pid: int | None = None
-    start_id: str | None = None
+    process: ProcessRef | None = None
+    leads_session: bool = False  # the bound process is its kernel session's leader
 
 
 class SessionRegistry:
-    """The live session keys of this process, with their bound pids (see the module docstring).
+    """The live session keys of this process, each with the process it is bound to (module docstring).
 
-    :param sidecar_dir: where sidecars go (default :func:`kirocrew_core.home.session_pid_dir`).
-    :param signing_key: returns the sidecar subkey or None (default: derived from the audit
-        log's key); without one, sidecars are not published and route 2 refuses.
+    :param host: the process whose descendants, through no session, are ``host`` callers
+        (default: this process, as it was when the registry was made).
     """
 
-    def __init__(self, sidecar_dir: Path | None = None,
-                 signing_key: Callable[[], bytes | None] | None = None) -> None:
-        self._dir = sidecar_dir
-        self._signing_key = signing_key or _audit_subkey
+    def __init__(self, host: ProcessRef | None = None) -> None:
+        self._host = host
         self._lock = threading.Lock()
         self._live: dict[str, _Binding] = {}
 
@@ -100,25 +120,27 @@ class SessionRegistry:
         return key
 
     def bind_pid(self, key: str, pid: int) -> bool:
-        """Record the process the key was injected into, and publish its signed sidecar; False if not live.
+        """Bind the key to the process it was injected into (pid and start time); False if not live or gone.
 
-        Blocking file I/O: a coroutine calls it through ``asyncio.to_thread``.
+        Reads the process table: a coroutine calls it through ``asyncio.to_thread``.
         """
-        start = _start_id(pid)
+        from kirocrew_core import processes
+
+        process = processes.ref(pid)
+        if process is None:
+            return False
+        leads = processes.session_id(pid) == pid
         with self._lock:
             binding = self._live.get(key)
             if binding is None:
                 return False
-            self._live[key] = replace(binding, pid=pid, start_id=start)
-        self._publish(pid, key)
+            self._live[key] = replace(binding, process=process, leads_session=leads)
         return True
 
     def revoke(self, key: str) -> None:
-        """The session ended: its key resolves no more and its sidecar is removed (idempotent)."""
+        """The session ended: its key resolves no more (idempotent)."""
         with self._lock:
-            binding = self._live.pop(key, None)
-        if binding is not None and binding.pid is not None:
-            self._unpublish(binding.pid)
+            self._live.pop(key, None)
 
     def get(self, key: str) -> CrewSession | None:
         with self._lock:
@@ -130,185 +152,102 @@ class SessionRegistry:
             return len(self._live)
 
     # -- resolving a caller ------------------------------------------------------------------------
-    def resolve_strict(self, caller: CallerContext | None) -> CrewSession | None:
-        """The caller's session on host-checked facts only (module docstring), else None. Never raises."""
-        if caller is None or not caller.peer_verified:
-            return None
+    def resolve(self, caller: CallerContext | None) -> Resolution:
+        """Who ``caller`` is, from the kernel's process facts only (module docstring). Never raises."""
+        if caller is None or not caller.peer_verified or caller.relay_started is None:
+            return UNVERIFIED
         try:
-            return self._by_key(caller) or self._by_host_pid(caller)
+            return self._resolve(caller.relay_pid, caller.relay_started)
         except Exception:
             log.exception("resolving a caller failed; treating it as unverified")
-            return None
+            return UNVERIFIED
+
+    def resolve_strict(self, caller: CallerContext | None) -> CrewSession | None:
+        """The caller's session (:meth:`resolve`), or None."""
+        return self.resolve(caller).session
 
     def resolve_lenient(self, caller: CallerContext | None) -> CrewSession | None:
-        """For read-only and telemetry tools: the strict answer, or None (there is no weaker source)."""
+        """For read-only and telemetry tools: the same answer (there is no weaker source)."""
         return self.resolve_strict(caller)
 
-    def _by_key(self, caller: CallerContext) -> CrewSession | None:
-        key = caller.session_key
-        if not key:
-            return None
-        with self._lock:
-            binding = self._live.get(key)
-        if binding is None or binding.pid is None:
-            return None
-        if not self._same_process(binding) or not is_ancestor(binding.pid, caller.relay_pid):
-            return None
-        return binding.session
+    def _resolve(self, pid: int, started: float) -> Resolution:
+        from kirocrew_core import processes
 
-    def _by_host_pid(self, caller: CallerContext) -> CrewSession | None:
-        pid = caller.host_pid_env
-        if pid is None:
-            return None
-        key = self.verified_sidecar(pid)
-        if key is None:
-            return None
+        lineage = processes.lineage(pid)
+        chain = lineage.links
+        if not chain or chain[0].started != started:
+            return GONE
         with self._lock:
-            binding = self._live.get(key)
-        if binding is None or binding.pid != pid or not self._same_process(binding):
-            return None
-        return binding.session if is_ancestor(pid, caller.relay_pid) else None
+            bound = {b.process: b for b in self._live.values() if b.process is not None}
+        answer = next((Resolution("session", bound[link].session) for link in chain if link in bound), None)
+        if answer is None:
+            answer = self._by_kernel_session(pid, bound)
+        if answer is None and self._host_process() in chain:
+            answer = Resolution("host")
+        if answer is None:
+            # The person only on a walk that reached the top: an ancestor that could not be read might be a session.
+            answer = Resolution("person") if lineage.complete else UNVERIFIED
+        # Everything above was read while the caller ran; if it exited meanwhile, its pid may name another.
+        return answer if processes.is_running(chain[0]) else GONE
 
     @staticmethod
-    def _same_process(binding: _Binding) -> bool:
-        """The bound pid still runs the process the key was injected into (not a reused pid)."""
-        return binding.pid is not None and binding.start_id is not None and _start_id(binding.pid) == binding.start_id
+    def _by_kernel_session(pid: int, bound: dict[ProcessRef, _Binding]) -> Resolution | None:
+        """The live bound kiro-cli whose kernel session ``pid`` is in, if it leads one."""
+        from kirocrew_core import processes
 
-    # -- the sidecar -------------------------------------------------------------------------------
-    def sidecar_dir(self) -> Path:
-        if self._dir is not None:
-            return self._dir
-        from kirocrew_core import home
+        sid = processes.session_id(pid)
+        for process, binding in bound.items():
+            # While its leader runs, a session id names that session only: the kernel keeps the number taken.
+            if binding.leads_session and process.pid == sid and processes.is_running(process):
+                return Resolution("session", binding.session)
+        return None
 
-        return home.session_pid_dir()
+    def _host_process(self) -> ProcessRef | None:
+        if self._host is None:
+            from kirocrew_core import processes
 
-    def verified_sidecar(self, pid: int) -> str | None:
-        """The key ``session_pid_<pid>.txt`` holds when its ``.sig`` verifies; None on any doubt."""
-        directory = self.sidecar_dir()
-        body = read_regular_nofollow(directory / f"session_pid_{pid}.txt")
-        signature = read_regular_nofollow(directory / f"session_pid_{pid}.sig")
-        subkey = self._signing_key()
-        if body is None or signature is None or subkey is None:
-            return None
-        if not hmac.compare_digest(_sign(subkey, pid, body).encode(), signature.strip().encode("ascii", "replace")):
-            log.warning("session_pid_%s signature mismatch: refusing that identity (a forgery or a stale sidecar)",
-                        pid)
-            return None
-        return body if KEY_PATTERN.match(body) else None
+            self._host = processes.ref(os.getpid())
+        return self._host
 
-    def _publish(self, pid: int, key: str) -> None:
-        subkey = self._signing_key()
-        if subkey is None:
-            # Said once at host start (an unusable SEL); a standalone server, which never logs, has no key either.
-            log.debug("no audit log key: session_pid_%s is not published, so the KIROCREW_HOST_PID route "
-                      "refuses this session (the injected key still works)", pid)
-            return
-        from kirocrew_core.jsonfile import write_bytes_atomic
+    # -- what an earlier version left ----------------------------------------------------------------
+    @staticmethod
+    def remove_legacy_sidecars(directory: Path | None = None) -> int:
+        """Remove the signed pid sidecars an earlier version published (identity no longer reads them); how many."""
+        if directory is None:
+            from kirocrew_core import home
 
-        try:
-            directory = _private_dir(self.sidecar_dir())
-            for name, data in ((f"session_pid_{pid}.txt", key), (f"session_pid_{pid}.sig", _sign(subkey, pid, key))):
-                path = directory / name
-                with contextlib.suppress(FileNotFoundError):
-                    if path.is_symlink():  # never write through a link someone placed here
-                        path.unlink()
-                write_bytes_atomic(path, data.encode("ascii"), secret=True)
-        except OSError as exc:
-            log.warning("could not publish session_pid_%s: %s", pid, exc.strerror or exc)
-
-    def _unpublish(self, pid: int) -> None:
-        directory = self.sidecar_dir()
-        for suffix in ("txt", "sig"):
-            with contextlib.suppress(OSError):
-                (directory / f"session_pid_{pid}.{suffix}").unlink()
-
-    def sweep_sidecars(self) -> int:
-        """Remove sidecars no live key of this registry is bound to (a host starts with none); how many.
-
-        A sidecar of a pid that still runs is not this host's either (a previous host issued
-        it, and its keys died with it), so every sidecar not bound here goes.
-        """
-        directory = self.sidecar_dir()
-        with self._lock:
-            bound = {b.pid for b in self._live.values() if b.pid is not None}
-        removed = 0
+            directory = home.session_pid_dir()
         try:
             names = os.listdir(directory)
         except OSError:
             return 0
+        removed = 0
         for name in names:
-            matched = _SIDECAR_NAME.match(name)
-            if matched is None or int(matched.group(1)) in bound:
-                continue
-            with contextlib.suppress(OSError):
-                (directory / name).unlink()
-                removed += 1
+            if _LEGACY_SIDECAR.match(name):
+                with contextlib.suppress(OSError):
+                    (directory / name).unlink()
+                    removed += 1
         return removed
 
 
-def _sign(subkey: bytes, pid: int, key: str) -> str:
-    return hmac.new(subkey, f"{pid}:{key}".encode(), hashlib.sha256).hexdigest()
+def contradiction(caller: CallerContext, resolution: Resolution) -> str | None:
+    """What the caller's block claims that its ancestry contradicts, or None (nothing claimed, or the same).
 
-
-def _audit_subkey() -> bytes | None:
-    from kirocrew_core import audit
-
-    return audit.derived_key(SIDECAR_PURPOSE)
-
-
-def _private_dir(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True, mode=SIDECAR_DIR_MODE)
-    st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode):
-        raise OSError(errno.ENOTDIR, f"{path} is not a directory")
-    if stat.S_IMODE(st.st_mode) != SIDECAR_DIR_MODE:
-        os.chmod(path, SIDECAR_DIR_MODE)
-    return path
-
-
-def read_regular_nofollow(path: Path) -> str | None:
-    """A small regular file's UTF-8 text, never through a link; None on any refusal (fails closed)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
+    The claim is never used; this says what to log and audit: a key of another live session,
+    or a key or ``hostPidEnv`` claimed by a process that is no session's.
+    """
+    claimed_key = caller.session_key
+    claimed_pid = caller.host_pid_env
+    if not claimed_key and claimed_pid is None:
         return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SIDECAR_BYTES:
-            return None
-        data = os.read(fd, MAX_SIDECAR_BYTES + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_SIDECAR_BYTES:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
-def _start_id(pid: int) -> str | None:
-    from kirocrew_core.kiro_sessions import start_id
-
-    return start_id(pid)
-
-
-def is_ancestor(ancestor: int, pid: int) -> bool:
-    """Whether ``ancestor`` is a (strict) ancestor of ``pid``, read from the kernel (``/proc``); False if unknown."""
-    from kirocrew_core.kiro_sessions import parent_pid
-
-    if ancestor <= 1 or pid <= 1 or ancestor == pid:
-        return False
-    current: int | None = pid
-    for _ in range(MAX_ANCESTRY_DEPTH):
-        current = parent_pid(current) if current is not None else None
-        if current is None or current <= 1:
-            return False
-        if current == ancestor:
-            return True
-    return False
+    session = resolution.session
+    if session is None:
+        what = f"session key {fingerprint(claimed_key)}" if claimed_key else f"KIROCREW_HOST_PID {claimed_pid}"
+        return f"the caller claims {what}, but by its ancestry it is {_ORIGINS[resolution.origin]}"
+    if claimed_key and claimed_key != session.key:
+        return (f"the caller claims session key {fingerprint(claimed_key)}, but its ancestry is session "
+                f"{fingerprint(session.key)}")
+    return None
 
 
 _REGISTRY: SessionRegistry | None = None
@@ -324,8 +263,9 @@ def registry() -> SessionRegistry:
         return _REGISTRY
 
 
-# Run kiro-cli through ``sh`` so the process the sidecar names exports its own pid before it execs
-# the launcher (a sandbox) or kiro-cli: the one pid fact that survives a sandbox renumbering pids.
+# Run kiro-cli through ``sh`` so the process the key is bound to exports its own pid before it execs the
+# launcher (a sandbox) or kiro-cli. Only a claim a relay repeats (``hostPidEnv``): the host compares it
+# with what the ancestry says and records a contradiction, it never resolves by it.
 HOST_PID_PREFIX = ("/bin/sh", "-c", f'{HOST_PID_ENV}=$$; export {HOST_PID_ENV}; exec "$@"', "sh")
 
 

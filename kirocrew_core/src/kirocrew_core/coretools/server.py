@@ -2,9 +2,11 @@
 
 Reached through the relay ``kirocrew mcp-core``; one server object serves every connection,
 and nothing in it is per caller. Each request reads the connection's verified caller
-(:func:`kirocrew_core.host.caller.current_caller`) and resolves it to a crew session
+(:func:`kirocrew_core.host.caller.current_caller`) and resolves it by its process ancestry
 (:mod:`.identity`). Per ``tools/call``, in order:
 
+0. the connection's process still runs (``caller_gone``: it exited, and whoever holds the
+   connection now has no identity);
 1. the tool exists (``unknown_tool``);
 2. the arguments match its JSON Schema, unknown fields refused (``invalid_arguments``, the
    first error as ``<field>: <message>``);
@@ -17,7 +19,8 @@ and nothing in it is per caller. Each request reads the connection's verified ca
 
 Results are sanitised (Unicode controls, format characters other than ZWJ/ZWNJ/LRM/RLM, and
 surrogates removed; capped at :data:`MAX_RESULT_CHARS`) and every call is audited to the SEL
-with the tool, the outcome and the session key's fingerprint, never the key or the arguments.
+with the tool, the outcome and the fingerprint of the session the call resolved to, never the key
+or the arguments.
 Descriptors are rebuilt on every ``tools/list``: a description may quote live values.
 
 The mcp SDK and jsonschema are imported when the server is built (the host builds it on the
@@ -34,7 +37,7 @@ import unicodedata
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kirocrew_core.coretools.contract import CrewSession, ToolCall, tool_args
+from kirocrew_core.coretools.contract import CrewSession, Origin, ToolCall, tool_args
 from kirocrew_core.coretools.directives import CORE_MCP_SERVER
 from kirocrew_core.errors import KirocrewError
 
@@ -42,7 +45,7 @@ if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
 
     from kirocrew_core.contributions import CoreMcpTool
-    from kirocrew_core.coretools.identity import SessionRegistry
+    from kirocrew_core.coretools.identity import Resolution, SessionRegistry
     from kirocrew_core.coretools.policy import ExclusionCache
     from kirocrew_core.host.caller import CallerContext
     from kirocrew_core.plugins import KirocrewPluginManager
@@ -53,6 +56,8 @@ SERVER_NAME = CORE_MCP_SERVER
 SERVER_COMMAND = "mcp-core"
 CALLER_CAPABILITY = "kirocrew.caller-identity"
 MAX_RESULT_CHARS = 100_000
+CALLER_GONE_TEXT = ("the process that opened this connection has exited, so the connection keeps no identity and "
+                    "nothing was done; connect again from the process that means to call")
 TRUNCATED = "\n…[response truncated]"
 # Format characters kept in results: joiners and direction marks carry meaning in real text.
 _KEPT_FORMAT = frozenset({"\u200c", "\u200d", "\u200e", "\u200f"})
@@ -142,7 +147,7 @@ class CoreToolsServer:
         return collect_tools(self.plugin_manager(), self._reported)
 
     def session_of(self, caller: CallerContext | None) -> CrewSession | None:
-        return self.registry.resolve_strict(caller)
+        return self.registry.resolve(caller).session
 
     def listed(self, caller: CallerContext | None) -> list[CoreMcpTool]:
         """The tools this caller may see: every tool, less what its session's policy excludes."""
@@ -150,8 +155,10 @@ class CoreToolsServer:
         return [tool for tool in self.tools().values() if policy is None or not policy.excludes(tool.name)]
 
     def _admit(self, name: str, raw_args: Any,
-               caller: CallerContext | None) -> tuple[CoreMcpTool, CrewSession | None] | _Refusal:
-        """The tool and the caller's session, or why the call is refused before its handler (steps 1-4)."""
+               resolved: Resolution) -> tuple[CoreMcpTool, CrewSession | None] | _Refusal:
+        """The tool and the caller's session, or why the call is refused before its handler (steps 0-4)."""
+        if resolved.origin == "gone":
+            return _Refusal(CALLER_GONE_TEXT, "caller_gone")
         tool = self.tools().get(name)
         if tool is None:
             shown = name if name.isidentifier() and len(name) <= 64 else "that name"
@@ -163,25 +170,46 @@ class CoreToolsServer:
             return _Refusal(f"{name} failed unexpectedly; the kirocrew host's log has the details", "internal_error")
         if problem is not None:
             return _Refusal(problem, "invalid_arguments")
-        resolved = self.session_of(caller)
-        session = None if tool.identity == "none" else resolved
+        session = None if tool.identity == "none" else resolved.session
         if tool.identity == "strict" and session is None:
             return _Refusal(f"{name} acts on the calling kirocrew session, and this caller could not be verified "
-                            "as one: it has no live session key the host issued to an ancestor kiro-cli (nor a "
-                            "verified pid sidecar). Call it from a session kirocrew started.", "caller_unverified")
-        policy = self.exclusions.policy(resolved)
+                            "as one: it does not descend from a live kiro-cli the host started. Call it from a "
+                            "session kirocrew started.", "caller_unverified")
+        policy = self.exclusions.policy(resolved.session)
         if policy is not None and policy.excludes(name):
             return _Refusal(f"tool '{name}' is not available for this agent", "tool_excluded")
         return tool, session
 
-    async def call(self, name: str, raw_args: Any, caller: CallerContext | None) -> tuple[str, str | None]:
-        """``(text, error code or None)`` of one call; never raises except for cancellation."""
-        # Resolving the caller and its policy reads /proc and files: off the event loop.
-        admitted = await asyncio.to_thread(self._admit, name, raw_args, caller)
+    async def call(self, name: str, raw_args: Any, caller: CallerContext | None, *,
+                   as_person: bool = False) -> tuple[str, str | None]:
+        """``(text, error code or None)`` of one call; never raises except for cancellation.
+
+        ``as_person``: the call is the person's own command running the tools in its own process
+        (``KIROCREW_NO_HOST``: no host runs, so no session exists and no connection to resolve).
+        """
+        text, code, _ = await self.call_resolved(name, raw_args, caller, as_person=as_person)
+        return text, code
+
+    async def call_resolved(self, name: str, raw_args: Any, caller: CallerContext | None, *,
+                            as_person: bool = False) -> tuple[str, str | None, Resolution]:
+        """:meth:`call`, and who the caller resolved to (what the audit record names)."""
+        from kirocrew_core.coretools.identity import Resolution
+
+        def decide() -> tuple[Resolution, tuple[CoreMcpTool, CrewSession | None] | _Refusal]:
+            resolved = Resolution("person") if as_person else self.registry.resolve(caller)
+            return resolved, self._admit(name, raw_args, resolved)
+
+        # Resolving the caller reads the process table, its policy a file: off the event loop.
+        resolved, admitted = await asyncio.to_thread(decide)
         if isinstance(admitted, _Refusal):
-            return admitted.text, admitted.code
+            return admitted.text, admitted.code, resolved
+        text, code = await self._run(name, admitted, caller, resolved.origin, raw_args)
+        return text, code, resolved
+
+    async def _run(self, name: str, admitted: tuple[CoreMcpTool, CrewSession | None], caller: CallerContext | None,
+                   origin: Origin, raw_args: Any) -> tuple[str, str | None]:
         tool, session = admitted
-        call = ToolCall(tool=name, session=session, caller=caller, identity=tool.identity)
+        call = ToolCall(tool=name, session=session, caller=caller, identity=tool.identity, origin=origin)
         try:
             result = await _run_handler(tool.handler, tool_args(raw_args), call)
         except KirocrewError as exc:
@@ -257,8 +285,8 @@ def build_server(core: CoreToolsServer | None = None, *, instructions: str = INS
 
     async def call_tool(ctx: Any, params: Any) -> Any:
         caller = current_caller()
-        text, code = await core.call(params.name, params.arguments, caller)
-        await _audit(params.name, code, caller, core)
+        text, code, resolved = await core.call_resolved(params.name, params.arguments, caller)
+        await _audit(params.name, code, resolved, core)
         if code is not None:
             return tool_results.error_result(code, sanitise(text))
         return tool_results.text_result(sanitise(text))
@@ -289,15 +317,16 @@ def _server_class() -> type:
     return CoreServer
 
 
-async def _audit(tool: str, code: str | None, caller: CallerContext | None, core: CoreToolsServer) -> None:
-    """One SEL record per call: tool, outcome, code, the session key's fingerprint (never the key or arguments)."""
+async def _audit(tool: str, code: str | None, resolved: Resolution, core: CoreToolsServer) -> None:
+    """One SEL record per call: tool, outcome, code, the resolved session's fingerprint and the caller's origin
+    (never a key, never an argument; a key the caller merely claimed is not what it is named by)."""
     from kirocrew_core import audit
     from kirocrew_core.coretools.identity import fingerprint
 
-    key = caller.session_key if caller is not None else ""
+    key = resolved.session.key if resolved.session is not None else ""
     outcome = "ok" if code is None else ("denied" if code in _DENIALS else "failed")
     fields: dict[str, Any] = {"tool": tool if tool.isidentifier() and len(tool) <= 64 else "?",
-                              "session": fingerprint(key)}
+                              "session": fingerprint(key), "origin": resolved.origin}
     if core.server_name != SERVER_NAME:
         fields["server"] = core.server_name
     if code is not None:
@@ -308,4 +337,5 @@ async def _audit(tool: str, code: str | None, caller: CallerContext | None, core
         log.warning("could not audit a %s call: %s", core.server_name, exc)
 
 
-_DENIALS = frozenset({"caller_unverified", "tool_excluded", "unknown_tool", "invalid_arguments", "governance_denied"})
+_DENIALS = frozenset({"caller_unverified", "caller_gone", "tool_excluded", "unknown_tool", "invalid_arguments",
+                      "governance_denied"})

@@ -1,9 +1,11 @@
 """Who is calling: the caller block a relay stamped, readable by any tool the host serves.
 
 The host verifies the hello's block against the connection's kernel credentials (the
-relay's pid must be the socket peer's pid) and then replaces the block on every request
-of that connection with the verified one, so a block an MCP client (or a model) forged
-never reaches a tool. :func:`current_caller` reads a context variable the host sets for
+relay's pid must be the socket peer's pid), pins that process with its start time, and
+then replaces the block on every request of that connection with the verified one, so a
+block an MCP client (or a model) forged never reaches a tool. Who the caller *is* is
+decided per call from the pinned process's ancestry (:mod:`kirocrew_core.coretools.identity`);
+the block's key and pids are claims. :func:`current_caller` reads a context variable the host sets for
 the connection's task; every request handler runs in a task spawned from it. Nothing is
 kept per caller in module state.
 """
@@ -22,13 +24,14 @@ from kirocrew_core.host.protocol import CALLER_SCHEMA_VERSION
 class CallerContext:
     """The verified caller of one host connection.
 
-    ``session_key`` is the kirocrew session the MCP client runs in (``KIROCREW_SESSION_KEY``
-    when kirocrew spawned it; empty for a client kirocrew did not start). ``relay_pid`` is
+    ``session_key`` is the session key the relay found in its environment
+    (``KIROCREW_SESSION_KEY``; empty when it had none): a claim, never proof. ``relay_pid`` is
     the relay's pid as the block names it, and ``peer_verified`` says the host checked it
     against the socket's kernel credentials (only then may identity be derived from it);
-    ``host_pid`` the MCP host process that started the relay (kiro-cli, Claude Code, …) as
-    the relay reports it; ``host_pid_env`` the ``KIROCREW_HOST_PID`` the relay inherited
-    (a claim the session resolver checks, never trusts).
+    ``relay_started`` is that process's start time as the host read it when it accepted the
+    connection (the pin that tells it from a later process given the same pid); ``host_pid``
+    the MCP host process that started the relay (kiro-cli, Claude Code, …) as the relay
+    reports it; ``host_pid_env`` the ``KIROCREW_HOST_PID`` the relay inherited (a claim).
     """
 
     session_key: str
@@ -38,6 +41,7 @@ class CallerContext:
     raw: Mapping[str, Any]
     host_pid_env: int | None = None
     peer_verified: bool = False
+    relay_started: float | None = None
 
     def block(self) -> dict[str, Any]:
         """The block stamped into each request's ``params._meta``."""

@@ -87,13 +87,33 @@ def check_socket_dir(directory: str) -> None:
                                            "it must be 0700")
 
 
+# macOS (<sys/un.h>, <sys/ucred.h>): the pid and the credentials of a unix socket's peer.
+_SOL_LOCAL = 0
+_LOCAL_PEERCRED = getattr(socket, "LOCAL_PEERCRED", 0x001)
+_LOCAL_PEERPID = 0x002
+_XUCRED_BYTES = 76  # u_int version, uid_t uid, short ngroups (padded), gid_t groups[16]
+
+
 def peer_credentials(sock: socket.socket) -> tuple[int, int] | None:
-    """``(pid, uid)`` of a connected unix socket's peer (``SO_PEERCRED``), or ``None`` off Linux."""
+    """``(pid, uid)`` of a connected unix socket's peer as the kernel recorded it at ``connect``, or None.
+
+    Linux: ``SO_PEERCRED``. macOS: ``LOCAL_PEERPID`` and ``LOCAL_PEERCRED`` (untested here: no
+    macOS machine runs this suite). None on any other system, or when the kernel will not say.
+    """
     option = getattr(socket, "SO_PEERCRED", None)
-    if option is None:
+    if option is not None:
+        raw = sock.getsockopt(socket.SOL_SOCKET, option, 12)
+        return int.from_bytes(raw[0:4], sys.byteorder), int.from_bytes(raw[4:8], sys.byteorder)
+    if sys.platform != "darwin":
         return None
-    raw = sock.getsockopt(socket.SOL_SOCKET, option, 12)
-    return int.from_bytes(raw[0:4], sys.byteorder), int.from_bytes(raw[4:8], sys.byteorder)
+    try:
+        pid = int.from_bytes(sock.getsockopt(_SOL_LOCAL, _LOCAL_PEERPID, 4)[0:4], sys.byteorder)
+        cred = sock.getsockopt(_SOL_LOCAL, _LOCAL_PEERCRED, _XUCRED_BYTES)
+    except OSError:
+        return None
+    if len(cred) < 8 or int.from_bytes(cred[0:4], sys.byteorder) != 0:  # XUCRED_VERSION
+        return None
+    return pid, int.from_bytes(cred[4:8], sys.byteorder)
 
 
 def connect(timeout: float | None = CONNECT_TIMEOUT_SECS) -> socket.socket:
@@ -217,19 +237,10 @@ def request_stop(wait: float | None = STOP_TIMEOUT_SECS) -> int:
 
 
 def pid_gone(pid: int) -> bool:
-    """True when ``pid`` runs nothing any more (gone, or a zombie waiting to be reaped)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            line = fh.read()
-    except OSError:
-        return False  # no /proc (macOS): it answered the signal, so it runs
-    return line[line.rfind(b")") + 2:][:1] in (b"Z", b"X")
+    """True when ``pid`` runs nothing any more (gone, or a zombie waiting to be reaped); False when unsure."""
+    from kirocrew_core import processes  # psutil: never on the relay's path (only ``host stop`` waits)
+
+    return processes.alive(pid) is False
 
 
 def wait_gone(pid: int, timeout: float) -> bool:

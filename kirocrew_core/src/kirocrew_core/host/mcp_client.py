@@ -145,11 +145,12 @@ async def client_session(stream: Any, *, buffered: Any = None,
     import anyio
     from mcp import ClientSession
 
+    from kirocrew_core.host.protocol import MAX_REPLY_LINE_BYTES
     from kirocrew_core.host.transport import line_transport
 
     failure: Exception | None = None
-    async with stream, line_transport(stream, buffered=buffered) as (read, write), \
-            ClientSession(read, write) as session:
+    transport = line_transport(stream, buffered=buffered, max_line_bytes=MAX_REPLY_LINE_BYTES)
+    async with stream, transport as (read, write), ClientSession(read, write) as session:
         with anyio.fail_after(timeout):
             await session.initialize()
         try:

@@ -57,8 +57,15 @@ CALLER_SCHEMA_VERSION = 1
 SESSION_TYPE_RELAY = "relay"
 SESSION_TYPE_CLI = "cli"
 
-# One line (a JSON-RPC message or a hello) may be this long; a longer one ends the connection.
-MAX_LINE_BYTES = 64 * 1024 * 1024
+# A message sent to the host may be this long (the relay answers a longer client line itself; the host
+# closes a connection that sends one). The largest real request, a conversation's 200,000-character
+# message, is at most ~1.2 MB of JSON.
+MAX_LINE_BYTES = 4 * 1024 * 1024
+# What every connection of one host may hold at once, together: lines partly received and requests
+# not yet answered. A connection that would pass it is closed, with the reason in the host's log.
+MAX_HELD_BYTES = 32 * 1024 * 1024
+# A line the host sends may be this long (its own answers: the relay and the CLI read up to it).
+MAX_REPLY_LINE_BYTES = 64 * 1024 * 1024
 # A hello is small; the host reads at most this much before it answers.
 MAX_HELLO_BYTES = 64 * 1024
 
@@ -100,6 +107,11 @@ def env_pid(raw: str | None) -> int | None:
     return pid if pid > 0 else None
 
 
+def is_request(message: Any) -> bool:
+    """A JSON-RPC request (a method and an id), as opposed to a notification or a response."""
+    return isinstance(message, dict) and "method" in message and "id" in message
+
+
 def stamp_caller(message: Any, block: dict[str, Any]) -> bool:
     """Replace any caller block in a JSON-RPC *request* with ``block``; True when ``message`` is a request.
 
@@ -107,7 +119,7 @@ def stamp_caller(message: Any, block: dict[str, Any]) -> bool:
     ``params`` is absent gets ``{"_meta": {…}}``; one whose ``params`` or ``_meta`` is not an
     object is left for the server to refuse as invalid.
     """
-    if not isinstance(message, dict) or "method" not in message or "id" not in message:
+    if not is_request(message):
         return False
     params = message.get("params")
     if params is None:

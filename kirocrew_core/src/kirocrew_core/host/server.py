@@ -39,6 +39,7 @@ from kirocrew_core.host.caller import (
 
 if TYPE_CHECKING:
     from kirocrew_core.contributions import HostedMcpServer, HostService
+    from kirocrew_core.host.transport import PinnedPeer
     from kirocrew_core.plugins import KirocrewPluginManager
 
 log = logging.getLogger(__name__)
@@ -54,15 +55,29 @@ WATCH_INTERVAL_SECS = 0.5
 
 
 class _Connection:
-    """One MCP connection: its verified caller and the ids of its requests still unanswered."""
+    """One MCP connection: its verified caller, the process pinned at accept, and its requests still unanswered."""
 
-    def __init__(self, server: str, caller: CallerContext) -> None:
+    def __init__(self, server: str, caller: CallerContext, peer: PinnedPeer | None = None) -> None:
         self.server = server
         self.caller = caller
+        self.peer = peer
         self.pending: set[Any] = set()
+        self._gone_logged = False
 
-    def inspect(self, message: Any) -> None:
-        """Replace any caller block on a request with the verified one, and count it in flight."""
+    def inspect(self, message: Any) -> dict[str, Any] | None:
+        """Replace any caller block on a request with the verified one, and count it in flight.
+
+        A request that arrives after the process that opened the connection has exited is answered
+        here with ``caller_gone`` and goes no further: a connection handed to a child that outlived
+        its opener keeps no identity (the child could otherwise act as whoever the opener was, or as
+        a later process given the opener's pid).
+        """
+        if self.peer is not None and protocol.is_request(message) and not self.peer.running():
+            if not self._gone_logged:
+                self._gone_logged = True
+                log.warning("a %s connection's process (pid %s) has exited; its requests are refused caller_gone",
+                            self.server, self.peer.pid)
+            return _caller_gone_reply(message)
         if protocol.stamp_caller(message, self.caller.block()):
             with contextlib.suppress(TypeError):  # an unhashable id is refused by the SDK anyway
                 self.pending.add(message["id"])
@@ -71,12 +86,26 @@ class _Connection:
             if isinstance(params, dict):
                 with contextlib.suppress(TypeError):
                     self.pending.discard(params.get("requestId"))
+        return None
 
     def observe(self, message: Any) -> None:
         """A response or error to one of the client's requests ends it."""
         root = getattr(message, "root", message)
         if not hasattr(root, "method"):
             self.pending.discard(getattr(root, "id", None))
+
+
+def _caller_gone_reply(request: dict[str, Any]) -> dict[str, Any]:
+    """``caller_gone`` as the request's answer: a tool error for ``tools/call`` (what a client shows), else an error."""
+    from kirocrew_core.coretools.server import CALLER_GONE_TEXT
+    from kirocrew_core.tool_results import error_text
+
+    text = error_text("caller_gone", CALLER_GONE_TEXT)
+    if request.get("method") == "tools/call":
+        return {"jsonrpc": "2.0", "id": request["id"],
+                "result": {"content": [{"type": "text", "text": text}], "isError": True}}
+    return {"jsonrpc": "2.0", "id": request["id"],
+            "error": {"code": protocol.RELAY_ERROR_CODE, "message": text, "data": {"code": "caller_gone"}}}
 
 
 @dataclass
@@ -128,6 +157,9 @@ class Host:
         self._last_active = time.monotonic()
         self._tasks: list[asyncio.Task[Any]] = []
         self._socket: Path | None = None
+        from kirocrew_core.host.transport import ByteBudget
+
+        self.budget = ByteBudget(protocol.MAX_HELD_BYTES)  # what all connections may hold at once
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -289,94 +321,139 @@ class Host:
 
     async def _connection(self, stream: Any) -> None:
         import anyio
-        from anyio.streams.buffered import BufferedByteReceiveStream
 
-        from kirocrew_core.host.transport import peer_credentials
+        from kirocrew_core.host.transport import LineBoundExceeded, LineReader, pin_peer, socket_closer
 
         async with stream:
-            creds = peer_credentials(stream)
-            if creds is not None and creds[1] != os.getuid():
-                log.warning("refused a connection from uid %s (pid %s): this host serves uid %s only",
-                            creds[1], creds[0], os.getuid())
-                return
-            buffered = BufferedByteReceiveStream(stream)
+            # Read the peer's start time before anything else: the later it is read, the longer a
+            # process that connected and exited leaves for its pid to be handed to another.
+            peer = pin_peer(stream)
             try:
-                with anyio.fail_after(HELLO_TIMEOUT_SECS):
-                    line = await buffered.receive_until(b"\n", protocol.MAX_HELLO_BYTES)
-            except anyio.DelimiterNotFound:
-                await _send(stream, protocol.refusal("bad_hello", "the hello is longer than "
-                                                     f"{protocol.MAX_HELLO_BYTES} bytes"))
-                return
-            except (TimeoutError, anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
-                return
-            hello, problem = _parse_hello(line)
-            if hello is None:
-                await _send(stream, protocol.refusal(*problem))
-                return
-            kind = hello["kind"]
-            if kind == protocol.KIND_PING:
-                await _send(stream, protocol.encode(self.pong()))
-            elif kind == protocol.KIND_STOP:
-                await _send(stream, protocol.encode({"kirocrew": protocol.STOPPING, "pid": os.getpid()}))
-                self._exit("asked to stop")
-            else:
-                await self._mcp(stream, buffered, hello, creds)
+                if peer is not None and peer.uid != os.getuid():
+                    log.warning("refused a connection from uid %s (pid %s): this host serves uid %s only",
+                                peer.uid, peer.pid, os.getuid())
+                    return
+                reader = LineReader(stream, self.budget, socket_closer(stream))
+                try:
+                    with anyio.fail_after(HELLO_TIMEOUT_SECS):
+                        line = await reader.line(protocol.MAX_HELLO_BYTES)
+                except LineBoundExceeded as exc:
+                    log.warning("refused a hello: %s", exc)
+                    await _send(stream, protocol.refusal("bad_hello", "the hello is longer than "
+                                                         f"{protocol.MAX_HELLO_BYTES} bytes, or the host's "
+                                                         "connections hold too much already"))
+                    reader.close()
+                    return
+                except (TimeoutError, anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
+                    reader.close()
+                    return
+                hello, problem = _parse_hello(line)
+                if hello is None:
+                    reader.close()
+                    await _send(stream, protocol.refusal(*problem))
+                    return
+                kind = hello["kind"]
+                if kind == protocol.KIND_PING:
+                    reader.close()
+                    await _send(stream, protocol.encode(self.pong()))
+                elif kind == protocol.KIND_STOP:
+                    reader.close()
+                    await _send(stream, protocol.encode({"kirocrew": protocol.STOPPING, "pid": os.getpid()}))
+                    self._exit("asked to stop")
+                else:
+                    await self._mcp(stream, reader, hello, peer)
+            finally:
+                if peer is not None:
+                    peer.close()
 
     def pong(self) -> dict[str, Any]:
         return {"kirocrew": protocol.PONG, "version": protocol.VERSION, **self.status.as_dict(),
                 "connections": len(self.connections), "busy": self.busy_reasons(),
                 "retiring": self.retiring, "stopping": self.stopping}
 
-    async def _mcp(self, stream: Any, buffered: Any, hello: dict[str, Any], creds: tuple[int, int] | None) -> None:
+    async def _mcp(self, stream: Any, reader: Any, hello: dict[str, Any], peer: PinnedPeer | None) -> None:
         try:
-            caller = parse_block(hello.get("caller"))
-        except CallerBlockError as exc:
-            await _send(stream, protocol.refusal("bad_caller", str(exc)))
-            return
-        if creds is not None and caller.relay_pid != creds[0]:
-            log.warning("refused a caller block naming relay pid %s from peer pid %s", caller.relay_pid, creds[0])
-            await _send(stream, protocol.refusal(
-                "forged_caller",
-                f"the caller block names relay pid {caller.relay_pid}, but the peer is pid {creds[0]}"))
-            return
-        if creds is not None:
-            caller = dataclasses.replace(caller, peer_verified=True)
-        if self.stopping:
-            await _send(stream, protocol.refusal("host_stopping", "this host is stopping; connect again"))
-            return
-        requested = hello.get("server")
-        hosted = self._lookup(requested) if isinstance(requested, str) else None
-        if hosted is None:
-            shown = requested if isinstance(requested, str) and requested.isprintable() and len(requested) < 80 else "?"
-            await _send(stream, protocol.refusal(
-                "unknown_server", f"this host serves no MCP server named {shown}; it serves: "
-                                  f"{', '.join(sorted(self.servers)) or 'none'}"))
-            return
-        fingerprint = hello.get("fingerprint")
-        if isinstance(fingerprint, str) and fingerprint and fingerprint != self.status.fingerprint:
-            self.retire(f"a client runs other code (fingerprint {fingerprint[:12]}, this host's "
-                        f"{self.status.fingerprint[:12]})")
-        try:
-            from kirocrew_core.plugins import await_me_maybe
+            try:
+                caller = parse_block(hello.get("caller"))
+            except CallerBlockError as exc:
+                await _send(stream, protocol.refusal("bad_caller", str(exc)))
+                return
+            if peer is not None:
+                if caller.relay_pid != peer.pid:
+                    log.warning("refused a caller block naming relay pid %s from peer pid %s", caller.relay_pid,
+                                peer.pid)
+                    await _send(stream, protocol.refusal(
+                        "forged_caller", f"the caller block names relay pid {caller.relay_pid}, but the peer is pid "
+                                         f"{peer.pid}"))
+                    return
+                if not peer.running():
+                    log.warning("refused a connection whose process (pid %s) exited before its hello was read",
+                                peer.pid)
+                    await _send(stream, protocol.refusal("caller_gone", "the process that connected has exited"))
+                    return
+                caller = dataclasses.replace(caller, peer_verified=True, relay_started=peer.started)
+            if self.stopping:
+                await _send(stream, protocol.refusal("host_stopping", "this host is stopping; connect again"))
+                return
+            requested = hello.get("server")
+            hosted = self._lookup(requested) if isinstance(requested, str) else None
+            if hosted is None:
+                shown = requested if isinstance(requested, str) and requested.isprintable() and len(requested) < 80 \
+                    else "?"
+                await _send(stream, protocol.refusal(
+                    "unknown_server", f"this host serves no MCP server named {shown}; it serves: "
+                                      f"{', '.join(sorted(self.servers)) or 'none'}"))
+                return
+            fingerprint = hello.get("fingerprint")
+            if isinstance(fingerprint, str) and fingerprint and fingerprint != self.status.fingerprint:
+                self.retire(f"a client runs other code (fingerprint {fingerprint[:12]}, this host's "
+                            f"{self.status.fingerprint[:12]})")
+            try:
+                from kirocrew_core.plugins import await_me_maybe
 
-            server = await await_me_maybe(hosted.server)
+                server = await await_me_maybe(hosted.server)
+            except KirocrewError as exc:
+                await _send(stream, protocol.refusal(exc.code, exc.message))
+                return
+            await self._check_claims(hosted.name, caller)
+            await _send(stream, protocol.encode({
+                "kirocrew": protocol.WELCOME, "version": protocol.VERSION, "server": hosted.name,
+                "pid": os.getpid(), "fingerprint": self.status.fingerprint, "retiring": self.retiring is not None,
+            }))
+            await self._run_session(stream, reader, server, _Connection(hosted.name, caller, peer))
+        finally:
+            reader.close()
+
+    async def _check_claims(self, server: str, caller: CallerContext) -> None:
+        """Log and audit a caller whose block claims what its ancestry contradicts (the claim is never used)."""
+        from kirocrew_core.coretools import identity
+
+        if not caller.peer_verified or (not caller.session_key and caller.host_pid_env is None):
+            return
+        resolved = await asyncio.to_thread(identity.registry().resolve, caller)
+        problem = identity.contradiction(caller, resolved)
+        if problem is None:
+            return
+        log.warning("%s connection from pid %s: %s; it is resolved by its ancestry", server, caller.relay_pid, problem)
+        from kirocrew_core import audit
+
+        session = identity.fingerprint(resolved.session.key if resolved.session is not None else "")
+        try:
+            await asyncio.to_thread(audit.record, "host.caller_claim_contradicted", actor=session, outcome="denied",
+                                    server=server, origin=resolved.origin, session=session,
+                                    claimed=identity.fingerprint(caller.session_key),
+                                    claimed_host_pid=caller.host_pid_env or 0)
         except KirocrewError as exc:
-            await _send(stream, protocol.refusal(exc.code, exc.message))
-            return
-        await _send(stream, protocol.encode({
-            "kirocrew": protocol.WELCOME, "version": protocol.VERSION, "server": hosted.name,
-            "pid": os.getpid(), "fingerprint": self.status.fingerprint, "retiring": self.retiring is not None,
-        }))
-        await self._run_session(stream, buffered, server, _Connection(hosted.name, caller))
+            log.warning("could not audit a contradicted caller claim: %s", exc)
 
-    async def _run_session(self, stream: Any, buffered: Any, server: Any, connection: _Connection) -> None:
+    async def _run_session(self, stream: Any, reader: Any, server: Any, connection: _Connection) -> None:
         from kirocrew_core.host.transport import line_transport
 
         self.connections.add(connection)
         token = set_current_caller(connection.caller)  # request handler tasks inherit it
         try:
             async with line_transport(_StallGuard(stream, write_stall_secs()), inspect=connection.inspect,
-                                      observe=connection.observe, buffered=buffered) as (read, write):
+                                      observe=connection.observe, reader=reader) as (read, write):
                 await server.run(read, write, server.create_initialization_options())
         except* (BrokenPipeError, ConnectionResetError):
             log.info("a %s client went away", connection.server)

@@ -51,8 +51,8 @@ async def send_notification(args: dict[str, Any], call: ToolCall) -> str:
     from kirocrew_core.governance import require_capability
 
     if call.session is None:
-        raise ToolRefused("cannot verify caller identity for send_notification (no session key the host issued, "
-                          "nor a verified pid sidecar): refusing to publish without a trusted identity",
+        raise ToolRefused("cannot verify caller identity for send_notification (it does not descend from a "
+                          "kiro-cli the host started): refusing to publish without a trusted identity",
                           code="caller_unverified")
     require_capability("messaging", "publishing notifications")
     new = store.validate_new(args)

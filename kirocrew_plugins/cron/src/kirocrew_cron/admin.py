@@ -4,9 +4,9 @@ While a host runs it is the cron store's one writer, so ``kirocrew cron import``
 the store itself: it asks the host. The import is not one of the eight kirocrew-cron tools
 (a session has no business importing the person's old jobs, and models should not see it),
 so it lives on a server of its own that the host serves on its socket and that no agent
-config names. Only a ``cli`` caller without a session key (the person) may call it; anyone
-else is refused ``caller_unverified``. Without a host the command imports in process under
-the owner lock (:func:`import_in_process`).
+config names. Only the person's ``cli`` caller (a process that descends from no session and
+not from the host) may call it; anyone else is refused ``caller_unverified``. Without a host
+the command imports in process under the owner lock (:func:`import_in_process`).
 """
 
 from __future__ import annotations

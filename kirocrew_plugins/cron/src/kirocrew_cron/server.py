@@ -66,4 +66,4 @@ async def call_as_person(host: HostProvider, name: str, arguments: dict[str, Any
     from kirocrew_core.host.protocol import SESSION_TYPE_CLI
 
     caller = CallerContext(session_key="", session_type=SESSION_TYPE_CLI, relay_pid=0, host_pid=None, raw={})
-    return await core_server(host).call(name, arguments, caller)
+    return await core_server(host).call(name, arguments, caller, as_person=True)

@@ -1,9 +1,11 @@
 """The eight ``kirocrew-cron`` MCP tools: thin handlers over :mod:`kirocrew_cron.ops`.
 
 Every tool is ``identity="lenient"`` and decides who acts itself (:func:`actor_of`): a
-verified session acts for its own jobs; a ``kirocrew`` command on the host's socket with
-no session key (caller session type ``cli``) is the person; anyone else (a plain MCP client
-on the relay, a stale key) reads nothing and writes nothing. The server's ``strict`` would
+verified session acts for its own jobs; a ``kirocrew`` command on the host's socket (caller
+session type ``cli``) whose process descends from no session is the person (its ancestry
+decides, not its environment: a twin run from a session's shell is that session); anyone else
+(a plain MCP client on the relay, a process the host started for no session) reads nothing
+and writes nothing. The server's ``strict`` would
 refuse the CLI before the handler, which is why the tools are lenient and check here.
 
 Texts are the reference's (``cron_add``'s ``Added job: …``, ``cron_list``'s header and blocks);
@@ -48,15 +50,10 @@ _NO_CONTROL = r"^[^\x00-\x08\x0a-\x1f\x7f]*$"
 
 
 def actor_of(call: ToolCall) -> Actor | None:
-    """Who acts in ``call``: its verified session, the person (the CLI, no session key), or None (nobody)."""
-    from kirocrew_core.host.protocol import SESSION_TYPE_CLI
-
+    """Who acts in ``call``: its verified session, the person (a CLI twin outside every session), or None."""
     if call.session is not None:
         return Actor.of_session(call.session)
-    caller = call.caller
-    if caller is not None and caller.session_type == SESSION_TYPE_CLI and not caller.session_key:
-        return Actor.person()
-    return None
+    return Actor.person() if call.is_person_command else None
 
 
 def _writer(call: ToolCall) -> Actor:

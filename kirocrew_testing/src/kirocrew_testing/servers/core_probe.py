@@ -5,7 +5,7 @@ throwaway distribution registering this module as the plugin ``core-probe``; put
 ``PYTHONPATH`` of a host and only that host serves these tools.
 
 Each handler that runs appends one JSON line to ``$KIROCREW_PROBE_LOG`` (when set): the tool,
-the session it saw (without the key) and its arguments, so a test can see what a tool
+the session it saw (without the key), the caller's origin and its arguments, so a test can see what a tool
 observed when it was called by a fake kiro-cli inside a conversation.
 
 Tools: ``probe_whoami`` (strict), ``probe_lenient`` (lenient, read-only), ``probe_sleep``
@@ -34,7 +34,7 @@ def _seen(call: ToolCall, args: dict[str, Any]) -> dict[str, Any]:
     session = call.session
     seen = None if session is None else {"kind": session.kind, "targetId": session.target_id,
                                          "agent": session.agent, "workspace": session.workspace}
-    record = {"tool": call.tool, "session": seen, "args": args, "pid": os.getpid()}
+    record = {"tool": call.tool, "session": seen, "origin": call.origin, "args": args, "pid": os.getpid()}
     path = os.environ.get(LOG_ENV)
     if path:
         with open(path, "a", encoding="utf-8") as fh:
