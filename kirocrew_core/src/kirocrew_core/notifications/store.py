@@ -5,7 +5,7 @@ every change reads and replaces the file whole under the ``notifications`` lock 
 atomic write. It keeps the newest :data:`MAX_NOTIFICATIONS`; a notification with a
 ``group_key`` replaces the one before it with the same key (a session updating its own
 progress card, not stacking them). A notification records the session it came from (its
-kind, target and agent; never its key). Bad input raises
+kind, target and agent; never its key); its texts are redacted of secrets. Bad input raises
 :class:`~kirocrew_core.errors.BadInputError` with a stable code and changes nothing.
 """
 
@@ -201,7 +201,12 @@ def _write(items: list[Notification]) -> None:
 
 
 def publish(new: NewNotification, source: Source | None) -> Notification:
-    """Store ``new`` as the newest; it replaces the one with the same ``group_key``; the oldest fall off."""
+    """Store ``new`` as the newest; it replaces the one with the same ``group_key``; the oldest fall off.
+
+    Its texts are redacted of secrets first (:func:`~kirocrew_core.redaction.redact_secrets`): a
+    notification is shown on every page, and the store file must not hold a secret either.
+    """
+    new = _redacted(new)
     note = Notification(id="n" + secrets.token_hex(8), title=new.title, priority=new.priority, created=time.time(),
                         body=new.body, url=new.url, group_key=new.group_key, actions=new.actions, source=source)
     with named_lock(LOCK):
@@ -210,6 +215,13 @@ def publish(new: NewNotification, source: Source | None) -> Notification:
             items = [n for n in items if n.group_key != note.group_key]
         _write([note, *items][:MAX_NOTIFICATIONS])
     return note
+
+
+def _redacted(new: NewNotification) -> NewNotification:
+    from kirocrew_core.redaction import redact_secrets
+
+    return replace(new, title=redact_secrets(new.title), body=redact_secrets(new.body),
+                   actions=tuple(replace(action, label=redact_secrets(action.label)) for action in new.actions))
 
 
 def all_notifications() -> list[Notification]:
