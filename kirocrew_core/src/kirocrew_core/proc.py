@@ -399,7 +399,10 @@ async def terminate_async(proc: asyncio.subprocess.Process, *, reason: str = "")
 # by SIGKILL; the watcher then sends the whole group SIGTERM, waits for the command up to {grace} s,
 # and sends SIGKILL (itself included). PR_SET_PDEATHSIG would reach the supervisor alone, and only on
 # Linux: the group's other processes would outlive a SIGKILLed host.
+# The supervisor survives the SIGTERM (a trap, not an ignore: the command gets SIGTERM's default action)
+# to reap the command at once, so the watcher sees it gone and ends the group without waiting out the grace.
 _TIE_SCRIPT = """\
+trap : TERM
 exec 3<&0 </dev/null
 "$@" 3<&- &
 job=$!
@@ -411,8 +414,11 @@ job=$!
   kill -KILL 0 ) >/dev/null 2>&1 &
 watch=$!
 exec 3<&-
-wait "$job"
-status=$?
+while :; do
+  wait "$job"
+  status=$?
+  kill -0 "$job" 2>/dev/null || break
+done
 kill -KILL "$watch" 2>/dev/null
 exit "$status"
 """
@@ -484,15 +490,20 @@ class Recovered(enum.Enum):
 def end_recorded_group(record: GroupRecord, *, reason: str = "") -> Recovered:
     """Kill a group a previous process recorded, if its leader still runs as the same process (same start).
 
-    Only a leader proven to be the recorded one is signalled: a reused pid is never killed. When the
-    leader is not that process but the group id still has members (its leader died and left them, or
-    the id is someone else's now), nothing is signalled and the answer is ``HELD``, as it is where the
-    start cannot be read (no ``/proc``) and a group of that id exists: the caller waits for it to end.
+    Only a leader proven to be the recorded one is signalled: a reused pid is never killed. A live
+    process of that pid that started at another time means the recorded group is gone (the kernel
+    gives no process the id of a group that still exists). When no process of that pid runs but the
+    group id still has members (its leader died and left them, or a later group of that id lost its
+    leader), nothing is signalled and the answer is ``HELD``, as it is where the start cannot be read
+    (no ``/proc``) and a group of that id exists: the caller waits for it to end.
     """
     pgid = _safe_pgid(record.pgid)
     if pgid is None:
         return Recovered.GONE
-    if _leader_start(pgid) == record.leader_start:
+    current = _leader_start(pgid)
+    if current is not None and current != record.leader_start:
+        return Recovered.GONE
+    if current == record.leader_start:
         log.info("killing process group %d left by an earlier process%s", pgid, f" ({reason})" if reason else "")
         with contextlib.suppress(ProcessLookupError):
             try:

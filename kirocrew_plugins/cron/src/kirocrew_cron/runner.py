@@ -251,9 +251,9 @@ async def run_command(job: Job, active: ActiveRun) -> Outcome:
 
                 env[SESSION_KEY_ENV] = key
                 env.pop(HOST_PID_ENV, None)  # an inherited one would name another process
-            child = await proc.spawn_tied_async([*launcher, "/bin/sh", "-c", job.command], env=env,
-                                                cwd=job.workspace, stdout=proc.PIPE,
-                                                stderr=asyncio.subprocess.STDOUT)
+            child = await _started_uncancelled(proc.spawn_tied_async(
+                [*launcher, "/bin/sh", "-c", job.command], env=env, cwd=job.workspace, stdout=proc.PIPE,
+                stderr=asyncio.subprocess.STDOUT))
         except KirocrewError as exc:
             return _refused(exc) if exc.code == "authority_unavailable" else Outcome(
                 "failure", error=_error_text(f"the command could not start: {exc.message}"))
@@ -293,6 +293,20 @@ async def _supervise_command(job: Job, active: ActiveRun, child: asyncio.subproc
         return Outcome("failure", result=text, error=_error_text(f"exit status {code}" + (f": {text[-500:]}"
                                                                                            if text else "")))
     return Outcome("success", result=text)
+
+
+async def _started_uncancelled(spawning: Awaitable[asyncio.subprocess.Process]) -> asyncio.subprocess.Process:
+    """The child ``spawning`` starts; a cancel that arrives meanwhile lets the start finish, ends the child,
+    then propagates (the child would otherwise run on, unknown to anyone, until the host stops)."""
+    from kirocrew_core import proc
+
+    task = asyncio.ensure_future(spawning)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await proc.terminate_async(await task, reason="a cron run was cancelled while its command started")
+        raise
 
 
 def _session_key(job: Job) -> str | None:
