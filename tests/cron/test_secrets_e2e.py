@@ -57,7 +57,7 @@ def _octal(script: str) -> str:
 #: What the attacker's session schedules: each prints a secret in its own way.
 ATTACKS = {
     "token": "grep -rh . $HOME/.kiro/*/gateway.t*",
-    "key": "od -An -tx1 $HOME/.kiro/*/audit/sel.k* && base64 $HOME/.kiro/*/audit/sel.k* && cat $HOME/.kiro/*/audit/sel.k*",
+    "key": " && ".join(f"{tool} $HOME/.kiro/*/audit/sel.k*" for tool in ("od -An -tx1", "base64", "cat")),
     "environment": "set",
     # The path in octal: vetting reads the command's text, and the text names nothing.
     "octal": f"printf '{_octal('cat $HOME/.kiro/crew/gateway.token; xxd -p $HOME/.kiro/crew/audit/sel.key')}' > leak.sh"
