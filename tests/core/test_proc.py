@@ -537,7 +537,7 @@ def test_a_recorded_group_whose_leader_died_and_left_members_is_held_not_killed(
     leader = start(spawned, ["/bin/sh", "-c", "sleep 600 & echo $!; read line"])
     straggler = int(read_line(leader.stdout))
     record = proc.group_record(leader)
-    assert record is not None
+    assert record is not None and leader.stdin is not None
     leader.stdin.close()
     leader.wait(30)  # the leader is gone; its sleep still runs in the group
     assert proc.end_recorded_group(record) is proc.Recovered.HELD and is_running(straggler)

@@ -9,24 +9,62 @@ it cannot end, so no job runs twice at once. The host's death itself (the tie) i
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import os
 import sqlite3
 import subprocess
-import sys
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from kirocrew_core import proc
 from kirocrew_core.errors import KirocrewError
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kirocrew_testing.aio import run_bounded
 
 from kirocrew_cron.clock import ManualClock
+from kirocrew_cron.model import Job, Schedule
 from kirocrew_cron.service import HELD_ENDED_ERROR, KILLED_ERROR, CronHost, recover_runs
 from kirocrew_cron.store import INTERRUPTED_ERROR, CronStore
-from test_scheduler import T0, command_job, run, settle, started, until
+
+T = TypeVar("T")
+T0 = 1_772_452_800.0  # 2026-03-02 12:00:00 UTC
+BOUND_SECS = 60.0
+
+
+def run(coro: Awaitable[T]) -> T:
+    return run_bounded(coro, BOUND_SECS)
+
+
+def command_job(store: CronStore, command: str, workspace: Path, **fields: Any) -> Job:
+    return store.add(Job(id=store.new_id(), name=fields.pop("name", "job"), command=command,
+                         workspace=str(workspace), schedule=Schedule("every", every_secs=3600), created_ts=T0,
+                         updated_ts=T0, strict_schedule=True, **fields))
+
+
+async def settle(host: CronHost) -> None:
+    """Until the scheduler sleeps with nothing to re-plan and no run task is left."""
+    while True:
+        await asyncio.sleep(0.01)
+        if host.scheduler_on and not host.scheduler.idle.is_set():
+            continue
+        if host.tasks():
+            await asyncio.wait(host.tasks())
+            continue
+        return
+
+
+async def started(store: CronStore, clock: ManualClock) -> CronHost:
+    host = CronHost(store, clock)
+    await host.start()
+    await settle(host)
+    return host
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    while not condition():
+        await asyncio.sleep(0.01)
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="process groups are read from /proc")
 
@@ -65,6 +103,10 @@ def _row(store: CronStore, record_id: int) -> tuple[Any, ...]:
         return db.execute("SELECT status, error, pgid, leader_start FROM history WHERE id = ?", (record_id,)).fetchone()
     finally:
         db.close()
+
+
+def _recorded(store: CronStore, record_id: int) -> bool:
+    return _row(store, record_id)[2] is not None
 
 
 def test_a_running_command_records_its_process_group_with_its_history_row(store: CronStore, tmp_path: Path) -> None:
@@ -177,8 +219,8 @@ def test_a_sessions_command_holds_a_session_key_while_it_runs_and_the_persons_no
         host = await started(store, ManualClock(T0))
         counts = []
         for job in (mine, theirs):
-            await host.trigger(job.id)
-            await until(lambda job_id=job.id: _row(store, store.history(job_id)[0].id)[2] is not None)
+            record = await host.trigger(job.id)
+            await until(functools.partial(_recorded, store, record.id))
             counts.append(identity.registry().live_count())
         await host.stop()
         return counts
