@@ -153,6 +153,20 @@ def test_the_secret_never_reaches_config_output_or_show(monkeypatch: pytest.Monk
     assert routed_registry().get("github").visibility == "gated"
 
 
+def test_a_client_secret_set_is_redacted_from_every_result_and_a_removed_one_no_longer(
+        installed_plugin_manager: Any) -> None:
+    from kirocrew_core.redaction import redact_secrets
+
+    assert redact_secrets(f"the app said {SECRET}") == f"the app said {SECRET}"
+    assert run_kirocrew("connections", "client", "set", "github", "--client-id", CLIENT_ID,
+                        input=SECRET).returncode == 0
+    # Known through kirocrew-connections' secret_files(): as printed, in hex, in a part of it.
+    shown = f"a: {SECRET}; hex: {SECRET.encode().hex()}; cut: {SECRET[4:30]}"
+    assert redact_secrets(shown) == "a: <redacted>; hex: <redacted>; cut: <redacted>"
+    assert run_kirocrew("connections", "client", "remove", "github").returncode == 0
+    assert redact_secrets(SECRET) == SECRET  # the file is read again: no secret of ours any more
+
+
 @pytest.mark.parametrize(("argv", "stdin", "code"), [
     (("../../etc", "--client-id", CLIENT_ID), SECRET, "unknown_provider"),
     (("notion", "--client-id", CLIENT_ID), SECRET, "not_preregistered"),

@@ -36,7 +36,7 @@ def test_the_hook_list_is_the_architecture_one():
         "gateway_stopping", "gateway_shutdown", "extra_mcp_scopes", "extra_mcp_servers", "managed_mcp_servers",
         "core_mcp_tools", "registry_loaders", "authority_backends",
         "governance_ceiling", "protected_paths", "doctor_checks", "host_services", "host_mcp_servers",
-        "known_workspaces", "agent_file_ready",
+        "known_workspaces", "agent_file_ready", "secret_files",
     }
 
 
@@ -515,6 +515,26 @@ def test_hook_protected_paths(plugin_manager, isolated_homes, tmp_path):
     broken = Policy.build(pm=plugin_manager)
     assert decided(broken, "read", tmp_path / "notes.txt") == "ask"
     assert any("broken-vault" in problem for problem in broken.problems)
+
+
+def test_hook_secret_files(plugin_manager, isolated_homes, tmp_path):
+    from kirocrew_core.contributions import SecretFile
+    from kirocrew_core.gateway.auth import load_or_create_token
+    from kirocrew_core.redaction import redact_secrets
+
+    token = load_or_create_token()
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "a.secret").write_text("alpha-quartz-ribbon-71\n")
+    _register(plugin_manager, "vault", secret_files=lambda: [SecretFile(vault, label="the vault")])
+    text = f"token {token}, a alpha-quartz-ribbon-71, and hex {b'alpha-quartz-ribbon-71'.hex()}"
+    assert redact_secrets(text) == "token <redacted>, a <redacted>, and hex <redacted>"
+    # Read again when a file changes: a new value is known at once, the old one no longer.
+    (vault / "a.secret").write_text("zephyr-mango-basalt-42")
+    assert redact_secrets("alpha-quartz-ribbon-71 zephyr-mango-basalt-42") == "alpha-quartz-ribbon-71 <redacted>"
+    # A plugin that fails is skipped, named in the log; core's own values are still known.
+    _register(plugin_manager, "broken-vault", secret_files=lambda: 1 / 0)
+    assert redact_secrets(f"{token} zephyr-mango-basalt-42") == "<redacted> <redacted>"
 
 
 def test_hook_doctor_checks(plugin_manager):

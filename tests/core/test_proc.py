@@ -455,3 +455,92 @@ def test_async_a_drained_stderr_flood_does_not_block_the_child(monkeypatch) -> N
     assert result.step is proc.Step.EXITED_ON_EOF
     assert len(lines) == FLOOD_LINES + 1
     assert lines[-1] == "last line"
+
+
+# -- children tied to our life, and groups a dead process left -----------------------------------
+
+# A host in miniature: it starts a tied command whose group ignores SIGTERM, prints the group's id, and waits.
+TYING_HOST = textwrap.dedent(
+    """
+    import asyncio, os, sys
+    from kirocrew_core import proc
+
+    async def main():
+        child = await proc.spawn_tied_async(["/bin/sh", "-c", sys.argv[1]], env=dict(os.environ),
+                                            stdout=proc.DEVNULL, stderr=proc.DEVNULL)
+        print(child.pid, flush=True)
+        await asyncio.sleep(600)
+
+    asyncio.run(main())
+    """
+)
+
+
+def _gone_within(pgid: int, seconds: float) -> bool:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while live_members(pgid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_a_tied_childs_whole_group_dies_when_the_process_that_started_it_is_killed_by_sigkill(spawned: list) -> None:
+    host = start(spawned, py(TYING_HOST, "trap '' TERM; sleep 600 & sleep 600"), stdin=subprocess.DEVNULL)
+    pgid = int(read_line(host.stdout))
+    assert len(live_members(pgid)) >= 3  # the supervisor, the command's shell, its two sleeps (and the watcher)
+    proc.kill_pids([host.pid])  # SIGKILL: nothing of the host runs any more, no handler, no finally
+    host.wait(30)
+    # The group ignores SIGTERM: the tie's SIGKILL after the grace (proc.TERM_WAIT_SECS, 3 s there) ends it.
+    assert _gone_within(pgid, 20), live_members(pgid)
+
+
+def test_a_tied_child_reports_its_commands_exit_status_and_its_output() -> None:
+    async def scenario(children: list) -> tuple[bytes, int, proc.Teardown]:
+        child = await proc.spawn_tied_async(["/bin/sh", "-c", "read x; echo got=$x; exit 3"], env=dict(os.environ),
+                                            stdout=proc.PIPE, stderr=proc.DEVNULL)
+        children.append(child)
+        output = await asyncio.wait_for(stdout_of(child).read(), 60)  # the command reads /dev/null, not the tie
+        return output, await asyncio.wait_for(child.wait(), 60), await proc.terminate_async(child)
+
+    output, code, teardown = run(scenario)
+    assert (output, code, teardown.step) == (b"got=\n", 3, proc.Step.ALREADY_EXITED)
+
+
+def test_tearing_a_tied_child_down_ends_its_group_through_the_tie() -> None:
+    async def scenario(children: list) -> tuple[int, proc.Teardown]:
+        child = await proc.spawn_tied_async(["/bin/sh", "-c", "sleep 600 & sleep 600"], env=dict(os.environ),
+                                            stdout=proc.DEVNULL, stderr=proc.DEVNULL)
+        children.append(child)
+        return child.pid, await proc.terminate_async(child)
+
+    pgid, teardown = run(scenario)
+    assert teardown.step is proc.Step.EXITED_ON_EOF and live_members(pgid) == []
+
+
+def test_a_recorded_group_is_killed_only_while_its_leader_is_the_same_process(spawned: list) -> None:
+    leader = start(spawned, ["/bin/sh", "-c", "sleep 600 & sleep 600"], stdin=subprocess.DEVNULL)
+    record = proc.group_record(leader)
+    assert record is not None and record.pgid == leader.pid
+    # Another process under the same pid (a reused pid): it is not ours, and it is never signalled.
+    stranger = proc.GroupRecord(record.pgid, record.leader_start + "0")
+    assert proc.end_recorded_group(stranger) is proc.Recovered.GONE and live_members(leader.pid)
+    assert proc.end_recorded_group(record, reason="test") is proc.Recovered.KILLED
+    assert live_members(leader.pid) == [] and proc.group_ended(record)
+    leader.wait(30)
+    assert proc.end_recorded_group(record) is proc.Recovered.GONE
+
+
+def test_a_recorded_group_whose_leader_died_and_left_members_is_held_not_killed(spawned: list) -> None:
+    leader = start(spawned, ["/bin/sh", "-c", "sleep 600 & echo $!; read line"])
+    straggler = int(read_line(leader.stdout))
+    record = proc.group_record(leader)
+    assert record is not None and leader.stdin is not None
+    leader.stdin.close()
+    leader.wait(30)  # the leader is gone; its sleep still runs in the group
+    assert proc.end_recorded_group(record) is proc.Recovered.HELD and is_running(straggler)
+    assert not proc.group_ended(record)
+    proc.kill_pids([straggler])
+    assert _gone_within(record.pgid, 10) and proc.group_ended(record)

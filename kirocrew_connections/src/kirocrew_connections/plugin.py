@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kirocrew_core import hookimpl
-from kirocrew_core.contributions import DashboardPage, HostService, ProtectedPath
+from kirocrew_core.contributions import DashboardPage, HostService, ProtectedPath, SecretFile
 
 from kirocrew_connections.clients import register_config_keys
 
@@ -41,6 +41,17 @@ def protected_paths() -> list[ProtectedPath]:
     from kirocrew_connections.clients import clients_dir
 
     return [ProtectedPath(clients_dir(), secret=True, label="OAuth client secrets")]
+
+
+@hookimpl
+def secret_files() -> list[SecretFile]:
+    """Each pre-registered OAuth client's secret (one file per provider): no stored or shown result carries one.
+
+    The ``KIROCREW_CONNECTIONS_<SLUG>_CLIENT_SECRET`` variables are secret-named: the redactor knows those itself.
+    """
+    from kirocrew_connections.clients import clients_dir
+
+    return [SecretFile(clients_dir(), label="OAuth client secrets")]
 
 
 @hookimpl

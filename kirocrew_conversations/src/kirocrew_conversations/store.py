@@ -24,9 +24,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kirocrew_core import sqlite_db
+from kirocrew_core.redaction import redact_secrets
 
 from kirocrew_conversations import migrations
 from kirocrew_conversations.errors import conversation_error
+from kirocrew_conversations.redact import redact_payload
 from kirocrew_conversations.vocabulary import (
     ACTIVE_STATUSES,
     DEFAULT_AGENT,
@@ -772,7 +774,7 @@ class Store:
             " ended_at = ?, error_code = COALESCE(?, error_code), error_detail = COALESCE(?, error_detail)"
             " WHERE id = ?",
             (status, now, now if status == "running" else None, now if terminal else None,
-             error_code, error_detail, run.id),
+             error_code, redact_secrets(error_detail) if error_detail else error_detail, run.id),
         )
         if terminal:
             self._erase_prompt(db, run.id, f"run_{status}")
@@ -798,7 +800,9 @@ class Store:
             return self._get_run(db, run_id)
 
     def _store_reply(self, db: sqlite3.Connection, run: Run, text: str) -> None:
-        kept, total, truncated = truncate_reply(text)
+        # Redacted before it is kept (and before the cut, so no half of a secret survives it): a reply
+        # is shown on pages, in tools, as a cron job's result, and the database file must not hold one.
+        kept, total, truncated = truncate_reply(redact_secrets(text))
         db.execute(
             "UPDATE runs SET reply_text = ?, reply_total_bytes = ?, reply_truncated = ?, updated_at = ?"
             " WHERE id = ?",
@@ -951,9 +955,11 @@ class Store:
     def _append_event(
         self, db: sqlite3.Connection, conversation_id: str, run_id: str | None, kind: str, payload: dict[str, Any]
     ) -> int:
+        # The callers redact what they put in (paths, arguments); the known secret values are taken out here,
+        # once for every writer, so no stored event carries one.
         cur = db.execute(
             "INSERT INTO events (conversation_id, run_id, kind, payload_json, created_at) VALUES (?, ?, ?, ?, ?)",
-            (conversation_id, run_id, kind, json.dumps(payload, sort_keys=True), _now()),
+            (conversation_id, run_id, kind, json.dumps(redact_payload(payload), sort_keys=True), _now()),
         )
         return int(cur.lastrowid or 0)
 

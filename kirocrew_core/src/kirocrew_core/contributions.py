@@ -158,6 +158,22 @@ class ProtectedPath:
 
 
 @dataclass(frozen=True)
+class SecretFile:
+    """A file whose content is a secret value no result kirocrew stores or shows may carry.
+
+    The redactor (:func:`kirocrew_core.redaction.redact_secrets`) reads it, again whenever the
+    file changes, and removes the value from every text it redacts, in the encodings it could be
+    printed in (hex, base64, ...). ``binary``: the value is the file's bytes as they are (a key);
+    otherwise its text with surrounding whitespace taken off (a token). A folder stands for each
+    regular file directly inside it, one value per file. ``label`` names it in logs, never the value.
+    """
+
+    path: Path
+    binary: bool = False
+    label: str = ""
+
+
+@dataclass(frozen=True)
 class DoctorResult:
     """One check's verdict. ``fail`` makes ``kirocrew doctor`` exit 1."""
 

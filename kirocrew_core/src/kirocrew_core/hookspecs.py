@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         McpScope,
         ProtectedPath,
         RegistryLoader,
+        SecretFile,
     )
     from kirocrew_core.plugins import KirocrewPluginManager
 
@@ -391,6 +392,24 @@ def protected_paths() -> list[ProtectedPath]:
     :return: a list of protected paths; concatenated. An exception from any plugin, or a result
         that is not a list of :class:`~kirocrew_core.contributions.ProtectedPath`, fails closed:
         every file access and shell command asks the owner until it is fixed.
+    """
+
+
+@hookspec
+def secret_files() -> list[SecretFile]:
+    """Return the files holding secret values this plugin keeps, which no stored or shown result may carry.
+
+    Called by :func:`kirocrew_core.redaction.redact_secrets` (the one redactor of cron history,
+    run replies and events, notifications and the pages that show them) when it first redacts in a
+    process and again when the crew home moves; each file is read then, and again whenever its
+    size, time or inode changes. Every occurrence of a value (at least 8 characters), of its hex,
+    base64 or base32 forms, and of any run of 16 characters of them, is replaced by the caller's
+    marker. Keep it cheap: return paths, read nothing; a file that is absent is skipped. Never
+    log a value.
+
+    :return: a list of :class:`~kirocrew_core.contributions.SecretFile`; concatenated. An exception
+        from a plugin, or a result that is not such a list, is logged (the plugin named) and
+        skipped: the other plugins' values and the environment's are still redacted.
     """
 
 

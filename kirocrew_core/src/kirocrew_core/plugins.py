@@ -65,6 +65,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "kirocrew_core.builtin.lessons",
     "kirocrew_core.builtin.notifications",
     "kirocrew_core.builtin.policy",
+    "kirocrew_core.builtin.secrets",
 )
 
 

@@ -391,6 +391,141 @@ async def terminate_async(proc: asyncio.subprocess.Process, *, reason: str = "")
     return result
 
 
+# -- children tied to this process's life, and groups a dead process left ------------------
+
+# The supervisor of a tied child (POSIX sh; no preexec_fn, so it is safe from a threaded asyncio host):
+# it runs the command in the background, in its own process group, and a watcher reads its stdin, a
+# pipe whose write end only we hold. The kernel closes that end when we close it or when we die, even
+# by SIGKILL; the watcher then sends the whole group SIGTERM, waits for the command up to {grace} s,
+# and sends SIGKILL (itself included). PR_SET_PDEATHSIG would reach the supervisor alone, and only on
+# Linux: the group's other processes would outlive a SIGKILLed host.
+# The supervisor survives the SIGTERM (a trap, not an ignore: the command gets SIGTERM's default action)
+# to reap the command at once, so the watcher sees it gone and ends the group without waiting out the grace.
+_TIE_SCRIPT = """\
+trap : TERM
+exec 3<&0 </dev/null
+"$@" 3<&- &
+job=$!
+( trap '' TERM
+  read -r line <&3
+  kill -TERM 0
+  i=0
+  while [ "$i" -lt {ticks} ] && kill -0 "$job" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+  kill -KILL 0 ) >/dev/null 2>&1 &
+watch=$!
+exec 3<&-
+while :; do
+  wait "$job"
+  status=$?
+  kill -0 "$job" 2>/dev/null || break
+done
+kill -KILL "$watch" 2>/dev/null
+exit "$status"
+"""
+TIE_NAME = "kirocrew-tied"
+
+
+async def spawn_tied_async(
+    argv: Sequence[str | os.PathLike[str]],
+    *,
+    env: Mapping[str, str],
+    cwd: str | os.PathLike[str] | None = None,
+    stdout: int | IO[Any] | None = PIPE,
+    stderr: int | IO[Any] | None = PIPE,
+    limit: int = STREAM_LIMIT,
+) -> asyncio.subprocess.Process:
+    """:func:`spawn_async` for a child that must not outlive us: it leads its own process group under a
+    small ``sh`` supervisor, and when this process dies (even by SIGKILL) or closes the child's stdin
+    (:func:`terminate_async` does that first), the whole group gets SIGTERM, then SIGKILL after
+    :data:`TERM_WAIT_SECS`. The command reads ``/dev/null``; its stdin is the tie, never write to it.
+
+    The returned process is the supervisor: its pid is the group's id, its exit status the command's
+    (128 + N when a signal N ended it). A process of the group that starts a session of its own
+    (``setsid``) leaves the group, and neither the tie nor a teardown reaches it.
+    """
+    script = _TIE_SCRIPT.format(ticks=max(1, round(TERM_WAIT_SECS * 10)))
+    return await spawn_async(["/bin/sh", "-c", script, TIE_NAME, *argv], env=env, cwd=cwd, stdin=PIPE,
+                             stdout=stdout, stderr=stderr, limit=limit)
+
+
+@dataclass(frozen=True)
+class GroupRecord:
+    """What tells a process group apart after the process that started it is gone: its id and its leader's
+    start (the boot and the kernel's start time of the leader), so a reused pid is never taken for it."""
+
+    pgid: int
+    leader_start: str
+
+
+def group_record(proc: Proc) -> GroupRecord | None:
+    """The record of ``proc``'s group (spawned here, still running), or None when its start cannot be read."""
+    pgid = _group_of(proc)
+    start = _leader_start(pgid) if pgid is not None else None
+    return None if pgid is None or start is None else GroupRecord(pgid, start)
+
+
+def _leader_start(pid: int) -> str | None:
+    """``<boot id>:<start time>`` of a running (not zombie) ``pid``; None when it is gone or unknowable."""
+    from kirocrew_core.kiro_sessions import pid_alive, start_id
+
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            boot = fh.read().strip()
+    except OSError:
+        return None
+    if not pid_alive(pid):
+        return None
+    started = start_id(pid)
+    return f"{boot}:{started}" if boot and started else None
+
+
+class Recovered(enum.Enum):
+    """What :func:`end_recorded_group` found and did."""
+
+    GONE = "gone"  # nothing of the group runs
+    KILLED = "killed"  # its leader still ran, the same process: the group was killed and is gone
+    HELD = "held"  # something of it may still run and could not be ended (survived SIGKILL, or not provably ours)
+
+
+def end_recorded_group(record: GroupRecord, *, reason: str = "") -> Recovered:
+    """Kill a group a previous process recorded, if its leader still runs as the same process (same start).
+
+    Only a leader proven to be the recorded one is signalled: a reused pid is never killed. A live
+    process of that pid that started at another time means the recorded group is gone (the kernel
+    gives no process the id of a group that still exists). When no process of that pid runs but the
+    group id still has members (its leader died and left them, or a later group of that id lost its
+    leader), nothing is signalled and the answer is ``HELD``, as it is where the start cannot be read
+    (no ``/proc``) and a group of that id exists: the caller waits for it to end.
+    """
+    pgid = _safe_pgid(record.pgid)
+    if pgid is None:
+        return Recovered.GONE
+    current = _leader_start(pgid)
+    if current is not None and current != record.leader_start:
+        return Recovered.GONE
+    if current == record.leader_start:
+        log.info("killing process group %d left by an earlier process%s", pgid, f" ({reason})" if reason else "")
+        with contextlib.suppress(ProcessLookupError):
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except PermissionError as exc:
+                log.warning("cannot signal process group %d: %s", pgid, exc)
+                return Recovered.HELD
+        deadline = time.monotonic() + KILL_WAIT_SECS
+        while _group_alive(pgid):
+            if time.monotonic() >= deadline:
+                return Recovered.HELD
+            time.sleep(POLL_INTERVAL_SECS)
+        return Recovered.KILLED
+    return Recovered.HELD if _group_alive(pgid) else Recovered.GONE
+
+
+def group_ended(record: GroupRecord) -> bool:
+    """Whether nothing of the recorded group runs any more (a ``HELD`` group, looked at again)."""
+    pgid = _safe_pgid(record.pgid)
+    return pgid is None or not _group_alive(pgid)
+
+
 # -- draining ----------------------------------------------------------------
 
 

@@ -17,6 +17,8 @@ Senders share the feed without being able to crowd each other out:
   of the session that holds the most first. The host's and cron's caps together are far below
   the total, so a flood of sessions never evicts what the host or cron published.
 
+Its texts are redacted of secrets before they are stored.
+
 Bad input raises :class:`~kirocrew_core.errors.BadInputError` with a stable code and changes nothing.
 """
 
@@ -249,12 +251,15 @@ def publish(new: NewNotification, source: Source | None, *, sender: str | None =
 
     ``sender`` defaults to :data:`SESSION` when ``source`` is given (``send_notification``) and
     to :data:`HOST` otherwise; kirocrew-cron passes :data:`CRON` with its run's conversation as
-    ``source``. It replaces ``sender``'s own notification with the same ``group_key``.
+    ``source``. It replaces ``sender``'s own notification with the same ``group_key``. Its texts are
+    redacted of secrets first (:func:`~kirocrew_core.redaction.redact_secrets`): a notification is
+    shown on every page, and the store file must not hold a secret either.
     """
     if sender is None:
         sender = SESSION if source is not None else HOST
     if sender not in SENDERS or (sender == SESSION and source is None):
         raise ValueError(f"sender {sender!r} with source {source!r}")  # a programming error
+    new = _redacted(new)
     note = Notification(id="n" + secrets.token_hex(8), title=new.title, priority=new.priority, created=time.time(),
                         body=new.body, url=new.url, group_key=new.group_key, actions=new.actions, source=source,
                         sender=sender)
@@ -287,6 +292,13 @@ def _within_caps(items: list[Notification]) -> list[Notification]:
         crowded = {who for who, count in held.items() if count == most}
         del kept[max(i for i, note in enumerate(kept) if note.publisher in crowded)]
     return kept
+
+
+def _redacted(new: NewNotification) -> NewNotification:
+    from kirocrew_core.redaction import redact_secrets
+
+    return replace(new, title=redact_secrets(new.title), body=redact_secrets(new.body),
+                   actions=tuple(replace(action, label=redact_secrets(action.label)) for action in new.actions))
 
 
 def all_notifications() -> list[Notification]:

@@ -9,8 +9,9 @@ own over the store when no host runs) and an :class:`Actor`, the one who acts:
 * a verified session (``Actor.of_session``) sees and changes only the jobs it created; anything
   else is ``job_not_found``, worded as for an unknown id, so ids cannot be enumerated. Its jobs
   run with its conversation's authority and working directory, read from the conversations
-  store, never from the arguments (a session cannot widen what its job may do), and the
-  ``governance.cron`` switch gates what it schedules, updates, resumes and triggers.
+  store, never from the arguments (a session cannot widen what its job may do; each fire narrows
+  the job to its conversation's authority then, :func:`kirocrew_cron.service.effective_authority`),
+  and the ``governance.cron`` switch gates what it schedules, updates, resumes and triggers.
 
 Every check runs before anything is written, so a refused call changes nothing; every change
 calls ``host.changed(job_id)`` so the scheduler plans again.
@@ -135,8 +136,8 @@ def job_view(host: JobHost, job: Job) -> dict[str, Any]:
     Every field of :class:`~kirocrew_cron.model.Job` (the schedule as an object, skip dates as a
     list), plus ``kind``, ``enabled``, ``schedule_text`` (the schedule in words), ``next_run``
     (the next fire time, jitter included; None when it never fires again or is paused) and
-    ``running``. The last result and error are shown as stored: every writer (the runner, the
-    importer) redacts them before they are stored, so a listing of many jobs does not redact again.
+    ``running``. The last result and error are shown as stored: the store redacts them before it
+    keeps them (:mod:`kirocrew_cron.store`), so a listing of many jobs does not redact again.
     """
     from kirocrew_cron import schedule
 

@@ -16,7 +16,13 @@ it started: the conversation run is cancelled, the command's process group is ki
 * **Command jobs** run ``/bin/sh -c COMMAND`` in the job's workspace under the job's authority
   (the authority backend's launcher, as a conversation's kiro-cli gets it; an authority that
   cannot run refuses the fire), bounded by ``timeout`` (0: 300 s), in their own process group.
-  Exit status 0 is success; the output, redacted, is the result.
+  Exit status 0 is success; the output, redacted, is the result. A session's command job also
+  runs *as* that session: it gets a session key of its conversation (bound to the job's process,
+  revoked when it ends), so a ``kirocrew`` command it runs acts for the session, never for the
+  person. The group is tied to the host (:func:`kirocrew_core.proc.spawn_tied_async`: it is killed
+  when the host dies, even by SIGKILL) and recorded with the run's history row (its id and its
+  leader's start), so a host that starts after one died can kill what is left; nothing of it
+  outlives the run.
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ from kirocrew_cron.model import (
 )
 
 if TYPE_CHECKING:
+    from kirocrew_core.proc import GroupRecord
+
     from kirocrew_conversations.service import ConversationsService
     from kirocrew_conversations.store import Conversation, Run
 
@@ -81,6 +89,8 @@ class ActiveRun:
     reaped: bool = False
     #: Called with (conversation id, run id) once an agent run exists, so history can link it while it runs.
     on_linked: Callable[[str, str], None] | None = field(default=None, repr=False)
+    #: Called (in a worker thread) with a command's process group once it runs, so history records it.
+    on_process: Callable[[GroupRecord], None] | None = field(default=None, repr=False)
 
 
 class Runner(Protocol):
@@ -133,9 +143,11 @@ class JobRunner:
             return Outcome("failure", error=problem)
         try:
             conversation = await self._conversation(service, job)
+            # The job's authority for this run, even in a persistent conversation made under another one
+            # (the host narrows a session's job to its conversation's authority at each fire).
             settings = await service.resolve_settings(
-                {"model": None if job.model in ("", "auto") else job.model, "mode": job.agent or None},
-                conversation)
+                {"model": None if job.model in ("", "auto") else job.model, "mode": job.agent or None,
+                 "authority": job.authority}, conversation)
             run = await service.orchestrator.submit(conversation.id, agent_prompt(job), settings)
         except KirocrewError as exc:
             return _refused(exc) if exc.code == "authority_unavailable" else Outcome(
@@ -233,16 +245,38 @@ async def run_command(job: Job, active: ActiveRun) -> Outcome:
     problem = _workspace_problem(job.workspace)
     if problem:
         return Outcome("failure", error=problem)
+    key = _session_key(job)
     try:
-        launcher, env = command_launch(job.authority, job.workspace)
-        child = await proc.spawn_async([*launcher, "/bin/sh", "-c", job.command], env=env, cwd=job.workspace,
-                                       stdin=proc.DEVNULL, stdout=proc.PIPE, stderr=asyncio.subprocess.STDOUT)
-    except KirocrewError as exc:
-        return _refused(exc) if exc.code == "authority_unavailable" else Outcome(
-            "failure", error=_error_text(f"the command could not start: {exc.message}"))
-    active.process = child
+        try:
+            launcher, env = command_launch(job.authority, job.workspace)
+            if key is not None:
+                from kirocrew_core.coretools.identity import HOST_PID_ENV, SESSION_KEY_ENV
+
+                env[SESSION_KEY_ENV] = key
+                env.pop(HOST_PID_ENV, None)  # an inherited one would name another process
+            child = await _started_uncancelled(proc.spawn_tied_async(
+                [*launcher, "/bin/sh", "-c", job.command], env=env, cwd=job.workspace, stdout=proc.PIPE,
+                stderr=asyncio.subprocess.STDOUT))
+        except KirocrewError as exc:
+            return _refused(exc) if exc.code == "authority_unavailable" else Outcome(
+                "failure", error=_error_text(f"the command could not start: {exc.message}"))
+        active.process = child
+        return await _supervise_command(job, active, child, key)
+    finally:
+        if key is not None:
+            from kirocrew_core.coretools import identity
+
+            identity.registry().revoke(key)
+
+
+async def _supervise_command(job: Job, active: ActiveRun, child: asyncio.subprocess.Process,
+                             key: str | None) -> Outcome:
+    """Bind and record the running command, read it to its end (bounded), and leave nothing of it behind."""
+    from kirocrew_core import proc
+
     bound = job.timeout or COMMAND_TIMEOUT_DEFAULT_SECS
     try:
+        await asyncio.to_thread(_started, active, child, key)
         assert child.stdout is not None
         output = await asyncio.wait_for(_read_all(child.stdout), timeout=bound)
         code = await asyncio.wait_for(child.wait(), timeout=max(1.0, bound))
@@ -252,13 +286,62 @@ async def run_command(job: Job, active: ActiveRun) -> Outcome:
     except BaseException:  # cancelled (the deadline, the reaper, the host stopping): nothing outlives the run
         await asyncio.shield(proc.terminate_async(child, reason=f"cron job {job.id} was cancelled"))
         raise
-    from kirocrew_core.redaction import redact_secrets
+    # What the command left running in its group (a `cmd &` whose output went elsewhere) ends with the run.
+    await proc.terminate_async(child, reason=f"cron job {job.id} ended")
+    from kirocrew_core.redaction import redact_secret_bytes, redact_secrets
 
-    text = redact_secrets(output.decode("utf-8", "replace")).strip()
+    # Raw bytes first: a binary secret (the SEL key as `cat` prints it) is matched before decoding mangles it.
+    text = redact_secrets(redact_secret_bytes(output).decode("utf-8", "replace")).strip()
     if code != 0:
         return Outcome("failure", result=text, error=_error_text(f"exit status {code}" + (f": {text[-500:]}"
                                                                                            if text else "")))
     return Outcome("success", result=text)
+
+
+async def _started_uncancelled(spawning: Awaitable[asyncio.subprocess.Process]) -> asyncio.subprocess.Process:
+    """The child ``spawning`` starts; a cancel that arrives meanwhile lets the start finish, ends the child,
+    then propagates (the child would otherwise run on, unknown to anyone, until the host stops)."""
+    from kirocrew_core import proc
+
+    task = asyncio.ensure_future(spawning)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await proc.terminate_async(await task, reason="a cron run was cancelled while its command started")
+        raise
+
+
+def _session_key(job: Job) -> str | None:
+    """A session key for a session's command job (its conversation's), so it acts as the session; None for
+    the person's jobs, which act as the person."""
+    kind, _, target = job.owner.partition(":")
+    if kind != "conversation" or not target:
+        return None
+    from kirocrew_core.coretools import identity
+
+    return identity.registry().issue("conversation", target, agent=job.agent or None, workspace=job.workspace)
+
+
+def _started(active: ActiveRun, child: asyncio.subprocess.Process, key: str | None) -> None:
+    """The key bound to the command's process (its group leader: the command descends from it), and the group
+    recorded in history. Blocking file I/O (a worker thread); a failure to record is logged, the run goes on:
+    the group is still tied to the host's life."""
+    import logging
+
+    from kirocrew_core import proc
+
+    if key is not None:
+        from kirocrew_core.coretools import identity
+
+        identity.registry().bind_pid(key, child.pid)
+    group = proc.group_record(child)
+    if group is not None and active.on_process is not None:
+        try:
+            active.on_process(group)
+        except Exception:  # the tie still ends the group with the host; history just lacks it
+            logging.getLogger(__name__).exception("cron job %s: its process group could not be recorded",
+                                                  active.job_id)
 
 
 def command_launch(authority_name: str, workspace: str) -> tuple[list[str], dict[str, str]]:

@@ -3,8 +3,11 @@
 ``kirocrew serve`` starts :func:`host_service` (``cron``): it takes the store's owner lock
 for the host's life (a ``kirocrew cron`` command working without a host holds it meanwhile:
 the start waits for it, bounded), opens the store, imports ``<crew home>/crons.json`` once,
-marks runs a dead host left ``running`` as failed, and starts the scheduler, which first
-applies each job's catch-up policy to what it missed while no host ran. With
+ends what a dead host's runs left (:func:`recover_runs`: a command's recorded process group
+whose leader still runs is killed, its row and the others left ``running`` become failures
+saying so; a group that cannot be ended keeps its job held, so it never runs twice at once),
+and starts the scheduler, which first applies each job's catch-up policy to what it missed
+while no host ran. With
 ``KIROCREW_CRONS=off`` (``kirocrew serve --no-crons``) the store and the tools work but nothing
 fires: no scheduler, and a trigger is refused with ``scheduler_off``.
 
@@ -12,9 +15,11 @@ While any enabled job is scheduled the service is ``busy`` ("N cron jobs schedul
 host a relay started on demand does not idle out and drop the schedule.
 
 A run (:meth:`CronHost._launch`): fire-time vetting of a command and the ``governance.cron``
-switch for a session's job (a refusal is a ``denied`` row; the job is kept), a ``running``
-history row, the runner (:mod:`kirocrew_cron.runner`) under the job's ``timeout_secs``
-(``Timed out after {t}s``), then the row's end, the job's last result and failure count
+switch for a session's job (a refusal is a ``denied`` row; the job is kept), a session's job
+narrowed to its conversation's authority now (:func:`effective_authority`: a conversation
+narrowed since the job was made narrows its job), a ``running`` history row, the runner
+(:mod:`kirocrew_cron.runner`) under the job's ``timeout_secs`` (``Timed out after {t}s``), then
+the row's end, the job's last result and failure count
 (auto-pause after :data:`~kirocrew_cron.model.AUTO_PAUSE_THRESHOLD` failures in a row, audited
 ``cron.auto_pause``; a success clears it), the one-shot's removal or pause, and a notification
 unless the job is silent. A job never runs twice at once. The reaper force-ends a run whose
@@ -48,6 +53,7 @@ from kirocrew_cron.model import (
 
 if TYPE_CHECKING:
     from kirocrew_core.ownership import Ownership
+    from kirocrew_core.proc import GroupRecord
 
     from kirocrew_cron.clock import Clock
     from kirocrew_cron.runner import ActiveRun, Outcome, Runner
@@ -71,6 +77,11 @@ STOP_GRACE_SECS = 10.0
 #: How long a starting host waits for a ``kirocrew cron`` command holding the store (the hand-over).
 HOST_LOCK_WAIT_SECS = 30.0
 HOST_STOPPED_ERROR = "the host stopped during the run"
+KILLED_ERROR = ("host restarted during the run: the command was still running, and its process group was killed "
+                "by the next host")
+HELD_ENDED_ERROR = "host restarted during the run: what the command left running ended later"
+HELD_ABANDONED_ERROR = ("host restarted during the run: what the command left running could not be ended; the job "
+                        "was held until its deadline")
 
 
 def crons_enabled() -> bool:
@@ -101,6 +112,8 @@ class CronHost:
         self.runner: Runner = runner or JobRunner()
         self.scheduler = Scheduler(self)
         self._active: dict[str, ActiveRun] = {}
+        # Runs a dead host left whose processes could not be ended: their jobs wait (never two runs at once).
+        self._held: dict[str, HeldRun] = {}
         self._starting: set[str] = set()  # jobs between the running check and their run's start (awaits there)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reaper: asyncio.Task[None] | None = None
@@ -137,7 +150,13 @@ class CronHost:
         self.scheduler.changed(job_id)
 
     def is_running(self, job_id: str) -> bool:
-        return job_id in self._active or job_id in self._starting
+        return job_id in self._active or job_id in self._starting or job_id in self._held
+
+    def hold(self, held: list[HeldRun]) -> None:
+        """Runs a dead host left that may still run (:func:`recover_runs`): their jobs count as running until
+        the reaper sees their processes gone, or their deadline passes."""
+        for run in held:
+            self._held[run.record.job_id] = run
 
     def running_jobs(self) -> list[str]:
         return list(self._active)
@@ -183,7 +202,7 @@ class CronHost:
         """``"N cron jobs scheduled"`` while enabled jobs wait to fire (or run): the host must not idle out."""
         if not self.scheduler_on:
             return None
-        count = len(set(self.scheduler.planned_ids()) | set(self._active))
+        count = len(set(self.scheduler.planned_ids()) | set(self._active) | set(self._held))
         if not count:
             return None
         return f"{count} cron job{'s' if count != 1 else ''} scheduled"
@@ -258,7 +277,7 @@ class CronHost:
         from kirocrew_cron.runner import ActiveRun, Outcome
 
         now = self.clock.now()
-        refusal = await asyncio.to_thread(_fire_time_refusal, job)
+        job, refusal = await asyncio.to_thread(_fire_time_check, job)
         if refusal is not None:
             code, message = refusal
             error = f"{code}: {message}"
@@ -270,7 +289,8 @@ class CronHost:
             return record
         record = await asyncio.to_thread(self.store.start_run, job.id, trigger, due_ts=due, started_at=now)
         active = ActiveRun(job.id, record.id, trigger, started_at=now, deadline=now + job.timeout_secs,
-                           reap_at=now + reap_after(job) + REAP_GRACE_SECS)
+                           reap_at=now + reap_after(job) + REAP_GRACE_SECS,
+                           on_process=lambda group: self.store.record_process(record.id, group))
         self._active[job.id] = active
         active.task = self._spawn(self._execute(job, active), f"cron-run-{job.id}")
         return record
@@ -396,10 +416,12 @@ class CronHost:
                 log.exception("the cron reaper failed a pass")
 
     async def reap(self) -> int:
-        """Force-end every run past its hard deadline whose cancel did not end it; how many."""
+        """Force-end every run past its hard deadline whose cancel did not end it; how many. Also looks again
+        at the held runs a dead host left: one whose processes are gone, or past its deadline, lets its job go."""
         from kirocrew_cron.runner import Outcome
 
         now = self.clock.now()
+        await self._release_held(now)
         reaped = 0
         for job_id, active in list(self._active.items()):
             if now < active.reap_at or active.reaped:
@@ -418,6 +440,19 @@ class CronHost:
             elif self._active.get(job_id) is active:
                 del self._active[job_id]
         return reaped
+
+    async def _release_held(self, now: float) -> None:
+        from kirocrew_core import proc
+
+        for job_id, held in list(self._held.items()):
+            ended = await asyncio.to_thread(proc.group_ended, held.group)
+            if not ended and now < held.give_up_at:
+                continue
+            del self._held[job_id]
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(self.store.finish_run, held.record.id, "failure", finished_at=now,
+                                        error=HELD_ENDED_ERROR if ended else HELD_ABANDONED_ERROR)
+            self.changed(job_id)
 
     async def _moved(self, job_id: str, due: float) -> Job | None:
         """``last_due_ts`` set to ``due`` (the instant is handled); the job, or None if it went away."""
@@ -445,6 +480,49 @@ async def _force_end(active: ActiveRun) -> None:
             service = hosted().service
             if service is not None:
                 await asyncio.wait_for(service.orchestrator.cancel(active.run_id), 30)
+
+
+def _fire_time_check(job: Job) -> tuple[Job, tuple[str, str] | None]:
+    """The job as this fire runs it (a session's job narrowed to its conversation's authority now), and why
+    the fire is refused, as (code, message), or None."""
+    import dataclasses
+
+    if job.owner != PERSON:
+        authority, problem = effective_authority(job)
+        if problem is not None:
+            return job, ("authority_unavailable", problem)
+        job = dataclasses.replace(job, authority=authority)
+    return job, _fire_time_refusal(job)
+
+
+#: The built-in authorities from the narrowest; another plugin's cannot be compared with them.
+AUTHORITY_BREADTH = ("read_only", "workspace_write", "unrestricted")
+
+
+def effective_authority(job: Job) -> tuple[str, str | None]:
+    """The authority a session's job runs with now: the narrower of its own (its session's when it was made)
+    and its conversation's now, which the person may have narrowed since; a job never has more authority
+    than its session. A conversation that is gone leaves the job's own. Two authorities that cannot be
+    compared (a third-party one) refuse the fire: ``(job's, why)``.
+    """
+    from kirocrew_core.errors import KirocrewError
+
+    from kirocrew_conversations.hosted import hosted
+
+    kind, _, target = job.owner.partition(":")
+    service = hosted().service
+    if kind != "conversation" or service is None:
+        return job.authority, None
+    try:
+        now = service.store.get_conversation(target).authority
+    except KirocrewError:
+        return job.authority, None
+    if now == job.authority:
+        return now, None
+    if now in AUTHORITY_BREADTH and job.authority in AUTHORITY_BREADTH:
+        return min(now, job.authority, key=AUTHORITY_BREADTH.index), None
+    return job.authority, (f"the job's authority {job.authority} and its conversation's {now} cannot be compared, "
+                           "and a session's job never runs with more authority than its conversation")
 
 
 def _fire_time_refusal(job: Job) -> tuple[str, str] | None:
@@ -475,6 +553,41 @@ def _fire_time_refusal(job: Job) -> tuple[str, str] | None:
     if not ok:
         return "authority_unavailable", f"authority {job.authority} is unavailable: {reason}"
     return None
+
+
+@dataclass(frozen=True)
+class HeldRun:
+    """A run a dead host left whose processes may still run: its job waits until they are gone or ``give_up_at``."""
+
+    record: RunRecord
+    group: GroupRecord
+    give_up_at: float
+
+
+def recover_runs(store: CronStore, now: float) -> list[HeldRun]:
+    """End what the runs of a host that died left (call at host start, the owner lock held, before any fire).
+
+    Each ``running`` row with a recorded process group: a leader still running as the same process (same
+    start) has its group killed (:func:`kirocrew_core.proc.end_recorded_group`) and the row says so; a group
+    that cannot be ended (it survived SIGKILL, or what runs under its id is not provably the run's) keeps
+    its row ``running`` and is returned, to be held. Every other ``running`` row becomes a failure, "host
+    restarted during the run".
+    """
+    from kirocrew_core import proc
+
+    held: list[HeldRun] = []
+    for record, group in store.running_processes():
+        ended = proc.end_recorded_group(group, reason=f"cron job {record.job_id}: the host that ran it died")
+        if ended is proc.Recovered.KILLED:
+            store.finish_run(record.id, "failure", finished_at=now, error=KILLED_ERROR)
+        elif ended is proc.Recovered.HELD:
+            job = store.get(record.job_id)
+            budget = reap_after(job) if job is not None else REAP_FLOOR_SECS
+            held.append(HeldRun(record, group, give_up_at=max(now, record.started_at + budget + REAP_GRACE_SECS)))
+            log.warning("cron job %s: a run of the host before this one may still be running (process group %d); "
+                        "the job waits for it", record.job_id, group.pgid)
+    store.interrupt_running(now, keep=[run.record.id for run in held])
+    return held
 
 
 def _audit_auto_pause(job: Job) -> None:
@@ -559,8 +672,9 @@ async def _start() -> None:
             report = await asyncio.to_thread(importer.import_once, store, home.crew_home())
             if report is not None and report.problem:  # the next start tries again
                 log.warning("crons.json was not imported: %s", report.problem)
-            await asyncio.to_thread(store.interrupt_running, time.time())
+            held = await asyncio.to_thread(recover_runs, store, time.time())
             host = CronHost(store, scheduler_on=crons_enabled())
+            host.hold(held)
             await host.start()
         except BaseException:
             store.close()

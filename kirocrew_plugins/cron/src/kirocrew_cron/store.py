@@ -12,6 +12,10 @@ no lock: WAL lets a reader see the last commit while the writer works.
 
 Every write is one ``BEGIN IMMEDIATE`` transaction that re-reads what it changes, so even two
 processes writing at once (which the lock exists to prevent) never lose an update.
+
+**No secret is stored.** What a run produced (a job's ``last_result`` and ``last_error``, a history
+row's ``summary`` and ``error``) passes :func:`kirocrew_core.redaction.redact_secrets` here, in the
+store, whoever writes it: the database file never holds a secret value a command printed.
 """
 
 from __future__ import annotations
@@ -23,15 +27,18 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kirocrew_core import home, ownership, sqlite_db
 from kirocrew_core.ownership import Ownership
 
 from kirocrew_cron.errors import cron_error
 from kirocrew_cron.model import HISTORY_PER_JOB, Job, RunRecord, RunStatus, Schedule, Trigger
+
+if TYPE_CHECKING:
+    from kirocrew_core.proc import GroupRecord
 
 STATE_NAME = "cron"
 DATABASE_NAME = "cron.db"
@@ -122,7 +129,13 @@ _V1 = [
         imported_at REAL NOT NULL
     )""",
 ]
-MIGRATIONS: list[list[str]] = [_V1]
+# A command run's process group, recorded while it runs (its id and its leader's start, proc.GroupRecord): a
+# host that starts after one died kills what the dead host's run left (service._recover_runs).
+_V2 = [
+    "ALTER TABLE history ADD COLUMN pgid INTEGER",
+    "ALTER TABLE history ADD COLUMN leader_start TEXT NOT NULL DEFAULT ''",
+]
+MIGRATIONS: list[list[str]] = [_V1, _V2]
 
 _SCHEDULE_COLUMNS = ("schedule_kind", "every_secs", "at_ts", "cron_expr")
 _BOOL_FIELDS = frozenset(f.name for f in dataclasses.fields(Job) if f.type in ("bool", bool))
@@ -226,6 +239,16 @@ def _record(row: sqlite3.Row) -> RunRecord:
                      run_id=row["run_id"], missed=row["missed"])
 
 
+#: The job fields that hold what a run produced.
+_RESULT_FIELDS = ("last_result", "last_error")
+
+
+def _redacted(text: str) -> str:
+    from kirocrew_core.redaction import redact_secrets
+
+    return redact_secrets(text) if text else text
+
+
 def _problem(exc: sqlite_db.DatabaseProblem, path: Path) -> Exception:
     if exc.kind == "too_new":
         return cron_error("cron_store_unusable", f"{path}: {exc}; it was left unchanged (upgrade kirocrew-cron)")
@@ -325,8 +348,9 @@ class CronStore:
         """Insert ``job`` as given (its id must be free: ValueError otherwise, a programming error).
 
         ``capped``: first check, in the same transaction, that its owner may own one more job
-        (:func:`_check_caps`); a refusal inserts nothing.
+        (:func:`_check_caps`); a refusal inserts nothing. Its results are stored redacted.
         """
+        job = dataclasses.replace(job, last_result=_redacted(job.last_result), last_error=_redacted(job.last_error))
         columns = ", ".join(_JOB_COLUMNS)
         marks = ", ".join("?" for _ in _JOB_COLUMNS)
         try:
@@ -362,6 +386,9 @@ class CronStore:
             raise ValueError(f"not a changeable job field: {', '.join(sorted(unknown))}")
         if "skip_dates" in changes:
             changes["skip_dates"] = tuple(changes["skip_dates"])
+        for name in _RESULT_FIELDS:
+            if name in changes:
+                changes[name] = _redacted(changes[name])
         changes.setdefault("updated_ts", time.time())
         assignments = ", ".join(f"{c} = ?" for c in _JOB_COLUMNS if c != "id")
         with self._write() as db:
@@ -393,7 +420,7 @@ class CronStore:
                        started_at: float, **fields: Any) -> RunRecord:
         record = RunRecord(id=0, job_id=job_id, trigger=trigger, status=status, started_at=started_at, **fields)
         values = dataclasses.asdict(record)
-        del values["id"]
+        del values["id"]  # the process columns are set by record_process, while the run goes on
         try:
             cursor = db.execute(f"INSERT INTO history ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})",
                                 tuple(values.values()))
@@ -416,6 +443,7 @@ class CronStore:
                    error: str = "", conversation_id: str | None = None, run_id: str | None = None
                    ) -> RunRecord | None:
         """End a run's row; None when it is gone (its job was removed while it ran)."""
+        summary, error = _redacted(summary), _redacted(error)
         with self._write() as db:
             db.execute("UPDATE history SET status = ?, finished_at = ?, summary = ?, error = ?,"
                        " conversation_id = COALESCE(?, conversation_id), run_id = COALESCE(?, run_id) WHERE id = ?",
@@ -432,6 +460,7 @@ class CronStore:
     def record(self, job_id: str, trigger: Trigger, status: RunStatus, *, started_at: float,
                due_ts: float | None = None, error: str = "", summary: str = "") -> RunRecord:
         """A finished row in one step (a refused fire: ``denied``)."""
+        error, summary = _redacted(error), _redacted(summary)
         with self._write() as db:
             return self._insert_record(db, job_id, trigger, status, started_at, due_ts=due_ts,
                                        finished_at=started_at, error=error, summary=summary)
@@ -448,11 +477,30 @@ class CronStore:
             rows = db.execute("SELECT * FROM history WHERE status = 'running' ORDER BY id").fetchall()
         return [_record(row) for row in rows]
 
-    def interrupt_running(self, at: float) -> int:
-        """Rows left ``running`` by a host that died become failures; how many (call at host start, lock held)."""
+    def record_process(self, record_id: int, group: GroupRecord) -> None:
+        """Remember the process group a running command started, so the next host can end it if this one dies."""
+        with self._write() as db:
+            db.execute("UPDATE history SET pgid = ?, leader_start = ? WHERE id = ? AND status = 'running'",
+                       (group.pgid, group.leader_start, record_id))
+
+    def running_processes(self) -> list[tuple[RunRecord, GroupRecord]]:
+        """The ``running`` rows with a recorded process group, oldest first (a host's start looks at these)."""
+        from kirocrew_core.proc import GroupRecord
+
+        with self._read() as db:
+            rows = db.execute("SELECT * FROM history WHERE status = 'running' AND pgid IS NOT NULL"
+                              " AND leader_start != '' ORDER BY id").fetchall()
+        return [(_record(row), GroupRecord(int(row["pgid"]), str(row["leader_start"]))) for row in rows]
+
+    def interrupt_running(self, at: float, *, keep: Collection[int] = (), error: str = INTERRUPTED_ERROR) -> int:
+        """Rows left ``running`` by a host that died become failures saying ``error``, but those in ``keep``;
+        how many (call at host start, lock held)."""
+        kept = tuple(keep)
+        marks = ", ".join("?" for _ in kept)
         with self._write() as db:
             return db.execute("UPDATE history SET status = 'failure', finished_at = ?, error = ?"
-                              " WHERE status = 'running'", (at, INTERRUPTED_ERROR)).rowcount
+                              f" WHERE status = 'running'{f' AND id NOT IN ({marks})' if kept else ''}",
+                              (at, error, *kept)).rowcount
 
     # -- meta and imports --------------------------------------------------------------------------
 
@@ -477,6 +525,7 @@ class CronStore:
 
         Bounded like any job of its owner (:func:`_check_caps`: ``jobs_full`` past the total).
         """
+        job = dataclasses.replace(job, last_result=_redacted(job.last_result), last_error=_redacted(job.last_error))
         columns = ", ".join(_JOB_COLUMNS)
         marks = ", ".join("?" for _ in _JOB_COLUMNS)
         with self._write() as db:

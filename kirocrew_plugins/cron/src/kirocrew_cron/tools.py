@@ -353,9 +353,10 @@ _PAYLOAD: dict[str, Any] = {
     "message": _text(M.MESSAGE_MAX, "The prompt an agent runs each time, in the job's own conversation (which "
                                     "sees the previous run's result unless persistent_session is false). Line "
                                     "breaks and tabs are fine; other control characters are refused."),
-    "command": _text(M.COMMAND_MAX, "A shell command to run instead of an agent (no control characters). Vetted: "
+    "command": _text(M.COMMAND_MAX, "A shell command to run instead of an agent (no control characters), under "
+                                    "this session's authority. Its text is vetted (a tripwire, not a sandbox): "
                                     "credential paths, secret names, exfiltration and constructs that hide what "
-                                    "runs are refused.", pattern=_NO_CONTROL),
+                                    "runs are refused; secrets in its output are redacted.", pattern=_NO_CONTROL),
 }
 _OPTIONS: dict[str, Any] = {
     "agent": _text(128, "The Kiro agent that runs the message; '' or unset: this session's agent.",

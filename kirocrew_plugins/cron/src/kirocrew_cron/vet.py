@@ -1,8 +1,15 @@
 """Command vetting: what a ``command`` job may not contain, checked when it is stored and again when it fires.
 
-A command runs unattended, later, under ``sh -c``: whoever stores it (a session a prompt may have
-steered, or the person) should not be able to hide what runs, read credentials, or send data
-away. The checks read the text, not a parse of it: a construct is refused wherever it appears,
+A command runs unattended, later, under ``sh -c``. Vetting is a **tripwire, not a boundary**: it
+refuses commands whose *text* plainly hides what runs, names a credential, or sends data away,
+so a steered session's obvious attempt fails loudly and the person sees why. It cannot stop a
+determined one: the text is not what runs once a script runs (``printf '\143\141\164 …' > x.sh;
+sh x.sh``, a file the command did not write, a program's own behaviour), and globs and the
+environment decide at run time what a word names. What confines a command is its authority (a
+session's job runs with its conversation's, sandboxed when that is restricted) and what keeps
+secrets out of results is the redactor (:mod:`kirocrew_core.redaction`), not this module.
+
+The checks read the text, not a parse of it: a construct is refused wherever it appears,
 even quoted, because a quoted string handed to a nested shell (``sh -c '…'``) runs too. That
 refuses a few harmless commands; the refusal names the construct so the person can rephrase.
 
