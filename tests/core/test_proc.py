@@ -9,7 +9,7 @@ import select
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -476,21 +476,26 @@ TYING_HOST = textwrap.dedent(
 )
 
 
-def _gone_within(pgid: int, seconds: float) -> bool:
+def _within(seconds: float, condition: Callable[[], bool]) -> bool:
     import time
 
     deadline = time.monotonic() + seconds
-    while live_members(pgid):
+    while not condition():
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
     return True
 
 
+def _gone_within(pgid: int, seconds: float) -> bool:
+    return _within(seconds, lambda: not live_members(pgid))
+
+
 def test_a_tied_childs_whole_group_dies_when_the_process_that_started_it_is_killed_by_sigkill(spawned: list) -> None:
     host = start(spawned, py(TYING_HOST, "trap '' TERM; sleep 600 & sleep 600"), stdin=subprocess.DEVNULL)
     pgid = int(read_line(host.stdout))
-    assert len(live_members(pgid)) >= 3  # the supervisor, the command's shell, its two sleeps (and the watcher)
+    # The supervisor, the command's shell, its two sleeps (and the watcher), once the shells have forked them.
+    assert _within(10, lambda: len(live_members(pgid)) >= 4), live_members(pgid)
     proc.kill_pids([host.pid])  # SIGKILL: nothing of the host runs any more, no handler, no finally
     host.wait(30)
     # The group ignores SIGTERM: the tie's SIGKILL after the grace (proc.TERM_WAIT_SECS, 3 s there) ends it.

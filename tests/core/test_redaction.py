@@ -88,7 +88,7 @@ def test_a_session_key_the_host_issues_is_redacted_by_its_shape() -> None:
     from kirocrew_core.coretools.identity import SessionRegistry
     from kirocrew_core.redaction import redact_secrets
 
-    key = SessionRegistry(signing_key=lambda: None).issue("conversation", "c1")
+    key = SessionRegistry().issue("conversation", "c1")
     assert redact_secrets(f"KIROCREW_SESSION_KEY={key}; then {key}") == (
         "KIROCREW_SESSION_KEY=<redacted>; then <redacted>")
 

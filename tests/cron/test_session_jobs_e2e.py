@@ -117,3 +117,24 @@ def test_a_sessions_command_job_acts_as_its_session_never_as_the_person(crew: Cr
     status, error = jobs["pause-person"]["ended"]
     assert status == "failure" and "job not found" in error, error
     assert jobs["the person's after"]["user_paused"] is False
+
+
+def test_the_persons_command_job_acts_as_the_person(crew: CrewHarness) -> None:
+    """The host vouches for the command of a job the person made: a ``kirocrew`` command it runs is the person's."""
+    pause = shlex.join(kirocrew_argv("cron", "pause"))
+
+    async def main() -> tuple[tuple[str, str], dict[str, Any]]:
+        async with person(crew) as owner:
+            target, code = await owner.call("cron_add", name="target", command="echo target", every=3600,
+                                            cwd=str(crew.workspace), json=True)
+            assert code is None, target
+            pauser, code = await owner.call("cron_add", name="pauser", every=3600, cwd=str(crew.workspace),
+                                            command=f"{pause} {json.loads(target)['id']}", json=True)
+            assert code is None, pauser
+            _, code = await owner.call("cron_trigger", job_id=json.loads(pauser)["id"])
+            assert code is None
+            return await _ended(json.loads(pauser)["id"]), await _jobs(owner)
+
+    (status, error), jobs = asyncio.run(asyncio.wait_for(main(), BOUND_SECS))
+    assert status == "success", error
+    assert jobs["target"]["user_paused"] is True

@@ -194,32 +194,12 @@ def _group_of(proc: Proc) -> int | None:
     return _safe_pgid(pgid)
 
 
-def _group_members(pgid: int) -> list[int] | None:
-    """Live (non-zombie) pids in ``pgid`` from ``/proc``; None where there is no ``/proc``."""
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return None
-    members = []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                line = fh.read()
-        except OSError:
-            continue  # exited while we looked
-        # "pid (comm) state ppid pgrp ..."; comm may contain spaces and parentheses.
-        fields = line[line.rfind(b")") + 2 :].split()
-        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            members.append(int(entry))
-    return members
-
-
 def _group_alive(pgid: int | None) -> bool:
     if pgid is None:
         return False
-    members = _group_members(pgid)
+    from kirocrew_core import processes
+
+    members = processes.group_members(pgid)
     if members is not None:
         # An orphaned zombie waits for init to reap it; it runs nothing, so it does not count.
         return bool(members)
@@ -466,16 +446,10 @@ def group_record(proc: Proc) -> GroupRecord | None:
 
 def _leader_start(pid: int) -> str | None:
     """``<boot id>:<start time>`` of a running (not zombie) ``pid``; None when it is gone or unknowable."""
-    from kirocrew_core.kiro_sessions import pid_alive, start_id
+    from kirocrew_core import processes
 
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as fh:
-            boot = fh.read().strip()
-    except OSError:
-        return None
-    if not pid_alive(pid):
-        return None
-    started = start_id(pid)
+    boot = processes.boot_id()
+    started = processes.start_token(pid)
     return f"{boot}:{started}" if boot and started else None
 
 

@@ -69,6 +69,26 @@ def ref(pid: int) -> ProcessRef | None:
         return None
 
 
+def boot_id() -> str | None:
+    """What names this boot of the machine, so a start time recorded before a reboot is never matched after it.
+
+    Linux's random boot id where the kernel offers it (psutil has no reader for it), else the boot time
+    to the second; None when neither can be read.
+    """
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            found = fh.read().strip()
+        if found:
+            return found
+    except OSError:
+        pass
+    psutil = _psutil()
+    try:
+        return f"boot-{int(psutil.boot_time())}"
+    except (psutil.Error, OSError):
+        return None
+
+
 def start_time(pid: int) -> float | None:
     """When ``pid`` started (seconds since boot), or None when it is gone or cannot be read."""
     found = ref(pid)
@@ -177,6 +197,26 @@ def is_ancestor(ancestor: int, pid: int) -> bool:
     if ancestor <= 1 or pid <= 1 or ancestor == pid:
         return False
     return any(link.pid == ancestor for link in lineage(pid).links[1:])
+
+
+def group_members(pgid: int) -> list[int] | None:
+    """The pids in process group ``pgid`` that run (zombies do not count), or None when the process table
+    cannot be listed. A member whose state cannot be read counts: unknowable is not gone."""
+    psutil = _psutil()
+    try:
+        pids = psutil.pids()
+    except (psutil.Error, OSError):
+        return None
+    members = []
+    for pid in pids:
+        try:
+            if os.getpgid(pid) != pgid:
+                continue
+        except OSError:
+            continue  # exited while we looked
+        if alive(pid) is not False:
+            members.append(pid)
+    return members
 
 
 def session_id(pid: int) -> int | None:

@@ -17,11 +17,14 @@ kernel credentials and pinned with its start time at accept (:mod:`kirocrew_core
    process cannot join a session, only be born into it, so this catches what left the tree by
    being re-parented (``cmd &`` of a shell that exited, ``nohup``, a double fork without
    ``setsid``) while the session runs;
-4. ``host``: the host itself is an ancestor, through no session: a process the host started for
-   someone (a cron job's command, an MCP probe). It is nobody, never the person;
-5. ``person``: none of the above, on an ancestry read all the way up: one of the owner's own
+4. ``person`` too: the nearest such process is one the host started *for the person* and vouched
+   for (:meth:`SessionRegistry.vouch_person`: a cron command job the person made), as the nearest
+   bound kiro-cli decides for a session;
+5. ``host``: the host itself is an ancestor, through none of the above: a process the host started
+   for no one in particular (an MCP probe). It is nobody, never the person;
+6. ``person``: none of the above, on an ancestry read all the way up: one of the owner's own
    processes;
-6. ``unverified``: the host has no kernel credentials for the caller (no peer pid on this system,
+7. ``unverified``: the host has no kernel credentials for the caller (no peer pid on this system,
    or a call made in process with no connection), or could not read its ancestry all the way up
    (an ancestor that exited mid-walk): unknowable is never the person.
 
@@ -84,6 +87,7 @@ class Resolution:
 
 
 UNVERIFIED = Resolution("unverified")
+PERSON = Resolution("person")
 GONE = Resolution("gone")
 _ORIGINS: dict[Origin, str] = {
     "session": "a session", "person": "the person (no session's descendant)",
@@ -109,6 +113,7 @@ class SessionRegistry:
         self._host = host
         self._lock = threading.Lock()
         self._live: dict[str, _Binding] = {}
+        self._person: set[ProcessRef] = set()
 
     # -- the host's side ---------------------------------------------------------------------------
     def issue(self, kind: SessionKind, target_id: str, *, agent: str | None = None,
@@ -136,6 +141,26 @@ class SessionRegistry:
                 return False
             self._live[key] = replace(binding, process=process, leads_session=leads)
         return True
+
+    def vouch_person(self, pid: int) -> ProcessRef | None:
+        """Vouch that ``pid``, a process the host started for the person (their cron command job), and what
+        descends from it act as the person; the vouched process, or None when it is already gone.
+
+        Reads the process table: a coroutine calls it through ``asyncio.to_thread``. End it with
+        :meth:`unvouch` when the process ends.
+        """
+        from kirocrew_core import processes
+
+        process = processes.ref(pid)
+        if process is not None:
+            with self._lock:
+                self._person.add(process)
+        return process
+
+    def unvouch(self, process: ProcessRef) -> None:
+        """The vouched process ended (idempotent)."""
+        with self._lock:
+            self._person.discard(process)
 
     def revoke(self, key: str) -> None:
         """The session ended: its key resolves no more (idempotent)."""
@@ -179,14 +204,16 @@ class SessionRegistry:
             return GONE
         with self._lock:
             bound = {b.process: b for b in self._live.values() if b.process is not None}
-        answer = next((Resolution("session", bound[link].session) for link in chain if link in bound), None)
+            vouched = set(self._person)
+        answer = next((Resolution("session", bound[link].session) if link in bound else PERSON
+                       for link in chain if link in bound or link in vouched), None)
         if answer is None:
             answer = self._by_kernel_session(pid, bound)
         if answer is None and self._host_process() in chain:
             answer = Resolution("host")
         if answer is None:
             # The person only on a walk that reached the top: an ancestor that could not be read might be a session.
-            answer = Resolution("person") if lineage.complete else UNVERIFIED
+            answer = PERSON if lineage.complete else UNVERIFIED
         # Everything above was read while the caller ran; if it exited meanwhile, its pid may name another.
         return answer if processes.is_running(chain[0]) else GONE
 

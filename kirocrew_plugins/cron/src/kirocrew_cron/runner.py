@@ -19,10 +19,12 @@ it started: the conversation run is cancelled, the command's process group is ki
   Exit status 0 is success; the output, redacted, is the result. A session's command job also
   runs *as* that session: it gets a session key of its conversation (bound to the job's process,
   revoked when it ends), so a ``kirocrew`` command it runs acts for the session, never for the
-  person. The group is tied to the host (:func:`kirocrew_core.proc.spawn_tied_async`: it is killed
-  when the host dies, even by SIGKILL) and recorded with the run's history row (its id and its
-  leader's start), so a host that starts after one died can kill what is left; nothing of it
-  outlives the run.
+  person; the person's command job is vouched for as the person's
+  (:meth:`~kirocrew_core.coretools.identity.SessionRegistry.vouch_person`), so a ``kirocrew``
+  command it runs acts for the person, as one run from their shell would. The group is tied to
+  the host (:func:`kirocrew_core.proc.spawn_tied_async`: it is killed when the host dies, even by
+  SIGKILL) and recorded with the run's history row (its id and its leader's start), so a host that
+  starts after one died can kill what is left; nothing of it outlives the run.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from kirocrew_cron.model import (
 )
 
 if TYPE_CHECKING:
+    from kirocrew_core.processes import ProcessRef
     from kirocrew_core.proc import GroupRecord
 
     from kirocrew_conversations.service import ConversationsService
@@ -246,6 +249,7 @@ async def run_command(job: Job, active: ActiveRun) -> Outcome:
     if problem:
         return Outcome("failure", error=problem)
     key = _session_key(job)
+    vouched: list[ProcessRef] = []  # the person's command, while it runs
     try:
         try:
             launcher, env = command_launch(job.authority, job.workspace)
@@ -261,22 +265,24 @@ async def run_command(job: Job, active: ActiveRun) -> Outcome:
             return _refused(exc) if exc.code == "authority_unavailable" else Outcome(
                 "failure", error=_error_text(f"the command could not start: {exc.message}"))
         active.process = child
-        return await _supervise_command(job, active, child, key)
+        return await _supervise_command(job, active, child, key, vouched)
     finally:
-        if key is not None:
-            from kirocrew_core.coretools import identity
+        from kirocrew_core.coretools import identity
 
+        if key is not None:
             identity.registry().revoke(key)
+        for process in vouched:
+            identity.registry().unvouch(process)
 
 
 async def _supervise_command(job: Job, active: ActiveRun, child: asyncio.subprocess.Process,
-                             key: str | None) -> Outcome:
+                             key: str | None, vouched: list[ProcessRef]) -> Outcome:
     """Bind and record the running command, read it to its end (bounded), and leave nothing of it behind."""
     from kirocrew_core import proc
 
     bound = job.timeout or COMMAND_TIMEOUT_DEFAULT_SECS
     try:
-        await asyncio.to_thread(_started, active, child, key)
+        await asyncio.to_thread(_started, active, child, key, vouched)
         assert child.stdout is not None
         output = await asyncio.wait_for(_read_all(child.stdout), timeout=bound)
         code = await asyncio.wait_for(child.wait(), timeout=max(1.0, bound))
@@ -323,18 +329,22 @@ def _session_key(job: Job) -> str | None:
     return identity.registry().issue("conversation", target, agent=job.agent or None, workspace=job.workspace)
 
 
-def _started(active: ActiveRun, child: asyncio.subprocess.Process, key: str | None) -> None:
-    """The key bound to the command's process (its group leader: the command descends from it), and the group
+def _started(active: ActiveRun, child: asyncio.subprocess.Process, key: str | None,
+             vouched: list[ProcessRef]) -> None:
+    """The key bound to the command's process (its group leader: the command descends from it), or that process
+    vouched for as the person's (added to ``vouched``) when the job is the person's, and the group
     recorded in history. Blocking file I/O (a worker thread); a failure to record is logged, the run goes on:
     the group is still tied to the host's life."""
     import logging
 
     from kirocrew_core import proc
 
-    if key is not None:
-        from kirocrew_core.coretools import identity
+    from kirocrew_core.coretools import identity
 
+    if key is not None:
         identity.registry().bind_pid(key, child.pid)
+    elif (process := identity.registry().vouch_person(child.pid)) is not None:
+        vouched.append(process)
     group = proc.group_record(child)
     if group is not None and active.on_process is not None:
         try:
