@@ -258,3 +258,23 @@ def test_an_import_past_the_stores_total_skips_the_rest_and_says_why(store: Cron
     assert [job.id for job in store.jobs()] == ["00000000", "00000001"]
     monkeypatch.setattr(model, "MAX_JOBS", 4)  # room again: the skipped entries come in with the next import
     assert import_crons_json(store, tmp_path / "many.json", now=NOW).imported == ["00000002", "00000003"]
+
+
+def test_an_imported_name_or_message_with_control_characters_is_skipped_and_noise_dropped(
+        store: CronStore, tmp_path: Path) -> None:
+    """An imported job reaches the same screens and prompts as one added here: the same plain-text rules."""
+    every = {"kind": "every", "every_secs": 600}
+    path = _write(tmp_path / "crons.json", [
+        {"id": "aa00aa00", "name": "two\nlines", "message": "m", "schedule": every},
+        {"id": "bb00bb00", "name": "flip \u202eevil", "message": "m", "schedule": every},
+        {"id": "cc00cc00", "name": "ok", "message": "bell \x07 rings", "schedule": every},
+        {"id": "dd00dd00", "name": "tab\tand\u200bnoise", "message": "line one\r\nline two\tok", "schedule": every},
+    ])
+    report = import_crons_json(store, path, now=NOW)
+    reasons = dict(report.skipped)
+    assert sorted(reasons) == [0, 1, 2]
+    assert "line" in reasons[0] and "U+202E" in reasons[1] and "U+0007" in reasons[2], reasons
+    for skipped in ("aa00aa00", "bb00bb00", "cc00cc00"):
+        assert store.get(skipped) is None
+    kept = store.get("dd00dd00")
+    assert kept is not None and kept.name == "tab andnoise" and kept.message == "line one\nline two\tok"

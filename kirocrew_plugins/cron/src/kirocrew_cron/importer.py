@@ -202,16 +202,20 @@ def _agent(entry: dict[str, Any], dropped: set[str]) -> str:
 
 def _job(entry: Any, job_id: str, now: float, dropped: set[str]) -> Job:
     """The job an entry becomes (``_Malformed`` when it cannot be one)."""
+    from kirocrew_cron.ops import clean_message, clean_name
     from kirocrew_cron.schedule import check_skip_dates, check_timezone
     from kirocrew_cron.vet import vet_command
 
     if entry.get("script"):
         raise _Malformed("script jobs are not supported (the original's in-process Python hooks); recreate it as a "
                          "command job, e.g. kirocrew cron add NAME --command 'python3 script.py' …")
-    name = _text(entry, "name", NAME_MAX)
+    try:  # a name and a message reach the screen and a later prompt: no character that changes what they say
+        name = clean_name(_text(entry, "name", NAME_MAX))
+        message = clean_message(_text(entry, "message", MESSAGE_MAX))
+    except ToolRefused as refused:
+        raise _Malformed(refused.message) from None
     if not name.strip():
         raise _Malformed("name is missing")
-    message = _text(entry, "message", MESSAGE_MAX)
     command = _text(entry, "command", COMMAND_MAX)
     if not message.strip() and not command.strip():
         raise _Malformed("it has neither a message nor a command")

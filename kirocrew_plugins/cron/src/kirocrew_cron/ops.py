@@ -161,7 +161,7 @@ def add_job(host: JobHost, actor: Actor, args: Mapping[str, Any]) -> Job:
     if sched is None:
         raise cron_error("no_schedule", "provide every, cron_expr, at, delay, or at_time")
     message, command = _payload(args.get("message", ""), args.get("command", ""))
-    name = _name(args["name"])
+    name = clean_name(args["name"])
     placement = _placement(actor, args)
     job = Job(
         id=host.store.new_id(), name=name, schedule=sched, message=message, command=command,
@@ -190,7 +190,7 @@ def update_job(host: JobHost, actor: Actor, job_id: str, args: Mapping[str, Any]
     now = host.clock.now()
     changes: dict[str, Any] = {name: fields[name] for name in _PLAIN_UPDATES if name in fields}
     if "name" in fields:
-        changes["name"] = _name(fields["name"])
+        changes["name"] = clean_name(fields["name"])
     if "timezone" in fields:
         changes["timezone"] = _timezone(fields["timezone"])
     timezone = changes.get("timezone", job.timezone)
@@ -346,7 +346,7 @@ def _schedule(args: Mapping[str, Any], now: float, timezone: str) -> tuple[Sched
     return schedule.validate_schedule(Schedule("at", at_ts=at)), True
 
 
-def _name(name: str) -> str:
+def clean_name(name: str) -> str:
     """The job's name as one line: noise dropped, a tab a space; ``name_control_characters`` for the rest."""
     from kirocrew_core import plaintext
 
@@ -359,7 +359,7 @@ def _name(name: str) -> str:
     return text
 
 
-def _message(message: str) -> str:
+def clean_message(message: str) -> str:
     """The prompt: line breaks (CR LF read as LF) and tabs kept, noise dropped; ``message_control_characters`` for
     another control character (a lone CR too), a bidirectional control or an invisible format character."""
     from kirocrew_core import plaintext
@@ -372,7 +372,7 @@ def _message(message: str) -> str:
 
 
 def _payload(message: str, command: str) -> tuple[str, str]:
-    message = _message(message)
+    message = clean_message(message)
     if message and command:
         raise cron_error("conflicting_payload", "a job has either a message (an agent job) or a command, not both")
     if not message and not command:
