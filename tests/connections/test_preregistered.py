@@ -296,8 +296,20 @@ def test_a_wrong_secret_fails_the_mint_with_a_clear_reason(
         activate(OriginOverrides())
     assert (failed["state"], failed["reason"]) == ("failed", "mint_consent_failed")
     assert grants.grant_presence(routed_registry().get("github").mcp_url) is False
-    event = [e for e in audit.tail(100) if e.get("event") == mint.AUDIT_EVENT][-1]
-    assert event["fields"]["reason"] == "mint_consent_failed"
+    # The row settles first (the fence), then the engine audits it: wait for the record.
+    assert _audited_within(10, "mint_consent_failed"), audit.tail(20)
+
+
+def _audited_within(seconds: float, reason: str) -> bool:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        events = [e for e in audit.tail(100) if e.get("event") == mint.AUDIT_EVENT]
+        if events and events[-1]["fields"]["reason"] == reason:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def test_an_unconfigured_preregistered_provider_is_not_minted(client: Any) -> None:

@@ -243,14 +243,26 @@ def test_a_session_answers_its_own_childs_question_card_and_never_anothers(
     assert out["victim_done"]["status"] == "completed"
 
 
-def test_a_caller_claiming_a_session_the_host_cannot_verify_sees_nothing(crew: CrewHarness, run_async: Any) -> None:
+def test_a_claimed_session_key_never_decides_whose_conversations_a_caller_sees(
+        crew: CrewHarness, run_async: Any) -> None:
+    """The person's relay claiming a session key (a stale one) is still the person: the claim neither narrows nor
+    widens what it sees, and the host records the contradiction (by the key's fingerprint, never the key)."""
+    from kirocrew_core import audit
+
+    stale_key = "kcs1-" + "0" * 32
+
     async def main() -> tuple[dict[str, Any], tuple[str, str | None], tuple[str, str | None]]:
         async with crew.conversations() as person:
             victim = await crew.delegate(person, "!say mine", name="victim")
-            async with crew.relay("mcp-conversations", session_key="kcs1-" + "0" * 32) as stale:
-                listed = await stale.call("kiro_status")
-                decided = await stale.call("kiro_result", **target(victim))
-            return victim, listed, decided
+            async with crew.relay("mcp-conversations", session_key=stale_key) as claiming:
+                listed = await claiming.call("kiro_status")
+                result = await claiming.call("kiro_result", **target(victim))
+            return victim, listed, result
 
-    _, listed, decided = run_async(main(), timeout=120)
-    assert listed[1] == "caller_unverified" and decided[1] == "caller_unverified", (listed, decided)
+    victim, listed, result = run_async(main(), timeout=120)
+    assert listed[1] is None and result[1] is None, (listed, result)
+    assert [c["conversationId"] for c in json.loads(listed[0])["conversations"]] == [victim["conversationId"]]
+    assert json.loads(result[0])["reply"]["text"] == "mine"
+    contradicted = [r for r in audit.tail(200) if r["event"] == "host.caller_claim_contradicted"]
+    assert contradicted and contradicted[-1]["fields"]["origin"] == "person", contradicted
+    assert stale_key not in json.dumps(audit.tail(200))
