@@ -164,3 +164,13 @@ def call_result(report: dict[str, Any], index: int) -> dict[str, Any]:
 
 def text_of(result: dict[str, Any]) -> str:
     return "".join(block["text"] for block in result["content"] if block["type"] == "text")
+
+
+def assert_refused(report: dict[str, Any], index: int, code: str) -> str:
+    """The ``index``-th call was refused as a tool error with ``code`` (``error[<code>]: …``, no structured
+    content), read as such by the client; its text."""
+    result = call_result(report, index)
+    text = text_of(result)
+    assert result["isError"] is True and "structuredContent" not in result, result
+    assert text.startswith(f"error[{code}]: ") and len(text) > len(f"error[{code}]: "), text
+    return text

@@ -11,7 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "computer"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conformance_clients import Runner, StdioServer, call_result, text_of
+from conformance_clients import Runner, StdioServer, assert_refused, call_result, text_of
 from fake_desktop import fake_desktop_host_env, runner_argv, write_keystone
 
 from kirocrew_computer.schemas import TOOLS
@@ -64,7 +64,4 @@ def test_a_successful_call_is_text_and_refusals_reach_the_client_with_their_code
     state = call_result(report, 0)
     assert state.get("isError") is not True and '3 push button "Save"' in text_of(state)
     for index, code in enumerate(["password_field", "ambiguous_target", "unknown_tool"], start=1):
-        result = call_result(report, index)
-        assert result["isError"] is True and "structuredContent" not in result
-        text = text_of(result)
-        assert text.startswith(f"error[{code}]: ") and len(text) > len(f"error[{code}]: ")
+        assert_refused(report, index, code)

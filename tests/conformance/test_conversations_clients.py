@@ -19,7 +19,7 @@ from kirocrew_conversations.tool_schemas import TOOLS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conformance_clients import Runner, StdioServer, call_result, text_of
+from conformance_clients import Runner, StdioServer, assert_refused, call_result, text_of
 
 UNKNOWN_ID = "c_00000000000000000000000000"
 
@@ -174,7 +174,5 @@ def test_a_crew_sessions_client_reads_its_scope_and_the_owner_decision_refusal_b
     listed = call_result(shown, 0)
     assert listed.get("isError") is not True and listed["structuredContent"]["conversations"] == []
     for index, code in ((1, "owner_decision_required"), (2, "conversation_not_found")):
-        result = call_result(shown, index)  # the client did not reject it
-        assert result["isError"] is True and "structuredContent" not in result
-        assert text_of(result).startswith(f"error[{code}]: ")
+        assert_refused(shown, index, code)  # the client did not reject it
     assert still["status"] == "needs_attention" and not (crew.workspace / "asked").exists()

@@ -12,7 +12,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conformance_clients import Runner, StdioServer, call_result, run_typescript_client_in_a_session, text_of
+from conformance_clients import (
+    Runner,
+    StdioServer,
+    assert_refused,
+    call_result,
+    run_typescript_client_in_a_session,
+    text_of,
+)
 
 from kirocrew_testing.core_sessions import CrewHarness
 from kirocrew_testing.fixtures import kirocrew_argv
@@ -44,9 +51,7 @@ def test_a_client_lists_and_calls_kirocrew_core_tools_and_reads_refusals_by_thei
     echoed = call_result(report, 0)
     assert echoed.get("isError") is not True and text_of(echoed) == "hello"
     for index, code in ((1, "caller_unverified"), (2, "invalid_arguments")):
-        result = call_result(report, index)
-        assert result["isError"] is True and "structuredContent" not in result
-        assert text_of(result).startswith(f"error[{code}]: ")
+        assert_refused(report, index, code)
 
 
 def test_a_sessions_typescript_client_reads_the_lesson_refusals_by_their_code(
@@ -92,9 +97,7 @@ def test_a_sessions_typescript_client_reads_the_lesson_refusals_by_their_code(
     expected = {0: "rule_not_one_line", 1: "negative_control_characters", 2: "lesson_not_yours",
                 len(first) - 1: "session_lessons_full"}
     for index, code in expected.items():
-        result = call_result(one, index)
-        assert result["isError"] is True and "structuredContent" not in result
-        assert text_of(result).startswith(f"error[{code}]: "), text_of(result)
+        assert_refused(one, index, code)
     assert all(call_result(one, 3 + n).get("isError") is not True for n in range(store.MAX_PER_SESSION))
     assert text_of(call_result(two, 0)).startswith("error[lessons_full]: ")
     assert sum(1 for lesson in store.all_lessons() if not lesson.by_owner) == store.MAX_SESSION_LESSONS
@@ -109,6 +112,4 @@ def test_a_connection_whose_opener_exited_answers_calls_with_a_caller_gone_tool_
                                  {"name": "probe_whoami", "arguments": {}}])
     assert "probe_echo" in [tool["name"] for tool in report["tools"]]  # listed before the opener exited
     for index in (0, 1):
-        result = call_result(report, index)
-        assert result["isError"] is True and "structuredContent" not in result
-        assert text_of(result).startswith("error[caller_gone]: ")
+        assert_refused(report, index, "caller_gone")

@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from conformance_clients import (
     StdioServer,
+    assert_refused,
     call_result,
     run_typescript_client,
     run_typescript_client_in_a_session,
@@ -59,9 +60,7 @@ def test_the_typescript_client_lists_the_cron_tools_reads_an_empty_list_and_read
     listed = call_result(report, 0)
     assert listed.get("isError") is not True and text_of(listed).startswith("0 cron job(s): 0 active, 0 paused")
     for index, code in ((1, "caller_unverified"), (2, "invalid_arguments")):
-        result = call_result(report, index)
-        assert result["isError"] is True and "structuredContent" not in result
-        assert text_of(result).startswith(f"error[{code}]: ")
+        assert_refused(report, index, code)
 
 
 def test_a_sessions_typescript_client_reads_the_cron_refusals_by_their_code(
@@ -107,8 +106,6 @@ def test_a_sessions_typescript_client_reads_the_cron_refusals_by_their_code(
     expected = {0: "name_control_characters", 1: "message_control_characters", 2: "cron_step_out_of_range",
                 len(first) - 1: "session_jobs_full"}
     for index, code in expected.items():
-        result = call_result(one, index)
-        assert result["isError"] is True and "structuredContent" not in result
-        assert text_of(result).startswith(f"error[{code}]: "), text_of(result)
+        assert_refused(one, index, code)
     assert all(call_result(one, 3 + n).get("isError") is not True for n in range(model.MAX_JOBS_PER_SESSION))
     assert text_of(call_result(two, 0)).startswith("error[jobs_full]: ")

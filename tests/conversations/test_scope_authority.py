@@ -8,13 +8,13 @@ called with the session as its viewer, as the MCP server passes it.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 from kirocrew_core.errors import KirocrewError
+from kirocrew_testing.aio import run_bounded
 
 from kirocrew_conversations.scope import PERSON, Viewer
 from kirocrew_conversations.service import ConversationsService, ServiceConfig
@@ -29,10 +29,7 @@ def _fake(fake_kiro_cli: Any, lean_kirocrew_agent: Path) -> Any:
 
 
 def run(coro: Awaitable[T]) -> T:
-    async def bounded() -> T:
-        return await asyncio.wait_for(coro, 60)
-
-    return asyncio.run(bounded())
+    return run_bounded(coro, 60)
 
 
 def _session(service: ConversationsService, workspace: Path, authority: str) -> Viewer:

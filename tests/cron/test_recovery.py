@@ -14,6 +14,7 @@ import functools
 import os
 import sqlite3
 import subprocess
+import sys
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,42 +25,22 @@ from kirocrew_core.errors import KirocrewError
 from kirocrew_testing.aio import run_bounded
 
 from kirocrew_cron.clock import ManualClock
-from kirocrew_cron.model import Job, Schedule
+from kirocrew_cron.model import Schedule
 from kirocrew_cron.service import HELD_ENDED_ERROR, KILLED_ERROR, CronHost, recover_runs
 from kirocrew_cron.store import INTERRUPTED_ERROR, CronStore
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cron_host import T0, command_job, settle, started
+
+HOURLY = Schedule("every", every_secs=3600)
+
 T = TypeVar("T")
-T0 = 1_772_452_800.0  # 2026-03-02 12:00:00 UTC
 BOUND_SECS = 60.0
 
 
 def run(coro: Awaitable[T]) -> T:
     return run_bounded(coro, BOUND_SECS)
-
-
-def command_job(store: CronStore, command: str, workspace: Path, **fields: Any) -> Job:
-    return store.add(Job(id=store.new_id(), name=fields.pop("name", "job"), command=command,
-                         workspace=str(workspace), schedule=Schedule("every", every_secs=3600), created_ts=T0,
-                         updated_ts=T0, strict_schedule=True, **fields))
-
-
-async def settle(host: CronHost) -> None:
-    """Until the scheduler sleeps with nothing to re-plan and no run task is left."""
-    while True:
-        await asyncio.sleep(0.01)
-        if host.scheduler_on and not host.scheduler.idle.is_set():
-            continue
-        if host.tasks():
-            await asyncio.wait(host.tasks())
-            continue
-        return
-
-
-async def started(store: CronStore, clock: ManualClock) -> CronHost:
-    host = CronHost(store, clock)
-    await host.start()
-    await settle(host)
-    return host
 
 
 async def until(condition: Callable[[], bool]) -> None:
@@ -110,7 +91,7 @@ def _recorded(store: CronStore, record_id: int) -> bool:
 
 
 def test_a_running_command_records_its_process_group_with_its_history_row(store: CronStore, tmp_path: Path) -> None:
-    job = command_job(store, "sleep 60", tmp_path)
+    job = command_job(store, "sleep 60", tmp_path, schedule=HOURLY)
 
     async def main() -> tuple[int, int]:
         host = await started(store, ManualClock(T0))
@@ -130,12 +111,12 @@ def test_a_running_command_records_its_process_group_with_its_history_row(store:
 
 def test_the_next_host_kills_the_group_a_dead_hosts_run_left_and_the_row_says_so(
         store: CronStore, tmp_path: Path, leftovers: list) -> None:
-    job = command_job(store, "sleep 90", tmp_path)
+    job = command_job(store, "sleep 90", tmp_path, schedule=HOURLY)
     left = _leftover(leftovers, "sleep 90 & sleep 90", stdin=proc.DEVNULL)
     group = proc.group_record(left)
     assert group is not None
     record_id = _dead_hosts_run(store, job.id, group)
-    other = command_job(store, "echo", tmp_path, name="no process recorded")
+    other = command_job(store, "echo", tmp_path, schedule=HOURLY, name="no process recorded")
     plain = store.start_run(other.id, "scheduled", due_ts=T0, started_at=T0)  # an agent run, say
 
     held = recover_runs(store, T0 + 5)
@@ -156,7 +137,7 @@ def test_the_next_host_kills_the_group_a_dead_hosts_run_left_and_the_row_says_so
 
 def test_a_reused_pid_is_never_killed_and_the_run_is_recorded_interrupted(
         store: CronStore, tmp_path: Path, leftovers: list) -> None:
-    job = command_job(store, "sleep 90", tmp_path)
+    job = command_job(store, "sleep 90", tmp_path, schedule=HOURLY)
     stranger = _leftover(leftovers, "sleep 90", stdin=proc.DEVNULL)
     group = proc.group_record(stranger)
     assert group is not None
@@ -172,7 +153,7 @@ def test_a_reused_pid_is_never_killed_and_the_run_is_recorded_interrupted(
 def test_what_a_dead_hosts_run_left_but_cannot_be_ended_holds_its_job_until_it_is_gone(
         store: CronStore, tmp_path: Path, leftovers: list, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KIROCREW_CRON_REAPER_SECS", "1")
-    job = command_job(store, "echo again", tmp_path)
+    job = command_job(store, "echo again", tmp_path, schedule=HOURLY)
     left = _leftover(leftovers, "sleep 90 & echo $!; read line")
     assert left.stdout is not None and left.stdin is not None
     straggler = int(left.stdout.readline())
@@ -212,8 +193,8 @@ def test_a_sessions_command_holds_a_session_key_while_it_runs_and_the_persons_no
         store: CronStore, tmp_path: Path) -> None:
     from kirocrew_core.coretools import identity
 
-    theirs = command_job(store, "sleep 30", tmp_path, owner="conversation:conv_1")
-    mine = command_job(store, "sleep 30", tmp_path, name="the person's")
+    theirs = command_job(store, "sleep 30", tmp_path, schedule=HOURLY, owner="conversation:conv_1")
+    mine = command_job(store, "sleep 30", tmp_path, schedule=HOURLY, name="the person's")
 
     async def main() -> list[int]:
         host = await started(store, ManualClock(T0))

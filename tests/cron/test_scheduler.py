@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,40 +25,16 @@ from kirocrew_cron.runner import ActiveRun, JobRunner, Outcome
 from kirocrew_cron.service import CronHost
 from kirocrew_cron.store import CronStore
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cron_host import T0, command_job, settle, started
+
 T = TypeVar("T")
-# 2026-03-02 12:00:00 UTC, a Monday
-T0 = 1_772_452_800.0
 BOUND_SECS = 60.0
 
 
 def run(coro: Awaitable[T]) -> T:
     return run_bounded(coro, BOUND_SECS)
-
-
-def command_job(store: CronStore, command: str, workspace: Path, **fields: Any) -> Job:
-    fields.setdefault("schedule", Schedule("every", every_secs=60))
-    job = Job(id=store.new_id(), name=fields.pop("name", "job"), command=command, workspace=str(workspace),
-              created_ts=T0, updated_ts=T0, strict_schedule=True, **fields)
-    return store.add(job)
-
-
-async def settle(host: CronHost) -> None:
-    """Until the scheduler sleeps with nothing to re-plan and no run (or catch-up) task is left."""
-    while True:
-        await asyncio.sleep(0.01)
-        if host.scheduler_on and not host.scheduler.idle.is_set():
-            continue
-        if host.tasks():
-            await asyncio.wait(host.tasks())
-            continue
-        return
-
-
-async def started(store: CronStore, clock: ManualClock, **kwargs: Any) -> CronHost:
-    host = CronHost(store, clock, **kwargs)
-    await host.start()
-    await settle(host)
-    return host
 
 
 def statuses(store: CronStore, job_id: str) -> list[str]:
