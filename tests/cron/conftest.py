@@ -21,7 +21,7 @@ The helpers (``cron_line``, ``person``, ``tool_outcomes``) are in ``cron_e2e.py`
 
 from __future__ import annotations
 
-import os
+import sys
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -49,13 +49,12 @@ def _run_async() -> Callable[..., Any]:
 
 @pytest.fixture
 def cron_crew(fake_kiro_cli: Any, tmp_path: Path) -> CrewHarness:
-    """The harness: the fake kiro-cli, the ``kirocrew`` agent rendered with every managed server."""
-    from kirocrew_mcp.render import rebuild_agent_config
+    """The harness: the fake kiro-cli, the ``kirocrew`` agent rendered with every managed server, and the lean
+    ``cron-session`` agent (``cron_e2e.SESSION_AGENT``)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # as the modules that use it do
+    from cron_e2e import cron_harness
 
-    harness = CrewHarness(tmp_path, {**os.environ, "KIRO_CLI_PATH": str(fake_kiro_cli.sandboxable_path)},
-                          rebuild_agent_config)
-    harness.render_agent()
-    return harness
+    return cron_harness(fake_kiro_cli, tmp_path)
 
 
 @pytest.fixture(scope="module")

@@ -11,11 +11,30 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 from kirocrew_testing.core_sessions import CrewHarness, McpClient
 
 SERVER = "kirocrew-cron"
+#: A lean agent the harness writes beside ``kirocrew``: it mounts kirocrew-cron alone, so a session's kiro-cli
+#: starts only the relay it uses (``mode=SESSION_AGENT``).
+SESSION_AGENT = "cron-session"
+
+
+def cron_harness(fake_kiro_cli: Any, root: Path, **env: str) -> CrewHarness:
+    """A harness over the test's homes: the fake kiro-cli, ``env`` added to the host's environment, the
+    ``kirocrew`` agent rendered with every managed server, and :data:`SESSION_AGENT` written."""
+    import os
+
+    from kirocrew_mcp.render import rebuild_agent_config
+
+    harness = CrewHarness(root, {**os.environ, "KIRO_CLI_PATH": str(fake_kiro_cli.sandboxable_path), **env},
+                          rebuild_agent_config)
+    document = harness.render_agent()
+    harness.write_agent(SESSION_AGENT, {**document, "name": SESSION_AGENT,
+                                        "mcpServers": {SERVER: document["mcpServers"][SERVER]}})
+    return harness
 
 
 def cron_line(tool: str, /, **args: Any) -> str:

@@ -25,29 +25,18 @@ from kirocrew_testing.fixtures import kirocrew_argv
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cron_e2e import person
+from cron_e2e import SESSION_AGENT, cron_harness, person
 
 BOUND_SECS = 150.0
-SESSION_AGENT = "cron-session"
 JOB_AGENT = "plain"
 
 
 @pytest.fixture
 def crew(fake_kiro_cli: Any, tmp_path: Path) -> CrewHarness:
-    """The kirocrew-core harness (tests/coretools' fixture): the ``kirocrew`` agent mounts kirocrew-cron too."""
-    import os
-
-    from kirocrew_mcp.render import rebuild_agent_config
-
-    env = dict(os.environ)
-    env["KIRO_CLI_PATH"] = str(fake_kiro_cli.sandboxable_path)
-    harness = CrewHarness(tmp_path, env, rebuild_agent_config)
+    """The harness, and a lean agent for the jobs' runs (``plain``: no server at all)."""
+    harness = cron_harness(fake_kiro_cli, tmp_path)
     document = harness.render_agent()
     assert "kirocrew-cron" in document["mcpServers"]
-    # Lean agents, so each kiro-cli starts only the relays it uses: the session mounts kirocrew-cron alone,
-    # the jobs' runs (agent "plain") nothing.
-    harness.write_agent(SESSION_AGENT, {**document, "name": SESSION_AGENT,
-                                        "mcpServers": {"kirocrew-cron": document["mcpServers"]["kirocrew-cron"]}})
     harness.write_agent(JOB_AGENT, {**document, "name": JOB_AGENT, "mcpServers": {}})
     return harness
 

@@ -26,28 +26,17 @@ from kirocrew_testing.fixtures import kirocrew_argv
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cron_e2e import cron_line, person
+from cron_e2e import SESSION_AGENT, cron_harness, cron_line, person
 
 BOUND_SECS = 150.0
-SESSION_AGENT = "cron-session"
 #: A secret-named variable of the host's environment, which its commands inherit.
 SECRET_VARIABLE = "ACME_DEPLOY_TOKEN"
 
 
 @pytest.fixture
 def crew(fake_kiro_cli: Any, tmp_path: Path) -> CrewHarness:
-    """The harness, its host's environment holding a secret-named variable; the session mounts kirocrew-cron."""
-    import os
-
-    from kirocrew_mcp.render import rebuild_agent_config
-
-    env = {**os.environ, "KIRO_CLI_PATH": str(fake_kiro_cli.sandboxable_path),
-           SECRET_VARIABLE: "deploy-" + secrets.token_hex(12)}
-    harness = CrewHarness(tmp_path, env, rebuild_agent_config)
-    document = harness.render_agent()
-    harness.write_agent(SESSION_AGENT, {**document, "name": SESSION_AGENT,
-                                        "mcpServers": {"kirocrew-cron": document["mcpServers"]["kirocrew-cron"]}})
-    return harness
+    """The harness, its host's environment holding a secret-named variable."""
+    return cron_harness(fake_kiro_cli, tmp_path, **{SECRET_VARIABLE: "deploy-" + secrets.token_hex(12)})
 
 
 def _octal(script: str) -> str:

@@ -21,18 +21,13 @@ from kirocrew_testing.requirements import executable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cron_e2e import cron_line, person
+from cron_e2e import SESSION_AGENT, cron_line, person
 
 BOUND_SECS = 150.0
-SESSION_AGENT = "cron-session"
 
 
 @pytest.fixture
 def crew(cron_crew: CrewHarness) -> CrewHarness:
-    """The harness with a lean session agent that mounts kirocrew-cron alone."""
-    document = cron_crew.render_agent()
-    cron_crew.write_agent(SESSION_AGENT, {**document, "name": SESSION_AGENT,
-                                          "mcpServers": {"kirocrew-cron": document["mcpServers"]["kirocrew-cron"]}})
     return cron_crew
 
 
