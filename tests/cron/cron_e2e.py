@@ -60,3 +60,16 @@ def tool_outcomes(rows: Callable[..., list[Any]], run_id: str) -> list[tuple[str
         if event.get("status") in ("completed", "failed"):
             ended.append((event.get("toolName"), event["status"]))
     return ended
+
+
+async def eventually(what: str, found: Callable[[], Any], bound: float = 150.0) -> Any:
+    """``found()``'s first truthy value: the host's work happens in other processes, so look until it is there
+    (every 0.1 s, failing with ``what`` after ``bound`` seconds)."""
+    import asyncio
+
+    for _ in range(int(bound * 10)):
+        value = found()
+        if value:
+            return value
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"never happened: {what}")

@@ -15,7 +15,6 @@ import json
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from kirocrew_testing.fixtures import kirocrew_argv
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cron_e2e import SESSION_AGENT, cron_harness, person
+from cron_e2e import SESSION_AGENT, cron_harness, eventually, person
 
 BOUND_SECS = 150.0
 JOB_AGENT = "plain"
@@ -55,16 +54,6 @@ def _cron_rows(sql: str, *params: Any) -> list[tuple[Any, ...]]:
         db.close()
 
 
-async def _until(what: str, found: Callable[[], Any]) -> Any:
-    """``found()``'s first truthy value: the host's work happens in other processes, so look until it is there."""
-    for _ in range(int(BOUND_SECS * 10)):
-        value = found()
-        if value:
-            return value
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"never happened: {what}")
-
-
 def test_an_agent_job_that_names_no_agent_runs_as_the_kirocrew_agent(
         cron_crew: CrewHarness, run_async: Any, conversations_rows: Any) -> None:
     async def main() -> str:
@@ -79,7 +68,7 @@ def test_an_agent_job_that_names_no_agent_runs_as_the_kirocrew_agent(
             return str(job["id"])
 
     job_id = run_async(main())
-    [(mode, reply)] = run_async(_until("the job's run", lambda: conversations_rows(
+    [(mode, reply)] = run_async(eventually("the job's run", lambda: conversations_rows(
         "SELECT r.mode, r.reply_text FROM runs r JOIN conversations c ON c.id = r.conversation_id"
         " WHERE c.name = ? AND r.status = 'completed'", f"cron-{job_id}")))
     assert mode == "kirocrew" and reply.startswith("settings: model=") and " mode=kirocrew " in reply
@@ -103,12 +92,12 @@ def test_a_sessions_jobs_fire_as_conversation_runs_time_out_and_catch_up_after_a
             assert set(ids) == {"greet", "daily", "hang"}
 
             # the one-shot fires by itself, as a run of its own conversation, then it is gone
-            greet = await _until("the one-shot's run", lambda: conversations_rows(
+            greet = await eventually("the one-shot's run", lambda: conversations_rows(
                 "SELECT c.workspace_path, r.status, r.reply_text, c.created_by FROM conversations c JOIN runs r"
                 " ON r.conversation_id = c.id WHERE c.name = ? AND r.status = 'completed'", f"cron-{ids['greet']}"))
             # (its conversation is in the session's tree: the session may follow it with the conversations tools)
             assert greet == [(str(crew.workspace.resolve()), "completed", "hello from cron", added["conversationId"])]
-            await _until("the one-shot's removal", lambda: not _cron_rows("SELECT 1 FROM jobs WHERE id = ?",
+            await eventually("the one-shot's removal", lambda: not _cron_rows("SELECT 1 FROM jobs WHERE id = ?",
                                                                           ids["greet"]))
 
             # the session triggers its two others from its own conversation
@@ -118,7 +107,7 @@ def test_a_sessions_jobs_fire_as_conversation_runs_time_out_and_catch_up_after_a
                                                            for name in ("daily", "hang")) + "\n!say triggered")
             assert (await crew.wait(conv, sent))["status"] == "completed"
 
-            daily = await _until("the daily job's run", lambda: _cron_rows(
+            daily = await eventually("the daily job's run", lambda: _cron_rows(
                 "SELECT trigger, status, conversation_id, run_id, summary FROM history WHERE job_id = ?"
                 " AND status != 'running'", ids["daily"]))
             [(trigger, status, conversation_id, run_id, summary)] = daily
@@ -132,7 +121,7 @@ def test_a_sessions_jobs_fire_as_conversation_runs_time_out_and_catch_up_after_a
             assert note.title == "Cron: daily" and note.body == "daily report"
             assert note.url == f"/conversations/{conversation_id}#run-{run_id}-heading"
 
-            hung = await _until("the hung job's timeout", lambda: _cron_rows(
+            hung = await eventually("the hung job's timeout", lambda: _cron_rows(
                 "SELECT status, error, run_id FROM history WHERE job_id = ? AND status != 'running'", ids["hang"]))
             [(status, error, hung_run)] = hung
             assert (status, error) == ("timeout", "Timed out after 2s")
@@ -154,7 +143,7 @@ def test_a_sessions_jobs_fire_as_conversation_runs_time_out_and_catch_up_after_a
                                   " AND trigger = 'catch-up' ORDER BY id", ids["daily"])
                 return rows if len(rows) == 2 and rows[1][1] != "running" else []
 
-            rows = await _until("the catch-up", caught_up)
+            rows = await eventually("the catch-up", caught_up)
             assert rows == [("catch-up", "missed", 2), ("catch-up", "success", 0)]  # policy "once"
             assert {name for (name,) in _cron_rows("SELECT name FROM jobs")} == {"daily", "hang"}
             await conv.tool_names()

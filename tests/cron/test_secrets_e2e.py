@@ -26,7 +26,7 @@ from kirocrew_testing.fixtures import kirocrew_argv
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cron_e2e import SESSION_AGENT, cron_harness, cron_line, person
+from cron_e2e import SESSION_AGENT, cron_harness, cron_line, eventually, person
 
 BOUND_SECS = 150.0
 #: A secret-named variable of the host's environment, which its commands inherit.
@@ -86,15 +86,6 @@ def _history(job_id: str) -> list[tuple[str, str, str]]:
         home.state_dir("cron") / "cron.db", "SELECT status, summary, error FROM history WHERE job_id = ?", job_id)]
 
 
-async def _until(what: str, found: Any) -> Any:
-    for _ in range(int(BOUND_SECS * 10)):
-        value = found()
-        if value:
-            return value
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"never happened: {what}")
-
-
 def test_what_a_sessions_command_jobs_print_of_the_owner_token_sel_key_and_secret_variables_comes_back_nowhere(
         crew: CrewHarness, tmp_path: Path, conversations_rows: Any) -> None:
     from kirocrew_core import home
@@ -118,7 +109,7 @@ def test_what_a_sessions_command_jobs_print_of_the_owner_token_sel_key_and_secre
                         _, code = await owner.call("cron_trigger", job_id=job_id)
                         assert code is None
                     for name, job_id in ids.items():
-                        await _until(f"the {name} job's run", lambda job_id=job_id: [
+                        await eventually(f"the {name} job's run", lambda job_id=job_id: [
                             row for row in _history(job_id) if row[0] != "running"])
                     out["verbose"], _ = await owner.call("cron_list", verbose=True)
                     out["json"], _ = await owner.call("cron_list", json=True)
