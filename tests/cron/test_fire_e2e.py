@@ -115,9 +115,12 @@ def test_a_sessions_jobs_fire_as_conversation_runs_time_out_and_catch_up_after_a
             assert conversations_rows("SELECT c.name, r.reply_text FROM runs r JOIN conversations c"
                                       " ON c.id = r.conversation_id WHERE r.id = ?", run_id) == [
                 (f"cron-{ids['daily']}", "daily report")]
-            assert _cron_rows("SELECT conversation_id, last_result FROM jobs WHERE id = ?", ids["daily"]) == [
-                (conversation_id, "daily report")]
-            [note] = [n for n in all_notifications() if n.group_key == f"cron:{ids['daily']}"]
+            # The history row ends first; the job's last result, then its notification, follow it.
+            await eventually("the daily job's last result", lambda: _cron_rows(
+                "SELECT conversation_id, last_result FROM jobs WHERE id = ?", ids["daily"]) == [
+                (conversation_id, "daily report")])
+            [note] = await eventually("the daily job's notification", lambda: [
+                n for n in all_notifications() if n.group_key == f"cron:{ids['daily']}"])
             assert note.title == "Cron: daily" and note.body == "daily report"
             assert note.url == f"/conversations/{conversation_id}#run-{run_id}-heading"
 
