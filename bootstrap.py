@@ -103,7 +103,7 @@ LINTERS = [
     ("mypy", ["-m", "mypy", "--no-error-summary"], False),
     # import-linter's package contracts (its console script's entry point, run with our interpreter).
     ("import-linter", ["-c", "from importlinter.cli import lint_imports_command; lint_imports_command()",
-                       "--no-logo"], True),
+                       "--no-logo", "--cache-dir", ".venv/import_linter_cache"], True),
 ]
 
 
