@@ -6,8 +6,8 @@
 
 Both are idempotent: the venv (.venv) is created once, and the editable install
 is redone only when a pyproject.toml changed or the other mode asked for more.
-Test mode runs `ruff check` and `mypy` (configured in pyproject.toml) before pytest
-and stops if either finds a problem; KIROCREW_SKIP_LINT=1 skips them for a quick local run.
+Test mode runs `ruff check`, `mypy` and import-linter's package contracts (configured in pyproject.toml)
+before pytest and stops if one finds a problem; KIROCREW_SKIP_LINT=1 skips them for a quick local run.
 Needs only Python 3.11+ with venv and pip.
 """
 
@@ -96,18 +96,28 @@ def ensure_installed(mode: str) -> None:
     STAMP.write_text(json.dumps(modes))
 
 
-# The linters test mode runs before pytest, in this order; both read their configuration from pyproject.toml.
-LINTERS = [("ruff", ["-m", "ruff", "check", "--quiet"]), ("mypy", ["-m", "mypy", "--no-error-summary"])]
+# The linters test mode runs before pytest, in this order; each reads its configuration from pyproject.toml.
+# (name, arguments to our interpreter, whether it reports on success: such output is shown only on a finding).
+LINTERS = [
+    ("ruff", ["-m", "ruff", "check", "--quiet"], False),
+    ("mypy", ["-m", "mypy", "--no-error-summary"], False),
+    # import-linter's package contracts (its console script's entry point, run with our interpreter).
+    ("import-linter", ["-c", "from importlinter.cli import lint_imports_command; lint_imports_command()",
+                       "--no-logo", "--cache-dir", ".venv/import_linter_cache"], True),
+]
 
 
 def lint() -> None:
     """Run each linter; on a finding, say which one failed and exit with its code (pytest does not run)."""
     if os.environ.get("KIROCREW_SKIP_LINT") == "1":
-        _say("KIROCREW_SKIP_LINT=1: ruff and mypy skipped")
+        _say("KIROCREW_SKIP_LINT=1: ruff, mypy and import-linter skipped")
         return
-    for name, args in LINTERS:
-        done = subprocess.run([str(PYTHON), *args], cwd=ROOT)
+    for name, args, chatty in LINTERS:
+        done = subprocess.run([str(PYTHON), *args], cwd=ROOT, capture_output=chatty, text=True)
         if done.returncode != 0:
+            if chatty:
+                sys.stdout.write(done.stdout)
+                sys.stderr.write(done.stderr)
             _say(f"lint failed: {name} found problems (listed above); fix them before the tests run")
             sys.exit(done.returncode)
 

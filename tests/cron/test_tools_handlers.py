@@ -583,7 +583,9 @@ def test_trigger_through_the_real_host_runs_the_job_now_and_refuses_a_second_run
                    "first_slow": await w.person("cron_trigger", job_id=slow),
                    "second_slow": await w.person("cron_trigger", job_id=slow)}
             for _ in range(200):  # the quick run ends by itself; the slow one is cancelled by the stop
-                if store.history(quick)[0].status != "running":
+                # Its history row ends first, then the job's last result is written: wait for both.
+                done = store.get(quick)
+                if store.history(quick)[0].status != "running" and done is not None and done.last_result:
                     break
                 await asyncio.sleep(0.05)
             return out

@@ -73,6 +73,14 @@ def backends(pm: Any = None) -> dict[str, AuthorityBackend]:
     return found
 
 
+def installed(pm: Any = None) -> dict[str, AuthorityBackend]:
+    """:func:`backends`, with the built-in ``unrestricted`` where no plugin provides it: every authority a run
+    may name here."""
+    found = backends(pm)
+    found.setdefault(UNRESTRICTED, UNRESTRICTED_BACKEND)
+    return found
+
+
 def availability(name: str, installed: dict[str, AuthorityBackend]) -> tuple[bool, str | None]:
     """Whether ``name`` can run here, and why not. A backend whose check raises is unavailable."""
     backend = installed.get(name)

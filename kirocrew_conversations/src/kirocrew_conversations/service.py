@@ -227,9 +227,7 @@ class ConversationsService:
     # -- capabilities, authority ---------------------------------------------------------------
 
     def _authorities(self) -> dict[str, Any]:
-        installed = authority.backends(self._pm)
-        installed.setdefault(UNRESTRICTED, authority.UNRESTRICTED_BACKEND)
-        return installed
+        return authority.installed(self._pm)
 
     def _authority_report(self) -> list[dict[str, Any]]:
         """Each authority, whether it can run here and why not (a backend's first call preflights it)."""

@@ -36,8 +36,6 @@ if TYPE_CHECKING:
 
 # What run() returns when the host serves no such server: the launcher runs the full CLI instead.
 NOT_HOSTED = -1
-SESSION_KEY_ENV = "KIROCREW_SESSION_KEY"
-HOST_PID_ENV = "KIROCREW_HOST_PID"
 # Stop reading a side while this much is waiting to be written to the other.
 HIGH_WATER_BYTES = 8 * 1024 * 1024
 READ_CHUNK_BYTES = 256 * 1024
@@ -88,9 +86,9 @@ class Relay:
     def __init__(self, command: str) -> None:
         self.command = command
         self.label = f"kirocrew {command}"
-        self.block = protocol.caller_block(os.environ.get(SESSION_KEY_ENV, ""), protocol.SESSION_TYPE_RELAY,
+        self.block = protocol.caller_block(os.environ.get(protocol.SESSION_KEY_ENV, ""), protocol.SESSION_TYPE_RELAY,
                                            os.getpid(), os.getppid(),
-                                           protocol.env_pid(os.environ.get(HOST_PID_ENV)))
+                                           protocol.env_pid(os.environ.get(protocol.HOST_PID_ENV)))
         self.sock: Any = None
         self.sock_fd = -1
         self.from_client = bytearray()

@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kirocrew_core.coretools.contract import CrewSession, Origin, SessionKind
+from kirocrew_core.host.protocol import HOST_PID_ENV, SESSION_KEY_ENV
 
 if TYPE_CHECKING:
     from kirocrew_core.acp_runtime import AcpOptions
@@ -65,8 +66,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SESSION_KEY_ENV = "KIROCREW_SESSION_KEY"
-HOST_PID_ENV = "KIROCREW_HOST_PID"
 KEY_PREFIX = "kcs1-"
 KEY_PATTERN = re.compile(r"^kcs1-[0-9a-f]{32}$")
 # Signed pid sidecars an earlier version published; a starting host removes any it finds.

@@ -124,10 +124,9 @@ def _say_hello(server: str, session_type: str) -> tuple[Any, dict[str, Any], byt
     """Connect (directory and peer checked), send the ``mcp`` hello, read the welcome (blocking)."""
     from kirocrew_core.host import client, protocol
     from kirocrew_core.host.fingerprint import code_fingerprint
-    from kirocrew_core.relay import HOST_PID_ENV, SESSION_KEY_ENV
 
-    caller = protocol.caller_block(os.environ.get(SESSION_KEY_ENV, ""), session_type, os.getpid(), os.getppid(),
-                                   protocol.env_pid(os.environ.get(HOST_PID_ENV)))
+    caller = protocol.caller_block(os.environ.get(protocol.SESSION_KEY_ENV, ""), session_type, os.getpid(),
+                                   os.getppid(), protocol.env_pid(os.environ.get(protocol.HOST_PID_ENV)))
     hello = protocol.hello(protocol.KIND_MCP, server=server, fingerprint=code_fingerprint(), caller=caller)
     sock, welcome, leftover = client.open_mcp(hello, CONNECT_TIMEOUT_SECS)
     return sock, welcome, bytes(leftover)

@@ -56,6 +56,10 @@ CALLER_META_KEY = "kirocrew.caller"
 CALLER_SCHEMA_VERSION = 1
 SESSION_TYPE_RELAY = "relay"
 SESSION_TYPE_CLI = "cli"
+# The variables the host gives every kiro-cli it starts, which a relay or CLI twin repeats in its caller block:
+# claims the host compares with the caller's ancestry, never proof (kirocrew_core.coretools.identity).
+SESSION_KEY_ENV = "KIROCREW_SESSION_KEY"
+HOST_PID_ENV = "KIROCREW_HOST_PID"
 
 # A message sent to the host may be this long (the relay answers a longer client line itself; the host
 # closes a connection that sends one). The largest real request, a conversation's 200,000-character

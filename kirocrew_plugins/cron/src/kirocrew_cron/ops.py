@@ -284,17 +284,17 @@ class _Placement:
 def _placement(actor: Actor, args: Mapping[str, Any]) -> _Placement:
     """Who owns the job, and the authority and directory it runs with."""
     if actor.session is None:
-        from kirocrew_conversations.vocabulary import UNRESTRICTED
+        from kirocrew_conversations.public import UNRESTRICTED
 
         return _Placement(PERSON, args.get("authority") or UNRESTRICTED, _workspace(args.get("cwd")))
     _refuse_person_only(actor, args)
-    from kirocrew_conversations.hosted import hosted
+    from kirocrew_conversations.public import session_placement
 
     session = actor.session
     if session.kind != "conversation":
         raise cron_error("caller_unverified", f"a {session.kind} session cannot own cron jobs; only a "
                                               "conversation's session can")
-    authority, cwd = hosted().session_placement(session.target_id)
+    authority, cwd = session_placement(session.target_id)
     assert actor.owner is not None
     return _Placement(actor.owner, authority, cwd)
 

@@ -127,13 +127,12 @@ def form_values(job: dict[str, Any] | None) -> dict[str, Any]:
 
 def _authorities() -> list[dict[str, Any]]:
     """The execution authorities a person's job may choose (cron_add's), each with whether it can run here."""
-    from kirocrew_conversations.authority import availability, backends
-    from kirocrew_conversations.vocabulary import AUTHORITIES
+    from kirocrew_conversations.public import AUTHORITIES, authority_availability, installed_authorities
 
-    installed = backends()
+    installed = installed_authorities()
     out = []
     for name in AUTHORITIES:
-        ok, reason = availability(name, installed)
+        ok, reason = authority_availability(name, installed)
         out.append({"name": name, "available": ok, "reason": reason or ""})
     return out
 

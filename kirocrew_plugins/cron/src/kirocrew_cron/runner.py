@@ -50,8 +50,7 @@ if TYPE_CHECKING:
     from kirocrew_core.processes import ProcessRef
     from kirocrew_core.proc import GroupRecord
 
-    from kirocrew_conversations.service import ConversationsService
-    from kirocrew_conversations.store import Conversation, Run
+    from kirocrew_conversations.public import Conversation, ConversationsService, Run
 
 #: The reference's wrapper of the previous result a persistent job's prompt starts with.
 PREVIOUS_RESULT_HEAD = "[Previous run result — do NOT repeat the same content]\n"
@@ -170,7 +169,7 @@ class JobRunner:
         """The job's persistent conversation (made again if it went away), or a fresh one for this run."""
         from kirocrew_core.errors import KirocrewError
 
-        from kirocrew_conversations.orchestrator import db_call
+        from kirocrew_conversations.public import db_call
 
         store = service.store
         if job.persistent_session and job.conversation_id:
@@ -183,8 +182,7 @@ class JobRunner:
         name = f"cron-{job.id}" if job.persistent_session else f"cron-{job.id}-{secrets.token_hex(4)}"
         if await db_call(store.name_in_use, name):  # an archived conversation of this job keeps the plain name
             name = f"cron-{job.id}-{secrets.token_hex(4)}"
-        from kirocrew_conversations.redact import workspace_fingerprint
-        from kirocrew_conversations.store import Workspace
+        from kirocrew_conversations.public import Workspace, workspace_fingerprint
 
         real = os.path.realpath(job.workspace)
         # A session's job runs in a conversation of that session's tree, so the session may follow it.
@@ -197,9 +195,9 @@ class JobRunner:
 
 
 async def _hosted_conversations() -> ConversationsService:
-    from kirocrew_conversations.hosted import hosted
+    from kirocrew_conversations.public import ready_service
 
-    return await hosted().ready()
+    return await ready_service()
 
 
 async def _run_end(service: ConversationsService, run_id: str) -> Run:
@@ -254,7 +252,7 @@ async def run_command(job: Job, active: ActiveRun) -> Outcome:
         try:
             launcher, env = command_launch(job.authority, job.workspace)
             if key is not None:
-                from kirocrew_core.coretools.identity import HOST_PID_ENV, SESSION_KEY_ENV
+                from kirocrew_core.host.protocol import HOST_PID_ENV, SESSION_KEY_ENV
 
                 env[SESSION_KEY_ENV] = key
                 env.pop(HOST_PID_ENV, None)  # an inherited one would name another process
@@ -363,12 +361,9 @@ def command_launch(authority_name: str, workspace: str) -> tuple[list[str], dict
     from kirocrew_core.acp_runtime import AcpOptions
     from kirocrew_core.search_path import with_search_path
 
-    from kirocrew_conversations import authority
-    from kirocrew_conversations.vocabulary import UNRESTRICTED
+    from kirocrew_conversations.public import installed_authorities, require_authority
 
-    installed = authority.backends()
-    installed.setdefault(UNRESTRICTED, authority.UNRESTRICTED_BACKEND)
-    backend = authority.require(authority_name, installed)
+    backend = require_authority(authority_name, installed_authorities())
     options = backend.factory(AcpOptions(), workspace=workspace)
     # As kiro-cli gets it: the search path the MCP commands resolve on (the host may lack ~/.local/bin).
     env = dict(options.env) if options.env is not None else with_search_path(os.environ)
@@ -404,6 +399,6 @@ def _refused(exc: Any) -> Outcome:
 
 
 def _error_text(text: str) -> str:
-    from kirocrew_conversations.redact import redact_text
+    from kirocrew_conversations.public import redact_text
 
     return redact_text(text, 2000)

@@ -475,9 +475,9 @@ async def _force_end(active: ActiveRun) -> None:
             await asyncio.wait_for(proc.terminate_async(active.process, reason="reaped cron run"), 30)
     if active.run_id:
         with contextlib.suppress(Exception):
-            from kirocrew_conversations.hosted import hosted
+            from kirocrew_conversations.public import hosted_service
 
-            service = hosted().service
+            service = hosted_service()
             if service is not None:
                 await asyncio.wait_for(service.orchestrator.cancel(active.run_id), 30)
 
@@ -507,10 +507,10 @@ def effective_authority(job: Job) -> tuple[str, str | None]:
     """
     from kirocrew_core.errors import KirocrewError
 
-    from kirocrew_conversations.hosted import hosted
+    from kirocrew_conversations.public import hosted_service
 
     kind, _, target = job.owner.partition(":")
-    service = hosted().service
+    service = hosted_service()
     if kind != "conversation" or service is None:
         return job.authority, None
     try:
@@ -534,8 +534,7 @@ def _fire_time_refusal(job: Job) -> tuple[str, str] | None:
     from kirocrew_core.errors import KirocrewError
     from kirocrew_core.governance import capability_allowed
 
-    from kirocrew_conversations import authority
-    from kirocrew_conversations.vocabulary import UNRESTRICTED
+    from kirocrew_conversations.public import authority_availability, installed_authorities
 
     if job.command:
         from kirocrew_cron.vet import vet_command
@@ -547,9 +546,7 @@ def _fire_time_refusal(job: Job) -> tuple[str, str] | None:
     if job.owner != PERSON and not capability_allowed("cron"):
         return ("governance_denied", 'cron jobs of sessions are blocked by governance policy (governance.cron is '
                                      'not "allow")')
-    installed = authority.backends()
-    installed.setdefault(UNRESTRICTED, authority.UNRESTRICTED_BACKEND)
-    ok, reason = authority.availability(job.authority, installed)
+    ok, reason = authority_availability(job.authority, installed_authorities())
     if not ok:
         return "authority_unavailable", f"authority {job.authority} is unavailable: {reason}"
     return None

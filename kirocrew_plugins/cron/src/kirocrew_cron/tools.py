@@ -384,7 +384,7 @@ _OPTIONS: dict[str, Any] = {
 
 
 def _authority_schema() -> dict[str, Any]:
-    from kirocrew_conversations.vocabulary import AUTHORITIES
+    from kirocrew_conversations.public import AUTHORITIES
 
     return {"type": "string", "enum": list(AUTHORITIES),
             "description": "Only for kirocrew cron and the Cron page (a session's job runs with the session's "

@@ -51,7 +51,7 @@ def credential_paths() -> tuple[str, ...]:
     """Path fragments a command may not name: the sandbox's credential roots, :data:`EXTRA_CREDENTIAL_PATHS`,
     and the crew home wherever ``KIROCREW_HOME`` puts it (the sandbox hides it from restricted runs).
     """
-    from kirocrew_conversations.sandbox.policy import CREDENTIALS
+    from kirocrew_conversations.public import CREDENTIALS
     from kirocrew_core.home import crew_home
 
     return (*CREDENTIALS, *EXTRA_CREDENTIAL_PATHS, str(crew_home()))
