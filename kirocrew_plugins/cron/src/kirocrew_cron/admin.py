@@ -30,7 +30,7 @@ from kirocrew_cron.errors import cron_error
 from kirocrew_cron.model import COMMAND_MAX, HISTORY_PER_JOB, JOB_ID_PATTERN, TIMEOUT_MAX_SECS
 
 if TYPE_CHECKING:
-    from kirocrew_cron.ops import JobHost
+    from kirocrew_cron.ops import JobHistory, JobHost
     from kirocrew_cron.tools import HostProvider
 
 #: The runs ``kirocrew cron history`` shows unless told.
@@ -102,7 +102,7 @@ def _person_only(call: ToolCall, what: str, verb: str) -> None:
     raise cron_error("caller_unverified", f"only the person's kirocrew command may {verb}")
 
 
-def history_document(found: Any) -> dict[str, Any]:
+def history_document(found: JobHistory) -> dict[str, Any]:
     """A job's history as ``kirocrew cron history --json`` prints it."""
     import dataclasses
 
