@@ -318,3 +318,33 @@ def test_every_conversations_command_is_in_the_user_guide() -> None:
     assert len(commands) == 17  # one per tool
     for command in commands:
         assert re.search(rf"`{command}( |`)", guide), command
+
+
+def test_worktree_inspect_names_the_base_ref_and_the_commit_it_resolved_to(conversations: Any,
+                                                                           tmp_path: Path) -> None:
+    import os
+
+    from kirocrew_testing.requirements import executable
+
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ["HOME"], "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+
+    def git(*args: str) -> str:
+        return subprocess.run([executable("git", apt="git"), *args], cwd=repo, env=env, check=True,
+                              capture_output=True, text=True, timeout=60).stdout.strip()
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git("init", "-q", "-b", "main")
+    (repo / "README").write_text("one\n")
+    git("add", "README")
+    git("commit", "-q", "-m", "one")
+    based_on = git("rev-parse", "main")
+    first, _ = documents(ok(conversations("--json", "spawn", "--name", "based", "--workspace", str(repo),
+                                          "--worktree", "--base-ref", "main", "!say hi")))
+    (repo / "README").write_text("two\n")
+    git("commit", "-q", "-am", "two")  # main moves on: what the worktree was based on does not
+    shown = ok(conversations("worktree", "inspect", first["conversationId"])).stdout
+    assert shown.startswith(f"branch {first['settings']['workspace']['branch']} (base main at {based_on[:12]}): "
+                            "integrated, ")

@@ -300,3 +300,45 @@ def test_hostile_strings_from_a_model_and_the_store_are_escaped_on_both_pages(
     detail_when(owner_client, cid, settled)
     listing = owner_client.get("/conversations").text
     assert "<img" not in listing
+
+
+def _git(cwd: Path, *args: str) -> str:
+    """The test's own git (no user or system config), its output."""
+    import os
+    import subprocess
+
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ["HOME"], "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+    return subprocess.run([executable("git", apt="git"), *args], cwd=cwd, env=env, check=True,
+                          capture_output=True, text=True, timeout=60).stdout.strip()
+
+
+def test_a_worktree_keeps_the_commit_its_base_ref_named_when_the_branch_moves_later(
+        owner_client: httpx.Client, tmp_path: Path, conversations_rows: Any) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "README").write_text("one\n")
+    _git(repo, "add", "README")
+    _git(repo, "commit", "-q", "-m", "one")
+    based_on = _git(repo, "rev-parse", "main")
+    started = start(owner_client, repo, "based", "!say hi", workspaceMode="worktree", baseRef="main")
+    cid = started["conversationId"]
+    assert started["settings"]["workspace"] | {"fingerprint": ""} == {
+        "mode": "worktree", "fingerprint": "", "label": "repo", "branch": started["settings"]["workspace"]["branch"],
+        "baseRef": "main", "baseCommit": based_on}
+    detail_when(owner_client, cid, settled)
+
+    (repo / "README").write_text("two\n")  # main moves on after the worktree was made
+    _git(repo, "commit", "-q", "-am", "two")
+    assert _git(repo, "rev-parse", "main") != based_on
+
+    report = owner_client.get(f"/api/conversations/{cid}/worktree").json()  # kiro_worktree_inspect's answer
+    assert (report["baseRef"], report["baseCommit"], report["mergeState"]) == ("main", based_on, "integrated")
+    workspace = owner_client.get(f"/api/conversations/{cid}").json()["defaults"]["workspace"]
+    assert (workspace["baseRef"], workspace["baseCommit"]) == ("main", based_on)
+    page = owner_client.get(f"/conversations/{cid}").text
+    assert f'based on <code>main</code> at <code title="{based_on}">{based_on[:12]}</code>' in page
+    assert conversations_rows("SELECT worktree_base_ref, worktree_base_commit FROM conversations WHERE id = ?",
+                              cid) == [("main", based_on)]

@@ -62,7 +62,7 @@ def test_parallel_conversations_overlap_and_wait_any_returns_first_then_all(conv
             assert quick["settings"]["authority"] == "unrestricted"
             assert quick["settings"]["workspace"] == {
                 "mode": "shared", "fingerprint": quick["settings"]["workspace"]["fingerprint"],
-                "label": tmp_path.name, "branch": None}
+                "label": tmp_path.name, "branch": None, "baseRef": None, "baseCommit": None}
             first = await client.call("kiro_wait", targets=[ref(quick), ref(slow)], mode="any")
             statuses = {r["runId"]: r["status"] for r in first["runs"]}
             assert first["waitExpired"] is False
@@ -443,6 +443,7 @@ def test_worktree_create_inspect_and_cleanup_with_every_refusal(conversations_cl
 
             seen = await client.call("kiro_worktree_inspect", conversationId=cid)
             assert seen["branch"] == branch and seen["baseRef"] == "HEAD" and seen["activeRuns"] == 0
+            assert seen["baseCommit"] == git(repo, "rev-parse", "HEAD").strip()
             assert seen["clean"] is False and {"path": "feature.txt", "status": "?"} in seen["changedFiles"]
             await expect_error(client, "worktree_dirty", "kiro_worktree_cleanup", conversationId=cid)
 

@@ -476,4 +476,31 @@ def test_a_version_5_database_migrates_and_its_conversations_are_the_persons(sta
     finally:
         store.close()
     with _raw(db) as raw:
-        assert raw.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == migrations.LATEST_VERSION == 6
+        assert raw.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == migrations.LATEST_VERSION
+
+
+def test_a_version_6_worktree_keeps_its_base_ref_and_says_its_base_commit_is_unknown(state_dir: Path) -> None:
+    from kirocrew_conversations.views import workspace_identity
+
+    state_paths.ensure_state_dir()
+    db = state_paths.database_file()
+    with _raw(db) as raw:  # a database as the release before base commits were kept left it
+        raw.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
+        for version, statements in enumerate(migrations.MIGRATIONS[:6], start=1):
+            for statement in statements:
+                raw.execute(statement)
+            raw.execute("INSERT INTO schema_version VALUES (?, 'then')", (version,))
+        raw.execute("INSERT INTO conversations (id, name, state, authority, workspace_strategy, workspace_path,"
+                    " workspace_fingerprint, worktree_path, worktree_branch, worktree_base_ref, created_at,"
+                    " updated_at) VALUES ('conv_w', 'w', 'idle', 'unrestricted', 'worktree', '/repo', 'ws_1',"
+                    " '/state/worktrees/w-1', 'kiro/w-1', 'release', 't', 't')")
+    store = Store.open(db)
+    try:
+        ws = store.get_conversation("conv_w").workspace
+        assert (ws.worktree_base_ref, ws.worktree_base_commit) == ("release", None)
+        shown = workspace_identity(store.get_conversation("conv_w"))
+        assert (shown["baseRef"], shown["baseCommit"]) == ("release", None)
+    finally:
+        store.close()
+    with _raw(db) as raw:
+        assert raw.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == migrations.LATEST_VERSION == 7

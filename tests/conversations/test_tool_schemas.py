@@ -325,7 +325,8 @@ def test_a_realistic_wait_answer_fits_the_output_schema_and_leaks_no_extra_field
     run = {
         "conversationId": "conv_1", "runId": "run_1", "status": "completed",
         "settings": {"model": "auto", "effort": None, "mode": "kiro_default", "authority": "unrestricted",
-                     "workspace": {"mode": "shared", "fingerprint": "ab12cd", "label": "project", "branch": None}},
+                     "workspace": {"mode": "shared", "fingerprint": "ab12cd", "label": "project", "branch": None,
+                                   "baseRef": None, "baseCommit": None}},
         "reply": {"text": "Done.", "truncated": False, "originalBytes": 5}, "error": None, "attention": None,
         "warnings": [{"code": "kirocrew_servers_not_mounted", "message": "This run runs as the agent 'kiro_default'."}],
         "createdAt": "2026-11-29T21:00:00.000+00:00", "startedAt": None, "endedAt": None,

@@ -354,3 +354,21 @@ def test_cron_help_imports_no_sdk_store_or_scheduler() -> None:
     assert done.returncode == 0, done.stderr
     assert "history" in done.stdout and "remove-all" in done.stdout
     assert done.stdout.strip().endswith("LOADED="), done.stdout[-300:]
+
+
+def test_without_a_host_history_answers_a_removed_one_shot_preview_runs_and_adopt_needs_the_host(
+        offline: Any, store: CronStore, tmp_path: Path) -> None:
+    job = store.add(_job(schedule=Schedule("at", at_ts=3600.0), delete_after_run=True))
+    store.record(job.id, "scheduled", "denied", started_at=3601.0, error="governance denied cron")
+    store.remove(job.id, keep_history=True)
+    lines = _ok(offline("cron", "history", job.id)).stdout.splitlines()
+    assert lines[0].startswith("nightly (0a1b2c3d) ran once and removed itself at ")
+    assert lines[1] == "1 run(s) of nightly (0a1b2c3d), newest first:" and lines[3].strip() == "governance denied cron"
+
+    report = json.loads(_ok(offline("cron", "preview", "--command", "echo previewed", "--cwd", str(tmp_path),
+                                    "--json")).stdout)
+    assert (report["status"], report["result"], report["notification"]["body"]) == ("success", "previewed",
+                                                                                     "previewed")
+    assert store.history("0") == [] and store.jobs() == []
+    adopted = offline("cron", "adopt", job.id, "--release")
+    assert adopted.returncode == 1 and adopted.stderr.startswith("kirocrew: error[host_required]: ")

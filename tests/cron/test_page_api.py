@@ -315,3 +315,21 @@ def test_without_a_host_the_routes_answer_host_required_and_the_page_says_so(gat
     page = gateway_client.get("/cron")
     assert page.status_code == 503 and "<code>host_required</code>" in page.text and 'role="alert"' in page.text
     assert gateway_client.get("/cron/abc").status_code == 503
+
+
+def test_a_one_shot_that_ran_and_removed_itself_still_shows_its_history(owner: httpx.Client,
+                                                                        workspace: Path) -> None:
+    job = add(owner, workspace, name="once-only", command="echo ran-once", delay=1)
+    one = f"/api/cron/jobs/{job['id']}"
+    deadline = time.monotonic() + WAIT_SECS
+    while (shown := owner.get(one).json()).get("job") is not None:
+        assert time.monotonic() < deadline, shown
+        time.sleep(0.2)
+    assert job["id"] not in ids(owner)
+    assert shown["removed"]["id"] == job["id"] and shown["removed"]["name"] == "once-only"
+    assert [(r["status"], r["summary"]) for r in shown["history"]] == [("success", "ran-once")]
+    page = owner.get(f"/cron/{job['id']}")
+    assert page.status_code == 200
+    assert "<h1>once-only</h1>" in page.text and "ran and removed itself; its history is kept" in page.text
+    assert "ran-once" in page.text and 'data-do="trigger"' not in page.text
+    assert refusal(owner.get("/api/cron/jobs/ffffffff")) == (404, "job_not_found", None)

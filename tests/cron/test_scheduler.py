@@ -368,6 +368,10 @@ def test_a_one_shot_is_removed_after_its_run_or_paused_when_it_is_kept(store: Cr
 
     run(main())
     assert store.get(removed.id) is None
+    # Its history outlives it, answered by its id (kirocrew cron history, the job's page).
+    assert statuses(store, removed.id) == ["success"]
+    gone = store.removed_job(removed.id)
+    assert gone is not None and (gone.name, gone.owner) == (removed.name, removed.owner)
     after = store.get(kept.id)
     assert after is not None and after.user_paused and statuses(store, kept.id) == ["success"]
 

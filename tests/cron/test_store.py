@@ -127,6 +127,56 @@ def test_removing_a_job_removes_its_history(store: CronStore) -> None:
         assert raw.execute("SELECT COUNT(*) FROM history").fetchone()[0] == 0
 
 
+def test_a_one_shot_its_run_removed_keeps_its_history_and_its_id_is_never_given_again(
+        store: CronStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    job = store.add(_job(owner="conversation:conv_a"))
+    run = store.start_run(job.id, "scheduled", due_ts=5.0, started_at=10.0)
+    store.finish_run(run.id, "success", finished_at=11.0, summary="done")
+    assert store.remove(job.id, keep_history=True) == job
+    assert store.get(job.id) is None
+    assert [r.summary for r in store.history(job.id)] == ["done"]
+    gone = store.removed_job(job.id)
+    assert gone is not None and (gone.id, gone.name, gone.owner) == (job.id, "nightly", "conversation:conv_a")
+    assert not store.id_free(job.id)
+    with pytest.raises(KirocrewError) as refused:  # no run starts for a job that is gone
+        store.start_run(job.id, "manual", due_ts=None, started_at=12.0)
+    assert _code(refused) == "job_not_found"
+    monkeypatch.setattr(store_module, "REMOVED_HISTORIES_KEPT", 2)  # the bound: the newest removed keep theirs
+    for index in range(3):
+        other = store.add(_job(f"0000000{index}"))
+        store.record(other.id, "manual", "denied", started_at=20.0 + index)
+        time.sleep(0.01)
+        store.remove(other.id, keep_history=True)
+    assert store.removed_job(job.id) is None and store.history(job.id) == []
+    assert store.removed_job("00000000") is None and store.history("00000000") == []
+    assert [store.removed_job(i) is not None for i in ("00000001", "00000002")] == [True, True]
+    assert len(store.history("00000002")) == 1
+
+
+def test_a_version_2_store_migrates_keeping_its_history_and_never_reusing_a_record_id() -> None:
+    path = store_module.state_directory() / store_module.DATABASE_NAME
+    with sqlite3.connect(path) as raw:
+        raw.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
+        for version, statements in enumerate(store_module.MIGRATIONS[:2], start=1):
+            for statement in statements:
+                raw.execute(statement)
+            raw.execute("INSERT INTO schema_version VALUES (?, 'then')", (version,))
+        raw.execute("INSERT INTO jobs (id, name, schedule_kind, every_secs, owner, catch_up, catch_up_max, authority,"
+                    " timeout_secs, created_ts, updated_ts) VALUES ('0a1b2c3d', 'n', 'every', 3600, '', 'once', 10,"
+                    " 'unrestricted', 1800, 1, 1)")
+        for status in ("success", "failure", "success"):
+            raw.execute("INSERT INTO history (job_id, trigger, status, started_at) VALUES ('0a1b2c3d', 'manual', ?,"
+                        " 1)", (status,))
+        raw.execute("DELETE FROM history WHERE id = 3")  # the newest row pruned: id 3 was used once
+    raw.close()
+    with CronStore(path) as migrated:
+        assert [r.status for r in migrated.history("0a1b2c3d")] == ["failure", "success"]
+        added = migrated.record("0a1b2c3d", "manual", "denied", started_at=2.0)
+        assert added.id == 4
+        assert migrated.remove("0a1b2c3d", keep_history=True) is not None
+        assert len(migrated.history("0a1b2c3d")) == 3
+
+
 def test_remove_owned_removes_one_owners_jobs_or_every_job(store: CronStore) -> None:
     store.add(_job("00000001", owner=PERSON))
     store.add(_job("00000002", owner="conversation:conv_a"))

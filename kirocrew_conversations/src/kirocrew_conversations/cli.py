@@ -348,7 +348,8 @@ def _render_capabilities(out: dict[str, Any]) -> str:
 
 def _render_inspect(out: dict[str, Any]) -> str:
     stats = out["diffStats"]
-    lines = [f"branch {out['branch']} (base {out['baseRef']}): {out['mergeState']}, "
+    base = out["baseRef"] + (f" at {out['baseCommit'][:12]}" if out.get("baseCommit") else "")
+    lines = [f"branch {out['branch']} (base {base}): {out['mergeState']}, "
              f"{'clean' if out['clean'] else 'uncommitted changes'}, {out['activeRuns']} active run(s)",
              f"diff: {stats['files']} file(s), +{stats['insertions']} -{stats['deletions']}"]
     lines += [f"  {f['status']} {f['path']}" for f in out["changedFiles"]]

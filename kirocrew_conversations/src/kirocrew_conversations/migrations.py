@@ -187,8 +187,15 @@ _V6 = [
     "CREATE INDEX conversations_by_creator ON conversations (created_by)",
 ]
 
+# v7 (issue 28): the commit a worktree's base ref resolved to when the worktree was made, beside the name it was
+# given, so a branch that moves later does not change what the conversation says it was based on. NULL: made
+# before this was kept (only the name is known).
+_V7 = [
+    "ALTER TABLE conversations ADD COLUMN worktree_base_commit TEXT",
+]
+
 # Index i holds the statements that take the schema from version i to i + 1.
-MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4, _V5, _V6]
+MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7]
 LATEST_VERSION = len(MIGRATIONS)
 
 

@@ -433,7 +433,8 @@ class ConversationsService:
                                   short_id=cid.rsplit("_", 1)[-1][:8], base_ref=args.get("baseRef") or "HEAD",
                                   state_dir=self.state.ownership.directory)
             workspace = replace(workspace, strategy="worktree", path=str(info.repo), worktree_path=str(info.path),
-                                worktree_branch=info.branch, worktree_base_ref=info.base_ref)
+                                worktree_branch=info.branch, worktree_base_ref=info.base_ref,
+                                worktree_base_commit=info.base_sha)
         try:
             # The settings a conversation is created with are its defaults: a follow-up must not quietly
             # run with another authority than the one the conversation was started under.
@@ -669,8 +670,7 @@ class ConversationsService:
             # an archived conversation gets no new worktree meanwhile).
             if ws.strategy == "worktree" and ws.worktree_path and ws.worktree_branch and await self._db(
                     worktrees.worktree_remains,
-                    worktrees.WorktreeInfo(repo=Path(ws.path), path=Path(ws.worktree_path),
-                                           branch=ws.worktree_branch, base_ref=ws.worktree_base_ref or "HEAD")):
+                    worktrees.stored_info(ws)):
                 raise conversation_error("worktree_not_cleaned_up", "the conversation's worktree or branch still "
                                          "exists; clean it up (kiro_worktree_cleanup) before deleting")
             # An idle worker may still host the conversation's kiro session (and hold its lock): close it first.
@@ -705,6 +705,7 @@ class ConversationsService:
                  else "integrated" if merge["integrated"] else "unintegrated")
         return {
             "conversationId": conversation.id, "branch": report["branch"], "baseRef": report["base"]["ref"],
+            "baseCommit": report["base"]["createdFrom"],
             "activeRuns": active, "clean": not report["dirty"], "ignoredFiles": report["ignoredFiles"],
             "mergeState": state,
             "changedFiles": [{"path": f["path"], "status": f["status"]} for f in report["changedFiles"]],
@@ -732,8 +733,7 @@ class ConversationsService:
             raise conversation_error("not_a_worktree_conversation", "this conversation uses a shared workspace")
         if conversation.retired:
             raise conversation_error("worktree_not_found", "the worktree was already cleaned up")
-        return conversation, worktrees.WorktreeInfo(repo=Path(ws.path), path=Path(ws.worktree_path),
-                                                    branch=ws.worktree_branch, base_ref=ws.worktree_base_ref or "HEAD")
+        return conversation, worktrees.stored_info(ws)
 
     # -- helpers -------------------------------------------------------------------------------
 

@@ -99,7 +99,8 @@ class Workspace:
     fingerprint: str
     worktree_path: str | None = None
     worktree_branch: str | None = None
-    worktree_base_ref: str | None = None
+    worktree_base_ref: str | None = None  # the base ref as it was given (``main``, ``HEAD``)
+    worktree_base_commit: str | None = None  # what it resolved to then; None: made before this was kept
 
 
 @dataclass(frozen=True)
@@ -298,6 +299,7 @@ def _conversation(row: sqlite3.Row) -> Conversation:
             strategy=row["workspace_strategy"], path=row["workspace_path"],
             fingerprint=row["workspace_fingerprint"], worktree_path=row["worktree_path"],
             worktree_branch=row["worktree_branch"], worktree_base_ref=row["worktree_base_ref"],
+            worktree_base_commit=row["worktree_base_commit"],
         ),
         retired=bool(row["retired"]), created_at=row["created_at"], updated_at=row["updated_at"],
         archived_at=row["archived_at"], allowed_commands=tuple(json.loads(row["allowed_commands_json"])),
@@ -405,13 +407,13 @@ class Store:
                 db.execute(
                     "INSERT INTO conversations (id, name, state, model, effort, mode, authority, workspace_strategy,"
                     " workspace_path, workspace_fingerprint, worktree_path, worktree_branch, worktree_base_ref,"
-                    " acp_session_id, allowed_commands_json, parent_id, spawn_batch, created_by, created_at,"
-                    " updated_at) VALUES (?, ?, 'idle', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+                    " worktree_base_commit, acp_session_id, allowed_commands_json, parent_id, spawn_batch, created_by,"
+                    " created_at, updated_at) VALUES (?, ?, 'idle', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
                     " (SELECT id FROM conversations WHERE id = ?), ?, ?)",
                     (cid, name, model, effort, mode, authority, workspace.strategy, workspace.path,
                      workspace.fingerprint, workspace.worktree_path, workspace.worktree_branch,
-                     workspace.worktree_base_ref, acp_session_id, json.dumps(list(allowed_commands)),
-                     parent_id, spawn_batch, created_by, now, now),
+                     workspace.worktree_base_ref, workspace.worktree_base_commit, acp_session_id,
+                     json.dumps(list(allowed_commands)), parent_id, spawn_batch, created_by, now, now),
                 )
             except sqlite3.IntegrityError as exc:
                 raise conversation_error("conversation_name_taken",

@@ -172,11 +172,18 @@ _LIMIT = _integer(1, L.PAGE_SIZE_MAX, "Page size.", default=L.PAGE_SIZE_DEFAULT)
 _TEXT = _string(L.TEXT_MAX_CHARS, min_length=0)
 _TIMESTAMP = _string(40, "RFC 3339 UTC timestamp.", nullable=True)
 
+_BASE_REF_SHOWN = _string(L.GIT_REF_MAX_CHARS, "The base ref the worktree was made from, as it was given (e.g. main "
+                          "or HEAD); null in shared mode.", nullable=True)
+_BASE_COMMIT = _string(64, "The commit the base ref resolved to when the worktree was made (a full hex object id); "
+                           "a branch that moves later does not change it. Null in shared mode, or for a worktree "
+                           "made before it was recorded.", nullable=True, pattern=r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 _WORKSPACE_IDENTITY = _all_required({
     "mode": _enum(WORKSPACE_MODES),
     "fingerprint": _string(L.FINGERPRINT_MAX_CHARS, "Stable hash of the workspace; filter kiro_status with it."),
     "label": _string(L.NAME_MAX_CHARS * 4, "Last path component only; never an absolute path.", min_length=0),
     "branch": _string(L.GIT_REF_MAX_CHARS, "Worktree branch, or null in shared mode.", nullable=True),
+    "baseRef": _BASE_REF_SHOWN,
+    "baseCommit": _BASE_COMMIT,
 }, "Redacted workspace identity.")
 _SETTINGS = _all_required({
     "model": _string(L.MODEL_MAX_CHARS, nullable=True),
@@ -649,7 +656,8 @@ TOOLS: tuple[Tool, ...] = (
         _all_required({
             "conversationId": _conversation_id(),
             "branch": _string(L.GIT_REF_MAX_CHARS),
-            "baseRef": _string(L.GIT_REF_MAX_CHARS),
+            "baseRef": _string(L.GIT_REF_MAX_CHARS, "The base ref as it was given when the worktree was made."),
+            "baseCommit": _BASE_COMMIT,
             "activeRuns": _count(),
             "clean": _boolean("No uncommitted changes."),
             "ignoredFiles": _count("Git-ignored files in the worktree; cleanup refuses while any exist."),

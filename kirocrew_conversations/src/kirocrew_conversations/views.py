@@ -26,8 +26,10 @@ if TYPE_CHECKING:
 
 def workspace_identity(conversation: Conversation) -> dict[str, Any]:
     ws = conversation.workspace
+    worktree = ws.strategy == "worktree"
     return {"mode": ws.strategy, "fingerprint": ws.fingerprint, "label": workspace_label(ws.path),
-            "branch": ws.worktree_branch}
+            "branch": ws.worktree_branch, "baseRef": ws.worktree_base_ref if worktree else None,
+            "baseCommit": ws.worktree_base_commit if worktree else None}
 
 
 def conversation_settings(conversation: Conversation) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kirocrew_core.errors import KirocrewError
 from kirocrew_core.home import user_home
@@ -28,6 +28,9 @@ from kirocrew_conversations.errors import conversation_error
 from kirocrew_conversations.limits import CATALOG_MAX_ITEMS, COUNT_MAX, GIT_REF_MAX_CHARS, NAME_MAX_CHARS
 from kirocrew_conversations.redact import redact_text
 from kirocrew_conversations.state_paths import ensure_state_dir
+
+if TYPE_CHECKING:
+    from kirocrew_conversations.store import Workspace
 
 GIT_TIMEOUT_SECONDS = 60
 BRANCH_PREFIX = "kiro/"
@@ -41,13 +44,21 @@ _IN_PROGRESS = ("MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "rebase-merge",
 
 @dataclass(frozen=True)
 class WorktreeInfo:
-    """One conversation's worktree. ``base_sha`` is the commit it was created from."""
+    """One conversation's worktree. ``base_ref`` is the name it was given; ``base_sha`` the commit that name
+    resolved to when the worktree was made, which later moves of the name never change."""
 
     repo: Path  # the source repository root
     path: Path  # the worktree directory under the state area
     branch: str
     base_ref: str
     base_sha: str | None = None  # None when rebuilt from state that kept only the ref
+
+
+def stored_info(workspace: Workspace) -> WorktreeInfo:
+    """The worktree a conversation's stored ``workspace`` names (its strategy is ``worktree``)."""
+    return WorktreeInfo(repo=Path(workspace.path), path=Path(workspace.worktree_path or ""),
+                        branch=workspace.worktree_branch or "", base_ref=workspace.worktree_base_ref or "HEAD",
+                        base_sha=workspace.worktree_base_commit)
 
 
 def _git_env() -> dict[str, str]:

@@ -272,7 +272,7 @@ function showWorktree(report) {
   const target = document.getElementById("worktree-report");
   const list = document.createElement("ul");
   const facts = [
-    `Branch ${report.branch}, based on ${report.baseRef}`,
+    `Branch ${report.branch}, based on ${report.baseRef}${report.baseCommit ? ` at ${report.baseCommit.slice(0, 12)}` : ""}`,
     report.clean ? "No uncommitted changes" : "Uncommitted changes",
     `Merge state: ${report.mergeState}`,
     `Unfinished runs: ${report.activeRuns}`,

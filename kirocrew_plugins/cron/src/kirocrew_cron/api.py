@@ -12,7 +12,7 @@ Routes (``{id}`` is a job id)::
 
     GET    /api/cron/jobs              every job (ops.job_view) and the scheduler's state
     POST   /api/cron/jobs              add: a cron_add body
-    GET    /api/cron/jobs/{id}         one job and its history, newest first
+    GET    /api/cron/jobs/{id}         one job and its history, newest first (also a removed one-shot's)
     PATCH  /api/cron/jobs/{id}         update: a cron_update body without job_id
     DELETE /api/cron/jobs/{id}         remove it and its history
     POST   /api/cron/jobs/{id}/pause   also /resume, /trigger (empty body or {})
@@ -187,13 +187,17 @@ def listing(host: CronHost) -> dict[str, Any]:
 
 
 def detail(host: CronHost, job_id: str) -> dict[str, Any]:
-    """``GET /api/cron/jobs/{id}``: the job and its newest :data:`HISTORY_SHOWN` history rows."""
+    """``GET /api/cron/jobs/{id}``: the job and its newest :data:`HISTORY_SHOWN` history rows.
+
+    A one-shot its run removed answers too, with ``job`` null and ``removed`` (its id, name, owner and
+    when it was removed): its history outlives it.
+    """
     from kirocrew_cron import ops
 
-    job = ops.visible_job(host, ops.Actor.person(), job_id)
-    return {"job": ops.job_view(host, job), "history": [record_view(r) for r in host.store.history(job.id,
-                                                                                                   HISTORY_SHOWN)],
-            "scheduler_on": host.scheduler_on}
+    found = ops.job_history(host, ops.Actor.person(), job_id, HISTORY_SHOWN)
+    return {"job": None if found.job is None else ops.job_view(host, found.job),
+            "removed": None if found.removed is None else asdict(found.removed),
+            "history": [record_view(r) for r in found.runs], "scheduler_on": host.scheduler_on}
 
 
 async def _changing(tool: str, job_id: str | None, operation: Callable[[], Any]) -> Any:

@@ -1,4 +1,4 @@
-"""``kirocrew cron …``: the eight kirocrew-cron tools as shell commands, plus ``history`` and ``import``.
+"""``kirocrew cron …``: the eight kirocrew-cron tools as shell commands, plus history, import, adopt, preview.
 
 Each twin builds one tool's arguments and calls that tool on the host's ``kirocrew-cron``
 server as a ``cli`` client (the host is started in the background if none runs), so the
@@ -10,9 +10,10 @@ belong to the person (no session sees them).
 holding the store's owner lock for the command (the one-writer rule; a host starting
 meanwhile waits for it). Nothing fires without a host, so ``trigger`` answers ``host_required``.
 
-``history`` has no tool: it reads the store directly (WAL lets a reader in while the host
-writes). ``import`` goes to the host's ``kirocrew-cron-admin`` server when a host runs (the
-host is the store's writer), else runs in process under the owner lock.
+``history``, ``import``, ``adopt`` and ``preview`` are not tools: they go to the host's
+``kirocrew-cron-admin`` server (:mod:`kirocrew_cron.admin`), which knows who calls (a session
+reads only its own jobs' history; the other three are the person's) and is where jobs run.
+Without a host they run the same handlers in process as the person (``adopt`` needs the host).
 
 Registered lazily by :mod:`kirocrew_cron.plugin`; the store, the mcp SDK and the tools are
 imported only inside a command that runs.
@@ -24,14 +25,11 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
 from kirocrew_cron.model import CATCH_UP_MAX_LIMIT, CATCH_UPS, HISTORY_PER_JOB
-
-if TYPE_CHECKING:
-    from kirocrew_cron.model import Job, RunRecord
 
 SERVER_NAME = "kirocrew-cron"
 
@@ -250,52 +248,116 @@ def remove_all(yes: bool) -> None:
     _echo(call_tool("cron_remove_all", {}))
 
 
+def call_admin(tool: str, arguments: dict[str, Any], *, write: bool = False) -> str:
+    """One call of the host's ``kirocrew-cron-admin`` server (the commands that are not tools), or without a
+    host (``KIROCREW_NO_HOST=1``) the same handler in process; its text, a refusal raised with its code."""
+    import asyncio
+
+    from kirocrew_core.host.mcp_client import call_tool_text, host_disabled
+
+    from kirocrew_cron import admin
+
+    if not host_disabled():
+        return asyncio.run(call_tool_text(admin.ADMIN_SERVER, tool, arguments))
+    text, code = asyncio.run(admin.call_in_process(tool, arguments, write=write))
+    if code is not None:
+        from kirocrew_core.errors import BadInputError, KirocrewError
+        from kirocrew_core.host.mcp_client import BAD_INPUT_CODES
+
+        raise (BadInputError if code in BAD_INPUT_CODES else KirocrewError)(text, code=code)
+    return text
+
+
 @cron.command(name="history")
 @click.argument("job_id", metavar="JOB")
 @click.option("--limit", type=click.IntRange(1, HISTORY_PER_JOB), default=20, show_default=True,
               help="How many runs, newest first.")
 @click.option("--json", "as_json", is_flag=True, help="The runs as JSON.")
 def history(job_id: str, limit: int, as_json: bool) -> None:
-    """A job's runs, newest first: when, why (scheduled, manual, catch-up), how it ended, and its conversation."""
-    from kirocrew_cron.store import CronStore
+    """A job's runs, newest first: when, why (scheduled, manual, catch-up), how it ended, and its conversation.
 
-    with CronStore.open() as store:
-        job = store.get(job_id)
-        if job is None:
-            from kirocrew_cron.errors import cron_error
-
-            raise cron_error("job_not_found", f"job not found: {job_id}")
-        records = store.history(job_id, limit)
+    A one-shot that ran and removed itself keeps its history: ask for it by its id.
+    """
+    document = json.loads(call_admin("cron_history", {"job_id": job_id, "limit": limit}))
     if as_json:
-        click.echo(json.dumps(_history_json(job, records), indent=2, ensure_ascii=False))
+        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
     else:
-        _echo(_history_text(job, records))
+        _echo(_history_text(document))
 
 
-def _history_json(job: Job, records: list[RunRecord]) -> dict[str, Any]:
-    import dataclasses
-
-    return {"job_id": job.id, "name": job.name,
-            "runs": [{**dataclasses.asdict(r), "duration_ms": r.duration_ms} for r in records]}
-
-
-def _history_text(job: Job, records: list[RunRecord]) -> str:
+def _history_text(document: dict[str, Any]) -> str:
     from datetime import datetime
 
-    lines = [f"{len(records)} run(s) of {job.name} ({job.id}), newest first:" if records
-             else f"{job.name} ({job.id}) has not run yet."]
-    for record in records:
-        when = datetime.fromtimestamp(record.started_at).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
-        took = "" if record.duration_ms is None else f" in {record.duration_ms / 1000:.1f}s"
-        what = f"{record.missed} due run(s) missed" if record.status == "missed" else record.status + took
-        lines.append(f"  {when}  {record.trigger:<9}  {what}")
-        detail = record.error or record.summary
+    def local(ts: float) -> str:
+        return datetime.fromtimestamp(ts).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+
+    name, job_id, runs = document["name"], document["job_id"], document["runs"]
+    lines = [f"{len(runs)} run(s) of {name} ({job_id}), newest first:" if runs
+             else f"{name} ({job_id}) has not run yet."]
+    if document["removed_at"] is not None:
+        lines.insert(0, f"{name} ({job_id}) ran once and removed itself at {local(document['removed_at'])}; "
+                        "its history is kept.")
+    for record in runs:
+        took = "" if record["duration_ms"] is None else f" in {record['duration_ms'] / 1000:.1f}s"
+        what = f"{record['missed']} due run(s) missed" if record["status"] == "missed" else record["status"] + took
+        lines.append(f"  {local(record['started_at'])}  {record['trigger']:<9}  {what}")
+        detail = record["error"] or record["summary"]
         if detail:
             lines.append(f"    {detail}")
-        if record.conversation_id:
-            lines.append(f"    conversation {record.conversation_id}" +
-                         (f", run {record.run_id}" if record.run_id else ""))
+        if record["conversation_id"]:
+            lines.append(f"    conversation {record['conversation_id']}" +
+                         (f", run {record['run_id']}" if record["run_id"] else ""))
     return "\n".join(lines)
+
+
+@cron.command(name="adopt")
+@click.argument("job_id", metavar="JOB")
+@click.option("--session-of", "session_of", metavar="CONVERSATION",
+              help="Give the job to this conversation's session (its authority narrows the job's).")
+@click.option("--release", is_flag=True, help="Give the job back to you.")
+@click.option("--json", "as_json", is_flag=True, help="Print the job as JSON.")
+def adopt(job_id: str, session_of: str | None, release: bool, as_json: bool) -> None:
+    """Give a job to a conversation's session, or back to you (--release). Needs the host.
+
+    The session then sees and changes it as one it made: it runs in that conversation's working
+    directory, with the narrower of its own authority and the conversation's.
+    """
+    if (session_of is None) == (not release):
+        raise click.UsageError("give exactly one of --session-of CONVERSATION and --release")
+    arguments: dict[str, Any] = {"job_id": job_id, "json": as_json}
+    if session_of is not None:
+        arguments["session_of"] = session_of
+    else:
+        arguments["release"] = True
+    (_echo_json if as_json else _echo)(call_admin("cron_adopt", arguments, write=True))
+
+
+@cron.command(name="preview")
+@click.argument("job_id", metavar="[JOB]", required=False)
+@click.option("--command", help="Preview this shell command instead of a job's.")
+@click.option("--authority", metavar="NAME", help="With --command: the authority it runs under (default unrestricted).")
+@click.option("--cwd", type=click.Path(file_okay=False, exists=True, resolve_path=True), metavar="DIR",
+              help="With --command: the directory it runs in (default: the current one).")
+@click.option("--timeout", type=click.IntRange(0, 3600), metavar="SECS", help="With --command: its bound (0: 300 s).")
+@click.option("--json", "as_json", is_flag=True, help="The report as JSON.")
+def preview(job_id: str | None, command: str | None, authority: str | None, cwd: str | None, timeout: int | None,
+            as_json: bool) -> None:
+    """Run a command job (or --command) once, as a real run would, and print its result and the notification it
+    would publish. Nothing is stored: no history, no last result, no notification."""
+    if (job_id is None) == (command is None):
+        raise click.UsageError("give a JOB or --command, one of the two")
+    if job_id is not None and (authority, cwd, timeout) != (None, None, None):
+        raise click.UsageError("--authority, --cwd and --timeout go with --command; a job runs with its own")
+    arguments: dict[str, Any] = {"json": as_json}
+    if job_id is not None:
+        arguments["job_id"] = job_id
+    else:
+        arguments.update(command=command, cwd=cwd or os.getcwd())
+        if authority is not None:
+            arguments["authority"] = authority
+        if timeout is not None:
+            arguments["timeout"] = timeout
+    (_echo_json if as_json else _echo)(call_admin("cron_preview", arguments))
 
 
 @cron.command(name="import")

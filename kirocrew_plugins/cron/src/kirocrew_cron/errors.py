@@ -47,6 +47,13 @@ CATALOGUE: dict[str, str] = {
                          "job runs with its own conversation's authority and working directory.",
     "invalid_workspace": "cwd is not an absolute path to an existing directory.",
     "import_unreadable": "The crons.json to import cannot be read or is not JSON.",
+    "person_only_command": "kirocrew cron adopt, preview and import are the person's: a session's kirocrew command "
+                           "cannot run them.",
+    "conversation_not_found": "kirocrew cron adopt --session-of names no conversation of this host.",
+    "conflicting_arguments": "Exactly one of the alternatives was not given (adopt: --session-of or --release; "
+                             "preview: a job or --command).",
+    "not_a_command_job": "kirocrew cron preview runs command jobs only: an agent job's run is a conversation's, "
+                         "which a preview would leave behind.",
 }
 
 

@@ -291,7 +291,7 @@ def import_crons_json(store: CronStore, path: Path, *, now: float | None = None)
             report.already.append(source_id)
             continue
         dropped |= DROPPED_FIELDS.intersection(entry)
-        free = bool(_ID.match(source_id)) and store.get(source_id) is None
+        free = bool(_ID.match(source_id)) and store.id_free(source_id)
         job_id = source_id if free else store.new_id()
         try:
             job = _job(entry, job_id, when, dropped)

@@ -59,6 +59,9 @@ MAX_JOBS_PER_SESSION = 50
 MAX_SESSION_JOBS = 500
 #: Every job, the person's included (``jobs_full``): a listing or the Cron page stays a page.
 MAX_JOBS = 1_000
+#: The removed one-shots whose history is kept (each bounded by :data:`HISTORY_PER_JOB`); the oldest removed go
+#: first. As many as the store holds jobs, so the history table is bounded as if every job were there twice.
+REMOVED_HISTORIES_KEPT = MAX_JOBS
 
 PERSON = ""
 """The owner of a job the person made (CLI, page, import): no session sees it."""
@@ -136,6 +139,16 @@ class Job:
     @property
     def kind(self) -> Literal["agent", "command"]:
         return "command" if self.command else "agent"
+
+
+@dataclass(frozen=True)
+class RemovedJob:
+    """A one-shot that its run removed: enough to answer its kept history by id, to its owner only."""
+
+    id: str
+    name: str
+    owner: str
+    removed_at: float
 
 
 @dataclass(frozen=True)

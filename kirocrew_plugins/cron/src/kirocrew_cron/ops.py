@@ -37,6 +37,7 @@ from kirocrew_cron.model import (
     PERSON,
     TIMEOUT_SECS_DEFAULT,
     Job,
+    RemovedJob,
     RunRecord,
     Schedule,
     session_owner,
@@ -68,8 +69,11 @@ class JobStore(Protocol):
     def get(self, job_id: str) -> Job | None: ...
     def jobs(self, owner: str | None = None) -> list[Job]: ...
     def update(self, job_id: str, **changes: Any) -> Job: ...
-    def remove(self, job_id: str) -> Job | None: ...
+    def remove(self, job_id: str, *, keep_history: bool = False) -> Job | None: ...
     def remove_owned(self, owner: str | None) -> int: ...
+    def removed_job(self, job_id: str) -> RemovedJob | None: ...
+    def history(self, job_id: str, limit: int = 50) -> list[RunRecord]: ...
+    def adopt(self, job_id: str, owner: str, **changes: Any) -> Job: ...
 
 
 class JobHost(Protocol):
@@ -123,6 +127,31 @@ def visible_job(host: JobHost, actor: Actor, job_id: str) -> Job:
     if job is None or not actor.sees(job):
         raise not_found(job_id)
     return job
+
+
+@dataclass(frozen=True)
+class JobHistory:
+    """A job's runs, newest first: of a job that is there (``job``), or of a one-shot its run removed
+    (``removed``), whose history outlives it."""
+
+    job_id: str
+    name: str
+    runs: list[RunRecord]
+    job: Job | None = None
+    removed: RemovedJob | None = None
+
+
+def job_history(host: JobHost, actor: Actor, job_id: str, limit: int) -> JobHistory:
+    """The history of ``job_id`` if ``actor`` may see the job, or saw it before its run removed it (the same
+    owner only: another's removed job is ``job_not_found``, worded as for an unknown id)."""
+    job = host.store.get(job_id)
+    if job is not None:
+        visible = visible_job(host, actor, job_id)
+        return JobHistory(visible.id, visible.name, host.store.history(visible.id, limit), job=visible)
+    removed = host.store.removed_job(job_id)
+    if removed is None or not (actor.is_person or removed.owner == actor.owner):
+        raise not_found(job_id)
+    return JobHistory(removed.id, removed.name, host.store.history(removed.id, limit), removed=removed)
 
 
 def not_found(job_id: str) -> Exception:
@@ -214,7 +243,7 @@ def update_job(host: JobHost, actor: Actor, job_id: str, args: Mapping[str, Any]
     if "authority" in fields:
         changes["authority"] = fields["authority"]
     if "cwd" in fields:
-        changes["workspace"] = _workspace(fields["cwd"])
+        changes["workspace"] = person_workspace(fields["cwd"])
     if any(name in changes and changes[name] != getattr(job, name) for name in ("schedule", "timezone", "skip_dates")):
         # Catch-up counts due instants from last_due_ts: none were missed under a schedule that did not exist.
         changes["last_due_ts"] = now
@@ -261,6 +290,36 @@ def resume_job(host: JobHost, actor: Actor, job_id: str) -> Job:
     return resumed
 
 
+def adopt_job(host: JobHost, job_id: str, conversation_id: str | None,
+              placement: tuple[str, str] | None = None) -> Job:
+    """The person gives ``job_id`` to the session of ``conversation_id`` (None: back to the person).
+
+    ``placement`` is that conversation's ``(authority, cwd)`` now (the caller reads it from the host's
+    conversations, ``conversation_not_found`` when there is none). An adopted job becomes what the
+    session would have made: it runs in the conversation's working directory with the narrower of its
+    own authority and the conversation's (``authority_unavailable`` when they cannot be compared), and is
+    bounded by the session caps (``session_jobs_full``, ``jobs_full``). Released, it keeps its (narrow)
+    authority and directory. Either way its next agent run starts a conversation of its new owner.
+    """
+    job = visible_job(host, Actor.person(), job_id)
+    if conversation_id is None:
+        adopted = host.store.adopt(job.id, PERSON, conversation_id="", updated_ts=host.clock.now())
+    else:
+        from kirocrew_cron.service import narrower_authority
+
+        assert placement is not None
+        authority, cwd = placement
+        narrowed = narrower_authority(job.authority, authority)
+        if narrowed is None:
+            raise cron_error("authority_unavailable",
+                             f"the job's authority {job.authority} and the conversation's {authority} cannot be "
+                             "compared, and a session's job never has more authority than its conversation")
+        adopted = host.store.adopt(job.id, f"conversation:{conversation_id}", authority=narrowed, workspace=cwd,
+                                   conversation_id="", updated_ts=host.clock.now())
+    host.changed(job.id)
+    return adopted
+
+
 async def trigger_job(host: JobHost, actor: Actor, job_id: str) -> RunRecord:
     """Run ``job_id`` now, whatever its schedule (``job_running``, ``scheduler_off`` from the host)."""
     import asyncio
@@ -286,7 +345,7 @@ def _placement(actor: Actor, args: Mapping[str, Any]) -> _Placement:
     if actor.session is None:
         from kirocrew_conversations.public import UNRESTRICTED
 
-        return _Placement(PERSON, args.get("authority") or UNRESTRICTED, _workspace(args.get("cwd")))
+        return _Placement(PERSON, args.get("authority") or UNRESTRICTED, person_workspace(args.get("cwd")))
     _refuse_person_only(actor, args)
     from kirocrew_conversations.public import session_placement
 
@@ -308,7 +367,7 @@ def _refuse_person_only(actor: Actor, args: Mapping[str, Any]) -> None:
                          "or the Cron page)")
 
 
-def _workspace(cwd: Any) -> str:
+def person_workspace(cwd: Any) -> str:
     """The person's working directory for the job: an existing absolute directory (default: the home directory)."""
     if not cwd:
         from kirocrew_core.home import user_home

@@ -191,5 +191,6 @@ async def job_page(request: Request) -> Response:
         return render_page(request, f"{PACKAGE}/job.html", title="Cron job not available",
                            status_code=status_of(exc.code), shown=None, problem=exc, **_context())
     authorities, editable = await asyncio.gather(asyncio.to_thread(_authorities), asyncio.to_thread(_update_fields))
-    return render_page(request, f"{PACKAGE}/job.html", title=shown["job"]["name"], shown=shown, problem=None,
+    title = shown["job"]["name"] if shown["job"] is not None else shown["removed"]["name"]
+    return render_page(request, f"{PACKAGE}/job.html", title=title, shown=shown, problem=None,
                        authorities=authorities, job=shown["job"], editable=editable, **_context())

@@ -52,6 +52,7 @@ from kirocrew_cron.model import (
 )
 
 if TYPE_CHECKING:
+    from kirocrew_core.notifications.store import NewNotification, Source
     from kirocrew_core.ownership import Ownership
     from kirocrew_core.proc import GroupRecord
 
@@ -277,7 +278,7 @@ class CronHost:
         from kirocrew_cron.runner import ActiveRun, Outcome
 
         now = self.clock.now()
-        job, refusal = await asyncio.to_thread(_fire_time_check, job)
+        job, refusal = await asyncio.to_thread(fire_time_check, job)
         if refusal is not None:
             code, message = refusal
             error = f"{code}: {message}"
@@ -381,7 +382,8 @@ class CronHost:
         removed = False
         try:
             if one_shot_done and current.delete_after_run and outcome.status != "denied":
-                await asyncio.to_thread(self.store.remove, job.id)
+                # Its history outlives it: `kirocrew cron history` and the job's page still answer by its id.
+                await asyncio.to_thread(lambda: self.store.remove(job.id, keep_history=True))
                 removed = True
             else:
                 if one_shot_done:
@@ -482,7 +484,7 @@ async def _force_end(active: ActiveRun) -> None:
                 await asyncio.wait_for(service.orchestrator.cancel(active.run_id), 30)
 
 
-def _fire_time_check(job: Job) -> tuple[Job, tuple[str, str] | None]:
+def fire_time_check(job: Job) -> tuple[Job, tuple[str, str] | None]:
     """The job as this fire runs it (a session's job narrowed to its conversation's authority now), and why
     the fire is refused, as (code, message), or None."""
     import dataclasses
@@ -517,12 +519,20 @@ def effective_authority(job: Job) -> tuple[str, str | None]:
         now = service.store.get_conversation(target).authority
     except KirocrewError:
         return job.authority, None
-    if now == job.authority:
-        return now, None
-    if now in AUTHORITY_BREADTH and job.authority in AUTHORITY_BREADTH:
-        return min(now, job.authority, key=AUTHORITY_BREADTH.index), None
+    narrowed = narrower_authority(job.authority, now)
+    if narrowed is not None:
+        return narrowed, None
     return job.authority, (f"the job's authority {job.authority} and its conversation's {now} cannot be compared, "
                            "and a session's job never runs with more authority than its conversation")
+
+
+def narrower_authority(one: str, other: str) -> str | None:
+    """The narrower of two authorities; None when they cannot be compared (a plugin's against another)."""
+    if one == other:
+        return one
+    if one in AUTHORITY_BREADTH and other in AUTHORITY_BREADTH:
+        return min(one, other, key=AUTHORITY_BREADTH.index)
+    return None
 
 
 def _fire_time_refusal(job: Job) -> tuple[str, str] | None:
@@ -605,7 +615,21 @@ def _notify(job: Job, outcome: Outcome, paused_itself: bool, removed: bool) -> N
     key cannot replace it, and a session's flood does not evict it.
     """
     from kirocrew_core.errors import KirocrewError
-    from kirocrew_core.notifications.store import BODY_MAX_CHARS, TITLE_MAX_CHARS, NewNotification, Source, publish
+    from kirocrew_core.notifications.store import publish
+
+    notification, source = notification_of(job, outcome, paused_itself, removed)
+    try:
+        publish(notification, source, sender="cron")
+    except (KirocrewError, OSError) as exc:
+        log.warning("cron job %s: its notification could not be published: %s", job.id, exc)
+
+
+def notification_of(job: Job, outcome: Outcome, paused_itself: bool, removed: bool) -> tuple[NewNotification,
+                                                                                              Source | None]:
+    """The notification a run of ``job`` that ended with ``outcome`` publishes, and its source (a run's
+    conversation); ``kirocrew cron preview`` prints it without publishing. A removed one-shot's card links
+    to the job's page, which keeps its history."""
+    from kirocrew_core.notifications.store import BODY_MAX_CHARS, TITLE_MAX_CHARS, NewNotification, Source
 
     if outcome.status == "success":
         body = outcome.result
@@ -616,15 +640,11 @@ def _notify(job: Job, outcome: Outcome, paused_itself: bool, removed: bool) -> N
                  f"with `kirocrew cron resume {job.id}` or on the Cron page.")
     cid = outcome.conversation_id
     url = f"/conversations/{cid}" + (f"#run-{outcome.run_id}-heading" if outcome.run_id else "") if cid else (
-        None if removed else f"/cron#job-{job.id}")
+        f"/cron/{job.id}" if removed else f"/cron#job-{job.id}")
     source = Source(kind="conversation", target_id=cid, agent=job.agent or None) if cid else None
-    try:
-        publish(NewNotification(title=f"Cron: {job.name}"[:TITLE_MAX_CHARS],
-                                priority="critical" if paused_itself else "default",
-                                body=body[:BODY_MAX_CHARS], url=url, group_key=f"cron:{job.id}"), source,
-                sender="cron")
-    except (KirocrewError, OSError) as exc:
-        log.warning("cron job %s: its notification could not be published: %s", job.id, exc)
+    return NewNotification(title=f"Cron: {job.name}"[:TITLE_MAX_CHARS],
+                           priority="critical" if paused_itself else "default",
+                           body=body[:BODY_MAX_CHARS], url=url, group_key=f"cron:{job.id}"), source
 
 
 def _env_float(name: str, default: float) -> float:

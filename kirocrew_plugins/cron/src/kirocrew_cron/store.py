@@ -35,7 +35,16 @@ from kirocrew_core import home, ownership, sqlite_db
 from kirocrew_core.ownership import Ownership
 
 from kirocrew_cron.errors import cron_error
-from kirocrew_cron.model import HISTORY_PER_JOB, Job, RunRecord, RunStatus, Schedule, Trigger
+from kirocrew_cron.model import (
+    HISTORY_PER_JOB,
+    REMOVED_HISTORIES_KEPT,
+    Job,
+    RemovedJob,
+    RunRecord,
+    RunStatus,
+    Schedule,
+    Trigger,
+)
 
 if TYPE_CHECKING:
     from kirocrew_core.proc import GroupRecord
@@ -135,7 +144,43 @@ _V2 = [
     "ALTER TABLE history ADD COLUMN pgid INTEGER",
     "ALTER TABLE history ADD COLUMN leader_start TEXT NOT NULL DEFAULT ''",
 ]
-MIGRATIONS: list[list[str]] = [_V1, _V2]
+# A one-shot's history outlives the job its run removed (issue 28): the history table is rebuilt without its
+# cascading reference to jobs (SQLite cannot drop one in place), and a removed one-shot leaves its id, name and
+# owner in removed_jobs, so its history is still answered by id, to its owner only. The sequence row is carried
+# over first, so a record id stays never reused.
+_V3 = [
+    f"""CREATE TABLE history_v3 (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        job_id TEXT NOT NULL,
+        trigger TEXT NOT NULL CHECK (trigger IN ({_in(_TRIGGERS)})),
+        status TEXT NOT NULL CHECK (status IN ({_in(_STATUSES)})),
+        started_at REAL NOT NULL,
+        due_ts REAL,
+        finished_at REAL,
+        summary TEXT NOT NULL DEFAULT '',
+        error TEXT NOT NULL DEFAULT '',
+        conversation_id TEXT NOT NULL DEFAULT '',
+        run_id TEXT NOT NULL DEFAULT '',
+        missed INTEGER NOT NULL DEFAULT 0,
+        pgid INTEGER,
+        leader_start TEXT NOT NULL DEFAULT ''
+    )""",
+    "INSERT INTO sqlite_sequence (name, seq) SELECT 'history_v3', seq FROM sqlite_sequence WHERE name = 'history'",
+    "INSERT INTO history_v3 SELECT id, job_id, trigger, status, started_at, due_ts, finished_at, summary, error,"
+    " conversation_id, run_id, missed, pgid, leader_start FROM history",
+    "DROP TABLE history",
+    "ALTER TABLE history_v3 RENAME TO history",
+    "CREATE INDEX history_by_job ON history (job_id, id)",
+    "CREATE INDEX history_by_status ON history (status)",
+    """CREATE TABLE removed_jobs (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        removed_at REAL NOT NULL
+    )""",
+    "CREATE INDEX removed_jobs_by_time ON removed_jobs (removed_at, id)",
+]
+MIGRATIONS: list[list[str]] = [_V1, _V2, _V3]
 
 _SCHEDULE_COLUMNS = ("schedule_kind", "every_secs", "at_ts", "cron_expr")
 _BOOL_FIELDS = frozenset(f.name for f in dataclasses.fields(Job) if f.type in ("bool", bool))
@@ -255,11 +300,13 @@ def _problem(exc: sqlite_db.DatabaseProblem, path: Path) -> Exception:
     return cron_error("cron_store_unusable", str(exc))
 
 
-def _check_caps(db: sqlite3.Connection, owner: str) -> None:
+def _check_caps(db: sqlite3.Connection, owner: str, *, moving_session_job: bool | None = None) -> None:
     """``session_jobs_full`` or ``jobs_full`` when ``owner`` may own no more jobs (the limits of :mod:`.model`).
 
     A session is bounded by its own cap and by the sessions' share; everyone by the total. The
     sessions' share is well under the total, so the person always has room sessions cannot take.
+    ``moving_session_job`` (an adoption: True when the job already counts in the sessions' share,
+    False when it is the person's): the job exists already, so the total does not grow.
     """
     from kirocrew_cron import model
 
@@ -269,13 +316,22 @@ def _check_caps(db: sqlite3.Connection, owner: str) -> None:
             raise cron_error("session_jobs_full", f"this session owns {own} cron jobs, the most one session may "
                                                   f"({model.MAX_JOBS_PER_SESSION}): remove one of its jobs first")
         sessions = db.execute("SELECT COUNT(*) FROM jobs WHERE owner != ?", (model.PERSON,)).fetchone()[0]
-        if sessions >= model.MAX_SESSION_JOBS:
+        if sessions >= model.MAX_SESSION_JOBS and not moving_session_job:
             raise cron_error("jobs_full", f"sessions own {sessions} cron jobs, the most sessions may together "
                                           f"({model.MAX_SESSION_JOBS}): the person removes some with kirocrew cron")
+    if moving_session_job is not None:
+        return
     total = db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
     if total >= model.MAX_JOBS:
         raise cron_error("jobs_full", f"the cron store holds {total} jobs, the most it keeps ({model.MAX_JOBS}): "
                                       "remove some first (kirocrew cron remove)")
+
+
+def _drop_old_removed(db: sqlite3.Connection) -> None:
+    """Keep the history of the newest :data:`~kirocrew_cron.model.REMOVED_HISTORIES_KEPT` removed one-shots."""
+    old = "SELECT id FROM removed_jobs ORDER BY removed_at DESC, id DESC LIMIT -1 OFFSET ?"
+    db.execute(f"DELETE FROM history WHERE job_id IN ({old})", (REMOVED_HISTORIES_KEPT,))
+    db.execute(f"DELETE FROM removed_jobs WHERE id IN ({old})", (REMOVED_HISTORIES_KEPT,))
 
 
 class CronStore:
@@ -336,13 +392,18 @@ class CronStore:
     # -- jobs --------------------------------------------------------------------------------------
 
     def new_id(self) -> str:
-        """8 random hex digits no job (and no imported entry) uses."""
+        """8 random hex digits no job, imported entry or removed one-shot (whose history is kept) uses."""
+        while True:
+            candidate = secrets.token_hex(4)
+            if self.id_free(candidate):
+                return candidate
+
+    def id_free(self, job_id: str) -> bool:
+        """Whether a new job may take ``job_id``: no job has it, no import gave it, no kept history names it."""
         with self._read() as db:
-            while True:
-                candidate = secrets.token_hex(4)
-                if db.execute("SELECT 1 FROM jobs WHERE id = ? UNION ALL SELECT 1 FROM imports WHERE job_id = ?",
-                              (candidate, candidate)).fetchone() is None:
-                    return candidate
+            return db.execute("SELECT 1 FROM jobs WHERE id = ? UNION ALL SELECT 1 FROM imports WHERE job_id = ?"
+                              " UNION ALL SELECT 1 FROM removed_jobs WHERE id = ?",
+                              (job_id, job_id, job_id)).fetchone() is None
 
     def add(self, job: Job, *, capped: bool = False) -> Job:
         """Insert ``job`` as given (its id must be free: ValueError otherwise, a programming error).
@@ -399,33 +460,74 @@ class CronStore:
             db.execute(f"UPDATE jobs SET {assignments} WHERE id = ?", (*_job_values(job)[1:], job_id))
         return job
 
-    def remove(self, job_id: str) -> Job | None:
-        """Delete the job and its history; the job as it was, or None when there was none."""
+    def remove(self, job_id: str, *, keep_history: bool = False) -> Job | None:
+        """Delete the job and its history; the job as it was, or None when there was none.
+
+        ``keep_history`` (a one-shot its run removed): the history stays, answered by id to the job's
+        owner (:meth:`removed_job`); the newest :data:`~kirocrew_cron.model.REMOVED_HISTORIES_KEPT`
+        removed jobs keep theirs, each bounded like any job's.
+        """
         with self._write() as db:
             row = db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
-            if row is not None:
-                db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
-        return None if row is None else _job(row)
+            if row is None:
+                return None
+            db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+            if keep_history:
+                db.execute("INSERT OR REPLACE INTO removed_jobs (id, name, owner, removed_at) VALUES (?, ?, ?, ?)",
+                           (job_id, row["name"], row["owner"], time.time()))
+                _drop_old_removed(db)
+            else:
+                db.execute("DELETE FROM history WHERE job_id = ?", (job_id,))
+        return _job(row)
 
     def remove_owned(self, owner: str | None) -> int:
         """Delete one owner's jobs (``None``: every job) with their history; how many."""
         with self._write() as db:
             if owner is None:
+                db.execute("DELETE FROM history WHERE job_id IN (SELECT id FROM jobs)")
                 return db.execute("DELETE FROM jobs").rowcount
+            db.execute("DELETE FROM history WHERE job_id IN (SELECT id FROM jobs WHERE owner = ?)", (owner,))
             return db.execute("DELETE FROM jobs WHERE owner = ?", (owner,)).rowcount
+
+    def removed_job(self, job_id: str) -> RemovedJob | None:
+        """The one-shot ``job_id`` whose run removed it and whose history is kept, or None."""
+        with self._read() as db:
+            row = db.execute("SELECT * FROM removed_jobs WHERE id = ?", (job_id,)).fetchone()
+        return None if row is None else RemovedJob(row["id"], row["name"], row["owner"], row["removed_at"])
+
+    def adopt(self, job_id: str, owner: str, **changes: Any) -> Job:
+        """Give ``job_id`` to ``owner`` with ``changes`` (Job fields), in one transaction that first checks the
+        new owner may own one more job (:func:`_check_caps`; a job that moves between sessions does not
+        count twice against the sessions' share). ``job_not_found`` for an unknown id."""
+        unknown = set(changes) - _UPDATABLE
+        if unknown:
+            raise ValueError(f"not a changeable job field: {', '.join(sorted(unknown))}")
+        from kirocrew_cron.model import PERSON
+
+        changes.setdefault("updated_ts", time.time())
+        assignments = ", ".join(f"{c} = ?" for c in _JOB_COLUMNS if c != "id")
+        with self._write() as db:
+            row = db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None:
+                raise cron_error("job_not_found", f"job not found: {job_id}")
+            current = _job(row)
+            if owner != current.owner and owner != PERSON:
+                _check_caps(db, owner, moving_session_job=current.owner != PERSON)
+            job = dataclasses.replace(current, owner=owner, **changes)
+            db.execute(f"UPDATE jobs SET {assignments} WHERE id = ?", (*_job_values(job)[1:], job_id))
+        return job
 
     # -- history -----------------------------------------------------------------------------------
 
     def _insert_record(self, db: sqlite3.Connection, job_id: str, trigger: Trigger, status: RunStatus,
                        started_at: float, **fields: Any) -> RunRecord:
+        if db.execute("SELECT 1 FROM jobs WHERE id = ?", (job_id,)).fetchone() is None:
+            raise cron_error("job_not_found", f"job not found: {job_id}")  # only a job that exists runs
         record = RunRecord(id=0, job_id=job_id, trigger=trigger, status=status, started_at=started_at, **fields)
         values = dataclasses.asdict(record)
         del values["id"]  # the process columns are set by record_process, while the run goes on
-        try:
-            cursor = db.execute(f"INSERT INTO history ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})",
-                                tuple(values.values()))
-        except sqlite3.IntegrityError:
-            raise cron_error("job_not_found", f"job not found: {job_id}") from None
+        cursor = db.execute(f"INSERT INTO history ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})",
+                            tuple(values.values()))
         # Keep the newest HISTORY_PER_JOB rows; a run still going is never dropped.
         db.execute("DELETE FROM history WHERE job_id = ? AND status != 'running' AND id NOT IN "
                    "(SELECT id FROM history WHERE job_id = ? ORDER BY id DESC LIMIT ?)",
