@@ -212,9 +212,9 @@ async def _conversation_placement(conversation_id: str) -> tuple[str, str]:
 
     from kirocrew_core.errors import KirocrewError
 
-    from kirocrew_conversations.hosted import hosted
+    from kirocrew_conversations.public import ready_service
 
-    service = await hosted().ready()
+    service = await ready_service()
     try:
         return await asyncio.to_thread(service.session_placement, conversation_id)
     except KirocrewError as exc:

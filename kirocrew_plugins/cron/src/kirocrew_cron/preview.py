@@ -41,7 +41,7 @@ def preview_job(host: JobHost, args: dict[str, Any]) -> Job:
             raise cron_error("not_a_command_job", f"job {job.id} is an agent job: preview runs command jobs only "
                                                   "(trigger it to run it for real)")
     else:
-        from kirocrew_conversations.vocabulary import UNRESTRICTED
+        from kirocrew_conversations.public import UNRESTRICTED
 
         from kirocrew_cron.vet import vet_command
 
