@@ -71,7 +71,9 @@ if TYPE_CHECKING:
     from kirocrew_core.contributions import ManagedMcpServer
     from kirocrew_core.plugins import KirocrewPluginManager
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+#: An app's or an app server's name: safe as a folder name and as half of an ``{app}:{server}`` key.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+_NAME = re.compile(NAME_PATTERN)
 _FRAMEWORK_KEYS = ("managedToolPolicy", "neutralize")
 
 
@@ -372,6 +374,24 @@ def _existing_app_agent(target: Path, warnings: list[str]) -> dict[str, Any] | N
     return None
 
 
+def app_agent_target(path: str | Path) -> Path:
+    """Where an app agent at ``path`` is written; refuses (``app_agent_location``) what is not an app's to write.
+
+    kirocrew renders exactly one file in ``~/.kiro/agents``, so an app agent
+    lives in the app's own ``.kiro/agents`` folder, and it is a ``.json`` file.
+    """
+    target = Path(path).expanduser().absolute()
+    if target.suffix != ".json":
+        raise BadInputError(f"{target}: an agent file must end in .json", code="app_agent_location")
+    agents_dir = home.kiro_agents_dir().absolute()
+    if target.parent == agents_dir or agents_dir in target.parents:
+        raise BadInputError(
+            f"{target}: app agents live in the app's own .kiro/agents folder, not {agents_dir}",
+            code="app_agent_location",
+        )
+    return target
+
+
 def install_app_agent(
     app: str,
     path: str | Path,
@@ -388,15 +408,7 @@ def install_app_agent(
     """
 
     _check_name("app", app)
-    target = Path(path).expanduser().absolute()
-    if target.suffix != ".json":
-        raise BadInputError(f"{target}: an agent file must end in .json", code="app_agent_location")
-    agents_dir = home.kiro_agents_dir().absolute()
-    if target.parent == agents_dir or agents_dir in target.parents:
-        raise BadInputError(
-            f"{target}: app agents live in the app's own .kiro/agents folder, not {agents_dir}",
-            code="app_agent_location",
-        )
+    target = app_agent_target(path)
     from kirocrew_core.plugins import get_plugin_manager
 
     manager = pm if pm is not None else get_plugin_manager()
@@ -440,9 +452,11 @@ def install_app_agent(
 
 
 __all__ = [
+    "NAME_PATTERN",
     "PORT_PLACEHOLDER",
     "REGISTRY_VERSION",
     "AppRenderState",
+    "app_agent_target",
     "app_entries_for_render",
     "app_key",
     "app_tool_policy",
