@@ -256,6 +256,23 @@ def _refs_server(ref: object) -> str | None:
     return ref[1:].partition("/")[0] or None
 
 
+def _app_entry(spec: Mapping[str, Any], existing: object) -> dict[str, Any]:
+    """The registry's spec for an ``{app}:{server}`` entry, keeping the user's own switches from the file.
+
+    The launch fields are the registry's; ``disabled`` and any tool the user
+    disabled are the user's, and every re-install (each host start) must keep them.
+    """
+    entry = copy.deepcopy(dict(spec))
+    old = existing if isinstance(existing, Mapping) else {}
+    if isinstance(old.get("disabled"), bool):
+        entry["disabled"] = old["disabled"]
+    mine = old.get("disabledTools")
+    if isinstance(mine, list):
+        declared = [t for t in entry.get("disabledTools", []) if isinstance(t, str)]
+        entry["disabledTools"] = declared + [t for t in mine if isinstance(t, str) and t not in declared]
+    return entry
+
+
 @dataclass
 class AppAgentRender:
     """A rendered app agent and the bookkeeping :func:`install_app_agent` keeps for the next render."""
@@ -314,7 +331,7 @@ def render_app_agent(
             servers[name] = managed_mod.managed_entry(managed_servers[name], servers.get(name))
         elif name.startswith(f"{app}:"):
             if name in app_entries:
-                servers[name] = copy.deepcopy(app_entries[name])
+                servers[name] = _app_entry(app_entries[name], servers.get(name))
             else:
                 servers.pop(name, None)  # e.g. its backend port is unknown: no dead URL
 
