@@ -44,6 +44,12 @@ def as_json(result: Any) -> Any:
     return json.loads(result.stdout)
 
 
+def audited(kirocrew: Any, event: str) -> list[dict[str, Any]]:
+    """The ``fields`` of every ``event`` record in the security event log."""
+    records = as_json(kirocrew("audit", "tail", "--json", "-n", "50"))
+    return [record["fields"] for record in records if record["event"] == event]
+
+
 def error_code(result: Any) -> str:
     return result.stderr.split("error[", 1)[1].split("]", 1)[0] if "error[" in result.stderr else ""
 
@@ -74,6 +80,8 @@ def test_enable_adds_the_app_servers_to_the_agent_file_only_and_writes_its_agent
     assert agent["includeMcpJson"] is False and "managedToolPolicy" not in agent
     assert agent["mcpServers"]["notes:search"]["disabledTools"] == ["delete_all"]
     assert agent["mcpServers"]["kirocrew-core"]["args"] == ["mcp-core"]  # a managed ref gets its launch spec
+    assert audited(kirocrew, "mcp_app_enabled") == [{"app": "notes", "servers": ["notes:search"],
+                                                     "agents": [str(agent_path())]}]
 
 
 def test_a_second_enable_says_so_and_changes_nothing(kirocrew):
@@ -161,11 +169,13 @@ def test_disable_drops_the_entries_and_leaves_the_apps_files(kirocrew):
     assert agent_path().read_bytes() == agent  # the app's agent file is the app's
     again = kirocrew("apps", "disable", "notes")
     assert again.returncode == 0 and "notes was not enabled; nothing changed" in again.stdout
+    assert audited(kirocrew, "mcp_app_disabled") == [{"app": "notes", "servers": ["notes:search"]}]
 
 
-def test_disabling_an_app_nobody_installed_is_not_found(kirocrew):
-    result = kirocrew("apps", "disable", "ghost")
-    assert result.returncode == 2 and error_code(result) == "app_not_found"
+@pytest.mark.parametrize(("name", "code"), [("ghost", "app_not_found"), ("../ghost", "app_name_invalid")])
+def test_disabling_an_app_nobody_installed_or_a_hostile_name_is_refused(kirocrew, name, code):
+    result = kirocrew("apps", "disable", name)
+    assert result.returncode == 2 and error_code(result) == code
 
 
 def test_list_shows_each_app_enabled_or_not_with_its_servers_state(kirocrew):

@@ -7,7 +7,9 @@ installs its agents. A second enable is the same operation: it says the app was
 already enabled and picks up a changed manifest or a backend that came up.
 
 Disable records the app disabled (the rebuild drops its entries) and leaves its
-agent files and its folder where they are: they are the app's.
+agent files and its folder where they are: they are the app's. Both leave a
+record in the security event log (``mcp_app_enabled``, ``mcp_app_disabled``):
+they change which commands kiro-cli sessions start.
 
 At every host start, :func:`refresh_enabled_apps` re-registers an enabled app
 whose manifest or backend port changed, and re-installs its agents, so the
@@ -28,6 +30,7 @@ from kirocrew_core.jsonfile import ReadState, read_json
 
 from kirocrew_mcp.app_manifest import AppManifest, check_app_name, installed_app_names, load_manifest
 from kirocrew_mcp.app_port import live_port
+from kirocrew_mcp.apply import audit_event
 from kirocrew_mcp.apps import (
     PORT_PLACEHOLDER,
     app_key,
@@ -131,7 +134,9 @@ def enable_app(name: str, *, pm: KirocrewPluginManager | None = None) -> EnableO
         if key in states:
             states[key] = STATE_MISSING
     note = lookup.reason if any(state == STATE_WAITING for state in states.values()) else ""
-    return EnableOutcome(name, already, states, agents, lookup.port, note, list(report.warnings))
+    warnings = list(report.warnings)
+    audit_event("mcp_app_enabled", "owner", warnings, app=name, servers=sorted(states), agents=agents)
+    return EnableOutcome(name, already, states, agents, lookup.port, note, warnings)
 
 
 def disable_app(name: str, *, pm: KirocrewPluginManager | None = None) -> DisableOutcome:
@@ -150,7 +155,9 @@ def disable_app(name: str, *, pm: KirocrewPluginManager | None = None) -> Disabl
     servers = record.get("servers")
     removed = [app_key(name, server) for server in servers] if isinstance(servers, dict) else []
     report = unregister_app_mcp_servers(name, pm=pm)
-    return DisableOutcome(name, False, removed, left, list(report.warnings))
+    warnings = list(report.warnings)
+    audit_event("mcp_app_disabled", "owner", warnings, app=name, servers=removed)
+    return DisableOutcome(name, False, removed, left, warnings)
 
 
 def _rendered_servers() -> dict[str, Any] | None:
