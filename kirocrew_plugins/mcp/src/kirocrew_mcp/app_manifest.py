@@ -215,8 +215,14 @@ def _describe(error: ValidationError) -> str:
     if kind == "propertyNames" or (kind == "pattern" and error.relative_schema_path
                                    and "propertyNames" in error.relative_schema_path):
         return f"{where}: the name {str(error.instance)[:64]!r} is not allowed (1-64 letters, digits, '_', '.' or '-')"
-    if kind in ("maxProperties", "maxItems", "maxLength"):
-        return f"{where}: longer than {limit}"
+    if where == "backend" and kind in ("maxProperties", "minProperties"):
+        return "backend: give exactly one of port or portFile"
+    if kind == "maxProperties":
+        return f"{where}: more than {limit} entries"
+    if kind == "maxItems":
+        return f"{where}: more than {limit} items"
+    if kind == "maxLength":
+        return f"{where}: longer than {limit} characters"
     if kind in ("minProperties", "minLength"):
         return f"{where}: must not be empty"
     if kind in ("minimum", "maximum"):
