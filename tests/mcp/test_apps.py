@@ -214,6 +214,19 @@ def test_a_loosened_policy_reaches_an_installed_agent_and_user_disables_survive(
     assert second.spec["mcpServers"]["kirocrew-core"]["disabledTools"] == ["a", "mine"]
 
 
+def test_the_users_switches_on_an_app_server_survive_a_re_render_and_its_launch_spec_is_the_registrys(plugin_manager):
+    template = _template(tools=["@notes:search"], managedToolPolicy={"exclude": ["@notes:search/a"]})
+    entries = {"notes:search": {**STDIO, "disabledTools": ["declared"]}}
+    first = render_app_agent(template, app="notes", app_entries=entries)
+    edited = json.loads(json.dumps(first.spec))
+    edited["mcpServers"]["notes:search"].update(disabled=True, args=["hand", "edited"])
+    edited["mcpServers"]["notes:search"]["disabledTools"].append("mine")
+    second = render_app_agent(template, app="notes", existing=edited, previous_policy=first.policy_disabled,
+                              app_entries=entries)
+    assert second.spec["mcpServers"]["notes:search"] == {**STDIO, "disabled": True,
+                                                         "disabledTools": ["declared", "a", "mine"]}
+
+
 def test_a_policy_an_edit_dropped_comes_back(plugin_manager):
     template = _template(managedToolPolicy={"exclude": ["@kirocrew-core/a"]})
     first = render_app_agent(template, app="notes", managed_servers={"kirocrew-core": CORE})

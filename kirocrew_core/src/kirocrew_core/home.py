@@ -106,6 +106,11 @@ def state_dir(plugin: str) -> Path:
     return crew_home() / "state" / plugin
 
 
+def apps_dir() -> Path:
+    """Where installed apps keep their manifests (``<crew home>/apps/<app>/manifest.json``)."""
+    return crew_home() / "apps"
+
+
 def session_pid_dir() -> Path:
     """Where an earlier version published signed session pid sidecars (``<crew home>/state/session-pids``).
 

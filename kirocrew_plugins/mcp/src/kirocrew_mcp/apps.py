@@ -71,7 +71,9 @@ if TYPE_CHECKING:
     from kirocrew_core.contributions import ManagedMcpServer
     from kirocrew_core.plugins import KirocrewPluginManager
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+#: An app's or an app server's name: safe as a folder name and as half of an ``{app}:{server}`` key.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+_NAME = re.compile(NAME_PATTERN)
 _FRAMEWORK_KEYS = ("managedToolPolicy", "neutralize")
 
 
@@ -254,6 +256,23 @@ def _refs_server(ref: object) -> str | None:
     return ref[1:].partition("/")[0] or None
 
 
+def _app_entry(spec: Mapping[str, Any], existing: object) -> dict[str, Any]:
+    """The registry's spec for an ``{app}:{server}`` entry, keeping the user's own switches from the file.
+
+    The launch fields are the registry's; ``disabled`` and any tool the user
+    disabled are the user's, and every re-install (each host start) must keep them.
+    """
+    entry = copy.deepcopy(dict(spec))
+    old = existing if isinstance(existing, Mapping) else {}
+    if isinstance(old.get("disabled"), bool):
+        entry["disabled"] = old["disabled"]
+    mine = old.get("disabledTools")
+    if isinstance(mine, list):
+        declared = [t for t in entry.get("disabledTools", []) if isinstance(t, str)]
+        entry["disabledTools"] = declared + [t for t in mine if isinstance(t, str) and t not in declared]
+    return entry
+
+
 @dataclass
 class AppAgentRender:
     """A rendered app agent and the bookkeeping :func:`install_app_agent` keeps for the next render."""
@@ -312,7 +331,7 @@ def render_app_agent(
             servers[name] = managed_mod.managed_entry(managed_servers[name], servers.get(name))
         elif name.startswith(f"{app}:"):
             if name in app_entries:
-                servers[name] = copy.deepcopy(app_entries[name])
+                servers[name] = _app_entry(app_entries[name], servers.get(name))
             else:
                 servers.pop(name, None)  # e.g. its backend port is unknown: no dead URL
 
@@ -372,6 +391,24 @@ def _existing_app_agent(target: Path, warnings: list[str]) -> dict[str, Any] | N
     return None
 
 
+def app_agent_target(path: str | Path) -> Path:
+    """Where an app agent at ``path`` is written; refuses (``app_agent_location``) what is not an app's to write.
+
+    kirocrew renders exactly one file in ``~/.kiro/agents``, so an app agent
+    lives in the app's own ``.kiro/agents`` folder, and it is a ``.json`` file.
+    """
+    target = Path(path).expanduser().absolute()
+    if target.suffix != ".json":
+        raise BadInputError(f"{target}: an agent file must end in .json", code="app_agent_location")
+    agents_dir = home.kiro_agents_dir().absolute()
+    if target.parent == agents_dir or agents_dir in target.parents:
+        raise BadInputError(
+            f"{target}: app agents live in the app's own .kiro/agents folder, not {agents_dir}",
+            code="app_agent_location",
+        )
+    return target
+
+
 def install_app_agent(
     app: str,
     path: str | Path,
@@ -388,15 +425,7 @@ def install_app_agent(
     """
 
     _check_name("app", app)
-    target = Path(path).expanduser().absolute()
-    if target.suffix != ".json":
-        raise BadInputError(f"{target}: an agent file must end in .json", code="app_agent_location")
-    agents_dir = home.kiro_agents_dir().absolute()
-    if target.parent == agents_dir or agents_dir in target.parents:
-        raise BadInputError(
-            f"{target}: app agents live in the app's own .kiro/agents folder, not {agents_dir}",
-            code="app_agent_location",
-        )
+    target = app_agent_target(path)
     from kirocrew_core.plugins import get_plugin_manager
 
     manager = pm if pm is not None else get_plugin_manager()
@@ -440,9 +469,11 @@ def install_app_agent(
 
 
 __all__ = [
+    "NAME_PATTERN",
     "PORT_PLACEHOLDER",
     "REGISTRY_VERSION",
     "AppRenderState",
+    "app_agent_target",
     "app_entries_for_render",
     "app_key",
     "app_tool_policy",

@@ -2,9 +2,11 @@
 
 The managed servers' launch commands come from the running code, so a host started
 after an upgrade re-renders the agent file and the next kiro-cli session loads the
-new commands. The render runs in the background: the host's socket does not wait for
-it (a relay that started the host is waiting on that socket), and a failure is
-logged, never fatal. ``busy`` keeps an idle host from exiting mid-render.
+new commands. Enabled apps are refreshed first (their backend's port, their agent
+files' framework-owned keys: :mod:`kirocrew_mcp.app_lifecycle`). The render runs in
+the background: the host's socket does not wait for it (a relay that started the
+host is waiting on that socket), and a failure is logged, never fatal. ``busy``
+keeps an idle host from exiting mid-render.
 
 A session must not start before the render it would load: :func:`agent_file_problem`
 (the ``agent_file_ready`` hook) waits for this process's startup render, then checks
@@ -41,6 +43,9 @@ class StartupRender:
         self._task = asyncio.get_running_loop().create_task(self._render(), name="mcp-startup-render")
 
     async def _render(self) -> SyncOutcome:
+        from kirocrew_mcp.app_lifecycle import refresh_enabled_apps_async
+
+        await refresh_enabled_apps_async()  # first, so the render below already has each app's live port
         outcome = await sync_agent_file_async()
         if outcome.ok:
             log.info("rendered the agent file at host start: %d MCP servers%s", outcome.servers,

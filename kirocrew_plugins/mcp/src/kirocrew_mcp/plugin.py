@@ -104,6 +104,7 @@ def addhooks(pluginmanager: KirocrewPluginManager) -> None:
 @hookimpl
 def register_commands(cli: KirocrewCLI) -> None:
     cli.add_lazy_command("mcp", "kirocrew_mcp.cli:mcp", "Render, list, probe and apply MCP servers.")
+    cli.add_lazy_command("apps", "kirocrew_mcp.apps_cli:apps", "List, enable and disable apps and their MCP servers.")
     cli.add_lazy_command(
         "cli-setup", "kirocrew_mcp.cli:cli_setup", "Remove stale kirocrew-managed entries from provider MCP globals."
     )
