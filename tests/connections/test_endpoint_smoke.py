@@ -38,7 +38,7 @@ def provider_entry(slug: str, mcp_url: str, *, tool: str = SMOKE_TOOL) -> dict[s
         "smoke_fixture": {"tool": tool, "args": {}},
         "l0_expectations": {"authorization_server": "https://auth.example.test", "dcr": True, "pkce": True,
                             "verified_on": "2026-01-01"},
-        "launch_gate_passed": False, "vendor_approval_pending": False,
+        "approval_hosts": ["auth.example.test"], "launch_gate_passed": False, "vendor_approval_pending": False,
         "revoke_verified_on": "2026-01-01", "revoke_verified_note": "fixture",
     }
 

@@ -34,7 +34,8 @@ class TwoProviders:
             notion = next(dict(e) for e in builtin_document() if e["slug"] == "notion")
             notion.pop("revoke_manual_path", None)
             notion.pop("tool_aliases", None)
-            return [{**notion, "slug": slug, "name": slug.title(), "mcp_url": f"https://{slug}.test/mcp"}
+            return [{**notion, "slug": slug, "name": slug.title(), "mcp_url": f"https://{slug}.test/mcp",
+                     "approval_hosts": [f"{slug}.test"]}
                     for slug in SLUGS]
 
         return [RegistryLoader("connections.providers", load, "two providers on fixture servers")]

@@ -24,6 +24,7 @@ const MINT_FAILURES = {
   mint_process_gone: "The authorization process stopped before approval finished. Try connecting again.",
   mint_server_absent: "The MCP server entry disappeared before authorization could start. Try connecting again.",
   mint_url_rejected: "The provider returned an approval address containing credential-like data, so it was not displayed.",
+  mint_approval_host_refused: "The provider's server sent an approval page that is not on the provider's own sign-in host, so it was not opened.",
   mint_consent_failed: "The authorization did not complete: it was denied, or the provider refused the OAuth app (check its client id and secret). Try connecting again.",
   mint_redirect_port_busy: "Another program is using this provider's callback port, so the approval could not be received. Close it and try connecting again.",
   mint_dead_grant_kept: "The provider refuses the stored authorization, and it could not be removed here. Disconnect, then connect again.",
