@@ -278,12 +278,20 @@ async function test(slug) {
   for (const card of grid.querySelectorAll("article.connection-card")) {
     if (card.dataset.slug !== slug) lockTest(card, slug);
   }
+  let refused = false;
   try {
     const result = await api("/api/connections/test", { method: "POST", body: { slug } });
     if (result.verdict === "usable") {
       feedback(slug, { kind: "success", text: `Connection is healthy (${result.toolCount} tools).` });
     } else if (result.verdict === "no_tools") {
       feedback(slug, { kind: "warning", text: "Offered no tools to inspect." });
+    } else if (result.code === "grant_refused") {
+      // kiro-cli dropped the refused grant: the card now offers Reconnect, and says why.
+      feedback(slug, {
+        kind: "error",
+        text: `${nameOf(slug)} refused the stored authorization (revoked at ${nameOf(slug)}, or expired). Reconnect to approve access again.`,
+      });
+      refused = true;
     } else {
       feedback(slug, { kind: "error", text: "Action failed: The provider did not pass the connection test." });
     }
@@ -294,6 +302,8 @@ async function test(slug) {
     setBusy(slug, false);
     unlockTests();
   }
+  // The card's own state changed (Needs attention, with Reconnect); the message above is carried over.
+  if (refused) await refreshCards([slug]).catch(() => {});
 }
 
 // -- Disconnect: two clauses, and every outcome carries the revoke link (§2.11) -----------------------
