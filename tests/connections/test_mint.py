@@ -279,10 +279,16 @@ def test_a_dead_pair_that_cannot_be_removed_is_not_reported_granted_and_is_not_r
     async def scenario() -> dict[str, Any]:
         eng = engine()
         try:
-            eng.start(provider)
+            first = eng.start(provider)
             waiting = await wait_state(eng, "fixture", {"waiting", "failed"})
             await oauth_mcp_server.aconsent(waiting["oauth_url"])
             await wait_state(eng, "fixture", {"granted"})
+            # As in the test above: the consent's kiro-cli (started before the switch below, so it still
+            # re-consents) must be gone before the revoke. Still running, it can meet the refused token while
+            # it finishes starting the server and delete it and ask again, as kiro-cli does; the next mint then
+            # finds no pair and waits for a consent (the failure seen once under load).
+            assert first.task is not None
+            await first.task  # ends once the attempt's teardown (process and spec) completed
             await asyncio.to_thread(oauth_mcp_server.revoke_all)
             monkeypatch.setenv("KIRO_FAKE_OAUTH_NO_REAUTH", "1")
             # The unlink fails (as in a read-only cache directory, which root would still write): the pair
