@@ -88,8 +88,8 @@ def client(gateway_client: Any, plugin_manager: Any, servers: dict[str, Any]) ->
     mint._engine, warm._table = None, None
 
 
-def until(read: Callable[[], Any], accept: Callable[[Any], bool]) -> Any:
-    deadline = time.monotonic() + WAIT_SECS
+def until(read: Callable[[], Any], accept: Callable[[Any], bool], timeout: float = WAIT_SECS) -> Any:
+    deadline = time.monotonic() + timeout
     while True:
         value = read()
         if accept(value):
@@ -183,18 +183,20 @@ def test_a_warm_url_is_withdrawn_the_moment_its_process_dies_without_waiting_for
     import os
     import signal
 
+    table = warm.warm_table()
+    # Set before the process starts, so the reaper's first sleep is already this long: neither the reaper nor
+    # a status read may judge the rows here.
+    table.runtime.reaper_interval = 3600.0
     premint_ready(client)
     client.post("/api/connections/install", json={"slug": "alpha"})
     token = client.post("/api/connections/mint", json={"slug": "alpha"}).json()["token"]
-    table = warm.warm_table()
-    table.runtime.reaper_interval = 3600.0  # neither the reaper nor a status read may judge the rows here
     row = table.engine.row("alpha")
     gen = table.runtime.current
     assert row is not None and row.state == "waiting" and gen is not None and gen.runtime.pid is not None
     os.kill(gen.runtime.pid, signal.SIGKILL)
     # Read the rows directly (no route runs expire_dead_mints): the process's own watcher withdraws them.
     until(lambda: [(r.state, r.reason) for s in SLUGS if (r := table.engine.row(s)) is not None],
-          lambda rows: rows == [("expired", "mint_process_gone")] * 2)
+          lambda rows: rows == [("expired", "mint_process_gone")] * 2, timeout=10)
     assert row.oauth_url is None
     view = client.get("/api/connections/mint", params={"slug": "alpha"}).json()
     assert view == {"slug": "alpha", "state": "expired", "token": token, "reason": "mint_process_gone"}
