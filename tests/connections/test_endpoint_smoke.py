@@ -38,7 +38,7 @@ def provider_entry(slug: str, mcp_url: str, *, tool: str = SMOKE_TOOL) -> dict[s
         "smoke_fixture": {"tool": tool, "args": {}},
         "l0_expectations": {"authorization_server": "https://auth.example.test", "dcr": True, "pkce": True,
                             "verified_on": "2026-01-01"},
-        "launch_gate_passed": False, "vendor_approval_pending": False,
+        "approval_hosts": ["auth.example.test"], "launch_gate_passed": False, "vendor_approval_pending": False,
         "revoke_verified_on": "2026-01-01", "revoke_verified_note": "fixture",
     }
 
@@ -234,6 +234,34 @@ def test_an_entry_under_the_slug_but_another_endpoint_is_never_smoked(providers,
 
     row = only_row(report)
     assert (row["verdict"], row["installed"]) == ("SKIPPED", True)
+    assert seen(base)["requests"] == []
+
+
+def test_an_entry_installed_under_serve_override_origin_is_smoked_under_the_same_override(
+        providers, serve, tmp_path):
+    providers.append(provider_entry("acme", "https://acme.test/mcp"))
+    base = serve({"mcp": {"/mcp": {"mode": "challenge"}}})
+    routed = f"{base}/mcp"  # what Connect installs (and kiro-cli keys the grant on) under serve --override-origin
+    configure("acme", routed)
+    hold_grant(routed)
+
+    _, report = smoke(tmp_path, "--slug", "acme", "--override-origin", f"https://acme.test={base}",
+                      "--min-exercised", "1")
+
+    row = only_row(report)
+    assert (row["verdict"], row["depth"], row["grant_present"]) == ("GRANT_HELD", "challenge", True)
+    assert "initialize" in rpc_methods(base)
+
+
+def test_a_routed_entry_without_the_override_is_not_the_provider(providers, serve, tmp_path):
+    providers.append(provider_entry("acme", "https://acme.test/mcp"))
+    base = serve({"mcp": {"/mcp": {"mode": "challenge"}}})
+    configure("acme", f"{base}/mcp")
+    hold_grant(f"{base}/mcp")
+
+    _, report = smoke(tmp_path, "--slug", "acme")
+
+    assert only_row(report)["verdict"] == "SKIPPED"
     assert seen(base)["requests"] == []
 
 

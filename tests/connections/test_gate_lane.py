@@ -31,6 +31,7 @@ from kirocrew_connections.endpoint_smoke import _row as l1_row
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "connections.md"
 MCP_URL = "https://acme.test/mcp"
 ISSUER = "https://auth.acme.test/tenant"
+APPROVAL_HOST = "auth.acme.test"
 SMOKE_TOOL = "list_things"
 SECRET = "sk-live-gate-lane-0123456789abcdef"
 
@@ -57,7 +58,7 @@ def provider_entry(*, age_days: int = 1, **changes: Any) -> dict[str, Any]:
         "docs_url": "https://example.test/docs", "gotcha_copy": "A fixture provider.",
         "smoke_fixture": {"tool": SMOKE_TOOL, "args": {}},
         "l0_expectations": {"authorization_server": ISSUER, "dcr": True, "pkce": True, "verified_on": verified},
-        "launch_gate_passed": False, "vendor_approval_pending": False,
+        "approval_hosts": [APPROVAL_HOST], "launch_gate_passed": False, "vendor_approval_pending": False,
         "revoke_verified_on": verified, "revoke_verified_note": "fixture",
     }
     entry.update(changes)

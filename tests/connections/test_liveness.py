@@ -249,3 +249,48 @@ def test_only_tools_sourced_from_the_providers_server_count_once_each() -> None:
 def test_a_listing_server_whose_tools_are_not_exposed_is_no_tools() -> None:
     verdict = classify([mcp(RUNNING), tools(("read", "built-in"))], "notion")
     assert verdict.as_dict() == {"verdict": "no_tools", "code": "no_tools_exposed", "toolCount": 0}
+
+
+# -- a grant the provider refuses ------------------------------------------------------------------
+
+
+def test_a_grant_revoked_at_the_provider_is_reported_refused_and_the_card_offers_reconnect(
+        fake_kiro_cli: Any, oauth_mcp_server: Any, gateway_client: Any, poll_mint: Any) -> None:
+    from urllib.parse import urlsplit
+
+    from kirocrew_core.origin_overrides import OriginOverrides, activate
+
+    from kirocrew_connections import mint
+
+    served = urlsplit(oauth_mcp_server.mcp_url)
+    fixture = f"{served.scheme}://{served.netloc}"  # Notion's MCP origin and its consent page, both on the fixture
+    activate(OriginOverrides({"https://mcp.notion.com": fixture}))
+    try:
+        assert gateway_client.post("/api/connections/install", json={"slug": "notion"}).status_code == 200
+        assert gateway_client.post("/api/connections/mint", json={"slug": "notion"}).status_code == 200
+        waiting = poll_mint(gateway_client, "notion", {"waiting", "failed", "expired"})
+        assert waiting["state"] == "waiting", waiting
+        oauth_mcp_server.consent(waiting["oauth_url"])
+        assert poll_mint(gateway_client, "notion", {"granted", "failed", "expired"})["state"] == "granted"
+        assert run_test(gateway_client)["verdict"] == "usable"
+
+        oauth_mcp_server.revoke_all()  # revoked at the provider; the pair is still on this disk
+        assert run_test(gateway_client) == {
+            "schema_version": 1, "slug": "notion", "verdict": "failed", "code": "grant_refused", "toolCount": 0,
+        }
+        html = gateway_client.get("/connections").text
+    finally:
+        activate(OriginOverrides())
+        gateway_client.portal.call(mint.mint_engine().aclose)
+    card = html[html.index('id="connection-notion"'):]
+    card = card[:card.index("</article>")]
+    assert 'data-state="needs-attention"' in card, "not left silently at Not verified"
+    assert "Notion refused the stored authorization when it was tested." in card
+    assert 'data-label="Reconnect"' in card
+
+
+def test_a_consent_asked_for_where_no_grant_was_held_is_not_authorized_rather_than_refused(
+        fake_kiro_cli: Any, oauth_mcp_server: Any, gateway_client: Any) -> None:
+    render_agent({"notion": {"url": oauth_mcp_server.mcp_url}})
+    answer = run_test(gateway_client)
+    assert (answer["verdict"], answer["code"]) == ("failed", "not_authorized")

@@ -27,6 +27,7 @@ from kirocrew_connections.metadata_check import l0_command
 
 MCP_URL = "https://acme.test/mcp"
 ISSUER = "https://auth.acme.test/tenant"
+APPROVAL_HOST = "auth.acme.test"
 PRM_PATH = "/.well-known/oauth-protected-resource/mcp"
 PRM_ROOT = "/.well-known/oauth-protected-resource"
 AS_PATH = "/.well-known/oauth-authorization-server/tenant"
@@ -45,7 +46,7 @@ def provider_entry(*, issuer: str = ISSUER, dcr: bool = True, pkce: bool = True,
         "docs_url": "https://example.test/docs", "gotcha_copy": "A fixture provider.",
         "smoke_fixture": {"tool": "list_things", "args": {}},
         "l0_expectations": {"authorization_server": issuer, "dcr": dcr, "pkce": pkce, "verified_on": verified},
-        "launch_gate_passed": False, "vendor_approval_pending": False,
+        "approval_hosts": [APPROVAL_HOST], "launch_gate_passed": False, "vendor_approval_pending": False,
         "revoke_verified_on": verified, "revoke_verified_note": "fixture",
     }
 

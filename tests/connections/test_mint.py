@@ -25,7 +25,8 @@ import pytest
 from kirocrew_core import audit, grants, home, hookimpl
 from kirocrew_core.contributions import RegistryLoader
 
-from kirocrew_connections import mint
+from kirocrew_connections.approval_url import url_origin
+from kirocrew_connections import approval_url, mint
 from kirocrew_connections.mint import MintEngine
 from kirocrew_testing.processes import running as alive
 
@@ -98,7 +99,8 @@ def fixture_provider(url: str, slug: str = "fixture") -> Any:
     """A real registry Provider (notion's), pointed at the fixture server."""
     from kirocrew_connections.registry import load_registry
 
-    return dataclasses.replace(load_registry().get("notion"), slug=slug, mcp_url=url)
+    return dataclasses.replace(load_registry().get("notion"), slug=slug, mcp_url=url,
+                               approval_origins=(url_origin(url) or url,))
 
 
 def engine() -> MintEngine:
@@ -277,10 +279,16 @@ def test_a_dead_pair_that_cannot_be_removed_is_not_reported_granted_and_is_not_r
     async def scenario() -> dict[str, Any]:
         eng = engine()
         try:
-            eng.start(provider)
+            first = eng.start(provider)
             waiting = await wait_state(eng, "fixture", {"waiting", "failed"})
             await oauth_mcp_server.aconsent(waiting["oauth_url"])
             await wait_state(eng, "fixture", {"granted"})
+            # As in the test above: the consent's kiro-cli (started before the switch below, so it still
+            # re-consents) must be gone before the revoke. Still running, it can meet the refused token while
+            # it finishes starting the server and delete it and ask again, as kiro-cli does; the next mint then
+            # finds no pair and waits for a consent (the failure seen once under load).
+            assert first.task is not None
+            await first.task  # ends once the attempt's teardown (process and spec) completed
             await asyncio.to_thread(oauth_mcp_server.revoke_all)
             monkeypatch.setenv("KIRO_FAKE_OAUTH_NO_REAUTH", "1")
             # The unlink fails (as in a read-only cache directory, which root would still write): the pair
@@ -402,6 +410,55 @@ def test_a_second_mint_supersedes_and_disposes_the_first(fake_kiro_cli: Any, oau
     assert not alive(first_pid)
 
 
+def test_an_approval_url_outside_the_providers_approval_hosts_is_refused_at_once_and_never_served(
+        fake_kiro_cli: Any, oauth_mcp_server: Any) -> None:
+    # Notion's consent page is on mcp.notion.com; this server sends the user to its own loopback page instead.
+    provider = dataclasses.replace(fixture_provider(oauth_mcp_server.mcp_url),
+                                   approval_origins=("https://mcp.notion.com",))
+
+    async def scenario() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        eng = engine()
+        try:
+            row = eng.start(provider)
+            seen = []
+            while row.state == "minting":
+                seen.append(eng.view("fixture"))
+                await asyncio.sleep(0.01)
+            await wait_for(lambda: row.task is not None and row.task.done())
+            return eng.view("fixture"), seen
+        finally:
+            await eng.aclose()
+
+    view, seen = asyncio.run(scenario())
+    assert view == {"slug": "fixture", "state": "failed", "token": view["token"],
+                    "reason": "mint_approval_host_refused"}
+    assert all("oauth_url" not in v for v in seen)
+    (event,) = mint_events()  # one attempt: asking the same server again would name the same page
+    assert (event["outcome"], event["fields"]["reason"], event["fields"]["approval_host"]) == (
+        "refused", "mint_approval_host_refused", "127.0.0.1")
+    assert "/authorize" not in json.dumps(event)
+    assert mint_specs() == [] and manifest_paths() == []
+
+
+@pytest.mark.parametrize(("url", "allowed"), [
+    ("https://mcp.notion.com/authorize?client_id=a&state=s", True),
+    ("https://MCP.Notion.com:443/authorize", True),
+    ("https://mcp.notion.com.attacker.example/authorize", False),
+    ("https://attacker.example/mcp.notion.com/authorize", False),
+    ("https://evil.mcp.notion.com/authorize", False),
+    ("http://mcp.notion.com/authorize", False),
+    ("https://mcp.notion.com:8443/authorize", False),
+    ("https://attacker.example\\@mcp.notion.com/authorize", False),
+    ("https://mcp.notion.com\t/authorize", False),
+    ("javascript:alert(1)//mcp.notion.com", False),
+    ("not a url", False),
+])
+def test_the_approval_host_gate_matches_the_exact_origin_only(url: str, allowed: bool) -> None:
+    from kirocrew_connections.registry import load_registry
+
+    assert approval_url.host_allowed(url, load_registry().get("notion")) is allowed
+
+
 # -- the credential gate and spec cleanup -------------------------------------------------
 
 
@@ -413,13 +470,13 @@ def test_a_second_mint_supersedes_and_disposes_the_first(fake_kiro_cli: Any, oau
     "https://auth.example/authorize?client_id=a&refresh_token=t",
 ])
 def test_a_credential_bearing_approval_url_is_refused(url: str) -> None:
-    assert mint.oauth_url_contains_credential(url) is True
+    assert approval_url.oauth_url_contains_credential(url) is True
 
 
 def test_an_ordinary_pkce_approval_url_passes_the_credential_gate() -> None:
     url = ("https://auth.example/authorize?response_type=code&client_id=abc&redirect_uri=http%3A%2F%2F127.0.0.1"
            "%3A5000%2F&state=xyz&code_challenge=c&code_challenge_method=S256&scope=mcp%3Atools&resource=r")
-    assert mint.oauth_url_contains_credential(url) is False
+    assert approval_url.oauth_url_contains_credential(url) is False
 
 
 def test_cleanup_never_touches_a_file_it_did_not_record(tmp_path: Path) -> None:
@@ -556,13 +613,32 @@ def test_a_server_that_cannot_be_reached_fails_with_a_coarse_reason(
     assert mint_specs() == [] and manifest_paths() == []
 
 
-def test_through_the_gateway_a_revoked_grant_reconnects_through_a_real_consent_page(
+def test_under_an_override_of_the_mcp_origin_alone_the_consent_page_is_refused_and_the_row_says_why(
         fake_kiro_cli: Any, providers: LoopbackProviders, oauth_mcp_server: Any, client: Any, poll_mint: Any) -> None:
     from kirocrew_core.origin_overrides import OriginOverrides, activate
 
     providers.mcp_url = "https://127.0.0.1:9/mcp"
     served = urlsplit(oauth_mcp_server.mcp_url)
     activate(OriginOverrides({"https://127.0.0.1:9": f"{served.scheme}://{served.netloc}"}))
+    try:
+        started = client.post("/api/connections/mint", json={"slug": TEST_SLUG})
+        assert started.status_code == 200, started.text
+        view = poll_mint(client, TEST_SLUG, {"waiting", "granted", "failed", "expired"})
+    finally:
+        activate(OriginOverrides())
+    assert view == {"slug": TEST_SLUG, "state": "failed", "token": started.json()["token"],
+                    "reason": "mint_approval_host_refused"}
+    client.portal.call(mint.mint_engine().aclose)
+
+
+def test_through_the_gateway_a_revoked_grant_reconnects_through_a_real_consent_page(
+        fake_kiro_cli: Any, providers: LoopbackProviders, oauth_mcp_server: Any, client: Any, poll_mint: Any) -> None:
+    from kirocrew_core.origin_overrides import OriginOverrides, activate
+
+    providers.mcp_url = "https://127.0.0.1:9/mcp"
+    served = urlsplit(oauth_mcp_server.mcp_url)
+    fixture = f"{served.scheme}://{served.netloc}"  # serves the consent page too: route notion's approval host
+    activate(OriginOverrides({"https://127.0.0.1:9": fixture, "https://mcp.notion.com": fixture}))
     try:
         def connect() -> dict[str, Any]:
             started = client.post("/api/connections/mint", json={"slug": TEST_SLUG})

@@ -27,6 +27,7 @@ import pytest
 from kirocrew_core import audit, grants, home
 from kirocrew_core.locks import named_lock
 
+from kirocrew_connections.approval_url import url_origin
 from kirocrew_connections import mint
 from kirocrew_connections.disconnect import AUDIT_EVENT as DISCONNECT_EVENT
 from kirocrew_connections.disconnect import disconnect_provider, remove_provider_entry
@@ -66,7 +67,8 @@ def fixture_provider(url: str, slug: str = "fixture") -> Any:
     """A real registry Provider (Notion's), pointed at a fixture server."""
     from kirocrew_connections.registry import load_registry
 
-    return dataclasses.replace(load_registry().get("notion"), slug=slug, mcp_url=url)
+    return dataclasses.replace(load_registry().get("notion"), slug=slug, mcp_url=url,
+                               approval_origins=(url_origin(url) or url,))
 
 
 def engine(*, poll: float = 0.2) -> MintEngine:

@@ -159,6 +159,18 @@ def test_the_card_state_follows_the_fold(status: Any, server: Any, mint: Any, ex
     assert card_state(status, server, mint) == expected
 
 
+@pytest.mark.parametrize(("status", "server", "mint", "expected"), [
+    (row(grant=False), Row("needs_auth"), {}, NEEDS_ATTENTION),  # kiro-cli dropped the refused grant
+    (row(grant=False), Row("unknown"), {}, NEEDS_ATTENTION),
+    (row(grant=True), Row("ok"), {}, CONNECTED),  # a Reconnect brought a grant back: the refusal is history
+    (row(grant=False), Row("ok"), {"state": "waiting", "oauth_url": "https://x.test/a"}, WAITING),
+    (row(), None, {}, NOT_CONNECTED),  # disconnected: nothing left to reconnect
+])
+def test_a_grant_refused_at_the_last_test_needs_attention_until_a_grant_is_back(
+        status: Any, server: Any, mint: Any, expected: str) -> None:
+    assert card_state(status, server, mint, grant_refused=True) == expected
+
+
 @pytest.mark.parametrize(("error", "rejected"), [
     ("invalid_grant: the refresh token was revoked", True),
     ("HTTP 401 from the server", True),

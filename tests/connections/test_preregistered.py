@@ -29,6 +29,7 @@ from kirocrew_core.origin_overrides import OriginOverrides, activate
 from kirocrew_testing.fixtures import run_kirocrew
 from kirocrew_testing.ports import exclusive_port
 
+from kirocrew_connections.approval_url import url_origin
 from kirocrew_connections import clients, mint
 from kirocrew_connections.registry import routed_registry
 
@@ -36,6 +37,15 @@ CLIENT_ID = "Iv1.kirocrew-test-app"
 SECRET = "s3cret-VALUE-that-must-never-leak-0123456789"
 GITHUB_PORT = 48101
 GITHUB_ORIGIN = "https://api.githubcopilot.com"
+GITHUB_APPROVAL_ORIGIN = "https://github.com"
+
+
+def routed_to(server: Any) -> Any:
+    """GitHub's MCP origin and its consent page's origin both on the fixture (it serves both)."""
+    from kirocrew_core.origin_overrides import OriginOverrides
+
+    base = server.mcp_url.rsplit("/mcp/", 1)[0]
+    return OriginOverrides({GITHUB_ORIGIN: base, GITHUB_APPROVAL_ORIGIN: base})
 WAIT_SECS = 60.0
 
 
@@ -68,7 +78,7 @@ def preregistered_server(start_oauth_mcp_server: Any, *, port: int, secret: str 
 def routed_github(github_port: int, start_oauth_mcp_server: Any) -> Iterator[Any]:
     """The fixture AS in pre-registered mode at GitHub's MCP path, with GitHub's origin routed to it."""
     server = preregistered_server(start_oauth_mcp_server, port=github_port, mcp_path="/mcp/")
-    activate(OriginOverrides({GITHUB_ORIGIN: server.mcp_url.rsplit("/mcp/", 1)[0]}))
+    activate(routed_to(server))
     yield server
     activate(OriginOverrides())
 
@@ -285,7 +295,7 @@ def test_a_wrong_secret_fails_the_mint_with_a_clear_reason(
         poll_mint: Any) -> None:
     server = preregistered_server(start_oauth_mcp_server, port=github_port, secret="the-real-one",
                                   mcp_path="/mcp/")
-    activate(OriginOverrides({GITHUB_ORIGIN: server.mcp_url.rsplit("/mcp/", 1)[0]}))
+    activate(routed_to(server))
     try:
         client.post("/api/connections/mint", json={"slug": "github"})
         waiting = poll_mint(client, "github", {"waiting", "failed"})
@@ -326,7 +336,8 @@ def test_an_unconfigured_preregistered_provider_is_not_minted(client: Any) -> No
 def github_at(url: str, port: int) -> Any:
     github = routed_registry().get("github")
     assert github.auth is not None
-    return dataclasses.replace(github, mcp_url=url, auth=dataclasses.replace(github.auth, redirect_port=port))
+    return dataclasses.replace(github, mcp_url=url, auth=dataclasses.replace(github.auth, redirect_port=port),
+                               approval_origins=(url_origin(url) or url,))
 
 
 async def wait_state(eng: mint.MintEngine, states: set[str]) -> dict[str, Any]:

@@ -211,6 +211,17 @@ RULES: list[tuple[str, Mutation, str]] = [
     ("issuer .internal", _l0("notion", authorization_server="https://a.internal/x"), "must be a public DNS name"),
     ("issuer .home.arpa", _l0("notion", authorization_server="https://nas.home.arpa"), "must be a public DNS name"),
     ("issuer bad host", _l0("notion", authorization_server="https://a..b"), "must be a public DNS name"),
+    ("approval hosts missing", _drop("notion", "approval_hosts"), "missing fields: 'approval_hosts'"),
+    ("approval hosts empty", _set("notion", approval_hosts=[]), "approval_hosts must be a non-empty list"),
+    ("approval hosts string", _set("notion", approval_hosts="mcp.notion.com"), "approval_hosts must be a non-empty"),
+    ("approval host url", _set("notion", approval_hosts=["https://mcp.notion.com"]), "approval_hosts entries must"),
+    ("approval host port", _set("notion", approval_hosts=["mcp.notion.com:443"]), "approval_hosts entries must"),
+    ("approval host upper", _set("notion", approval_hosts=["MCP.notion.com"]), "approval_hosts entries must"),
+    ("approval host wildcard", _set("notion", approval_hosts=["*.notion.com"]), "approval_hosts entries must"),
+    ("approval host bare", _set("notion", approval_hosts=["notion"]), "approval_hosts entries must"),
+    ("approval host ip", _set("notion", approval_hosts=["10.0.0.1"]), "approval_hosts entries must be public"),
+    ("approval host local", _set("notion", approval_hosts=["auth.corp.local"]), "must be public DNS names"),
+    ("approval host repeated", _set("notion", approval_hosts=["a.example", "a.example"]), "must not repeat a host"),
     ("revoke date", _set("notion", revoke_verified_on="2026-13-01"), "revoke_verified_on must be a real"),
     ("revoke note", _set("notion", revoke_verified_note=""), "revoke_verified_note must be a non-empty"),
     ("gate not bool", _set("notion", launch_gate_passed=1), "launch_gate_passed must be true or false"),
@@ -296,14 +307,28 @@ def test_verification_windows_match_the_reference():
             L0_VERIFICATION_MAX_AGE_DAYS) == (180, 60, 90)
 
 
+def _verified(provider, on: date):
+    return dataclasses.replace(provider, l0=dataclasses.replace(provider.l0, verified_on=on))
+
+
 def test_an_l0_baseline_is_stale_only_when_strictly_older_than_the_window(plugin_manager):
     registry = load_registry(plugin_manager)
-    notion = registry.get("notion")  # verified 2026-08-13
-    todoist = registry.get("todoist")  # verified 2026-09-26
+    notion = _verified(registry.get("notion"), date(2026, 8, 13))
+    todoist = _verified(registry.get("todoist"), date(2026, 9, 26))
     edge = notion.l0.verified_on + timedelta(days=90)
     assert stale_l0_baselines([notion, todoist], edge) == ()
     assert stale_l0_baselines([notion, todoist], edge + timedelta(days=1)) == (notion,)
     assert stale_l0_baselines([notion, todoist], date(2026, 9, 27), max_age_days=0) == (notion, todoist)
+
+
+def test_no_shipped_l0_baseline_is_older_than_the_warn_window(plugin_manager):
+    """The nightly ``l0 --fail-on-stale`` fails on these too; the suite says so first, on every change.
+
+    Refresh: ``kirocrew connections l0 --record`` against the live providers, review, commit
+    (docs/connections.md, "Refreshing the baselines").
+    """
+    stale = stale_l0_baselines(load_registry(plugin_manager).all(), utc_today(), L0_VERIFICATION_WARN_AGE_DAYS)
+    assert [(p.slug, p.l0.verified_on.isoformat()) for p in stale] == []
 
 
 # --- immutability ------------------------------------------------------------------
@@ -395,3 +420,33 @@ def test_in_strict_plugin_mode_a_bad_plugin_entry_is_fatal(plugin_manager):
         warnings.simplefilter("error")
         with pytest.raises(RegistryError, match="roster: provider 'bad': docs_url must be an https"):
             load_registry(plugin_manager)
+
+
+# --- approval hosts ------------------------------------------------------------------
+
+# Two issuers send the user to a consent page on another host than their own (their RFC 8414 metadata says so).
+CONSENT_HOST_OF_ISSUER = {"api.figma.com": "www.figma.com", "mcp.mixpanel.com": "mixpanel.com"}
+
+
+def test_every_shipped_approval_host_is_its_issuers_host_or_its_documented_consent_host(plugin_manager):
+    from urllib.parse import urlsplit
+
+    for provider in load_registry(plugin_manager).all():
+        issuer_host = urlsplit(provider.l0.authorization_server).hostname
+        assert issuer_host is not None
+        expected = CONSENT_HOST_OF_ISSUER.get(issuer_host, issuer_host)
+        assert provider.approval_origins == (f"https://{expected}",), provider.slug
+
+
+def test_an_overridden_approval_origin_is_routed_like_the_mcp_url(plugin_manager):
+    from kirocrew_core.origin_overrides import OriginOverrides, activate
+
+    from kirocrew_connections.registry import routed_registry
+
+    activate(OriginOverrides({"https://mcp.notion.com": "http://127.0.0.1:9"}))
+    try:
+        notion, linear = routed_registry(plugin_manager).get("notion"), routed_registry(plugin_manager).get("linear")
+    finally:
+        activate(OriginOverrides())
+    assert (notion.mcp_url, notion.approval_origins) == ("http://127.0.0.1:9/mcp", ("http://127.0.0.1:9",))
+    assert linear.approval_origins == ("https://mcp.linear.app",)

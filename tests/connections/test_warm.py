@@ -24,6 +24,7 @@ import pytest
 
 from kirocrew_core import audit, grants, processes
 
+from kirocrew_connections.approval_url import url_origin
 from kirocrew_connections import warm, warm_files, warm_plan
 from kirocrew_connections.mint import MintEngine
 from kirocrew_connections.warm import WarmTable
@@ -38,7 +39,8 @@ def provider_at(url: str, slug: str) -> Any:
     """A real registry Provider (notion's, visible, DCR), pointed at a fixture server."""
     from kirocrew_connections.registry import load_registry
 
-    return dataclasses.replace(load_registry().get("notion"), slug=slug, mcp_url=url, tool_aliases={})
+    return dataclasses.replace(load_registry().get("notion"), slug=slug, mcp_url=url, tool_aliases={},
+                               approval_origins=(url_origin(url) or url,))
 
 
 def make_table(providers: list[Any]) -> WarmTable:
@@ -519,9 +521,31 @@ def test_a_credential_bearing_warm_url_is_released_and_named_by_slug_only(
     finally:
         leaky.stop()
     (refusal,) = events("connections_warm_mint_url")
-    assert (refusal["outcome"], refusal["fields"]) == ("refused", {"provider": "leaky"})
+    assert (refusal["outcome"], refusal["fields"]) == ("refused", {"provider": "leaky", "reason": "mint_url_rejected"})
     assert "leak" not in json.dumps(audit.tail(2000)).replace('"leaky"', "")
     assert "client_secret" not in caplog.text and "leaky" in caplog.text
+
+
+def test_a_warm_url_outside_the_providers_approval_hosts_is_released_audited_and_never_adoptable(
+        two_servers: tuple[Any, Any]) -> None:
+    first, _second = two_servers
+    # The provider's consent page is on mcp.notion.com; this server sends the user to its own loopback page.
+    provider = dataclasses.replace(provider_at(first.mcp_url, "foreign"), approval_origins=("https://mcp.notion.com",))
+
+    async def scenario() -> None:
+        table = make_table([provider])
+        try:
+            assert await table.warm_mint_all() == []
+            assert table.engine.row("foreign") is None, "released: a later Connect takes the cold path"
+            assert await table.adopt_shared_mint("foreign", provider.mcp_url) is None
+        finally:
+            await table.shutdown()
+
+    run(scenario)
+    (refusal,) = events("connections_warm_mint_url")
+    assert (refusal["outcome"], refusal["fields"]) == (
+        "refused", {"provider": "foreign", "reason": "mint_approval_host_refused", "approval_host": "127.0.0.1"})
+    assert "/authorize" not in json.dumps(audit.tail(2000)), "the refused address itself is never recorded"
 
 
 # -- session-handle ownership and atomicity around an await -----------------------------------

@@ -34,7 +34,8 @@ class TwoProviders:
             notion = next(dict(e) for e in builtin_document() if e["slug"] == "notion")
             notion.pop("revoke_manual_path", None)
             notion.pop("tool_aliases", None)
-            return [{**notion, "slug": slug, "name": slug.title(), "mcp_url": f"https://{slug}.test/mcp"}
+            return [{**notion, "slug": slug, "name": slug.title(), "mcp_url": f"https://{slug}.test/mcp",
+                     "approval_hosts": [f"{slug}.test"]}
                     for slug in SLUGS]
 
         return [RegistryLoader("connections.providers", load, "two providers on fixture servers")]
@@ -87,8 +88,8 @@ def client(gateway_client: Any, plugin_manager: Any, servers: dict[str, Any]) ->
     mint._engine, warm._table = None, None
 
 
-def until(read: Callable[[], Any], accept: Callable[[Any], bool]) -> Any:
-    deadline = time.monotonic() + WAIT_SECS
+def until(read: Callable[[], Any], accept: Callable[[Any], bool], timeout: float = WAIT_SECS) -> Any:
+    deadline = time.monotonic() + timeout
     while True:
         value = read()
         if accept(value):
@@ -175,6 +176,47 @@ def test_a_status_read_withdraws_a_warm_url_whose_process_died(client: Any) -> N
     assert status_of(client, "alpha")["status"] == "not_connected"
     view = client.get("/api/connections/mint", params={"slug": "alpha"}).json()
     assert view == {"slug": "alpha", "state": "expired", "token": token, "reason": "mint_process_gone"}
+
+
+def test_a_warm_url_is_withdrawn_the_moment_its_process_dies_without_waiting_for_a_read_or_the_reaper(
+        client: Any) -> None:
+    import os
+    import signal
+
+    table = warm.warm_table()
+    # Set before the process starts, so the reaper's first sleep is already this long: neither the reaper nor
+    # a status read may judge the rows here.
+    table.runtime.reaper_interval = 3600.0
+    premint_ready(client)
+    client.post("/api/connections/install", json={"slug": "alpha"})
+    token = client.post("/api/connections/mint", json={"slug": "alpha"}).json()["token"]
+    row = table.engine.row("alpha")
+    gen = table.runtime.current
+    assert row is not None and row.state == "waiting" and gen is not None and gen.runtime.pid is not None
+    os.kill(gen.runtime.pid, signal.SIGKILL)
+    # Read the rows directly (no route runs expire_dead_mints): the process's own watcher withdraws them.
+    until(lambda: [(r.state, r.reason) for s in SLUGS if (r := table.engine.row(s)) is not None],
+          lambda rows: rows == [("expired", "mint_process_gone")] * 2, timeout=10)
+    assert row.oauth_url is None
+    view = client.get("/api/connections/mint", params={"slug": "alpha"}).json()
+    assert view == {"slug": "alpha", "state": "expired", "token": token, "reason": "mint_process_gone"}
+
+
+@pytest.mark.parametrize(("body", "code"), [
+    (b'{"slug": "alpha"}', "unexpected_fields"),
+    (b'{"providers": []}', "unexpected_fields"),
+    (b"[]", "bad_json"),
+    (b'"alpha"', "bad_json"),
+    (b"{", "bad_json"),
+    (b'{"pad": "' + b"x" * (64 * 1024) + b'"}', "body_too_large"),
+])
+def test_a_premint_body_other_than_nothing_or_an_empty_object_is_refused_and_starts_nothing(
+        client: Any, body: bytes, code: str) -> None:
+    answer = client.post("/api/connections/premint", content=body, headers={"Content-Type": "application/json"})
+    assert (answer.status_code, answer.json()["code"]) == (400, code), answer.text
+    assert [mint.mint_engine().row(s) for s in SLUGS] == [None, None]
+    assert warm.warm_table().runtime.current is None
+    assert [r for r in audit.tail(2000) if r.get("event") == "connections_premint"] == []
 
 
 def test_importing_the_routes_status_and_plugin_loads_neither_the_warm_nor_the_mint_engine() -> None:

@@ -110,6 +110,21 @@ def test_the_handshake_reports_kiros_agent_info_and_capabilities(fake_kiro_cli: 
     run(main())
 
 
+def test_wait_exit_returns_the_moment_kiro_cli_dies_and_none_before_it_started(fake_kiro_cli: Any) -> None:
+    async def main() -> tuple[int | None, int | None]:
+        never_started = await AcpRuntime().wait_exit()
+        async with AcpRuntime.start() as rt:
+            assert rt.pid is not None
+            waiting = asyncio.ensure_future(rt.wait_exit())
+            await asyncio.sleep(0.2)
+            assert not waiting.done(), "returned while kiro-cli still ran"
+            os.kill(rt.pid, signal.SIGKILL)
+            return never_started, await asyncio.wait_for(waiting, 10)
+
+    never_started, status = run(main())
+    assert never_started is None and status == -signal.SIGKILL
+
+
 def test_without_kiro_cli_the_runtime_does_not_start(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("KIRO_CLI_PATH")
     monkeypatch.setenv("PATH", str(tmp_path))

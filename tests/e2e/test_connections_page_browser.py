@@ -167,6 +167,41 @@ def test_a_full_connect_completes_consent_in_the_tab_the_click_opened_then_test_
     assert opened.console_errors == []
 
 
+def test_a_test_on_a_grant_revoked_at_the_provider_says_it_was_refused_and_reconnect_approves_again(
+        dashboard: Any, oauth_mcp_server: Any) -> None:
+    opened = _open(dashboard)
+    page = opened.page
+    card = _notion(page)
+    consent = _connect_and_take_the_consent_tab(page)
+    consent.get_by_role("link", name="Allow").click()
+    card.get_by_text("Connected", exact=True).wait_for(timeout=WAIT_MS)
+    fixture_url = oauth_mcp_server.mcp_url
+
+    oauth_mcp_server.revoke_all()  # revoked at the provider: the pair on this disk no longer works
+    card.get_by_role("button", name="Test").click()
+    said = card.get_by_role("alert").filter(has_text="Notion refused the stored authorization")
+    said.wait_for(timeout=WAIT_MS)
+    assert "did not pass" not in card.inner_text()
+    card.get_by_text("Needs attention", exact=True).wait_for(timeout=WAIT_MS)
+    assert card.get_by_text("Notion refused the stored authorization when it was tested.").is_visible()
+    reconnect = card.get_by_role("button", name="Reconnect")
+    assert reconnect.is_visible()
+    assert grants.grant_presence(fixture_url) is False  # kiro-cli dropped the refused token itself
+    dashboard.screenshot(opened, "connections-grant-refused-light")
+
+    with page.context.expect_page() as opened_tab:
+        reconnect.click()
+    consent = opened_tab.value
+    consent.wait_for_url("**/consent?request=*", timeout=WAIT_MS)
+    consent.get_by_role("link", name="Allow").click()
+    card.get_by_text("Connected", exact=True).wait_for(timeout=WAIT_MS)
+    assert grants.grant_presence(fixture_url) is True
+    card.get_by_role("button", name="Test").click()
+    card.get_by_role("status").filter(has_text="Connection is healthy").wait_for(timeout=WAIT_MS)
+    assert opened.csp_violations() == []
+    assert opened.console_errors == []
+
+
 def test_cancel_mid_consent_uninstalls_what_the_new_connect_installed_and_ends_the_mint(
         dashboard: Any, oauth_mcp_server: Any) -> None:
     opened = _open(dashboard)

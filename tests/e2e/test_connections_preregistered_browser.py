@@ -21,6 +21,7 @@ from kirocrew_core import grants, home
 CLIENT_ID = "Iv1.kirocrew-browser-app"
 SECRET = "browser-secret-that-must-never-leak-9876543210"
 GITHUB_ORIGIN = "https://api.githubcopilot.com"
+GITHUB_APPROVAL_ORIGIN = "https://github.com"
 WAIT_MS = 90_000
 
 
@@ -49,7 +50,9 @@ def gateway_env(fake_kiro_cli: Any, isolated_homes: Any) -> dict[str, str]:
 
 @pytest.fixture
 def gateway_args(github_server: Any) -> list[str]:
-    return ["--override-origin", f"{GITHUB_ORIGIN}={github_server.base_url}"]
+    # GitHub's consent page (github.com) is the fixture's too, or the approval gate refuses its URL.
+    return ["--override-origin", f"{GITHUB_ORIGIN}={github_server.base_url}",
+            "--override-origin", f"{GITHUB_APPROVAL_ORIGIN}={github_server.base_url}"]
 
 
 def test_a_configured_github_connects_through_its_own_oauth_app_then_tests_healthy(

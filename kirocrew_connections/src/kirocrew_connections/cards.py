@@ -95,8 +95,13 @@ def format_since(stamp: str | None) -> str | None:
     return f"{when:%b} {when.day}, {when.year}"
 
 
-def card_state(status: ConnectionStatus | None, server: ServerRow | None, mint: Mapping[str, Any]) -> str:
-    """The card's state (reference §2.4's precedence, first match wins; no banner steps here)."""
+def card_state(status: ConnectionStatus | None, server: ServerRow | None, mint: Mapping[str, Any],
+               grant_refused: bool = False) -> str:
+    """The card's state (reference §2.4's precedence, first match wins; no banner steps here).
+
+    ``grant_refused``: the last Test found the provider refusing the stored grant; while no grant is back,
+    the card needs attention (Reconnect) rather than reading "Not verified" with nothing to say why.
+    """
     awaiting = mint.get("state") in _MINT_LIVE or (status is not None and status.status == "awaiting_consent")
     has_url = safe_approval_url(mint.get("oauth_url")) is not None
     if status is not None and status.needs_client_config and not awaiting and not has_url:
@@ -108,6 +113,8 @@ def card_state(status: ConnectionStatus | None, server: ServerRow | None, mint: 
     grant: bool | None = None
     if status is not None and not status.grant_indeterminate:
         grant = status.grant_present
+    if grant_refused and grant is not True:
+        return NEEDS_ATTENTION
     probe = "disabled" if server.disabled else server.status
     if probe == "ok":
         return NOT_VERIFIED if grant is False else CONNECTED
@@ -138,6 +145,7 @@ class Card:
     grant_present: bool | None
     callback_url: str | None = None  # a pre-registered provider's registered redirect URI
     client_env: tuple[str, str] | None = None  # its client id / secret environment variables
+    grant_refused: bool = False  # the last Test found the provider refusing the stored grant
 
     @property
     def label(self) -> str:
@@ -170,9 +178,14 @@ def managed_entries(providers: Sequence[Provider], servers: Sequence[Mapping[str
 
 def build_card(provider: Provider, status: ConnectionStatus | None, server: ServerRow | None,
                mint: Mapping[str, Any], *, offered: bool = True) -> Card:
-    state = card_state(status, server, mint) if offered else GATED
-    since_iso = status.connected_since if status is not None else None
+    from kirocrew_connections.liveness_api import forget_refusal, grant_refused_at_last_test
+
     grant = None if status is None or status.grant_indeterminate else status.grant_present
+    if grant is True:
+        forget_refusal(provider.slug)  # a grant is back (a Reconnect): the refusal is history
+    refused = offered and grant_refused_at_last_test(provider.slug)
+    state = card_state(status, server, mint, refused) if offered else GATED
+    since_iso = status.connected_since if status is not None else None
     error = server.error if server is not None else ""
     client_env = None
     if provider.preregistered:
@@ -187,6 +200,7 @@ def build_card(provider: Provider, status: ConnectionStatus | None, server: Serv
         oauth_url=safe_approval_url(mint.get("oauth_url")) if state == WAITING else None,
         error=error, rejected=error_indicates_rejection(error), grant_present=grant,
         callback_url=provider.redirect_uri, client_env=client_env,
+        grant_refused=refused and state == NEEDS_ATTENTION,
     )
 
 

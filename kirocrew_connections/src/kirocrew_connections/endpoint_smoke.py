@@ -272,7 +272,11 @@ async def smoke_provider(provider: Provider, entry: ServerRow | None, *, timeout
     if entry is None or not entry.is_remote or not entry.url:
         return done(SKIPPED, "not a configured remote MCP server here")
     row.installed = True
-    if normalized_endpoint(entry.url) != normalized_endpoint(provider.mcp_url):
+    # An entry Connect installed under ``serve --override-origin`` holds the routed URL: the same override
+    # given to L1 makes it the provider's (and the grant it stats is the one that entry's consent wrote).
+    endpoints = {normalized_endpoint(provider.mcp_url),
+                 normalized_endpoint(overrides.apply(provider.mcp_url) if overrides else provider.mcp_url)}
+    if normalized_endpoint(entry.url) not in endpoints:
         return done(SKIPPED, "the configured entry's endpoint is not the registry mcp_url",
                     secrets=url_secrets(entry.url))
     if entry.disabled:

@@ -26,6 +26,12 @@ FAILED = "failed"
 #: One budget for spawn, session and both commands: a wedged kiro-cli is a verdict, not a hang.
 TEST_TIMEOUT_SECS = 100.0
 AGENT_NAME = "kirocrew"
+#: kiro-cli asked for a fresh consent in the Test session over a pair that was on disk: the provider refused
+#: the stored grant (revoked there, or its refresh token died). kiro-cli deletes such a token itself.
+GRANT_REFUSED = "grant_refused"
+#: kiro-cli asked for a consent and no pair was on disk: nothing was ever authorized here.
+NOT_AUTHORIZED = "not_authorized"
+_SERVER_SETTLED = frozenset({"initialized", "running", "failed", "disabled"})
 
 
 @dataclass(frozen=True)
@@ -94,7 +100,23 @@ def work_dir() -> Path:
     return path
 
 
-async def _run_commands(alias: str) -> ToolTestVerdict:
+async def _inventory(session: Any, alias: str) -> ToolTestVerdict:
+    results: list[Any] = []
+    for command in ("mcp", "tools"):
+        answer = await session.execute_command(command)
+        if answer.success is False:
+            return _failed(f"{command}_command_failed")
+        results.append(answer.data)
+    return classify(results, alias)
+
+
+def _settled(state: Any, alias: str) -> bool:
+    status = state.mcp_status.get(alias)
+    return alias in state.oauth_servers or (status is not None and status.state in _SERVER_SETTLED)
+
+
+async def _run_commands(alias: str, settle_timeout: float) -> tuple[ToolTestVerdict, bool]:
+    """The verdict, and whether kiro-cli asked for a consent for ``alias`` during the session."""
     from kirocrew_core.acp_runtime import AcpOptions, AcpRuntime
 
     cwd = await asyncio.to_thread(work_dir)
@@ -102,19 +124,24 @@ async def _run_commands(alias: str) -> ToolTestVerdict:
     # permission handler any request kiro-cli might make is rejected.
     async with AcpRuntime.start(AcpOptions(agent=AGENT_NAME, cwd=cwd)) as runtime:
         session = await runtime.new_session(cwd, mcp_servers=[])
-        results: list[Any] = []
-        for command in ("mcp", "tools"):
-            answer = await session.execute_command(command)
-            if answer.success is False:
-                return _failed(f"{command}_command_failed")
-            results.append(answer.data)
-    return classify(results, alias)
+        verdict = await _inventory(session, alias)
+        if verdict.code == "mcp_server_loading":
+            # Still starting: it may be waiting on a consent kiro-cli just asked for (a refused grant).
+            await session.wait_until(lambda state: _settled(state, alias), settle_timeout)
+            if alias not in session.oauth_servers:
+                verdict = await _inventory(session, alias)
+        return verdict, alias in session.oauth_servers
 
 
-async def run_connection_test(alias: str, *, timeout: float = TEST_TIMEOUT_SECS) -> ToolTestVerdict:
+async def run_connection_test(alias: str, *, grant_url: str | None = None,
+                              timeout: float = TEST_TIMEOUT_SECS) -> ToolTestVerdict:
     """Run the Test session for the server mounted as ``alias``; never raises for a runtime failure.
 
-    Cancellation still propagates (the runtime's own teardown runs on the way out).
+    ``grant_url`` is the provider's MCP URL: its grant pair is stat-ed (never
+    opened) before the session, so a consent kiro-cli asks for during it reads
+    :data:`GRANT_REFUSED` when a pair was there (the provider refused it) and
+    :data:`NOT_AUTHORIZED` when none was. Cancellation still propagates (the
+    runtime's own teardown runs on the way out).
     """
     from kirocrew_core.errors import KirocrewError
 
@@ -124,9 +151,13 @@ async def run_connection_test(alias: str, *, timeout: float = TEST_TIMEOUT_SECS)
         # servers are not the ones this card configured: a verdict there would be about
         # something else.
         return _failed("agent_not_rendered")
+    held = await asyncio.to_thread(_grant_held, grant_url)
     try:
         async with asyncio.timeout(timeout):
-            return await _run_commands(alias)
+            verdict, consent_asked = await _run_commands(alias, timeout / 2)
+            if consent_asked:
+                return _failed(GRANT_REFUSED if held else NOT_AUTHORIZED)
+            return verdict
     except TimeoutError:
         return _failed("connection_test_timeout")
     except KirocrewError as exc:
@@ -139,6 +170,13 @@ async def run_connection_test(alias: str, *, timeout: float = TEST_TIMEOUT_SECS)
 
 # Runtime failures whose own code tells the owner what to fix.
 _PASSED_THROUGH = frozenset({"kiro_cli_not_installed", "kiro_exited"})
+
+
+def _grant_held(url: str | None) -> bool:
+    """Whether the provider's grant pair was on disk (stat only; unknowable counts as held)."""
+    from kirocrew_core.grants import grant_presence
+
+    return url is not None and grant_presence(url) is not False
 
 
 def _agent_presence() -> bool | None:

@@ -57,9 +57,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
 from kirocrew_core import grants, home
+
+from kirocrew_connections.approval_url import REFUSED_CREDENTIAL, refusal, url_host
 
 if TYPE_CHECKING:
     from kirocrew_core.acp_runtime import AcpRuntime, AcpSession
@@ -93,38 +95,6 @@ OWNED_AGENT_FILES = frozenset({"kirocrew.json"})
 #: Server states that end a server's start: it will announce no approval URL after one of these.
 SERVER_SETTLED = frozenset({"initialized", "running", "failed", "disabled"})
 _SERVER_FAILED = frozenset({"failed", "disabled"})
-
-# Query/fragment keys an authorization URL may carry without leaking a secret.
-_CREDENTIAL_KEYS = frozenset({
-    "access_token", "refresh_token", "id_token", "client_secret", "code", "code_verifier", "password",
-    "passwd", "api_key", "apikey", "token", "assertion", "client_assertion", "secret", "session_token",
-})
-_CREDENTIAL_KEY_RE = re.compile(r"(secret|password|passwd|verifier|api[_-]?key|(^|[_-])token$)", re.I)
-
-
-# -- the credential gate ------------------------------------------------------------
-
-
-def oauth_url_contains_credential(url: str) -> bool:
-    """Whether an approval URL carries something secret (userinfo, a token, a client secret, a verifier).
-
-    The URL is shown to the user and kept in the mint table; one that embeds a
-    credential must never be served or recorded, however kiro-cli came to send it.
-    """
-    try:
-        parts = urlsplit(url)
-        has_userinfo = parts.username is not None or parts.password is not None
-    except ValueError:
-        return True
-    if has_userinfo:
-        return True
-    for section in (parts.query, parts.fragment):
-        for key, _value in parse_qsl(section, keep_blank_values=True):
-            name = key.strip().lower()
-            if name in _CREDENTIAL_KEYS or _CREDENTIAL_KEY_RE.search(name):
-                return True
-    return False
-
 
 # -- ephemeral agent specs ----------------------------------------------------------
 
@@ -600,8 +570,8 @@ class MintEngine:
                 return
             log.warning("mint for %s: kiro-cli sent a credential-bearing URL (attempt %d)", row.slug, attempt)
             attempt += 1
-        if self._settle(row, FAILED, "mint_url_rejected"):
-            await self._audit(row, provider, outcome="error", reason="mint_url_rejected", url_minted=True)
+        if self._settle(row, FAILED, REFUSED_CREDENTIAL):
+            await self._audit(row, provider, outcome="error", reason=REFUSED_CREDENTIAL, url_minted=True)
 
     async def _attempt(self, row: MintRow, provider: Provider, alias: str, entry: Mapping[str, Any], url: str,
                        baseline: tuple[int, int] | None, disproved: bool) -> str:
@@ -611,8 +581,16 @@ class MintEngine:
             request = await self._first_report(attempt, alias)
             if request is None:
                 return await self._no_challenge(row, provider, attempt, alias, url, disproved)
-            if oauth_url_contains_credential(request):
+            refused = refusal(request, provider)
+            if refused == REFUSED_CREDENTIAL:
                 return "rejected"  # never recorded: the finally disposes process and spec
+            if refused is not None:
+                # Another consent page than the provider's own: asking the same server again would
+                # send the user to the same page, so the mint ends here (the URL is never recorded).
+                if self._settle(row, FAILED, refused):
+                    await self._audit(row, provider, outcome="refused", reason=refused, url_minted=True,
+                                      approval_host=url_host(request))
+                return "done"
             if not self._owns(row) or row.state != MINTING:
                 return "done"
             row.state, row.oauth_url, row.url_minted = WAITING, request, True

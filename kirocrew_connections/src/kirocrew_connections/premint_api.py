@@ -1,11 +1,13 @@
 """``POST /api/connections/premint``: the Connections page warms every card's approval URL on mount.
 
-No body (an empty one, or ``{}``; anything else is the gateway's 400 ``bad_json`` or
-``body_too_large``, like every JSON route). The candidate scan (registry, MCP config, grant presence) runs off the
-event loop, and the same list is handed to the warm engine, so the slugs this
-answers and the rows the engine claims come from one read. The activation is
-scheduled, never awaited: warming costs seconds, and each card's truth stays
-its own mint feed (a listed slug may still end without a URL).
+No body: an empty one, or ``{}``. A body that is not a JSON object is the gateway's 400
+``bad_json`` (over 64 KiB ``body_too_large``), like every JSON route; an object with
+any field is 400 ``unexpected_fields`` (a caller that sends a slug expects a choice
+this route does not offer), and a refusal starts nothing. The candidate scan
+(registry, MCP config, grant presence) runs off the event loop, and the same
+list is handed to the warm engine, so the slugs this answers and the rows the
+engine claims come from one read. The activation is scheduled, never awaited:
+warming costs seconds, and each card's truth stays its own mint feed (a listed slug may still end without a URL).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from kirocrew_core.errors import BadInputError
 from kirocrew_core.gateway.body import read_json_object
 
 if TYPE_CHECKING:
@@ -39,7 +42,10 @@ async def post_premint(request: Request) -> Response:
 
     from kirocrew_connections.mint_api import MAX_BODY_BYTES
 
-    await read_json_object(request, limit=MAX_BODY_BYTES, default={})
+    body = await read_json_object(request, limit=MAX_BODY_BYTES, default={})
+    if body:
+        shown = ", ".join(sorted(repr(key)[:40] for key in body)[:5])
+        raise BadInputError(f"premint takes no body (got {shown})", code="unexpected_fields")
     if not premint_enabled():
         return JSONResponse({"ok": True, "preminting": []})
     from kirocrew_connections import warm

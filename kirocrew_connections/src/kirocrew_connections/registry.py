@@ -28,6 +28,8 @@ from urllib.parse import urlsplit
 
 from kirocrew_core.errors import BadInputError, KirocrewError
 
+from kirocrew_connections.approval_url import approval_origins
+
 BUILTIN_SOURCE = "registry.json"
 LOADER_NAME = "connections.providers"
 
@@ -43,7 +45,7 @@ PROVIDER_CATEGORIES = frozenset({
 REQUIRED_FIELDS = frozenset({
     "name", "slug", "tier", "mcp_url", "recommended_scopes", "revoke_page_url", "docs_url",
     "gotcha_copy", "smoke_fixture", "l0_expectations", "launch_gate_passed",
-    "vendor_approval_pending", "revoke_verified_on", "revoke_verified_note",
+    "vendor_approval_pending", "revoke_verified_on", "revoke_verified_note", "approval_hosts",
 })
 OPTIONAL_FIELDS = frozenset({
     "client_id", "auth", "prerequisite_copy", "revoke_manual_path", "tool_aliases", "category",
@@ -120,6 +122,9 @@ class Provider:
     source: str
     #: Whether the operator's client secret is configured (the secret itself never enters the registry).
     client_secret_set: bool = False
+    #: Where an approval URL may send the user: ``https://<host>`` per ``approval_hosts`` (the hosts of the
+    #: provider's documented authorization endpoints), routed like ``mcp_url`` under ``--override-origin``.
+    approval_origins: tuple[str, ...] = ()
 
     @property
     def preregistered(self) -> bool:
@@ -361,6 +366,20 @@ def _check_aliases(value: object, slug: str) -> Mapping[str, str]:
     return MappingProxyType(dict(value))
 
 
+def _check_approval_hosts(value: object) -> tuple[str, ...]:
+    """Exact public DNS names, as written (lowercase, no port, no wildcard): the consent pages a URL may open."""
+    field = "approval_hosts"
+    _require(isinstance(value, list) and len(value) > 0, f"{field} must be a non-empty list of host names")
+    assert isinstance(value, list)
+    for host in value:
+        _require(isinstance(host, str) and canonical_host(host) == host and "." in host,
+                 f"{field} entries must be lowercase DNS names without scheme, port or path")
+        assert isinstance(host, str)
+        _require(not is_local_host(host), f"{field} entries must be public DNS names")
+    _require(len(set(value)) == len(value), f"{field} must not repeat a host")
+    return tuple(value)
+
+
 def _optional_str(entry: dict[str, Any], field: str) -> str | None:
     if field not in entry:
         return None
@@ -390,6 +409,7 @@ def _check_entry(entry: dict[str, Any], source: str) -> Provider:
     _require(len(set(scopes)) == len(scopes), "recommended_scopes must not repeat a scope")
     smoke_tool, smoke_args = _check_smoke(entry["smoke_fixture"])
     l0 = _check_l0(entry["l0_expectations"])
+    approval_hosts = _check_approval_hosts(entry["approval_hosts"])
     gate, pending = entry["launch_gate_passed"], entry["vendor_approval_pending"]
     _require(isinstance(gate, bool), "launch_gate_passed must be true or false")
     _require(isinstance(pending, bool), "vendor_approval_pending must be true or false")
@@ -411,6 +431,7 @@ def _check_entry(entry: dict[str, Any], source: str) -> Provider:
         tool_aliases=aliases, prerequisite_copy=_optional_str(entry, "prerequisite_copy"),
         revoke_manual_path=_optional_str(entry, "revoke_manual_path"),
         client_id=_optional_str(entry, "client_id"), source=source,
+        approval_origins=approval_origins(approval_hosts),
     )
 
 
@@ -550,7 +571,9 @@ def routed_registry(pm: Any = None) -> Registry:
     gateway runs counts at the next request (:mod:`kirocrew_connections.clients`).
     Under ``kirocrew serve --override-origin`` the entry a Connect installs, the
     mint, Test, Disconnect and the grant stat all use the routed URL, so they
-    agree on one endpoint; the registry's https rule is checked before routing.
+    agree on one endpoint, and an overridden approval origin becomes its target
+    (the fixture serves the consent page too); the registry's https rule is
+    checked before routing.
     """
     from dataclasses import replace
 
@@ -562,7 +585,9 @@ def routed_registry(pm: Any = None) -> Registry:
     overrides = active()
     if not overrides:
         return registry
-    return Registry.of(replace(p, mcp_url=overrides.apply(p.mcp_url)) for p in registry.all())
+    return Registry.of(replace(p, mcp_url=overrides.apply(p.mcp_url),
+                               approval_origins=tuple(overrides.apply(o) for o in p.approval_origins))
+                       for p in registry.all())
 
 
 def clear_registry_cache() -> None:

@@ -187,11 +187,14 @@ class WarmTable:
     def absorb(self, result: Activation, claims: dict[str, _Claim]) -> list[str]:
         """Turn each claim the activation answered into a ``waiting`` shared row with its watcher.
 
-        A URL carrying a credential is never recorded: its claim is released
-        (a later Connect takes the cold path, whose single retry owns that case)
-        and it is named by slug only. Synchronous, so it is atomic.
+        A URL the approval gate refuses (a credential in it, or a host outside the
+        provider's approval hosts) is never recorded: its claim is released (a
+        later Connect takes the cold path, which owns the retry and says why on
+        the row) and it is audited by slug and reason (and a foreign host by
+        name). Synchronous, so it is atomic.
         """
-        from kirocrew_connections.mint import oauth_url_contains_credential, server_alias
+        from kirocrew_connections.approval_url import REFUSED_HOST, refusal, url_host
+        from kirocrew_connections.mint import server_alias
 
         minted: list[str] = []
         try:
@@ -199,9 +202,11 @@ class WarmTable:
                 url = result.requests.get(server_alias(slug))
                 if url is None or not self._holds_claim(claim) or claim.row.state != MINTING:
                     continue
-                if oauth_url_contains_credential(url):
-                    log.warning("warm mint for %s: kiro-cli sent a credential-bearing URL; released", slug)
-                    self._audit(URL_EVENT, "refused", provider=slug)
+                refused = refusal(url, claim.provider)
+                if refused is not None:
+                    log.warning("warm mint for %s: approval URL refused (%s); released", slug, refused)
+                    where = {"approval_host": url_host(url)} if refused == REFUSED_HOST else {}
+                    self._audit(URL_EVENT, "refused", provider=slug, reason=refused, **where)
                     continue
                 row = claim.row
                 row.state, row.oauth_url, row.url_minted = WAITING, url, True

@@ -160,6 +160,7 @@ class WarmRuntime:
         self._rearm_task: asyncio.Task[Any] | None = None
         self.rearm: Callable[[], Awaitable[Any]] | None = None  # set by the table: rescan + warm
         self._background: set[asyncio.Task[Any]] = set()
+        self._exit_watchers: set[asyncio.Task[Any]] = set()
 
     # -- liveness ------------------------------------------------------------------------
 
@@ -262,6 +263,7 @@ class WarmRuntime:
             gen = Generation(self.generation, runtime, path, plan)
             self.current, handed = gen, True
             self._reaper = self._track(self._reap(gen))
+            self._watch_exit(gen)
         finally:
             if not handed:
                 await asyncio.shield(self._track(self._abandon_spawn(runtime, path, pending)))
@@ -502,7 +504,26 @@ class WarmRuntime:
             except Exception as exc:  # noqa: BLE001 - keep draining
                 log.warning("warm parked drain: %s", type(exc).__name__)
 
-    # -- the reaper and the re-arm -------------------------------------------------------
+    # -- the exit watcher, the reaper and the re-arm ---------------------------------------
+
+    def _watch_exit(self, gen: Generation) -> None:
+        """Withdraw ``gen``'s URLs the moment its process exits, not at the reaper's next tick.
+
+        A URL whose verifier died with the process opens a consent page nothing
+        can complete; a click in the reaper's gap opened exactly that. The
+        withdrawal is synchronous (atomic); retiring, sweeping and the re-arm stay
+        the reaper's. Kept apart from the tracked tasks, because shutdown cancels
+        it rather than waiting on a process that might outlive its kill.
+        """
+        async def watch() -> None:
+            await gen.runtime.wait_exit()
+            gone = self.rows.expire_generation(gen.number)
+            if gone:
+                log.info("warm kiro-cli generation %d exited; withdrew %s", gen.number, ", ".join(gone))
+
+        task = asyncio.ensure_future(watch())
+        self._exit_watchers.add(task)
+        task.add_done_callback(self._exit_watchers.discard)
 
     async def _reap(self, gen: Generation) -> None:
         """Every ``reaper_interval``: withdraw dead rows, sweep, notice death, retire when idle."""
@@ -575,5 +596,8 @@ class WarmRuntime:
                 with contextlib.suppress(BaseException):
                     await task
         await self.retire_all()
+        for watcher in list(self._exit_watchers):
+            watcher.cancel()
+        await asyncio.gather(*self._exit_watchers, return_exceptions=True)
         others = [t for t in self._background if t is not asyncio.current_task() and t is not self._drain]
         await asyncio.gather(*others, return_exceptions=True)

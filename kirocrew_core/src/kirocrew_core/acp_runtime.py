@@ -322,6 +322,16 @@ class AcpRuntime:
     def alive(self) -> bool:
         return self._process is not None and self._process.returncode is None and not self._closing
 
+    async def wait_exit(self) -> int | None:
+        """Return once kiro-cli has exited (its exit status; None when it never started).
+
+        For a holder that must act the moment the process dies rather than on its
+        next poll: asyncio lets several tasks wait on one child at once.
+        """
+        if self._process is None:
+            return None
+        return await self._process.wait()
+
     @property
     def agent_info(self) -> dict[str, Any]:
         """``initialize``'s ``agentInfo`` (``{"name", "title", "version"}``), empty if not sent."""

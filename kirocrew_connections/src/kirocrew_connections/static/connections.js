@@ -24,6 +24,7 @@ const MINT_FAILURES = {
   mint_process_gone: "The authorization process stopped before approval finished. Try connecting again.",
   mint_server_absent: "The MCP server entry disappeared before authorization could start. Try connecting again.",
   mint_url_rejected: "The provider returned an approval address containing credential-like data, so it was not displayed.",
+  mint_approval_host_refused: "The provider's server sent an approval page that is not on the provider's own sign-in host, so it was not opened.",
   mint_consent_failed: "The authorization did not complete: it was denied, or the provider refused the OAuth app (check its client id and secret). Try connecting again.",
   mint_redirect_port_busy: "Another program is using this provider's callback port, so the approval could not be received. Close it and try connecting again.",
   mint_dead_grant_kept: "The provider refuses the stored authorization, and it could not be removed here. Disconnect, then connect again.",
@@ -277,12 +278,20 @@ async function test(slug) {
   for (const card of grid.querySelectorAll("article.connection-card")) {
     if (card.dataset.slug !== slug) lockTest(card, slug);
   }
+  let refused = false;
   try {
     const result = await api("/api/connections/test", { method: "POST", body: { slug } });
     if (result.verdict === "usable") {
       feedback(slug, { kind: "success", text: `Connection is healthy (${result.toolCount} tools).` });
     } else if (result.verdict === "no_tools") {
       feedback(slug, { kind: "warning", text: "Offered no tools to inspect." });
+    } else if (result.code === "grant_refused") {
+      // kiro-cli dropped the refused grant: the card now offers Reconnect, and says why.
+      feedback(slug, {
+        kind: "error",
+        text: `${nameOf(slug)} refused the stored authorization (revoked at ${nameOf(slug)}, or expired). Reconnect to approve access again.`,
+      });
+      refused = true;
     } else {
       feedback(slug, { kind: "error", text: "Action failed: The provider did not pass the connection test." });
     }
@@ -293,6 +302,8 @@ async function test(slug) {
     setBusy(slug, false);
     unlockTests();
   }
+  // The card's own state changed (Needs attention, with Reconnect); the message above is carried over.
+  if (refused) await refreshCards([slug]).catch(() => {});
 }
 
 // -- Disconnect: two clauses, and every outcome carries the revoke link (§2.11) -----------------------
