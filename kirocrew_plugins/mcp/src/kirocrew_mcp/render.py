@@ -4,7 +4,10 @@
 
 1. the **base**: the existing agent file (unless ``clean``), so hand edits,
    ``autoApprove`` choices and ``kiro-cli mcp add --agent kirocrew`` servers
-   survive; a missing file (or ``clean``) starts from :data:`AGENT_TEMPLATE`;
+   survive; a missing file (or ``clean``) starts from :data:`AGENT_TEMPLATE`.
+   The entries the last render took from the scopes are first taken back out
+   of it (:mod:`kirocrew_mcp.scope_owned`), so a removal or a launch change in a
+   scope reaches the file; the user's own fields on them are laid back after;
 2. **app servers**, ``{app}:{server}``, by assignment: the app registry is
    authoritative and re-derived every time, so last pass's entry cannot keep a
    grant this pass strips;
@@ -55,7 +58,7 @@ from kirocrew_core.errors import KirocrewError
 from kirocrew_core.jsonfile import ReadState, read_json, write_bytes_atomic, write_json_atomic
 from kirocrew_core.locks import named_lock
 
-from kirocrew_mcp import aliases, app_registry, managed
+from kirocrew_mcp import aliases, app_registry, managed, scope_owned
 from kirocrew_mcp.resolve import resolve_command_in, search_dirs
 from kirocrew_mcp.scopes import KIND_CREW, ScopeRead, all_scopes, read_scope_servers, unusable_scopes_error
 
@@ -115,6 +118,8 @@ class RebuildReport:
     tool_aliases: dict[str, str] = field(default_factory=dict)
     resources: list[str] = field(default_factory=list)
     spawn_hooks: list[str] = field(default_factory=list)
+    retracted: list[str] = field(default_factory=list)
+    scope_entries: dict[str, dict[str, Any]] = field(default_factory=dict)
     backup: Path | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -130,6 +135,7 @@ class RebuildReport:
             "tool_aliases": dict(self.tool_aliases),
             "resources": list(self.resources),
             "spawn_hooks": list(self.spawn_hooks),
+            "retracted": list(self.retracted),
             "backup": str(self.backup) if self.backup else None,
         }
 
@@ -641,6 +647,7 @@ def render_agent_config(
     retired_managed: set[str],
     rendered_aliases: Mapping[str, str] | None = None,
     rendered_context: Mapping[str, Any] | None = None,
+    rendered_scope_entries: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, Any], list[Withheld]]:
     """Merge everything onto ``base`` and return the finished config (reads only, no writes).
 
@@ -648,7 +655,10 @@ def render_agent_config(
     state file's record); the ones written now are in ``report.tool_aliases``.
     ``rendered_context`` is the record of the ``resources`` and ``agentSpawn`` commands it
     added (``{"resources": [...], "spawn_hooks": [...]}``); the ones added now are in
-    ``report.resources`` and ``report.spawn_hooks``.
+    ``report.resources`` and ``report.spawn_hooks``. ``rendered_scope_entries`` is the
+    record of the entries it took from the scopes (:mod:`kirocrew_mcp.scope_owned`); this
+    render's is in ``report.scope_entries``, and the servers it took back because no scope
+    declares them any more are in ``report.retracted``.
 
     ``retired_managed`` are names a plugin used to manage and no longer does
     (a gated-off ``kirocrew-computer``): they are retracted from the base and
@@ -668,8 +678,16 @@ def render_agent_config(
     app_names = {k for k in base_servers if isinstance(k, str) and app_state.owns(k)} | set(app_entries)
     app_names -= reserved
     extra = _extra_servers(pm, report)
+    own_base = {k: v for k, v in base_servers.items() if k not in reserved and k not in app_names}
+    crew_reads = [r for r in sources.reads if r.scope is not None and r.scope.kind == KIND_CREW]
+    crew_maps = [r.servers for r in crew_reads]
+    reclaimed = scope_owned.Reclaimed()
+    if sources.all_known:  # a scope we cannot read may be the one declaring what looks removed
+        shared_maps = [r.servers for r in sources.reads if r not in crew_reads]
+        view = scope_owned.scope_view([*shared_maps, extra], crew_maps)
+        reclaimed = scope_owned.reclaim(own_base, rendered_scope_entries or {}, view, reserved)
     servers = _merge(
-        {k: v for k, v in base_servers.items() if k not in reserved and k not in app_names},
+        own_base,
         app_entries,
         app_names,
         sources,
@@ -682,8 +700,12 @@ def render_agent_config(
     config["mcpServers"] = servers
     report.renamed.update(aliases.normalize_server_keys(config, reserved=reserved))
     servers = config["mcpServers"]
+    user_owned = {report.renamed.get(k, k) for k in own_base}
+    report.retracted = scope_owned.lay_back(servers, reclaimed, scope_owned.crew_fields(crew_maps))
+    for key in reclaimed.overlays:
+        if isinstance(servers.get(key), dict):
+            _tidy_entry(servers[key])
 
-    crew_prefs = [r.servers for r in sources.reads if r.scope is not None and r.scope.kind == KIND_CREW]
     executable = managed.kirocrew_executable() if managed_servers else None
     for name, server in managed_servers.items():
         entry = managed.managed_entry(
@@ -691,7 +713,7 @@ def render_agent_config(
         )
         # Preferences the dashboard keeps in the crew store (a disable, per-tool disables);
         # never a launch spec, and never from a shared global, where a managed name is a leftover.
-        for prefs in crew_prefs:
+        for prefs in crew_maps:
             pref = prefs.get(name)
             if not isinstance(pref, dict):
                 continue
@@ -715,6 +737,9 @@ def render_agent_config(
             config[key] = _dedup_strings(config[key])
     never = {name for name, server in managed_servers.items() if not server.may_auto_approve}
     withheld = apply_auto_approve_pass(config, never, pm)
+    report.scope_entries = scope_owned.records_for(
+        config["mcpServers"], user_owned=user_owned, not_scoped=reserved | app_names, reclaimed=reclaimed,
+        previous=rendered_scope_entries or {}, keep_previous=not sources.all_known)
     return {k: config[k] for k in AGENT_FIELDS if k in config}, withheld
 
 
@@ -833,6 +858,10 @@ def _merge_agent_context(config: dict[str, Any], resources: list[str], commands:
     report.spawn_hooks = list(commands)
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _string_dict(value: Any) -> dict[str, str]:
     if not isinstance(value, dict):
         return {}
@@ -891,6 +920,7 @@ def rebuild_agent_config(
             retired_managed=retired,
             rendered_aliases=_string_dict(state.get("tool_aliases")),
             rendered_context={"resources": state.get("resources"), "spawn_hooks": state.get("spawn_hooks")},
+            rendered_scope_entries=_dict(state.get("scope_entries")),
         )
         data = dumps_agent(config)
         if data != current:
@@ -903,7 +933,8 @@ def rebuild_agent_config(
         _write_state(
             {"managed": sorted(managed_servers), "retired": sorted(retired), "warnings": list(report.warnings),
              "tool_aliases": dict(report.tool_aliases), "resources": list(report.resources),
-             "spawn_hooks": list(report.spawn_hooks), "policy": policy},
+             "spawn_hooks": list(report.spawn_hooks), "policy": policy,
+             "scope_entries": report.scope_entries},
             state,
         )
     return report
