@@ -30,7 +30,8 @@ Managed servers are skipped by every loop and rewritten by
 falls back through the crew store, the Kiro global and the seam scopes, adopting
 ``command``, ``args`` and ``env`` as a unit. ``disabled`` is tightest-wins: a
 server muted in any scope is rendered ``disabled: true``. Slash keys get their
-kiro-safe alias. Last, ``allowedTools`` and every ``autoApprove`` pass through
+kiro-safe alias, and every Playwright MCP entry is folded onto one key
+(:mod:`kirocrew_mcp.playwright`). Last, ``allowedTools`` and every ``autoApprove`` pass through
 the governance ceiling; ``tools`` is left alone, because mounting a tool is not
 auto-approving it.
 
@@ -58,7 +59,7 @@ from kirocrew_core.errors import KirocrewError
 from kirocrew_core.jsonfile import ReadState, read_json, write_bytes_atomic, write_json_atomic
 from kirocrew_core.locks import named_lock
 
-from kirocrew_mcp import aliases, app_registry, managed, scope_owned
+from kirocrew_mcp import aliases, app_registry, managed, playwright, scope_owned
 from kirocrew_mcp.resolve import resolve_command_in, search_dirs
 from kirocrew_mcp.scopes import KIND_CREW, ScopeRead, all_scopes, read_scope_servers, unusable_scopes_error
 
@@ -699,6 +700,12 @@ def render_agent_config(
     config = base
     config["mcpServers"] = servers
     report.renamed.update(aliases.normalize_server_keys(config, reserved=reserved))
+    folded = playwright.converge_playwright_servers(config, reserved=reserved | app_names, resolve=_Resolver())
+    if folded:
+        report.renamed.update({old: folded.get(new, new) for old, new in report.renamed.items()})
+        report.renamed.update(folded)
+        report.warnings.append(f"Playwright MCP entries {', '.join(sorted(folded))} start the same browser "
+                               f"backend as {playwright.CANONICAL_KEY!r}: rendered once, under that key")
     servers = config["mcpServers"]
     user_owned = {report.renamed.get(k, k) for k in own_base}
     report.retracted = scope_owned.lay_back(servers, reclaimed, scope_owned.crew_fields(crew_maps))

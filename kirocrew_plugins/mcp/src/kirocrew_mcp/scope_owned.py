@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kirocrew_mcp.aliases import mcp_server_alias
+from kirocrew_mcp.playwright import CANONICAL_KEY, is_playwright
 
 #: The fields that say how a server is started; they belong together (one source's command never gets
 #: another's arguments), so the user owns them all or none.
@@ -55,21 +56,26 @@ class Reclaimed:
     overlays: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
+def rendered_key(name: str, spec: Any) -> str:
+    """The key the render gives a scope's ``name``: its kiro-safe alias, or the one Playwright key."""
+    return CANONICAL_KEY if is_playwright(spec) else mcp_server_alias(name)
+
+
 def scope_view(reads: Iterable[Mapping[str, Any]], crew: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """What the scopes alone declare under each rendered key: shared scopes fill gaps, the crew store updates.
 
     ``reads`` are the shared scopes' server maps, highest priority first; ``crew`` the crew store's.
-    Keys are the kiro-safe aliases the render gives them.
+    Keys are the ones the render gives them (:func:`rendered_key`).
     """
     view: dict[str, dict[str, Any]] = {}
     for servers in reads:
         for name, spec in servers.items():
             if isinstance(spec, dict):
-                view.setdefault(mcp_server_alias(name), dict(spec))
+                view.setdefault(rendered_key(name, spec), dict(spec))
     for servers in crew:
         for name, spec in servers.items():
             if isinstance(spec, dict):
-                view.setdefault(mcp_server_alias(name), {}).update(spec)
+                view.setdefault(rendered_key(name, spec), {}).update(spec)
     return view
 
 
@@ -79,7 +85,7 @@ def crew_fields(crew: Iterable[Mapping[str, Any]]) -> dict[str, set[str]]:
     for servers in crew:
         for name, spec in servers.items():
             if isinstance(spec, dict):
-                out.setdefault(mcp_server_alias(name), set()).update(spec)
+                out.setdefault(rendered_key(name, spec), set()).update(spec)
     return out
 
 
