@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 HOOK_PAGE = REPO / "docs" / "plugins" / "mcp-hooks.md"
 HOOK_PAGE_TITLE = "kirocrew-mcp hook reference"
 MCP_HOOKS = [name for name, _ in hook_functions(mcp_hookspecs)]
-ROUTES = [("GET", "/api/mcp"), ("POST", "/api/mcp/probe"), ("GET", "/api/mcp/scopes"),
+ROUTES = [("GET", "/api/mcp"), ("POST", "/api/mcp/probe"), ("GET", "/api/mcp/probe"), ("GET", "/api/mcp/scopes"),
           ("POST", "/api/mcp/apply"), ("POST", "/api/mcp/cleanup"), ("POST", "/api/sessions/restart")]
 WAIT_SECS = 60.0
 CAT = {"command": "/bin/cat", "args": ["-u"]}

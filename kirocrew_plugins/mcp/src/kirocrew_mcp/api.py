@@ -7,6 +7,8 @@ dashboard's MCP servers page (:mod:`kirocrew_mcp.page`).
                            one background probe of the rows never probed yet
 ``POST /api/mcp/probe``    probe ``{"name": …}`` or every server (``{}``/``{"all": true}``)
                            now and answer the fresh rows
+``GET /api/mcp/probe``     every row with the gateway's cached probe results; starts
+                           nothing (what ``kirocrew doctor`` reads from a running host)
 ``GET /api/mcp/scopes``    the scopes an Apply may name, with each file's state
 ``POST /api/mcp/apply``    a change list (:mod:`kirocrew_mcp.apply`), then one rebuild
 ``POST /api/mcp/servers``  declare a new (custom) server (:mod:`kirocrew_mcp.add`),
@@ -236,6 +238,16 @@ async def probe_mcp(request: Request) -> JSONResponse:
     return JSONResponse({"servers": _row_dicts(fresh, frozenset())})
 
 
+async def probe_results(request: Request) -> JSONResponse:
+    """``GET /api/mcp/probe``: every row with its cached probe result, starting no probe and no server."""
+    from starlette.responses import JSONResponse
+
+    from kirocrew_mcp.discovery import discover
+
+    found = await asyncio.to_thread(discover, pm=_pm(request), cache=_cache())
+    return JSONResponse({"servers": _row_dicts(found.rows, frozenset())})
+
+
 def _probe_target(body: dict[str, Any]) -> str | None:
     """The one server a probe request names, or None for all of them."""
     if set(body) - {"name", "all"}:
@@ -372,6 +384,7 @@ def routes() -> list[BaseRoute]:
     return [
         Route("/api/mcp", list_mcp, methods=["GET"], name="mcp_list"),
         Route("/api/mcp/probe", probe_mcp, methods=["POST"], name="mcp_probe"),
+        Route("/api/mcp/probe", probe_results, methods=["GET"], name="mcp_probe_results"),
         Route("/api/mcp/scopes", list_scopes, methods=["GET"], name="mcp_scopes"),
         Route("/api/mcp/apply", apply_mcp, methods=["POST"], name="mcp_apply"),
         Route("/api/mcp/servers", add_server, methods=["POST"], name="mcp_add_server"),
