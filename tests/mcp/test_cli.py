@@ -163,7 +163,7 @@ def test_list_shows_every_server_with_its_scopes(kirocrew):
 def test_list_json_with_the_installed_companion_has_its_scope_on_every_row(kirocrew):
     kiro_global({"srv": CAT})
     answer = json.loads(kirocrew("mcp", "list", "--json").stdout)
-    assert answer["servers"][0]["presence"] == {"kirocrew": False, "kiro": True, "cc": False}
+    assert answer["servers"][0]["presence"] == {"kirocrew": True, "kiro": True, "cc": False}
 
 
 def test_without_the_companion_claude_json_is_never_consulted(kirocrew):
@@ -173,7 +173,7 @@ def test_without_the_companion_claude_json_is_never_consulted(kirocrew):
     answer = json.loads(kirocrew("mcp", "list", "--json", env=without_companion()).stdout)
 
     assert answer["problems"] == []
-    assert answer["servers"][0]["presence"] == {"kirocrew": False, "kiro": True}
+    assert answer["servers"][0]["presence"] == {"kirocrew": True, "kiro": True}
 
 
 def test_list_probe_starts_the_servers_and_shows_their_tools(kirocrew):

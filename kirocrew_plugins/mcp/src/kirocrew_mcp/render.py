@@ -278,7 +278,11 @@ def _read_base(path: Path, clean: bool, report: RebuildReport) -> tuple[dict[str
             current = None
     if clean or read.state is not ReadState.DOCUMENT or not isinstance(read.document, dict):
         return copy.deepcopy(AGENT_TEMPLATE), True, current
-    base = read.document
+    return _usable_base(read.document, path, report), False, current
+
+
+def _usable_base(base: dict[str, Any], path: Path, report: RebuildReport) -> dict[str, Any]:
+    """``base`` without the fields kiro-cli 2.x would refuse, with the ones a render needs (in place)."""
     for key in list(base):
         if key not in AGENT_FIELDS:
             base.pop(key)
@@ -288,7 +292,7 @@ def _read_base(path: Path, clean: bool, report: RebuildReport) -> tuple[dict[str
             report.warnings.append(f"{path}: dropped field {key!r} of the wrong type")
     for key in ("description", "tools", "mcpServers"):
         base.setdefault(key, copy.deepcopy(AGENT_TEMPLATE[key]))
-    return base, False, current
+    return base
 
 
 # -- the merge ----------------------------------------------------------------
@@ -649,6 +653,7 @@ def render_agent_config(
     rendered_aliases: Mapping[str, str] | None = None,
     rendered_context: Mapping[str, Any] | None = None,
     rendered_scope_entries: Mapping[str, Any] | None = None,
+    servers_only: bool = False,
 ) -> tuple[dict[str, Any], list[Withheld]]:
     """Merge everything onto ``base`` and return the finished config (reads only, no writes).
 
@@ -665,6 +670,10 @@ def render_agent_config(
     (a gated-off ``kirocrew-computer``): they are retracted from the base and
     kept out of every merge loop, so a stale copy in some scope cannot bring
     back a launch spec its owner withdrew.
+
+    ``servers_only`` (a view's preview) stops once ``mcpServers`` is merged: no
+    ``toolAliases``, ``resources`` or spawn hooks (their hooks may create files) and no
+    auto-approve pass (it reads the permission policy); grants are not what it is for.
     """
     managed_names = set(managed_servers)
     reserved = managed_names | retired_managed
@@ -731,6 +740,8 @@ def render_agent_config(
                 entry["autoApprove"] = list(pref["autoApprove"])
         _tidy_entry(entry)
         servers[name] = entry
+    if servers_only:
+        return config, []
     if fresh:
         _mount_refs(config, list(managed_servers))
     _mount_refs(config, [n for n in servers if n not in base_servers])
@@ -947,6 +958,53 @@ def rebuild_agent_config(
     return report
 
 
+@dataclass
+class Preview:
+    """What the next rebuild would render: its ``servers`` and ``renamed`` (raw key -> rendered key)."""
+
+    servers: dict[str, Any]
+    renamed: dict[str, str]
+
+    def effective(self, raw: str) -> bool:
+        """Whether sessions would load the server the scopes call ``raw``: rendered and not muted."""
+        entry = self.servers.get(self.renamed.get(raw, raw))
+        return isinstance(entry, dict) and entry.get("disabled", False) is False
+
+
+def preview_render(*, pm: KirocrewPluginManager | None = None) -> Preview | None:
+    """The next rebuild's servers, rendered in memory from the files as they are now; None when unknowable.
+
+    For views (the ``kirocrew`` badge): what sessions would load without waiting for
+    a rebuild. Takes no lock and writes nothing (a corrupt agent file is not backed up
+    here, and no audit record is made); ``None`` when the agent file cannot be read or
+    two plugins claim one managed server.
+    """
+    from kirocrew_core.plugins import get_plugin_manager
+
+    manager = pm if pm is not None else get_plugin_manager()
+    path = home.rendered_agent_file()
+    report = RebuildReport(path)
+    try:
+        managed_servers = managed.managed_servers(manager)
+    except KirocrewError:
+        return None
+    read = read_json(path)
+    if read.state in (ReadState.ABSENT, ReadState.EMPTY):
+        base, fresh = copy.deepcopy(AGENT_TEMPLATE), True
+    elif read.state is ReadState.DOCUMENT and isinstance(read.document, dict):
+        base, fresh = _usable_base(read.document, path, report), False
+    else:
+        return None
+    state = _read_state()
+    retired = (_names(state.get("managed")) | _names(state.get("retired"))) - set(managed_servers)
+    config, _ = render_agent_config(
+        base, fresh=fresh, pm=manager, report=report, managed_servers=managed_servers, retired_managed=retired,
+        rendered_aliases=_string_dict(state.get("tool_aliases")),
+        rendered_context={"resources": state.get("resources"), "spawn_hooks": state.get("spawn_hooks")},
+        rendered_scope_entries=_dict(state.get("scope_entries")), servers_only=True)
+    return Preview(dict(config.get("mcpServers") or {}), dict(report.renamed))
+
+
 def _policy_signature() -> str:
     from kirocrew_core.gate.policy_file import policy_signature
 
@@ -1023,11 +1081,13 @@ __all__ = [
     "AGENT_FIELDS",
     "AGENT_TEMPLATE",
     "AgentRefresh",
+    "Preview",
     "RebuildReport",
     "Withheld",
     "apply_auto_approve_pass",
     "audit_withheld",
     "last_rebuild_state",
+    "preview_render",
     "rebuild_agent_config",
     "remove_server_from_agent_file",
     "remove_then_rebuild",
