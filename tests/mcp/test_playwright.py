@@ -44,7 +44,10 @@ def node_tools(tmp_path, monkeypatch) -> Path:
     cli.write_text("#!/bin/sh\nexit 0\n")
     cli.chmod(0o755)
     (folder / "browser-mcp").symlink_to(cli)
-    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
+    dot_bin = tmp_path / "lib" / "node_modules" / ".bin"
+    dot_bin.mkdir()
+    (dot_bin / "pw-server").symlink_to(cli)  # what npm install puts on PATH
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{dot_bin}{os.pathsep}{os.environ.get('PATH', '')}")
     write_policy(rules=[{"decision": "allow", "tool": "*"}])
     return folder
 
@@ -86,6 +89,13 @@ def test_a_playwright_entry_muted_anywhere_mutes_the_one_backend(plugin_manager,
     write(home.crew_mcp_file(), {"mcpServers": {"pw": {"command": "mcp-server-playwright", "disabled": True}}})
     rebuild_agent_config()
     assert agent()["mcpServers"] == {CANONICAL_KEY: {"command": "npx", "args": ["@playwright/mcp"], "disabled": True}}
+
+
+def test_a_bin_npm_linked_into_node_modules_dot_bin_is_known_by_the_package_it_links_to(plugin_manager, node_tools):
+    write(home.kiro_global_mcp_file(), {"mcpServers": {"pw": {"command": "pw-server"},
+                                                       "playwright": {"command": "npx", "args": ["@playwright/mcp"]}}})
+    rebuild_agent_config()
+    assert agent()["mcpServers"] == {CANONICAL_KEY: {"command": "pw-server"}}
 
 
 def test_other_packages_run_through_npx_are_left_as_they_are(plugin_manager, node_tools):

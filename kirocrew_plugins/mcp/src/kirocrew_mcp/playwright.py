@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Collection
-from pathlib import PurePath
 from typing import Any
 
 from kirocrew_mcp.aliases import mcp_server_alias, rewrite_refs
@@ -47,7 +46,8 @@ Resolve = Callable[[dict[str, Any]], "str | None"]
 
 
 def _stem(command: str) -> str:
-    name = PurePath(command.replace("\\", "/")).name.lower()
+    # String work, not pathlib: every listing runs this over every server.
+    name = command.replace("\\", "/").rstrip("/").rpartition("/")[2].lower()
     for suffix in _EXE_SUFFIXES:
         if name.endswith(suffix):
             return name[: -len(suffix)]
@@ -86,9 +86,11 @@ def _first_operand(args: list[str]) -> str | None:
 
 def _from_path(path: str) -> str | None:
     """The npm package a file sits in (``…/node_modules/@scope/name/…``), or None."""
-    parts = PurePath(path.replace("\\", "/")).parts
+    if "node_modules" not in path:
+        return None
+    parts = [p for p in path.replace("\\", "/").split("/") if p]
     for at in range(len(parts) - 1, -1, -1):
-        if parts[at] == "node_modules" and at + 1 < len(parts):
+        if parts[at] == "node_modules" and at + 1 < len(parts) and parts[at + 1] != ".bin":
             first = parts[at + 1]
             if first.startswith("@") and at + 2 < len(parts):
                 return f"{first}/{parts[at + 2]}"
@@ -122,7 +124,9 @@ def launch_target(entry: dict[str, Any], resolve: Resolve | None = None) -> str 
         return f"npm:{_BINARIES[stem]}"
     resolved = resolve(entry) if resolve is not None else None
     if resolved:
-        package = _from_path(os.path.realpath(resolved))
+        # An installed package's bin is a symlink into its node_modules folder; only those need resolving.
+        package = _from_path(resolved) or (_from_path(os.path.realpath(resolved)) if os.path.islink(resolved)
+                                           else None)
         if package:
             return f"npm:{package}"
     return None
