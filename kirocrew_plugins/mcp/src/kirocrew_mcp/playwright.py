@@ -98,7 +98,20 @@ def _from_path(path: str) -> str | None:
     return None
 
 
-def launch_target(entry: dict[str, Any], resolve: Resolve | None = None) -> str | None:
+def _linked_package(resolved: str, memo: dict[str, str | None] | None) -> str | None:
+    """The package an executable is (or links into); symlinks are followed once per path per ``memo``."""
+    package = _from_path(resolved)
+    if package or not os.path.islink(resolved):
+        return package
+    if memo is None:
+        return _from_path(os.path.realpath(resolved))
+    if resolved not in memo:
+        memo[resolved] = _from_path(os.path.realpath(resolved))
+    return memo[resolved]
+
+
+def launch_target(entry: dict[str, Any], resolve: Resolve | None = None,
+                  memo: dict[str, str | None] | None = None) -> str | None:
     """What ``entry`` starts, as ``npm:<package>`` or ``docker:<image>``; see the module docstring."""
     command = entry.get("command")
     raw_args = entry.get("args")
@@ -125,16 +138,15 @@ def launch_target(entry: dict[str, Any], resolve: Resolve | None = None) -> str 
     resolved = resolve(entry) if resolve is not None else None
     if resolved:
         # An installed package's bin is a symlink into its node_modules folder; only those need resolving.
-        package = _from_path(resolved) or (_from_path(os.path.realpath(resolved)) if os.path.islink(resolved)
-                                           else None)
+        package = _linked_package(resolved, memo)
         if package:
             return f"npm:{package}"
     return None
 
 
-def is_playwright(entry: Any, resolve: Resolve | None = None) -> bool:
+def is_playwright(entry: Any, resolve: Resolve | None = None, memo: dict[str, str | None] | None = None) -> bool:
     """Whether ``entry`` starts the Playwright MCP server."""
-    return isinstance(entry, dict) and launch_target(entry, resolve) in TARGETS
+    return isinstance(entry, dict) and launch_target(entry, resolve, memo) in TARGETS
 
 
 def _muted(entry: dict[str, Any]) -> bool:
@@ -147,7 +159,8 @@ def converge_playwright_servers(config: dict[str, Any], *, reserved: Collection[
     servers = config.get("mcpServers")
     if not isinstance(servers, dict):
         return {}
-    members = [k for k, e in servers.items() if k not in reserved and is_playwright(e, resolve)]
+    memo: dict[str, str | None] = {}
+    members = [k for k, e in servers.items() if k not in reserved and is_playwright(e, resolve, memo)]
     if not members or members == [CANONICAL_KEY]:
         return {}
     keeper = CANONICAL_KEY if CANONICAL_KEY in members else members[0]
