@@ -99,15 +99,15 @@ def _from_path(path: str) -> str | None:
 
 
 def _linked_package(resolved: str, memo: dict[str, str | None] | None) -> str | None:
-    """The package an executable is (or links into); symlinks are followed once per path per ``memo``."""
+    """The package an executable is (or links into); each path is looked at once per ``memo``."""
+    if memo is not None and resolved in memo:
+        return memo[resolved]
     package = _from_path(resolved)
-    if package or not os.path.islink(resolved):
-        return package
-    if memo is None:
-        return _from_path(os.path.realpath(resolved))
-    if resolved not in memo:
-        memo[resolved] = _from_path(os.path.realpath(resolved))
-    return memo[resolved]
+    if package is None and os.path.islink(resolved):
+        package = _from_path(os.path.realpath(resolved))
+    if memo is not None:
+        memo[resolved] = package
+    return package
 
 
 def launch_target(entry: dict[str, Any], resolve: Resolve | None = None,
@@ -146,7 +146,15 @@ def launch_target(entry: dict[str, Any], resolve: Resolve | None = None,
 
 def is_playwright(entry: Any, resolve: Resolve | None = None, memo: dict[str, str | None] | None = None) -> bool:
     """Whether ``entry`` starts the Playwright MCP server."""
-    return isinstance(entry, dict) and launch_target(entry, resolve, memo) in TARGETS
+    if not isinstance(entry, dict):
+        return False
+    command, args = entry.get("command"), entry.get("args")
+    words = [command, *(args if isinstance(args, list) else ())]
+    if any(isinstance(w, str) and "playwright" in w.lower() for w in words):
+        return launch_target(entry, resolve, memo) in TARGETS
+    # Named nowhere: only an executable that links into the installed package can still be it.
+    resolved = resolve(entry) if resolve is not None and isinstance(command, str) else None
+    return resolved is not None and _linked_package(resolved, memo) == PACKAGE
 
 
 def _muted(entry: dict[str, Any]) -> bool:

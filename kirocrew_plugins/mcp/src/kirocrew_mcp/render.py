@@ -398,9 +398,9 @@ def _validate(
     extra: dict[str, dict[str, Any]],
     skip: set[str],
     report: RebuildReport,
+    resolver: _Resolver,
 ) -> dict[str, dict[str, Any]]:
     """Drop what kiro-cli would refuse; apply the resolution-aware fallback and tightest-wins ``disabled``."""
-    resolver = _Resolver()
     valid: dict[str, dict[str, Any]] = {}
     for name, entry in servers.items():
         if name in skip:  # app entries: checked at registration, authoritative, never re-sourced
@@ -704,12 +704,13 @@ def render_agent_config(
         extra,
         reserved,
     )
-    servers = _validate(servers, sources, extra, set(app_entries), report)
+    resolver = _Resolver()  # one per render: the fallback and the Playwright fold resolve the same commands
+    servers = _validate(servers, sources, extra, set(app_entries), report, resolver)
 
     config = base
     config["mcpServers"] = servers
     report.renamed.update(aliases.normalize_server_keys(config, reserved=reserved))
-    folded = playwright.converge_playwright_servers(config, reserved=reserved | app_names, resolve=_Resolver())
+    folded = playwright.converge_playwright_servers(config, reserved=reserved | app_names, resolve=resolver)
     if folded:
         report.renamed.update({old: folded.get(new, new) for old, new in report.renamed.items()})
         report.renamed.update(folded)
