@@ -65,6 +65,18 @@ def test_rebuild_writes_the_agent_file_then_finds_nothing_to_change(kirocrew):
     assert rendered()["includeMcpJson"] is False
 
 
+def test_rebuild_says_which_servers_left_because_no_scope_declares_them_any_more(kirocrew):
+    kiro_global({"srv": CAT, "gone": CAT})
+    assert kirocrew("mcp", "rebuild").returncode == 0
+    kiro_global({"srv": CAT})  # kiro-cli mcp remove --name gone
+
+    done = kirocrew("mcp", "rebuild")
+
+    assert done.returncode == 0, done.stderr
+    assert "removed (no scope declares them any more): gone" in done.stdout
+    assert user_servers(rendered()["mcpServers"]) == {"srv": CAT}
+
+
 def _rendered_with(servers: dict[str, Any], kirocrew: Any) -> bytes:
     kiro_global(servers)
     assert kirocrew("mcp", "rebuild").returncode == 0
