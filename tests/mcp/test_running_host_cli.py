@@ -92,3 +92,22 @@ def test_doctor_reports_the_running_hosts_live_probe_results(isolated_homes) -> 
         assert after["summary"].startswith(failed)
         assert "broken: error: command not found" in after["detail"]
     assert running_host_url() is None
+
+
+def test_in_a_terminal_config_set_asks_before_restarting(isolated_homes) -> None:
+    import subprocess
+
+    from kirocrew_testing.fixtures import kirocrew_argv
+
+    primary, terminal = os.openpty()
+    try:
+        process = subprocess.Popen(kirocrew_argv("config", "set", "governance.ceiling", "@z"), stdin=terminal,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        os.write(primary, b"y\n")
+        out, err = process.communicate(timeout=60)
+    finally:
+        os.close(primary)
+        os.close(terminal)
+    assert process.returncode == 0, err
+    assert "Restart kirocrew's sessions now (what Apply & Restart" in out
+    assert "No kirocrew host is running" in out  # it was asked, and said yes
