@@ -79,6 +79,17 @@ def test_a_server_removed_from_the_kiro_global_leaves_the_agent_on_the_next_rebu
     assert home.kiro_global_mcp_file().read_bytes() == removed
 
 
+def test_a_retracted_server_takes_its_references_with_it(plugin_manager, tools):
+    kiro_global({"a": {"command": "tool-a"}, "b": {"command": "tool-b"}})
+    rebuild_agent_config()
+    doc = agent()
+    doc["tools"], doc["allowedTools"] = ["read", "@a", "@b"], ["@a/list", "@b/list"]
+    write(home.rendered_agent_file(), doc)
+    kiro_global({"b": {"command": "tool-b"}})
+    rebuild_agent_config()
+    assert agent()["tools"] == ["read", "@b"] and agent()["allowedTools"] == ["@b/list"]
+
+
 def test_an_args_change_in_the_kiro_global_reaches_the_agent(plugin_manager, tools):
     kiro_global({"a": {"command": "tool-a", "args": ["--old"], "env": {"K": "1"}}})
     rebuild_agent_config()

@@ -719,6 +719,7 @@ def render_agent_config(
     servers = config["mcpServers"]
     user_owned = {report.renamed.get(k, k) for k in own_base}
     report.retracted = scope_owned.lay_back(servers, reclaimed, scope_owned.crew_fields(crew_maps))
+    _drop_refs(config, set(report.retracted))  # a grant must not wait for a server of that name to come back
     for key in reclaimed.overlays:
         if isinstance(servers.get(key), dict):
             _tidy_entry(servers[key])
@@ -1042,15 +1043,20 @@ def remove_server_from_agent_file(name: str) -> bool:
             return False
         for key in keys:
             servers.pop(key, None)
-        for list_key in ("tools", "allowedTools"):
-            refs = config.get(list_key)
-            if isinstance(refs, list):
-                config[list_key] = [
-                    r for r in refs
-                    if not (isinstance(r, str) and any(r == f"@{k}" or r.startswith(f"@{k}/") for k in keys))
-                ]
+        _drop_refs(config, keys)
         write_json_atomic(path, config)
         return True
+
+
+def _drop_refs(config: dict[str, Any], keys: set[str]) -> None:
+    """Remove ``@key`` and ``@key/tool`` from ``tools`` and ``allowedTools`` (in place)."""
+    for list_key in ("tools", "allowedTools"):
+        refs = config.get(list_key)
+        if isinstance(refs, list):
+            config[list_key] = [
+                r for r in refs
+                if not (isinstance(r, str) and any(r == f"@{k}" or r.startswith(f"@{k}/") for k in keys))
+            ]
 
 
 @dataclass
