@@ -197,6 +197,9 @@ def test_kirocrew_servers_left_in_the_kiro_global_are_named_and_removed_from_the
     text = section.inner_text()
     assert ".kiro/settings/mcp.json" in text and "kirocrew-core" in text and "kirocrew-cron" in text
     dashboard.screenshot(opened, "mcp-stale-managed-light", full_page=False)
+    narrow = open_mcp(dashboard, color_scheme="dark", width=400)
+    assert narrow.page.evaluate("document.documentElement.scrollWidth") <= 400
+    dashboard.screenshot(narrow, "mcp-stale-managed-dark-400", full_page=False)
 
     page.get_by_role("button", name="Remove them").click()
     status_says(page, "Removed kirocrew-core, kirocrew-cron from")
