@@ -186,6 +186,29 @@ def test_uninstall_asks_first_and_then_removes_the_server_from_every_scope(dashb
     assert row(page, "srv").count() == 0 and row(page, "keep").is_visible()
 
 
+def test_kirocrew_servers_left_in_the_kiro_global_are_named_and_removed_from_the_page(dashboard) -> None:
+    write(home.kiro_global_mcp_file(), {"theme": "dark", "mcpServers": {
+        "kirocrew-core": {"command": "/old/install/kirocrew", "args": ["mcp-core"]},
+        "kirocrew-cron": {"command": "/old/install/kirocrew", "args": ["mcp-cron"]},
+        "keep": fixture_spec()}})
+    opened = open_mcp(dashboard)
+    page = opened.page
+    section = page.get_by_role("region", name="kirocrew's own servers in a shared file")
+    text = section.inner_text()
+    assert ".kiro/settings/mcp.json" in text and "kirocrew-core" in text and "kirocrew-cron" in text
+    dashboard.screenshot(opened, "mcp-stale-managed-light", full_page=False)
+    narrow = open_mcp(dashboard, color_scheme="dark", width=400)
+    assert narrow.page.evaluate("document.documentElement.scrollWidth") <= 400
+    dashboard.screenshot(narrow, "mcp-stale-managed-dark-400", full_page=False)
+
+    page.get_by_role("button", name="Remove them").click()
+    status_says(page, "Removed kirocrew-core, kirocrew-cron from")
+    on_disk = json.loads(home.kiro_global_mcp_file().read_text())
+    assert on_disk == {"theme": "dark", "mcpServers": {"keep": fixture_spec()}}
+    assert section.count() == 0  # the page was re-read: nothing stale is left to offer
+    assert opened.csp_violations() == [] and opened.console_errors == []
+
+
 def test_a_malformed_scope_file_is_shown_as_a_problem_and_left_alone(dashboard) -> None:
     broken = write(home.kiro_global_mcp_file(), '{"mcpServers": {"half": ')
     write(home.crew_mcp_file(), {"mcpServers": {"mine": fixture_spec()}})

@@ -24,8 +24,8 @@ REPO = Path(__file__).resolve().parents[2]
 HOOK_PAGE = REPO / "docs" / "plugins" / "mcp-hooks.md"
 HOOK_PAGE_TITLE = "kirocrew-mcp hook reference"
 MCP_HOOKS = [name for name, _ in hook_functions(mcp_hookspecs)]
-ROUTES = [("GET", "/api/mcp"), ("POST", "/api/mcp/probe"), ("GET", "/api/mcp/scopes"),
-          ("POST", "/api/mcp/apply"), ("POST", "/api/sessions/restart")]
+ROUTES = [("GET", "/api/mcp"), ("POST", "/api/mcp/probe"), ("GET", "/api/mcp/probe"), ("GET", "/api/mcp/scopes"),
+          ("POST", "/api/mcp/apply"), ("POST", "/api/mcp/cleanup"), ("POST", "/api/sessions/restart")]
 WAIT_SECS = 60.0
 CAT = {"command": "/bin/cat", "args": ["-u"]}
 
@@ -112,6 +112,43 @@ def test_an_apply_from_a_foreign_origin_is_refused_and_changes_nothing(gateway_c
     response = gateway_client.post("/api/mcp/apply", json={"changes": [{"name": "srv", "uninstall": True}]},
                                    headers={"Origin": "http://evil.example"})
     assert response.status_code == 403
+    assert digest(home.kiro_global_mcp_file()) == before
+
+
+# -- kirocrew's own servers left in a shared global ----------------------------------------------------
+
+
+def test_the_listing_names_managed_servers_left_in_the_kiro_global_and_cleanup_removes_only_them(gateway_client):
+    write(home.kiro_global_mcp_file(), {"kirocrew-core": {"command": "old-kirocrew", "args": ["mcp-core"]},
+                                        "kirocrew-cron": {"command": "old-kirocrew"}, "mine": CAT})
+    stale = gateway_client.get("/api/mcp").json()["staleManaged"]
+    assert stale == [{"scope": "kiro", "label": "Kiro", "path": str(home.kiro_global_mcp_file()),
+                      "names": ["kirocrew-core", "kirocrew-cron"]}]
+    answer = gateway_client.post("/api/mcp/cleanup", json={})
+    assert answer.status_code == 200, answer.text
+    assert [s["removed"] for s in answer.json()["scopes"] if s["state"] == "cleaned"] == [["kirocrew-core",
+                                                                                          "kirocrew-cron"]]
+    assert json.loads(home.kiro_global_mcp_file().read_text())["mcpServers"] == {"mine": CAT}
+    assert gateway_client.get("/api/mcp").json()["staleManaged"] == []
+    assert [r["fields"]["names"] for r in audit_log() if r.get("event") == "mcp_stale_managed_purged"] == [
+        ["kirocrew-core", "kirocrew-cron"]]
+
+
+def test_a_cleanup_from_a_foreign_origin_or_with_a_body_is_refused_and_changes_nothing(gateway_client):
+    write(home.kiro_global_mcp_file(), {"kirocrew-core": CAT})
+    before = digest(home.kiro_global_mcp_file())
+    foreign = gateway_client.post("/api/mcp/cleanup", json={}, headers={"Origin": "http://evil.example"})
+    assert foreign.status_code == 403
+    assert gateway_client.post("/api/mcp/cleanup", json={"all": True}).json()["code"] == "bad_request"
+    assert digest(home.kiro_global_mcp_file()) == before
+
+
+def test_a_shared_global_that_cannot_be_parsed_is_left_alone_and_the_cleanup_says_so(gateway_client):
+    home.kiro_global_mcp_file().parent.mkdir(parents=True, exist_ok=True)
+    home.kiro_global_mcp_file().write_text('{"mcpServers": {"kirocrew-core": ')
+    before = digest(home.kiro_global_mcp_file())
+    answer = gateway_client.post("/api/mcp/cleanup", json={})
+    assert (answer.status_code, answer.json()["code"]) == (500, "cleanup_incomplete")
     assert digest(home.kiro_global_mcp_file()) == before
 
 

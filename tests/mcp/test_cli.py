@@ -65,6 +65,18 @@ def test_rebuild_writes_the_agent_file_then_finds_nothing_to_change(kirocrew):
     assert rendered()["includeMcpJson"] is False
 
 
+def test_rebuild_says_which_servers_left_because_no_scope_declares_them_any_more(kirocrew):
+    kiro_global({"srv": CAT, "gone": CAT})
+    assert kirocrew("mcp", "rebuild").returncode == 0
+    kiro_global({"srv": CAT})  # kiro-cli mcp remove --name gone
+
+    done = kirocrew("mcp", "rebuild")
+
+    assert done.returncode == 0, done.stderr
+    assert "removed (no scope declares them any more): gone" in done.stdout
+    assert user_servers(rendered()["mcpServers"]) == {"srv": CAT}
+
+
 def _rendered_with(servers: dict[str, Any], kirocrew: Any) -> bytes:
     kiro_global(servers)
     assert kirocrew("mcp", "rebuild").returncode == 0
@@ -163,7 +175,7 @@ def test_list_shows_every_server_with_its_scopes(kirocrew):
 def test_list_json_with_the_installed_companion_has_its_scope_on_every_row(kirocrew):
     kiro_global({"srv": CAT})
     answer = json.loads(kirocrew("mcp", "list", "--json").stdout)
-    assert answer["servers"][0]["presence"] == {"kirocrew": False, "kiro": True, "cc": False}
+    assert answer["servers"][0]["presence"] == {"kirocrew": True, "kiro": True, "cc": False}
 
 
 def test_without_the_companion_claude_json_is_never_consulted(kirocrew):
@@ -173,7 +185,7 @@ def test_without_the_companion_claude_json_is_never_consulted(kirocrew):
     answer = json.loads(kirocrew("mcp", "list", "--json", env=without_companion()).stdout)
 
     assert answer["problems"] == []
-    assert answer["servers"][0]["presence"] == {"kirocrew": False, "kiro": True}
+    assert answer["servers"][0]["presence"] == {"kirocrew": True, "kiro": True}
 
 
 def test_list_probe_starts_the_servers_and_shows_their_tools(kirocrew):

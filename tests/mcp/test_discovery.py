@@ -126,8 +126,8 @@ def test_with_the_companion_its_scope_key_is_on_every_row_and_its_servers_are_li
     rows = {row.name: row for row in found.rows}
 
     assert [s.id for s in found.scopes] == ["kirocrew", "kiro", "cc"]
-    assert rows["kiro-srv"].presence == {"kirocrew": False, "kiro": True, "cc": False}
-    assert rows["claude-srv"].presence == {"kirocrew": False, "kiro": False, "cc": True}
+    assert rows["kiro-srv"].presence == {"kirocrew": True, "kiro": True, "cc": False}
+    assert rows["claude-srv"].presence == {"kirocrew": True, "kiro": False, "cc": True}
     assert rows["claude-srv"].source == "cc"
 
 
@@ -151,34 +151,41 @@ def test_with_the_companion_the_same_garbage_is_reported(plugin_manager: Any) ->
     found = discover()
 
     assert [(p.source, p.state) for p in found.problems] == [("cc", "malformed")]
-    assert found.rows[0].presence == {"kirocrew": False, "kiro": True, "cc": None}
+    assert found.rows[0].presence == {"kirocrew": True, "kiro": True, "cc": None}
 
 
 # -- the kirocrew badge and disabled rows --------------------------------------------
 
 
-def test_the_kirocrew_badge_is_the_effective_state_of_the_rendered_agent_file() -> None:
-    kiro_global({"rendered": {"command": "ls"}, "not-rendered": {"command": "ls"},
-                 "muted-there": {"command": "ls"}})
+def test_the_kirocrew_badge_is_what_the_next_render_would_load() -> None:
+    kiro_global({"rendered": {"command": "ls"}, "not-rendered-yet": {"command": "ls"},
+                 "muted-there": {"command": "ls"}, "no-such-command": {"command": "/nonexistent/server"}})
     agent_file({"rendered": {"command": "ls"}, "muted-there": {"command": "ls", "disabled": True}})
+    crew_store({"muted-for-kirocrew": {"command": "ls", "disabled": True}})
 
     rows = rows_by_name()
 
     assert rows["rendered"].presence["kirocrew"] is True
-    assert rows["not-rendered"].presence["kirocrew"] is False
+    assert rows["not-rendered-yet"].presence["kirocrew"] is True  # no rebuild needed to say so
+    assert rows["no-such-command"].presence["kirocrew"] is False  # the render leaves it out
+    assert rows["muted-for-kirocrew"].presence["kirocrew"] is False
     assert rows["muted-there"].presence["kirocrew"] is False
     assert rows["muted-there"].disabled is True
 
 
-def test_a_badge_follows_a_real_rebuild() -> None:
+def test_a_badge_shows_an_edit_of_a_scope_before_any_rebuild() -> None:
     from kirocrew_mcp.render import rebuild_agent_config
 
-    kiro_global({"srv": stdio_spec()})
-    assert rows_by_name()["srv"].presence["kirocrew"] is False
-
-    rebuild_agent_config()
-
+    kiro_global({"srv": stdio_spec(), "other": stdio_spec()})
     assert rows_by_name()["srv"].presence["kirocrew"] is True
+    rebuild_agent_config()
+    before = home.rendered_agent_file().read_bytes()
+
+    kiro_global({"other": stdio_spec()})  # kiro-cli mcp remove --name srv
+    crew_store({"srv": {"disabled": True}})  # and kirocrew told to leave it out, by hand
+
+    assert rows_by_name()["srv"].presence == {"kirocrew": False, "kiro": False}
+    assert home.rendered_agent_file().read_bytes() == before  # a view never renders for real
 
 
 def test_a_crew_store_stub_mutes_the_row_which_keeps_the_full_spec() -> None:

@@ -75,10 +75,31 @@ def test_a_server_that_exits_during_the_handshake_is_an_error_naming_its_exit_an
     result = probe_server("fx", stdio_spec("--exit-during-handshake"), timeout=TIMEOUT)
 
     assert result.status == "error"
-    assert result.error.startswith("initialize: ")
-    assert "exit code 1" in result.error
+    assert result.error.startswith("initialize: the server exited during the handshake, before answering "
+                                   "(exit code 1)")
     assert "fixture: exiting during the handshake" in result.error
+    assert "closed its stdin" not in result.error
     assert result.tools == ()
+
+
+@pytest.mark.parametrize(("script", "how"), [
+    ("exit 0", "(exit code 0)"),  # the audit's case: read as "closed its stdin (exit code 0)"
+    ("read line; exit 0", "(exit code 0)"),  # it read the request first: stdout closes, not stdin
+    ("kill -KILL $$", "(killed by signal 9 (SIGKILL))"),
+])
+def test_a_server_that_leaves_before_answering_is_reported_as_exited_not_as_a_closed_pipe(script, how) -> None:
+    result = probe_server("fx", shell_spec(script), timeout=TIMEOUT)
+
+    assert result.status == "error"
+    assert result.error == f"initialize: the server exited during the handshake, before answering {how}"
+
+
+def test_a_server_that_closes_its_output_but_keeps_running_is_not_said_to_have_exited() -> None:
+    result = probe_server("fx", shell_spec("exec 1>&-; read line; read line; sleep 0.2"), timeout=TIMEOUT)
+
+    assert result.status == "error"
+    assert result.error.startswith("initialize: the server closed stdout before answering")
+    assert "exited during the handshake" not in result.error
 
 
 def test_a_hanging_server_times_out_and_no_process_of_it_survives() -> None:

@@ -72,6 +72,9 @@ class ConfigKey:
     ``type`` is ``int``, ``float``, ``bool``, ``str`` or ``"list[str]"``
     (``list[str]`` works too). ``check`` returns a problem sentence for a
     well-typed value that is still out of bounds, or ``None`` when it is fine.
+    ``reloads_sessions`` says that kiro-cli sessions load the value when they start
+    (it changes the rendered agent): ``kirocrew config set`` then offers the session
+    restart the dashboard's Apply & Restart does.
     """
 
     name: str
@@ -79,6 +82,7 @@ class ConfigKey:
     default: Any
     doc: str
     check: Check | None = None
+    reloads_sessions: bool = False
 
     def __post_init__(self) -> None:
         parts = self.name.split(".")
@@ -203,6 +207,7 @@ register_key(
         "MCP servers never auto-approved, as @server or @server/tool (* globs in the server part); "
         "naming a server at any granularity sends all its calls through the approval gate.",
         _check_ceiling,
+        reloads_sessions=True,  # the render withholds the grants it names from the agent file
     )
 )
 

@@ -7,10 +7,14 @@ dashboard's MCP servers page (:mod:`kirocrew_mcp.page`).
                            one background probe of the rows never probed yet
 ``POST /api/mcp/probe``    probe ``{"name": …}`` or every server (``{}``/``{"all": true}``)
                            now and answer the fresh rows
+``GET /api/mcp/probe``     every row with the gateway's cached probe results; starts
+                           nothing (what ``kirocrew doctor`` reads from a running host)
 ``GET /api/mcp/scopes``    the scopes an Apply may name, with each file's state
 ``POST /api/mcp/apply``    a change list (:mod:`kirocrew_mcp.apply`), then one rebuild
 ``POST /api/mcp/servers``  declare a new (custom) server (:mod:`kirocrew_mcp.add`),
                            then one rebuild
+``POST /api/mcp/cleanup``  remove kirocrew's own servers left in shared globals
+                           (:mod:`kirocrew_mcp.cleanup`, what ``kirocrew cli-setup`` does)
 ``POST /api/sessions/restart``  render the agent file, then ask every ``restart_sessions()``
                            implementation to drain pre-spawned kiro-cli processes
 =========================  ==========================================================
@@ -177,6 +181,15 @@ def _scope_dicts(pm: KirocrewPluginManager) -> list[dict[str, Any]]:
 # -- endpoints -------------------------------------------------------------------------
 
 
+def _stale_managed(pm: KirocrewPluginManager) -> list[dict[str, Any]]:
+    """The shared globals holding kirocrew's own servers: what ``POST /api/mcp/cleanup`` would remove."""
+    from kirocrew_mcp.cleanup import clean_stale_managed_mcp
+
+    report = clean_stale_managed_mcp(pm=pm, dry_run=True)
+    return [{"scope": s.scope, "label": s.label, "path": str(s.path), "names": list(s.removed)}
+            for s in report.scopes if s.state == "cleaned" and s.removed]
+
+
 async def listing(request: Request) -> dict[str, Any]:
     """What ``GET /api/mcp`` answers (and the MCP servers page shows); rows never probed start one background probe."""
     from kirocrew_mcp.discovery import discover
@@ -184,6 +197,7 @@ async def listing(request: Request) -> dict[str, Any]:
 
     pm, cache = _pm(request), _cache()
     found = await asyncio.to_thread(discover, pm=pm, cache=cache)
+    stale = await asyncio.to_thread(_stale_managed, pm)
     probe = background_probe(request.app)
     unprobed = [row for row in found.rows if not row.disabled and row.status == STATUS_UNKNOWN]
     started = probe.start(unprobed, cache)
@@ -192,6 +206,7 @@ async def listing(request: Request) -> dict[str, Any]:
         "servers": _row_dicts(found.rows, probing),
         "scopes": [{"id": s.id, "label": s.label, "kind": s.kind, "path": str(s.path)} for s in found.scopes],
         "problems": [p.as_dict() for p in found.problems],
+        "staleManaged": stale,
         "backgroundProbe": {"started": started, "inFlight": probe.in_flight},
     }
 
@@ -221,6 +236,16 @@ async def probe_mcp(request: Request) -> JSONResponse:
     rows = await refresh_probes_async([row], pm=pm, cache=cache)
     fresh = [r for r in rows if r.name == row.name]
     return JSONResponse({"servers": _row_dicts(fresh, frozenset())})
+
+
+async def probe_results(request: Request) -> JSONResponse:
+    """``GET /api/mcp/probe``: every row with its cached probe result, starting no probe and no server."""
+    from starlette.responses import JSONResponse
+
+    from kirocrew_mcp.discovery import discover
+
+    found = await asyncio.to_thread(discover, pm=_pm(request), cache=_cache())
+    return JSONResponse({"servers": _row_dicts(found.rows, frozenset())})
 
 
 def _probe_target(body: dict[str, Any]) -> str | None:
@@ -270,6 +295,29 @@ async def add_server(request: Request) -> JSONResponse:
     except (add.FieldError, add.ServerExistsError, add.ScopeUnusableError) as exc:
         return error_response(exc, extra={"field": exc.field})
     return JSONResponse({"name": body["name"], **outcome.as_dict()})
+
+
+async def cleanup_stale_managed(request: Request) -> JSONResponse:
+    """``POST /api/mcp/cleanup``: delete kirocrew's own server names from the shared globals, nothing else.
+
+    The same narrow repair as ``kirocrew cli-setup`` (:func:`kirocrew_mcp.cleanup.clean_stale_managed_mcp`):
+    a file with nothing stale is not written, a malformed or unreadable one is reported and left alone.
+    Nothing to render afterwards: the render never takes a managed name from a scope.
+    """
+    from starlette.responses import JSONResponse
+
+    from kirocrew_mcp.cleanup import clean_stale_managed_mcp
+
+    body = await read_json_object(request, limit=MAX_BODY_BYTES, default={})
+    if body:
+        raise BadInputError("send an empty body", code="bad_request")
+    report = await asyncio.to_thread(clean_stale_managed_mcp, pm=_pm(request))
+    if not report.ok:
+        failed = [s for s in report.scopes if s.state not in ("clean", "cleaned")]
+        detail = "; ".join(f"{s.path}: {s.error}" for s in failed)
+        return error_response(KirocrewError(f"a shared MCP file could not be cleaned: {detail}",
+                                            code="cleanup_incomplete"), extra=report.as_dict())
+    return JSONResponse(report.as_dict())
 
 
 async def restart_sessions(request: Request) -> JSONResponse:
@@ -336,8 +384,10 @@ def routes() -> list[BaseRoute]:
     return [
         Route("/api/mcp", list_mcp, methods=["GET"], name="mcp_list"),
         Route("/api/mcp/probe", probe_mcp, methods=["POST"], name="mcp_probe"),
+        Route("/api/mcp/probe", probe_results, methods=["GET"], name="mcp_probe_results"),
         Route("/api/mcp/scopes", list_scopes, methods=["GET"], name="mcp_scopes"),
         Route("/api/mcp/apply", apply_mcp, methods=["POST"], name="mcp_apply"),
         Route("/api/mcp/servers", add_server, methods=["POST"], name="mcp_add_server"),
+        Route("/api/mcp/cleanup", cleanup_stale_managed, methods=["POST"], name="mcp_cleanup"),
         Route("/api/sessions/restart", restart_sessions, methods=["POST"], name="sessions_restart"),
     ]

@@ -209,6 +209,8 @@ def rebuild_command(clean: bool, as_json: bool) -> None:
         return
     verb = "wrote" if report.written else "unchanged:"
     click.echo(f"{verb} {report.path} ({len(report.servers)} MCP servers)")
+    if report.retracted:
+        click.echo(f"removed (no scope declares them any more): {', '.join(report.retracted)}")
     for warning in report.warnings:
         click.echo(f"warning: {warning}", err=True)
 

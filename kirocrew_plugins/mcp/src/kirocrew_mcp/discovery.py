@@ -15,8 +15,10 @@ Stable API:
 Each row's ``presence`` has a key for EVERY scope, always: a missing key reads
 as False in the dashboard, and an Apply would then delete the server from that
 scope. ``presence["kirocrew"]`` is the effective state: the server is in the
-rendered agent file (``home.rendered_agent_file()``), not muted there, and not
-muted in any scope (the rebuild's tightest-wins). Every other key is raw
+agent the next rebuild would render from the files as they are now
+(:func:`kirocrew_mcp.render.preview_render`, so an edit shows before any rebuild),
+not muted there, and not muted in any scope (the rebuild's tightest-wins). When that
+cannot be known (the agent file is unreadable) it is None. Every other key is raw
 membership of that scope's file: True, False, or None when the file cannot be
 read (unknowable is not "absent"). Seam scopes come from ``extra_mcp_scopes()``
 through :func:`kirocrew_mcp.scopes.all_scopes`, so a file no plugin contributes
@@ -62,6 +64,7 @@ if TYPE_CHECKING:
     from kirocrew_core.plugins import KirocrewPluginManager
 
     from kirocrew_mcp.probe_cache import CommandResolver, ProbeCache
+    from kirocrew_mcp.render import Preview
 
 log = logging.getLogger(__name__)
 
@@ -318,6 +321,7 @@ def discover(*, pm: KirocrewPluginManager | None = None, cache: ProbeCache | Non
     agent = _read_agent_servers(problems)
     reads = _read_scopes(scopes, problems)
     live = _managed_invocations(manager, problems)
+    preview = _preview(manager) if agent is not None else None
 
     found: dict[str, _Found] = {}
     for name, entry in (agent or {}).items():
@@ -330,7 +334,7 @@ def discover(*, pm: KirocrewPluginManager | None = None, cache: ProbeCache | Non
     resolver = CommandResolver()
     rows: dict[str, ServerRow] = {}
     for raw, info in found.items():
-        row = _row(raw, info, scopes, readable, agent is not None, live)
+        row = _row(raw, info, scopes, readable, preview, live)
         alias = mcp_server_alias(raw)
         rep = rows.get(alias)
         rows[alias] = row if rep is None else _fold(rep, row, alias)
@@ -341,8 +345,18 @@ def discover(*, pm: KirocrewPluginManager | None = None, cache: ProbeCache | Non
     return Discovery(list(rows.values()), scopes, problems)
 
 
+def _preview(pm: KirocrewPluginManager) -> Preview | None:
+    from kirocrew_mcp.render import preview_render
+
+    try:
+        return preview_render(pm=pm)
+    except Exception:  # a view must not fail with the render: the badge then reads unknown
+        log.warning("MCP discovery: could not preview the agent file's render", exc_info=True)
+        return None
+
+
 def _row(raw: str, info: _Found, scopes: list[Scope], readable: dict[str, bool],
-         agent_known: bool, live: dict[str, tuple[str, list[str]]]) -> ServerRow:
+         preview: Preview | None, live: dict[str, tuple[str, list[str]]]) -> ServerRow:
     candidates = ([info.agent] if info.agent is not None else []) + [entry for _, entry in info.scoped]
     # The launch spec comes from the first source that has one: a {"disabled": true} stub
     # in the crew store must not hide the real command the Kiro global declares.
@@ -353,10 +367,7 @@ def _row(raw: str, info: _Found, scopes: list[Scope], readable: dict[str, bool],
         spec = _fix_stale_managed(raw, spec, live[raw])
     in_scope = {scope.id for scope, _ in info.scoped}
     presence: dict[str, bool | None] = {}
-    if agent_known:
-        presence[EFFECTIVE_KEY] = info.agent is not None and not is_muted(info.agent)
-    else:
-        presence[EFFECTIVE_KEY] = None
+    presence[EFFECTIVE_KEY] = preview.effective(raw) if preview is not None else None
     for scope in scopes:
         if scope.kind == KIND_CREW:
             continue

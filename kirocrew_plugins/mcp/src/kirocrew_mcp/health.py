@@ -104,5 +104,5 @@ def check_provider_globals(pm: KirocrewPluginManager | None = None) -> DoctorRes
     return DoctorResult(
         "warn",
         "kirocrew-managed servers linger in a shared MCP global (left by an older install)",
-        "\n".join([*found, "run `kirocrew cli-setup` or remove them from the dashboard's MCP panel"]),
+        "\n".join([*found, "run `kirocrew cli-setup`, or press \"Remove them\" on the dashboard's MCP servers page"]),
     )

@@ -4,7 +4,7 @@ Rendered on the server from :func:`kirocrew_mcp.api.listing`, the function
 ``GET /api/mcp`` answers with, so the page and its JSON twin cannot disagree.
 Its one script, ``static/mcp.js``, stages badge and tool clicks, then writes
 only through the owner-authenticated routes: ``POST /api/mcp/apply``,
-``/api/mcp/probe``, ``/api/mcp/servers`` and ``/api/sessions/restart``. After
+``/api/mcp/probe``, ``/api/mcp/servers``, ``/api/mcp/cleanup`` and ``/api/sessions/restart``. After
 a write it re-reads this page and swaps the table in, so there is one renderer.
 Starlette is imported inside functions.
 """
@@ -159,6 +159,7 @@ async def mcp_page(request: Request) -> Response:
     return render_page(request, f"{PACKAGE}/mcp.html", title="MCP servers", rows=page_rows(found, managers),
                        scopes=scopes, shared_scopes=shared, crew_scope=crew,
                        problems=[{**p, "shown_path": home_relative(p["path"])} for p in found["problems"]],
+                       stale=[{**s, "shown_path": home_relative(s["path"])} for s in found["staleManaged"]],
                        probing=found["backgroundProbe"]["inFlight"],
                        limits={"name": 128, "command": add.MAX_COMMAND_CHARS, "url": add.MAX_URL_CHARS,
                                "args": add.MAX_ARGS, "env": add.MAX_ENV, "headers": add.MAX_HEADERS})

@@ -67,31 +67,47 @@ def check_provider_globals() -> DoctorResult:
 
 
 def check_probe_status() -> DoctorResult:
-    """Servers whose last probe failed, from this process's probe cache (never starts a server).
+    """Servers whose last probe failed (never starts a server).
 
-    The cache lives in the gateway, so ``kirocrew doctor`` in a terminal has
-    no results to judge and says so; the dashboard's doctor panel, which runs
-    in the gateway, shows the live ones.
+    Probe results live in the process that probed: the host's gateway keeps them. So
+    this process's own cache is judged when it has results (the dashboard's doctor runs
+    in the host), and otherwise a running host is asked for its cached results
+    (``GET /api/mcp/probe``, which starts nothing); with neither, the check says so.
     """
+    from kirocrew_core.host.owner_api import OwnerApiError, call, running_host_url
+
     from kirocrew_mcp.discovery import discover
     from kirocrew_mcp.probe import STATUS_ERROR, STATUS_NEEDS_AUTH, STATUS_OK, STATUS_OUTDATED
 
-    rows = [row for row in discover().rows if not row.disabled]
-    failing = [row for row in rows if row.status == STATUS_ERROR]
-    needs_auth = [row for row in rows if row.status == STATUS_NEEDS_AUTH]
-    probed = [row for row in rows if row.status in (STATUS_OK, STATUS_OUTDATED, STATUS_ERROR, STATUS_NEEDS_AUTH)]
-    lines = [f"{row.name}: error: {row.error}" for row in failing]
-    lines += [f"{row.name}: needs sign-in (OAuth); authorize it in kiro-cli" for row in needs_auth]
+    probed_states = (STATUS_OK, STATUS_OUTDATED, STATUS_ERROR, STATUS_NEEDS_AUTH)
+    rows = [row.as_dict() for row in discover().rows if not row.disabled]
+    where = "this process"
+    if not any(row["status"] in probed_states for row in rows):
+        url = running_host_url()
+        if url is not None:
+            try:
+                answer = call("GET", "/api/mcp/probe", url=url, timeout=30)
+            except OwnerApiError as exc:
+                return DoctorResult("warn", "could not read the running host's MCP probe results",
+                                    f"{url}: {exc.code}: {exc.message}")
+            rows = [r for r in answer.get("servers", []) if isinstance(r, dict) and not r.get("disabled")]
+            where = f"the running host ({url})"
+    failing = [row for row in rows if row.get("status") == STATUS_ERROR]
+    needs_auth = [row for row in rows if row.get("status") == STATUS_NEEDS_AUTH]
+    probed = [row for row in rows if row.get("status") in probed_states]
+    lines = [f"{row['name']}: error: {row.get('error')}" for row in failing]
+    lines += [f"{row['name']}: needs sign-in (OAuth); authorize it in kiro-cli" for row in needs_auth]
     if failing or needs_auth:
         count = len(failing) + len(needs_auth)
-        return DoctorResult("warn", f"{count} of {len(rows)} MCP servers failed their last probe", "\n".join(lines))
+        return DoctorResult("warn", f"{count} of {len(rows)} MCP servers failed their last probe in {where}",
+                            "\n".join(lines))
     if not probed:
         return DoctorResult(
             "ok",
-            f"no probe results in this process for {len(rows)} enabled MCP servers",
-            "the gateway's dashboard shows live results; `kirocrew mcp probe --all` probes now",
+            f"no probe results in {where} for {len(rows)} enabled MCP servers",
+            "the dashboard's MCP servers page probes them; `kirocrew mcp probe --all` probes now",
         )
-    return DoctorResult("ok", f"{len(probed)} probed MCP servers answered their last probe")
+    return DoctorResult("ok", f"{len(probed)} probed MCP servers answered their last probe in {where}")
 
 
 @hookimpl

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import json
 import logging
 import os
@@ -230,6 +231,32 @@ def never_start_a_host(on: bool) -> None:
     _no_host_start = on
 
 
+#: How long a server whose pipe closed mid-handshake gets to finish exiting, so its exit can be told apart
+#: from a server that only closed a stream (the wait ends as soon as it exits; it bounds a live one).
+PIPE_CLOSED_EXIT_WAIT_SECS = 0.5
+
+
+def exit_words(returncode: int) -> str:
+    """``exit code N``, or ``killed by signal N (SIGNAME)`` for a negative return code."""
+    import signal
+
+    if returncode >= 0:
+        return f"exit code {returncode}"
+    try:
+        name = f" ({signal.Signals(-returncode).name})"
+    except ValueError:
+        name = ""
+    return f"killed by signal {-returncode}{name}"
+
+
+async def _exited_on_its_own(process: asyncio.subprocess.Process) -> bool:
+    """Whether ``process`` has exited, waiting at most :data:`PIPE_CLOSED_EXIT_WAIT_SECS` for it."""
+    if process.returncode is None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(process.wait()), PIPE_CLOSED_EXIT_WAIT_SECS)
+    return process.returncode is not None
+
+
 def _unresolved_message(command: str, searched: list[str] | None) -> str:
     if searched is None:
         return f"command not found: {command} (not an executable file; no search path applies)"
@@ -346,6 +373,7 @@ async def _probe_stdio(name: str, spec: Mapping[str, Any], timeout: float) -> Pr
 
     failure: ProbeFailure | None = None
     shake: Handshake | None = None
+    exited = False
     try:
         async with asyncio.timeout(timeout):
             shake = await run_handshake(request, notify)
@@ -353,6 +381,8 @@ async def _probe_stdio(name: str, spec: Mapping[str, Any], timeout: float) -> Pr
         failure = ProbeFailure(f"{stage['method']}: timed out after {timeout:g}s")
     except ProbeFailure as exc:
         failure = exc
+        # A closed pipe is how an exit looks from here; tell the two apart before teardown ends it anyway.
+        exited = exc.pipe_closed and await _exited_on_its_own(process)
     finally:
         # Also on cancellation: the whole group goes, within proc's bounded budget.
         teardown = await proc.terminate_async(process, reason=f"mcp probe {name}")
@@ -360,8 +390,12 @@ async def _probe_stdio(name: str, spec: Mapping[str, Any], timeout: float) -> Pr
         return shake.result()
     assert failure is not None
     message = str(failure)
-    if failure.pipe_closed and teardown.step in (proc.Step.ALREADY_EXITED, proc.Step.EXITED_ON_EOF):
-        message += f" (exit code {teardown.returncode})"  # it left on its own: how is news
+    if exited and process.returncode is not None:
+        # Not "closed its stdin": the server left on its own, and how is the news.
+        message = (f"{stage['method']}: the server exited during the handshake, before answering "
+                   f"({exit_words(process.returncode)})")
+    elif failure.pipe_closed and teardown.step is proc.Step.EXITED_ON_EOF and teardown.returncode is not None:
+        message += f" (then exited when its stdin closed: {exit_words(teardown.returncode)})"
     stderr = "\n".join(tail).strip()
     if stderr:
         message += f"; stderr: {stderr[-STDERR_TAIL_CHARS:]}"

@@ -4,7 +4,10 @@
 
 1. the **base**: the existing agent file (unless ``clean``), so hand edits,
    ``autoApprove`` choices and ``kiro-cli mcp add --agent kirocrew`` servers
-   survive; a missing file (or ``clean``) starts from :data:`AGENT_TEMPLATE`;
+   survive; a missing file (or ``clean``) starts from :data:`AGENT_TEMPLATE`.
+   The entries the last render took from the scopes are first taken back out
+   of it (:mod:`kirocrew_mcp.scope_owned`), so a removal or a launch change in a
+   scope reaches the file; the user's own fields on them are laid back after;
 2. **app servers**, ``{app}:{server}``, by assignment: the app registry is
    authoritative and re-derived every time, so last pass's entry cannot keep a
    grant this pass strips;
@@ -27,7 +30,8 @@ Managed servers are skipped by every loop and rewritten by
 falls back through the crew store, the Kiro global and the seam scopes, adopting
 ``command``, ``args`` and ``env`` as a unit. ``disabled`` is tightest-wins: a
 server muted in any scope is rendered ``disabled: true``. Slash keys get their
-kiro-safe alias. Last, ``allowedTools`` and every ``autoApprove`` pass through
+kiro-safe alias, and every Playwright MCP entry is folded onto one key
+(:mod:`kirocrew_mcp.playwright`). Last, ``allowedTools`` and every ``autoApprove`` pass through
 the governance ceiling; ``tools`` is left alone, because mounting a tool is not
 auto-approving it.
 
@@ -55,7 +59,7 @@ from kirocrew_core.errors import KirocrewError
 from kirocrew_core.jsonfile import ReadState, read_json, write_bytes_atomic, write_json_atomic
 from kirocrew_core.locks import named_lock
 
-from kirocrew_mcp import aliases, app_registry, managed
+from kirocrew_mcp import aliases, app_registry, managed, playwright, scope_owned
 from kirocrew_mcp.resolve import resolve_command_in, search_dirs
 from kirocrew_mcp.scopes import KIND_CREW, ScopeRead, all_scopes, read_scope_servers, unusable_scopes_error
 
@@ -115,6 +119,8 @@ class RebuildReport:
     tool_aliases: dict[str, str] = field(default_factory=dict)
     resources: list[str] = field(default_factory=list)
     spawn_hooks: list[str] = field(default_factory=list)
+    retracted: list[str] = field(default_factory=list)
+    scope_entries: dict[str, dict[str, Any]] = field(default_factory=dict)
     backup: Path | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -130,6 +136,7 @@ class RebuildReport:
             "tool_aliases": dict(self.tool_aliases),
             "resources": list(self.resources),
             "spawn_hooks": list(self.spawn_hooks),
+            "retracted": list(self.retracted),
             "backup": str(self.backup) if self.backup else None,
         }
 
@@ -271,7 +278,11 @@ def _read_base(path: Path, clean: bool, report: RebuildReport) -> tuple[dict[str
             current = None
     if clean or read.state is not ReadState.DOCUMENT or not isinstance(read.document, dict):
         return copy.deepcopy(AGENT_TEMPLATE), True, current
-    base = read.document
+    return _usable_base(read.document, path, report), False, current
+
+
+def _usable_base(base: dict[str, Any], path: Path, report: RebuildReport) -> dict[str, Any]:
+    """``base`` without the fields kiro-cli 2.x would refuse, with the ones a render needs (in place)."""
     for key in list(base):
         if key not in AGENT_FIELDS:
             base.pop(key)
@@ -281,7 +292,7 @@ def _read_base(path: Path, clean: bool, report: RebuildReport) -> tuple[dict[str
             report.warnings.append(f"{path}: dropped field {key!r} of the wrong type")
     for key in ("description", "tools", "mcpServers"):
         base.setdefault(key, copy.deepcopy(AGENT_TEMPLATE[key]))
-    return base, False, current
+    return base
 
 
 # -- the merge ----------------------------------------------------------------
@@ -387,9 +398,9 @@ def _validate(
     extra: dict[str, dict[str, Any]],
     skip: set[str],
     report: RebuildReport,
+    resolver: _Resolver,
 ) -> dict[str, dict[str, Any]]:
     """Drop what kiro-cli would refuse; apply the resolution-aware fallback and tightest-wins ``disabled``."""
-    resolver = _Resolver()
     valid: dict[str, dict[str, Any]] = {}
     for name, entry in servers.items():
         if name in skip:  # app entries: checked at registration, authoritative, never re-sourced
@@ -641,6 +652,8 @@ def render_agent_config(
     retired_managed: set[str],
     rendered_aliases: Mapping[str, str] | None = None,
     rendered_context: Mapping[str, Any] | None = None,
+    rendered_scope_entries: Mapping[str, Any] | None = None,
+    servers_only: bool = False,
 ) -> tuple[dict[str, Any], list[Withheld]]:
     """Merge everything onto ``base`` and return the finished config (reads only, no writes).
 
@@ -648,12 +661,19 @@ def render_agent_config(
     state file's record); the ones written now are in ``report.tool_aliases``.
     ``rendered_context`` is the record of the ``resources`` and ``agentSpawn`` commands it
     added (``{"resources": [...], "spawn_hooks": [...]}``); the ones added now are in
-    ``report.resources`` and ``report.spawn_hooks``.
+    ``report.resources`` and ``report.spawn_hooks``. ``rendered_scope_entries`` is the
+    record of the entries it took from the scopes (:mod:`kirocrew_mcp.scope_owned`); this
+    render's is in ``report.scope_entries``, and the servers it took back because no scope
+    declares them any more are in ``report.retracted``.
 
     ``retired_managed`` are names a plugin used to manage and no longer does
     (a gated-off ``kirocrew-computer``): they are retracted from the base and
     kept out of every merge loop, so a stale copy in some scope cannot bring
     back a launch spec its owner withdrew.
+
+    ``servers_only`` (a view's preview) stops once ``mcpServers`` is merged: no
+    ``toolAliases``, ``resources`` or spawn hooks (their hooks may create files) and no
+    auto-approve pass (it reads the permission policy); grants are not what it is for.
     """
     managed_names = set(managed_servers)
     reserved = managed_names | retired_managed
@@ -668,22 +688,42 @@ def render_agent_config(
     app_names = {k for k in base_servers if isinstance(k, str) and app_state.owns(k)} | set(app_entries)
     app_names -= reserved
     extra = _extra_servers(pm, report)
+    own_base = {k: v for k, v in base_servers.items() if k not in reserved and k not in app_names}
+    crew_reads = [r for r in sources.reads if r.scope is not None and r.scope.kind == KIND_CREW]
+    crew_maps = [r.servers for r in crew_reads]
+    reclaimed = scope_owned.Reclaimed()
+    if sources.all_known:  # a scope we cannot read may be the one declaring what looks removed
+        shared_maps = [r.servers for r in sources.reads if r not in crew_reads]
+        view = scope_owned.scope_view([*shared_maps, extra], crew_maps)
+        reclaimed = scope_owned.reclaim(own_base, rendered_scope_entries or {}, view, reserved)
     servers = _merge(
-        {k: v for k, v in base_servers.items() if k not in reserved and k not in app_names},
+        own_base,
         app_entries,
         app_names,
         sources,
         extra,
         reserved,
     )
-    servers = _validate(servers, sources, extra, set(app_entries), report)
+    resolver = _Resolver()  # one per render: the fallback and the Playwright fold resolve the same commands
+    servers = _validate(servers, sources, extra, set(app_entries), report, resolver)
 
     config = base
     config["mcpServers"] = servers
     report.renamed.update(aliases.normalize_server_keys(config, reserved=reserved))
+    folded = playwright.converge_playwright_servers(config, reserved=reserved | app_names, resolve=resolver)
+    if folded:
+        report.renamed.update({old: folded.get(new, new) for old, new in report.renamed.items()})
+        report.renamed.update(folded)
+        report.warnings.append(f"Playwright MCP entries {', '.join(sorted(folded))} start the same browser "
+                               f"backend as {playwright.CANONICAL_KEY!r}: rendered once, under that key")
     servers = config["mcpServers"]
+    user_owned = {report.renamed.get(k, k) for k in own_base}
+    report.retracted = scope_owned.lay_back(servers, reclaimed, scope_owned.crew_fields(crew_maps))
+    _drop_refs(config, set(report.retracted))  # a grant must not wait for a server of that name to come back
+    for key in reclaimed.overlays:
+        if isinstance(servers.get(key), dict):
+            _tidy_entry(servers[key])
 
-    crew_prefs = [r.servers for r in sources.reads if r.scope is not None and r.scope.kind == KIND_CREW]
     executable = managed.kirocrew_executable() if managed_servers else None
     for name, server in managed_servers.items():
         entry = managed.managed_entry(
@@ -691,7 +731,7 @@ def render_agent_config(
         )
         # Preferences the dashboard keeps in the crew store (a disable, per-tool disables);
         # never a launch spec, and never from a shared global, where a managed name is a leftover.
-        for prefs in crew_prefs:
+        for prefs in crew_maps:
             pref = prefs.get(name)
             if not isinstance(pref, dict):
                 continue
@@ -702,6 +742,8 @@ def render_agent_config(
                 entry["autoApprove"] = list(pref["autoApprove"])
         _tidy_entry(entry)
         servers[name] = entry
+    if servers_only:
+        return config, []
     if fresh:
         _mount_refs(config, list(managed_servers))
     _mount_refs(config, [n for n in servers if n not in base_servers])
@@ -715,6 +757,9 @@ def render_agent_config(
             config[key] = _dedup_strings(config[key])
     never = {name for name, server in managed_servers.items() if not server.may_auto_approve}
     withheld = apply_auto_approve_pass(config, never, pm)
+    report.scope_entries = scope_owned.records_for(
+        config["mcpServers"], user_owned=user_owned, not_scoped=reserved | app_names, reclaimed=reclaimed,
+        previous=rendered_scope_entries or {}, keep_previous=not sources.all_known)
     return {k: config[k] for k in AGENT_FIELDS if k in config}, withheld
 
 
@@ -833,6 +878,10 @@ def _merge_agent_context(config: dict[str, Any], resources: list[str], commands:
     report.spawn_hooks = list(commands)
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _string_dict(value: Any) -> dict[str, str]:
     if not isinstance(value, dict):
         return {}
@@ -891,6 +940,7 @@ def rebuild_agent_config(
             retired_managed=retired,
             rendered_aliases=_string_dict(state.get("tool_aliases")),
             rendered_context={"resources": state.get("resources"), "spawn_hooks": state.get("spawn_hooks")},
+            rendered_scope_entries=_dict(state.get("scope_entries")),
         )
         data = dumps_agent(config)
         if data != current:
@@ -903,10 +953,58 @@ def rebuild_agent_config(
         _write_state(
             {"managed": sorted(managed_servers), "retired": sorted(retired), "warnings": list(report.warnings),
              "tool_aliases": dict(report.tool_aliases), "resources": list(report.resources),
-             "spawn_hooks": list(report.spawn_hooks), "policy": policy},
+             "spawn_hooks": list(report.spawn_hooks), "policy": policy,
+             "scope_entries": report.scope_entries},
             state,
         )
     return report
+
+
+@dataclass
+class Preview:
+    """What the next rebuild would render: its ``servers`` and ``renamed`` (raw key -> rendered key)."""
+
+    servers: dict[str, Any]
+    renamed: dict[str, str]
+
+    def effective(self, raw: str) -> bool:
+        """Whether sessions would load the server the scopes call ``raw``: rendered and not muted."""
+        entry = self.servers.get(self.renamed.get(raw, raw))
+        return isinstance(entry, dict) and entry.get("disabled", False) is False
+
+
+def preview_render(*, pm: KirocrewPluginManager | None = None) -> Preview | None:
+    """The next rebuild's servers, rendered in memory from the files as they are now; None when unknowable.
+
+    For views (the ``kirocrew`` badge): what sessions would load without waiting for
+    a rebuild. Takes no lock and writes nothing (a corrupt agent file is not backed up
+    here, and no audit record is made); ``None`` when the agent file cannot be read or
+    two plugins claim one managed server.
+    """
+    from kirocrew_core.plugins import get_plugin_manager
+
+    manager = pm if pm is not None else get_plugin_manager()
+    path = home.rendered_agent_file()
+    report = RebuildReport(path)
+    try:
+        managed_servers = managed.managed_servers(manager)
+    except KirocrewError:
+        return None
+    read = read_json(path)
+    if read.state in (ReadState.ABSENT, ReadState.EMPTY):
+        base, fresh = copy.deepcopy(AGENT_TEMPLATE), True
+    elif read.state is ReadState.DOCUMENT and isinstance(read.document, dict):
+        base, fresh = _usable_base(read.document, path, report), False
+    else:
+        return None
+    state = _read_state()
+    retired = (_names(state.get("managed")) | _names(state.get("retired"))) - set(managed_servers)
+    config, _ = render_agent_config(
+        base, fresh=fresh, pm=manager, report=report, managed_servers=managed_servers, retired_managed=retired,
+        rendered_aliases=_string_dict(state.get("tool_aliases")),
+        rendered_context={"resources": state.get("resources"), "spawn_hooks": state.get("spawn_hooks")},
+        rendered_scope_entries=_dict(state.get("scope_entries")), servers_only=True)
+    return Preview(dict(config.get("mcpServers") or {}), dict(report.renamed))
 
 
 def _policy_signature() -> str:
@@ -945,15 +1043,20 @@ def remove_server_from_agent_file(name: str) -> bool:
             return False
         for key in keys:
             servers.pop(key, None)
-        for list_key in ("tools", "allowedTools"):
-            refs = config.get(list_key)
-            if isinstance(refs, list):
-                config[list_key] = [
-                    r for r in refs
-                    if not (isinstance(r, str) and any(r == f"@{k}" or r.startswith(f"@{k}/") for k in keys))
-                ]
+        _drop_refs(config, keys)
         write_json_atomic(path, config)
         return True
+
+
+def _drop_refs(config: dict[str, Any], keys: set[str]) -> None:
+    """Remove ``@key`` and ``@key/tool`` from ``tools`` and ``allowedTools`` (in place)."""
+    for list_key in ("tools", "allowedTools"):
+        refs = config.get(list_key)
+        if isinstance(refs, list):
+            config[list_key] = [
+                r for r in refs
+                if not (isinstance(r, str) and any(r == f"@{k}" or r.startswith(f"@{k}/") for k in keys))
+            ]
 
 
 @dataclass
@@ -985,11 +1088,13 @@ __all__ = [
     "AGENT_FIELDS",
     "AGENT_TEMPLATE",
     "AgentRefresh",
+    "Preview",
     "RebuildReport",
     "Withheld",
     "apply_auto_approve_pass",
     "audit_withheld",
     "last_rebuild_state",
+    "preview_render",
     "rebuild_agent_config",
     "remove_server_from_agent_file",
     "remove_then_rebuild",

@@ -289,6 +289,23 @@ async function onUninstallConfirmed() {
   $("servers-region")?.focus();
 }
 
+// -- kirocrew's own servers left in a shared file ------------------------------------------------
+async function onRemoveStale(button) {
+  await withBusy([button], "Removing…", async () => {
+    try {
+      const out = await api("/api/mcp/cleanup", { method: "POST", body: {} });
+      const removed = out.scopes.filter((s) => s.state === "cleaned")
+        .map((s) => `${s.removed.join(", ")} from ${s.path}`);
+      await refresh();
+      announce(removed.length ? `Removed ${removed.join("; ")}` : "Nothing to remove: no shared file holds kirocrew's servers");
+    } catch (err) {
+      announce(`Not removed: ${err.message}${err.code ? ` (${err.code})` : ""}`, { urgent: true });
+      try { await refresh(); } catch { /* the announcement already says it failed */ }
+    }
+  });
+  $("servers-region")?.focus();
+}
+
 // -- Apply & Restart --------------------------------------------------------------------------------
 async function onRestart(button) {
   const result = $("restart-result");
@@ -420,6 +437,7 @@ document.addEventListener("click", (event) => {
   else if (button.id === "apply") onApply();
   else if (button.id === "discard") onDiscard();
   else if (button.id === "restart") onRestart(button);
+  else if (button.id === "remove-stale") onRemoveStale(button);
   else if (button.id === "uninstall-confirm") onUninstallConfirmed();
   else if (button.id === "uninstall-cancel") $("uninstall-dialog").close();
 });
