@@ -11,7 +11,7 @@ import os
 from typing import Any
 
 from kirocrew_core import audit, home
-from kirocrew_core.host.owner_api import call, running_host_url
+from kirocrew_core.gateway.owner_client import call, running_host_url
 from kirocrew_testing.fixtures import run_kirocrew
 from kirocrew_testing.host_lines import running_host
 from kirocrew_testing.mcp_fixtures import stdio_server_argv

@@ -61,7 +61,7 @@ def _offer_restart(name: str, restart: bool | None) -> None:
 
 def _restart_sessions() -> str:
     """``POST /api/sessions/restart`` on the running host, as Apply & Restart sends it; what happened, in words."""
-    from kirocrew_core.host.owner_api import OwnerApiError, call, running_host_url
+    from kirocrew_core.gateway.owner_client import OwnerApiError, call, running_host_url
 
     url = running_host_url()
     if url is None:

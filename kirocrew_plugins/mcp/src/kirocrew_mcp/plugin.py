@@ -74,7 +74,7 @@ def check_probe_status() -> DoctorResult:
     in the host), and otherwise a running host is asked for its cached results
     (``GET /api/mcp/probe``, which starts nothing); with neither, the check says so.
     """
-    from kirocrew_core.host.owner_api import OwnerApiError, call, running_host_url
+    from kirocrew_core.gateway.owner_client import OwnerApiError, call, running_host_url
 
     from kirocrew_mcp.discovery import discover
     from kirocrew_mcp.probe import STATUS_ERROR, STATUS_NEEDS_AUTH, STATUS_OK, STATUS_OUTDATED
