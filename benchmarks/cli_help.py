@@ -46,10 +46,14 @@ def main() -> int:
     if not exe.exists():
         print(f"no kirocrew next to {sys.executable}; run with the project's .venv python", file=sys.stderr)
         return 2
-    with tempfile.TemporaryDirectory() as home:
-        env = dict(os.environ, HOME=home, KIRO_HOME=f"{home}/.kiro")
-        env.pop("KIROCREW_HOME", None)
-        index = Path(home, ".kiro", "crew", "state", "cli", "commands.json")
+    from kirocrew_core import home
+
+    with tempfile.TemporaryDirectory() as user_home:
+        # This process takes the throwaway homes too, so home.py names the index the help writes.
+        os.environ.update(HOME=user_home, KIRO_HOME=f"{user_home}/.kiro")
+        os.environ.pop("KIROCREW_HOME", None)
+        env = dict(os.environ)
+        index = home.cli_index_file()
         commands = {
             "python -c pass": [sys.executable, "-c", "pass"],
             'python -c "import click"': [sys.executable, "-c", "import click"],
