@@ -80,7 +80,7 @@ def test_a_listener_of_another_uid_is_refused(short_crew_home) -> None:
         assert "uid 65534" in error.message
     finally:
         other.kill()
-        other.wait()
+        other.communicate()  # reaps it and closes its stdout pipe
         bound.close()
 
 
@@ -123,6 +123,15 @@ def test_request_stop_stops_the_host_and_waits_until_its_process_is_gone(isolate
     assert client.pid_gone(pid)
     assert _error(client.ping).code == "host_unavailable"
     assert not paths.state_file().exists()
+
+
+def test_a_host_this_process_started_and_stopped_is_reaped_at_once(isolated_homes, host_env) -> None:
+    pid = client.ensure_host(env=host_env)["pid"]
+    assert [child.pid for child in client._started] == [pid]
+    assert client.request_stop() == pid
+    assert not Path(f"/proc/{pid}").exists()  # no zombie waiting for this process to exit
+    # Nor a handle that would claim, when this process exits, that the host is still running.
+    assert client._started == []
 
 
 def test_stop_host_stops_the_host_of_a_crew_home_and_ignores_one_without(isolated_homes, host_env,

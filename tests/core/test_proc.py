@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import textwrap
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -409,6 +413,33 @@ def test_async_grandchildren_of_an_exited_launcher_are_torn_down() -> None:
     assert result.returncode == 0
     assert not is_running(grandchild)
     assert live_members(pgid) == []
+
+
+def test_async_a_child_whose_pipes_outlive_its_group_leaves_no_open_transport(monkeypatch) -> None:
+    monkeypatch.setattr(proc, "DRAIN_JOIN_SECS", 0.3)
+    # A grandchild that left the group (setsid) keeps the child's stdout and stderr open after the teardown.
+    script = "setsid sleep 60 & echo $!; exec cat"
+
+    async def scenario(children: list) -> tuple[proc.Teardown, int]:
+        child = await start_async(children, ["/bin/sh", "-c", script])
+        escaped = int(await asyncio.wait_for(stdout_of(child).readline(), 60))
+        proc.drain_stderr_async(child)
+        return await proc.terminate_async(child), escaped
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        try:
+            result, escaped = run(scenario)
+        finally:
+            gc.collect()  # what would close a transport left open, after its loop is gone
+    try:
+        assert result.step is proc.Step.EXITED_ON_EOF
+        unclosed = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+        assert unclosed == []
+    finally:
+        os.kill(escaped, signal.SIGKILL)  # not in the child's group: its teardown never reached it
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(escaped, 0)  # adopted by this process when it is a subreaper, as under the suite
 
 
 def test_async_a_missing_executable_is_a_spawn_failed_error(tmp_path: Path) -> None:

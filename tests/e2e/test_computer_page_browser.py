@@ -137,3 +137,40 @@ def test_the_page_works_by_keyboard_at_400_px_in_light_and_dark(dashboard, kiroc
     dashboard.screenshot(opened, f"computer-{scheme}-400")
     wide = _open_computer(dashboard, color_scheme=scheme)
     dashboard.screenshot(wide, f"computer-{scheme}")
+
+
+
+# An app given by a path and a crew home in a deep folder, as long as real ones get: each holds
+# a word without a break opportunity wider than a 400 px screen.
+LONG_APP_PATH = ("/opt/vendor_applications/org.example.AnApplicationWithAVeryLongIdentifier/current/bin/"
+                 "an_application_binary_with_a_long_name")
+LONG_FOLDER = "crew_homes_of_the_whole_team_kept_together_on_the_shared_disk"
+
+# Every element of the page's main part that scrolls sideways, or sticks out of a 400 px screen.
+_TOO_WIDE = """() => [...document.querySelectorAll('main *')]
+  .filter(e => e.scrollWidth > e.clientWidth + 1 && ['auto', 'scroll'].includes(getComputedStyle(e).overflowX)
+               || e.getBoundingClientRect().right > 400)
+  .map(e => `${e.tagName}.${e.className} ${e.textContent.trim().slice(0, 60)}`)"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_long_paths_wrap_so_the_page_never_scrolls_sideways_at_400_px(request, monkeypatch, isolated_homes, kirocrew,
+                                                                      module_chromium, scheme: str) -> None:
+    crew_home = isolated_homes.root / LONG_FOLDER / "kirocrew"
+    monkeypatch.setenv("KIROCREW_HOME", str(crew_home))  # before the gateway starts: it serves this crew home
+    refused = kirocrew("computer", "call", "computer_get_state", f"app={LONG_APP_PATH}", "--json")
+    assert json.loads(refused.stdout)[0]["code"] == "keystone_off"
+    dashboard = request.getfixturevalue("dashboard")
+
+    opened = _open_computer(dashboard, color_scheme=scheme, width=400)
+    page = opened.page
+    assert f"({keystone_file()} is absent" in page.locator("#keystone-state").inner_text()  # the absolute path
+    app_cell = page.get_by_role("region", name="Recent audited calls").get_by_role("cell", name=LONG_APP_PATH)
+    assert app_cell.is_visible()
+    scrolling = page.evaluate("[document.scrollingElement.scrollWidth, document.scrollingElement.clientWidth]")
+    too_wide = page.evaluate(_TOO_WIDE)
+    assert scrolling[0] <= scrolling[1], (scrolling, too_wide)  # the page does not scroll sideways
+    assert too_wide == []  # nor does a region inside it, and nothing sticks out of the screen
+    box = app_cell.bounding_box()
+    assert box is not None and box["x"] + box["width"] <= 400 and box["height"] > 40  # wrapped over lines
+    assert dashboard.screenshot(opened, f"computer-long-paths-{scheme}-400").stat().st_size > 1000

@@ -1,6 +1,6 @@
 """kirocrew-connections hook implementations (entry point ``connections``).
 
-``kirocrew --help`` imports this module, so it stays cheap: the command group is
+Every ``kirocrew`` run that loads plugins imports this module, so it stays cheap: the command group is
 registered by import path and the routes import their handlers only per request.
 """
 

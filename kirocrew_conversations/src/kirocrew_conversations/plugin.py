@@ -1,6 +1,6 @@
 """kirocrew-conversations hook implementations (entry point ``conversations``).
 
-``kirocrew --help`` imports this module, so it stays cheap: commands are
+Every ``kirocrew`` run that loads plugins imports this module, so it stays cheap: commands are
 registered by import path, and the authority backends' modules and the host's
 conversations service (:mod:`kirocrew_conversations.hosted`) are imported only
 when their hook is called.

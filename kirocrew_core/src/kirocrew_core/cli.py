@@ -4,6 +4,8 @@
 command groups are named here with their import path and short help, and the
 module is imported only when the command actually runs (kedro's ``LazyGroup``).
 :class:`LazyGroup` is public: a plugin's own command group loads its subcommands the same way.
+The root lists the plugins' commands from a cached index (:mod:`kirocrew_core.command_index`),
+so the help imports no plugin at all while the install is unchanged.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from typing import Any
 
 import click
 
-from kirocrew_core import __version__
+from kirocrew_core import __version__, command_index
+from kirocrew_core.command_index import IndexedCommand
 from kirocrew_core.errors import KirocrewError
 
 # name -> (import path "module:attribute", short help)
@@ -89,6 +92,8 @@ class KirocrewCLI(LazyGroup):
         self._owners: dict[str, str] = {name: "kirocrew-core" for name in CORE_COMMANDS}
         self._plugins_loaded = False
         self._registering = "kirocrew-core"
+        # The plugin commands as the index lists them, once read; None until then or when not used.
+        self._indexed: dict[str, IndexedCommand] | None = None
 
     # -- what plugins call -------------------------------------------------
 
@@ -115,12 +120,13 @@ class KirocrewCLI(LazyGroup):
         self._owners[name] = self._registering
         return True
 
-    # -- click ------------------------------------------------------------
+    # -- loading the plugins' commands ---------------------------------------
 
     def _load_plugin_commands(self) -> None:
         if self._plugins_loaded:
             return
         self._plugins_loaded = True
+        self._indexed = None
         from kirocrew_core.plugins import call_hook, get_plugin_manager
 
         # before_each credits each command to the plugin adding it, so a name clash names the culprit.
@@ -132,7 +138,55 @@ class KirocrewCLI(LazyGroup):
     def _start_registering(self, plugin: str) -> None:
         self._registering = plugin
 
+    def _indexed_commands(self) -> dict[str, IndexedCommand] | None:
+        """The plugin commands from a current index, else ``None`` (the plugins are then loaded, and indexed).
+
+        An index replays the warnings its listing printed (a broken plugin stays visible in every help).
+        """
+        if self._indexed is not None or self._plugins_loaded or not command_index.usable():
+            return self._indexed
+        expected = command_index.signature()
+        found = command_index.read(expected)
+        if found is None:
+            self._load_and_index(expected)
+            return None
+        for text in found.warnings:
+            warnings.warn(text, stacklevel=2)
+        self._indexed = {command.name: command for command in found.commands}
+        return self._indexed
+
+    def _load_and_index(self, expected: dict[str, Any]) -> None:
+        """Load the plugins' commands as before, show what loading warned, and write the index of the result."""
+        caught: list[warnings.WarningMessage] = []
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                self._load_plugin_commands()
+        finally:
+            for shown in caught:
+                warnings.showwarning(shown.message, shown.category, shown.filename, shown.lineno)
+        from kirocrew_core.plugins import get_plugin_manager, ordered_hookimpls
+
+        # The listing depends on each plugin's module (its entry point, imported or not: a broken one
+        # may be fixed in place) and on the module of each register_commands implementation.
+        manager = get_plugin_manager()
+        modules = [record.entry_point.partition(":")[0] for record in manager.records.values()]
+        modules += [impl.function.__module__ for impl in ordered_hookimpls(manager, "register_commands")]
+        command_index.write(expected, self._plugin_rows(), [str(shown.message) for shown in caught], modules)
+
+    def _plugin_rows(self) -> list[IndexedCommand]:
+        """Every command a plugin added, as the root's help lists it (eager ones as at 80 columns)."""
+        rows = [IndexedCommand(name, short_help) for name, (_, short_help) in self._lazy.items()
+                if name not in CORE_COMMANDS]
+        rows += [IndexedCommand(name, command.get_short_help_str(78), command.hidden)
+                 for name, command in self.commands.items() if name not in CORE_COMMANDS]
+        return rows
+
+    # -- click ------------------------------------------------------------
+
     def list_commands(self, ctx: click.Context) -> list[str]:
+        indexed = self._indexed_commands()
+        if indexed is not None:
+            return sorted(set(self.commands) | set(self._lazy) | set(indexed))
         self._load_plugin_commands()
         return super().list_commands(ctx)
 
@@ -140,6 +194,19 @@ class KirocrewCLI(LazyGroup):
         if cmd_name not in self.commands and cmd_name not in self._lazy:
             self._load_plugin_commands()
         return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        indexed = self._indexed_commands()
+        if indexed is None:
+            super().format_commands(ctx, formatter)
+            return
+        rows = [(name, short_help) for name, (_, short_help) in self._lazy.items()]
+        rows += [(name, command.get_short_help_str(formatter.width)) for name, command in self.commands.items()
+                 if not command.hidden]
+        rows += [(name, command.short_help) for name, command in indexed.items() if not command.hidden]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(sorted(rows))
 
 
 @click.group(

@@ -111,6 +111,14 @@ def apps_dir() -> Path:
     return crew_home() / "apps"
 
 
+def cli_index_file() -> Path:
+    """The ``kirocrew`` root command's cached index of plugin commands (``<crew home>/state/cli/commands.json``).
+
+    Owner-only like the rest of the crew home: an index another user wrote is never read.
+    """
+    return crew_home() / "state" / "cli" / "commands.json"
+
+
 def session_pid_dir() -> Path:
     """Where an earlier version published signed session pid sidecars (``<crew home>/state/session-pids``).
 

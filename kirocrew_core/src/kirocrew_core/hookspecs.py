@@ -70,11 +70,15 @@ def addhooks(pluginmanager: KirocrewPluginManager) -> None:
 def register_commands(cli: KirocrewCLI) -> None:
     """Add a plugin's subcommand group to the ``kirocrew`` CLI.
 
-    Called by the root command the first time it lists or resolves a
-    subcommand (so on every invocation, ``--help`` included). Keep it cheap:
-    prefer ``cli.add_lazy_command("mcp", "kirocrew_mcp.cli:mcp", "Manage MCP
-    servers")``, which imports your command module only when the command runs;
-    ``cli.add_command(group)`` works too but imports it up front.
+    Called by the root command when it resolves a plugin's subcommand, and
+    when it lists commands without a current index: ``kirocrew --help`` lists
+    each command's name and one-line help from a cached index, rebuilt by
+    calling this hook whenever a distribution is added, removed or at another
+    version, or a plugin module changed (see ``kirocrew_core.command_index``).
+    Keep it cheap and deterministic (the same install must list the same
+    commands): prefer ``cli.add_lazy_command("mcp", "kirocrew_mcp.cli:mcp",
+    "Manage MCP servers")``, which imports your command module only when the
+    command runs; ``cli.add_command(group)`` works too but imports it up front.
 
     :param cli: the root group; a name already taken is refused with a warning
         (core commands win, then plugins in call order).

@@ -36,11 +36,12 @@ from kirocrew_core import hookspecs
 from kirocrew_core.contributions import Contribution
 from kirocrew_core.errors import KirocrewError
 from kirocrew_core.markers import ENTRY_POINT_GROUP, PROJECT
-
-LOAD_ENV = "KIROCREW_LOAD_PLUGINS"
-DISABLE_ENV = "KIROCREW_DISABLE_PLUGINS"
-STRICT_ENV = "KIROCREW_STRICT_PLUGINS"
-TRACE_ENV = "KIROCREW_TRACE_PLUGINS"
+# The switches' owner is plugin_env (standard library only, for the CLI's command index); named here too.
+from kirocrew_core.plugin_env import DISABLE_ENV as DISABLE_ENV
+from kirocrew_core.plugin_env import LOAD_ENV as LOAD_ENV
+from kirocrew_core.plugin_env import STRICT_ENV as STRICT_ENV
+from kirocrew_core.plugin_env import TRACE_ENV as TRACE_ENV
+from kirocrew_core.plugin_env import truthy as _truthy
 
 logger = logging.getLogger("kirocrew.plugins")
 
@@ -122,10 +123,6 @@ def _names_from_env(value: str | None) -> frozenset[str] | None:
     if value is None:
         return None
     return frozenset(normalize_dist_name(part) for part in value.split(",") if part.strip())
-
-
-def _truthy(value: str | None) -> bool:
-    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 class KirocrewPluginManager(pluggy.PluginManager):

@@ -335,6 +335,30 @@ def _close_stdin_async(proc: asyncio.subprocess.Process) -> None:
             proc.stdin.close()
 
 
+def _close_transport(proc: asyncio.subprocess.Process) -> None:
+    """Close the child's pipes now, on this loop.
+
+    asyncio closes a subprocess transport only once the child exited and every pipe reached EOF; a
+    pipe that a process outside the group still holds keeps it open, and a transport still open when
+    its loop closes is closed by its ``__del__`` on a closed loop, an error nobody can catch (the suite
+    saw it as ``PytestUnraisableExceptionWarning`` from ``BaseSubprocessTransport.__del__``).
+    ``asyncio.subprocess.Process`` names its transport only privately.
+    """
+    transport = getattr(proc, "_transport", None)
+    if transport is not None and not transport.is_closing():
+        with contextlib.suppress(RuntimeError):  # the loop is closing already: nothing left to tidy
+            transport.close()
+
+
+async def _transport_closed(proc: asyncio.subprocess.Process, deadline: float) -> None:
+    """Wait until the child's pipes reached EOF and asyncio closed its transport; close it at ``deadline``."""
+    transport = getattr(proc, "_transport", None)
+    loop = asyncio.get_running_loop()
+    while transport is not None and not transport.is_closing() and loop.time() < deadline:
+        await asyncio.sleep(0.01)
+    _close_transport(proc)
+
+
 async def _teardown_async(proc: asyncio.subprocess.Process, pgid: int | None) -> tuple[Step, bool]:
     if proc.returncode is not None and not await asyncio.to_thread(_group_alive, pgid):
         _close_stdin_async(proc)
@@ -361,11 +385,14 @@ async def terminate_async(proc: asyncio.subprocess.Process, *, reason: str = "")
         step, survivors = await _teardown_async(proc, pgid)
     except BaseException:
         _signal(proc, pgid, signal.SIGKILL)
+        _close_transport(proc)
         raise
     # Let the pipes reach EOF, so the drains deliver the last lines and the transport closes.
+    deadline = asyncio.get_running_loop().time() + DRAIN_JOIN_SECS
     closed = asyncio.ensure_future(proc.wait())
     await asyncio.wait([closed, *_DRAINS.pop(proc, [])], timeout=DRAIN_JOIN_SECS)
     closed.cancel()
+    await _transport_closed(proc, deadline)
     result = Teardown(step, proc.returncode, survivors, reason)
     _log_teardown(proc.pid, result)
     return result

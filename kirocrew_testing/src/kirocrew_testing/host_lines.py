@@ -33,9 +33,13 @@ def socket_path(env: dict[str, str]) -> Path:
 def send_hello(path: Path, **hello: Any) -> socket.socket:
     """A connection to the host at ``path`` whose hello has been sent."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(30)
-    sock.connect(str(path))
-    sock.sendall(json.dumps({"kirocrew": "hello", "version": 1, **hello}).encode() + b"\n")
+    try:
+        sock.settimeout(30)
+        sock.connect(str(path))
+        sock.sendall(json.dumps({"kirocrew": "hello", "version": 1, **hello}).encode() + b"\n")
+    except BaseException:
+        sock.close()  # a host not up yet refuses the connect: polling it must not leak a socket per try
+        raise
     return sock
 
 

@@ -244,12 +244,17 @@ def pid_gone(pid: int) -> bool:
 
 
 def wait_gone(pid: int, timeout: float) -> bool:
-    """Wait up to ``timeout`` seconds for ``pid`` to be gone; True when it is."""
+    """Wait up to ``timeout`` seconds for ``pid`` to be gone; True when it is.
+
+    A host this process started is reaped here, through the handle that started it: left to
+    anyone else's ``waitpid``, that handle would report it running until this process exits.
+    """
     deadline = time.monotonic() + timeout
     while not pid_gone(pid):
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.02)
+    _reap()
     return True
 
 

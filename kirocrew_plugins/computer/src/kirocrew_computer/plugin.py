@@ -1,6 +1,6 @@
 """kirocrew-computer hook implementations (entry point ``computer``).
 
-``kirocrew --help`` imports this module, so it stays cheap: commands are
+Every ``kirocrew`` run that loads plugins imports this module, so it stays cheap: commands are
 registered by import path and the routes import starlette only when built.
 """
 

@@ -1,6 +1,6 @@
 """kirocrew-cron hook implementations (entry point ``cron``).
 
-``kirocrew --help`` imports this module, so it stays cheap: commands are registered by
+Every ``kirocrew`` run that loads plugins imports this module, so it stays cheap: commands are registered by
 import path, and the store, the scheduler, the tools and the routes are imported by the
 functions that build them.
 """

@@ -1,6 +1,6 @@
 """kirocrew-mcp hook implementations (entry point ``mcp``).
 
-``kirocrew --help`` imports this module, so it stays cheap: the command
+Every ``kirocrew`` run that loads plugins imports this module, so it stays cheap: the command
 groups are registered by import path, and the routes, checks and shutdown
 import their modules (and starlette) only when called.
 """
