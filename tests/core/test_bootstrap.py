@@ -25,16 +25,26 @@ def _bootstrap(root: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     return module
 
 
-def _project(root: Path, source: str) -> Path:
+def _project(root: Path, source: str, *, low_imports_high: bool = False) -> Path:
+    """A tree for the three linters: ``mod.py`` for ruff and mypy, and a package ``layered`` whose contract
+    forbids ``layered.low`` to import ``layered.high`` (it does when ``low_imports_high``)."""
     (root / "pyproject.toml").write_text(
         '[tool.ruff]\ncache-dir = "cache/ruff"\n[tool.ruff.lint]\nselect = ["F"]\n'
         '[tool.mypy]\nfiles = ["mod.py"]\ncache_dir = "cache/mypy"\n'
+        '[tool.importlinter]\nroot_packages = ["layered"]\n'
+        '[[tool.importlinter.contracts]]\nname = "low never imports high"\ntype = "forbidden"\n'
+        'source_modules = ["layered.low"]\nforbidden_modules = ["layered.high"]\n'
     )
     (root / "mod.py").write_text(source)
+    package = root / "layered"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "high.py").write_text("from layered import low\n\nVALUE = low.VALUE\n")
+    (package / "low.py").write_text("from layered import high\n\nVALUE = high\n" if low_imports_high else "VALUE = 1\n")
     return root
 
 
-def test_a_clean_tree_passes_both_linters(tmp_path, monkeypatch):
+def test_a_clean_tree_passes_the_three_linters(tmp_path, monkeypatch):
     bootstrap = _bootstrap(_project(tmp_path, "def f(x: int) -> int:\n    return x\n"), monkeypatch)
     bootstrap.lint()  # returns: pytest would be exec'd next
 
@@ -55,6 +65,16 @@ def test_a_mypy_finding_stops_the_test_command_naming_mypy(tmp_path, monkeypatch
     assert stopped.value.code not in (0, None)
     err = capfd.readouterr()
     assert "[return-value]" in err.out and "lint failed: mypy found problems" in err.err
+
+
+def test_a_broken_package_contract_stops_the_test_command_naming_import_linter(tmp_path, monkeypatch, capfd):
+    clean = "def f(x: int) -> int:\n    return x\n"
+    bootstrap = _bootstrap(_project(tmp_path, clean, low_imports_high=True), monkeypatch)
+    with pytest.raises(SystemExit) as stopped:
+        bootstrap.lint()
+    assert stopped.value.code not in (0, None)
+    err = capfd.readouterr()
+    assert "layered.low -> layered.high" in err.out and "lint failed: import-linter found problems" in err.err
 
 
 
