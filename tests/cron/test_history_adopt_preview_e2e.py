@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from kirocrew_testing.core_sessions import CrewHarness
 from kirocrew_testing.fixtures import kirocrew_argv, run_kirocrew
+from kirocrew_testing.requirements import executable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -120,6 +121,7 @@ def test_a_one_shots_history_outlives_it_for_its_owner_only(crew: CrewHarness) -
 
 def test_adopt_gives_a_job_to_a_conversations_session_narrowed_and_capped_and_release_returns_it(
         crew: CrewHarness) -> None:
+    executable("bwrap", apt="bubblewrap")  # the adopting conversation is made read_only, which runs sandboxed
     job = json.loads(_ok(_cli(crew, "add", "nightly", "--command", "echo nightly", "--every", "3600",
                               "--cwd", str(crew.root), "--json")))
 
