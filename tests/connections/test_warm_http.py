@@ -164,11 +164,14 @@ def test_a_status_read_withdraws_a_warm_url_whose_process_died(client: Any) -> N
     import os
     import signal
 
+    table = warm.warm_table()
+    # Before the process starts, so the reaper's first sleep is already this long: only the status read (or the
+    # process's own exit watcher, which withdraws the row the same way) may judge the row here; a reaper tick
+    # would also re-arm a new generation and a new row.
+    table.runtime.reaper_interval = 3600.0
     premint_ready(client)
     client.post("/api/connections/install", json={"slug": "alpha"})
     token = client.post("/api/connections/mint", json={"slug": "alpha"}).json()["token"]
-    table = warm.warm_table()
-    table.runtime.reaper_interval = 3600.0  # only the status read may judge the row here
     gen = table.runtime.current
     assert gen is not None and gen.runtime.pid is not None
     os.kill(gen.runtime.pid, signal.SIGKILL)
