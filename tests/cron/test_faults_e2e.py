@@ -29,7 +29,8 @@ BOUND_SECS = 150.0
 #: The tie's grace (proc.TERM_WAIT_SECS) and then some: a sleep ends on the first SIGTERM anyway.
 TIE_SECS = 15.0
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="process groups are read from /proc")
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(),
+                                reason="the test reads the host's process groups from /proc (Linux)")
 
 
 def _rows(sql: str, *params: Any) -> list[tuple[Any, ...]]:

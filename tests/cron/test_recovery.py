@@ -47,7 +47,6 @@ async def until(condition: Callable[[], bool]) -> None:
     while not condition():
         await asyncio.sleep(0.01)
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="process groups are read from /proc")
 
 
 @pytest.fixture
