@@ -458,7 +458,7 @@ class FakeKiroAgent:
     async def execute_command(self, session: LiveSession, name: str, args: str) -> commands.CommandResult:
         """A slash command, from ``_kiro.dev/commands/execute`` or from prompt text."""
         if name in ("mcp", "tools") and session.hub is not None:
-            await session.hub.wait_settled(self.init_timeout())
+            await session.hub.wait_answerable(self.init_timeout())
         if name == "mcp":
             data = commands.mcp_data(session.hub)
             return commands.CommandResult(True, commands.mcp_message(data), data)

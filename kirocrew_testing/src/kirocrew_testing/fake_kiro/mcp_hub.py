@@ -59,6 +59,8 @@ class ServerConn:
     # Set once the client has been told where the server stands: its init notification,
     # or an OAuth request (then a person decides, and the server stays loading).
     reported: asyncio.Event = field(default_factory=asyncio.Event)
+    # Set once a consent URL is out: the server stays loading until a person decides.
+    consent_pending: asyncio.Event = field(default_factory=asyncio.Event)
     scope: Any = None  # the anyio CancelScope the connection runs in
     deadline_handle: asyncio.TimerHandle | None = None
     challenge: str = ""  # the WWW-Authenticate of a 401, if one was seen
@@ -107,6 +109,31 @@ class McpHub:
             return True
         try:
             await asyncio.wait_for(asyncio.gather(*waits), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    async def wait_answerable(self, timeout: float | None = None) -> bool:
+        """Wait until every server is settled or waiting on a consent; False on timeout.
+
+        ``/mcp`` and ``/tools`` wait on this rather than :meth:`wait_settled`: a consent may
+        take minutes, so a server waiting on one is reported ``loading`` at once instead of
+        holding the command until the init deadline.
+        """
+        async def answerable(conn: ServerConn) -> None:
+            waits = {asyncio.ensure_future(conn.settled.wait()), asyncio.ensure_future(conn.consent_pending.wait())}
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for wait in waits:
+                    wait.cancel()
+
+        pending = [answerable(c) for c in self.conns.values()
+                   if not c.settled.is_set() and not c.consent_pending.is_set()]
+        if not pending:
+            return True
+        try:
+            await asyncio.wait_for(asyncio.gather(*pending), timeout)
         except asyncio.TimeoutError:
             return False
         return True
@@ -287,6 +314,7 @@ class McpHub:
                                              "oauthUrl": oauth_url})
         finally:
             conn.reported.set()
+            conn.consent_pending.set()
 
     # -- status --------------------------------------------------------------
 

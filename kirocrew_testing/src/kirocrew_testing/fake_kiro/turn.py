@@ -87,9 +87,12 @@ class Turn:
         sessions.append_history(files, text)
         self.session.chars += len(text)
         try:
-            if self.session.hub is not None:
-                await self._until_cancelled(self.session.hub.wait_settled(self.agent.init_timeout()))
             slash = script.slash_command(text)
+            if self.session.hub is not None:
+                hub = self.session.hub
+                # A slash command reports a server waiting on a consent as loading; a model turn waits for it.
+                wait = hub.wait_answerable if slash is not None else hub.wait_settled
+                await self._until_cancelled(wait(self.agent.init_timeout()))
             if slash is not None:
                 result = await self.agent.execute_command(self.session, *slash)
                 await self._say(result.message, meta={"kiro.dev": {"commandResult": result.as_dict()}})
