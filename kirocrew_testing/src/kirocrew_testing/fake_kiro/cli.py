@@ -121,6 +121,9 @@ def acp_options(argv: list[str]) -> object:
 def acp(argv: list[str]) -> int:
     import asyncio
 
+    from kirocrew_testing.fake_kiro.light_pydantic import lighten_schema_import
+
+    lighten_schema_import()
     from kirocrew_testing.fake_kiro.agent import serve
 
     options = acp_options(argv)
