@@ -78,11 +78,10 @@ def measure_machine(cpu_sample_secs: float = CPU_SAMPLE_SECS) -> Machine:
 def posture(machine: Machine, workers: list[Workers]) -> str:
     """``critical``, ``tight``, ``ample`` or ``unmeasured`` (see the module's thresholds)."""
     per_core = machine.load_per_core
-    memory_known = machine.memory_total and machine.memory_available is not None
-    if per_core is None and not memory_known:
+    total, available = machine.memory_total, machine.memory_available
+    fraction = available / total if total and available is not None else None
+    if per_core is None and fraction is None:
         return "unmeasured"
-    fraction = machine.memory_available / machine.memory_total if memory_known else None  # type: ignore[operator]
-    available = machine.memory_available
 
     def short(share: float, floor: int) -> bool:
         return fraction is not None and available is not None and (fraction < share or available < floor)
