@@ -162,3 +162,16 @@ def test_the_crew_commands_add_list_and_remove(kirocrew, config_path, tmp_path):
     missing = kirocrew("crew", "remove", "writer")
     assert missing.returncode == 2 and "error[unknown_crew]" in missing.stderr and "crews: reviewer" in missing.stderr
     assert config_path.read_text().rstrip() == HAND_WRITTEN.rstrip()
+
+
+def test_crew_changes_are_recorded_in_the_security_event_log_and_refusals_are_not(config_path):
+    from kirocrew_core import audit
+
+    add_crew(Crew("writer", model="m", triggers=("docs",)))
+    with pytest.raises(BadInputError):
+        add_crew(Crew("writer"))
+    remove_crew("writer")
+    assert [(r["event"], r["fields"]) for r in audit.tail(5)] == [
+        ("config.crew_set", {"key": "crews.writer", "value": {"model": "m", "triggers": ["docs"]}}),
+        ("config.crew_remove", {"key": "crews.writer", "value": None}),
+    ]

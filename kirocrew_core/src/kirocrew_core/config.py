@@ -408,6 +408,7 @@ def register_table(table: ConfigTable) -> ConfigTable:
 
 
 def lookup_table(name: str) -> ConfigTable:
+    """The declared table ``name``; :class:`BadInputError` ``unknown_config_key`` when there is none."""
     table = _TABLES.get(name)
     if table is None:
         raise BadInputError(f"unknown config table {name!r}", code="unknown_config_key")

@@ -18,6 +18,8 @@ from kirocrew_core.errors import BadInputError
 
 @dataclass(frozen=True)
 class Crew:
+    """One ``[crews.NAME]`` entry: each field as the owner wrote it, ``None`` (or no triggers) when left out."""
+
     name: str
     kiro_agent: str | None = None
     model: str | None = None
