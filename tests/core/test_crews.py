@@ -107,6 +107,15 @@ def test_a_malformed_file_is_reported_and_never_rewritten_by_crew_add(config_pat
     assert raised.value.code == "config_malformed" and config_path.read_bytes() == broken
 
 
+@pytest.mark.parametrize("written", ['crews = {old = {model = "m"}}\n', 'crews.old.model = "m"\n'])
+def test_crews_written_inline_or_as_dotted_keys_are_edited_in_place(config_path, written):
+    config_path.write_text(written)
+    add_crew(Crew("new", triggers=("x",)))
+    assert [(c.name, c.model, c.triggers) for c in all_crews()] == [("new", None, ("x",)), ("old", "m", ())]
+    remove_crew("new")
+    assert config_path.read_text().strip() == written.strip()
+
+
 def test_removing_a_broken_crew_is_the_fix(config_path):
     config_path.write_text('[crews.old]\ncolour = "red"\n[crews.ok]\nmodel = "m"\n')
     assert remove_crew("old") == Crew("old")  # its unknown field is not a binding

@@ -41,7 +41,7 @@ from typing import Any, NamedTuple
 
 import tomlkit
 from tomlkit.exceptions import ParseError, TOMLKitError
-from tomlkit.items import Comment, Table
+from tomlkit.items import Comment, InlineTable, Table
 
 from kirocrew_core import audit, home
 from kirocrew_core.errors import BadInputError, KirocrewError, MalformedFileError, UnreadableFileError
@@ -774,7 +774,8 @@ def set_entry(table_name: str, entry: str, fields: dict[str, Any], path: str | P
                                 code=f"{table.label}_exists")
         if entry not in entries and len(entries) >= table.max_entries:
             raise BadInputError(f"at most {table.max_entries} {table.label}s", code="invalid_config_value")
-        written = tomlkit.table()
+        # An owner who wrote the table inline (crews = {a = {...}}) gets the new entry inline too.
+        written = tomlkit.inline_table() if isinstance(entries, InlineTable) else tomlkit.table()
         for spec in table.fields:  # the declared order, whatever order the caller passed
             if spec.name in values:
                 written[spec.name] = values[spec.name]
