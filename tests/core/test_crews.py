@@ -7,7 +7,7 @@ import json
 import pytest
 
 from kirocrew_core import home
-from kirocrew_core.config import load_config
+from kirocrew_core.config import load_config, set_value
 from kirocrew_core.crews.bindings import Crew, add_crew, all_crews, find_crew, remove_crew
 from kirocrew_core.crews.routing import matched_triggers, rank
 from kirocrew_core.crews.tools import route_crew, select_crew
@@ -78,6 +78,8 @@ def test_adding_and_removing_a_crew_keeps_every_comment_and_the_rest_of_the_file
     assert taken.value.code == "crew_exists" and config_path.read_text() == text
     assert remove_crew("writer").triggers == ("docs", "write up")
     assert config_path.read_text().rstrip() == HAND_WRITTEN.rstrip()
+    set_value("gateway.port", "7500")  # a key set beside the crews leaves them as they are
+    assert config_path.read_text().rstrip() == HAND_WRITTEN.replace("7400", "7500").rstrip()
     remove_crew("reviewer")
     assert "# crews I use" in config_path.read_text() and "[crews" not in config_path.read_text()
     with pytest.raises(BadInputError) as gone:
