@@ -42,16 +42,25 @@ def test_a_client_lists_and_calls_kirocrew_core_tools_and_reads_refusals_by_thei
         {"name": "probe_echo", "arguments": {"text": "hello"}},
         {"name": "probe_whoami", "arguments": {}},
         {"name": "probe_echo", "arguments": {"text": "x", "unknown": 1}},
+        {"name": "select_crew", "arguments": {"crew": "../etc"}},
+        {"name": "route_crew", "arguments": {"task": "please review"}},
+        {"name": "resource_status", "arguments": {}},
+        {"name": "route_crew", "arguments": {}},
     ])
     if "serverInfo" in report:  # the TypeScript client reports it
         assert report["serverInfo"]["name"] == "kirocrew-core"
     names = [tool["name"] for tool in report["tools"]]
     assert "probe_echo" in names and "probe_whoami" in names and len(names) == len(set(names))
+    assert {"select_crew", "route_crew", "resource_status"} <= set(names)
     assert report["schemaProblems"] == []
     echoed = call_result(report, 0)
     assert echoed.get("isError") is not True and text_of(echoed) == "hello"
-    for index, code in ((1, "caller_unverified"), (2, "invalid_arguments")):
+    for index, code in ((1, "caller_unverified"), (2, "invalid_arguments"), (3, "unknown_crew"),
+                        (6, "invalid_arguments")):
         assert_refused(report, index, code)
+    assert json.loads(text_of(call_result(report, 4)))["ranked"] == []  # no crews configured
+    status = text_of(call_result(report, 5))
+    assert status.startswith("Host resources: ") and "\n  Concurrent sub-agent cap: " in status
 
 
 def test_a_sessions_typescript_client_reads_the_lesson_refusals_by_their_code(

@@ -440,3 +440,16 @@ def test_a_host_service_that_cannot_start_refuses_with_its_code_and_starts_on_a_
 
     kept, refused, served = run_async(main())
     assert kept == refused == "state_dir_in_use" and served
+
+
+def test_before_its_service_starts_the_worker_load_reports_no_workers_and_the_configured_limits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from kirocrew_core.contributions import WorkerLoad
+
+    monkeypatch.setenv("KIRO_CONVERSATIONS_MAX_WORKERS", "3")
+    monkeypatch.setenv("KIRO_CONVERSATIONS_MAX_SUBAGENTS", "2")
+    assert HostedConversations().worker_load() == WorkerLoad("conversations", (), 3, 0, 2)
+    monkeypatch.setenv("KIRO_CONVERSATIONS_MAX_SUBAGENTS", "many")
+    with pytest.raises(KirocrewError) as bad:  # a bad setting is its plugin's failure in resource_status
+        HostedConversations().worker_load()
+    assert bad.value.code == "invalid_configuration"

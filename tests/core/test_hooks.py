@@ -36,7 +36,7 @@ def test_the_hook_list_is_the_architecture_one():
         "gateway_stopping", "gateway_shutdown", "extra_mcp_scopes", "extra_mcp_servers", "managed_mcp_servers",
         "core_mcp_tools", "registry_loaders", "authority_backends",
         "governance_ceiling", "protected_paths", "doctor_checks", "host_services", "host_mcp_servers",
-        "known_workspaces", "agent_file_ready", "secret_files",
+        "known_workspaces", "agent_file_ready", "secret_files", "worker_load",
     }
 
 
@@ -428,6 +428,35 @@ def test_hook_known_workspaces(plugin_manager, tmp_path):
     _register(plugin_manager, "checkouts", known_workspaces=lambda: [tmp_path / "a", tmp_path / "b"])
     assert _collected(plugin_manager, "known_workspaces") == [("checkouts", tmp_path / "a"),
                                                               ("checkouts", tmp_path / "b")]
+
+
+def test_hook_worker_load(plugin_manager):
+    """resource_status reports each plugin's workers, measured by pid, and the smallest sub-agent cap; a plugin
+    that raises is named as unreadable, never counted as idle."""
+    import os
+    import subprocess
+
+    from kirocrew_core.contributions import WorkerLoad
+    from kirocrew_core.resources import _measure, _reported_loads, report
+
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        _register(plugin_manager, "pool-a", worker_load=lambda: [
+            WorkerLoad("pool-a", (os.getpid(), sleeper.pid), 4, 3, subagent_cap=5)])
+        _register(plugin_manager, "pool-b", worker_load=lambda: [WorkerLoad("pool-b", (), 2, 0, subagent_cap=2)])
+        _register(plugin_manager, "pool-c", worker_load=lambda: 1 / 0)
+        loads, failed = _reported_loads(plugin_manager)
+        machine, workers = _measure(loads)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert [load.source for load in loads] == ["pool-a", "pool-b"] and failed == ["pool-c"]
+    assert workers[0].resident is not None and workers[0].resident > 1024 * 1024  # this Python process at least
+    text = report(machine, workers, failed)
+    assert "  kiro-cli workers (pool-a): 2 running of at most 4, 3 runs in progress, " in text
+    assert "  kiro-cli workers (pool-b): 0 running of at most 2, 0 runs in progress\n" in text
+    assert "  kiro-cli workers (pool-c): could not be read" in text
+    assert "  Concurrent sub-agent cap: 2\n" in text
 
 
 def test_hook_agent_file_ready(plugin_manager, isolated_homes):

@@ -343,3 +343,41 @@ def test_a_long_result_is_cut_at_a_line_end_with_a_pointer_to_spawn_status(tmp_p
         lines[next_line]
     entry = result_entry(child, ended)
     assert entry["text"] == shown and f"offset={next_line}" in entry["more"]
+
+
+def test_a_crew_binds_its_childrens_agent_model_workspace_and_a_narrower_authority(tmp_path: Path) -> None:
+    from kirocrew_core.crews.bindings import Crew, add_crew
+
+    docs = tmp_path / "ws" / "docs"
+    docs.mkdir(parents=True)
+    add_crew(Crew("writer", kiro_agent="kiro_default", model="claude-haiku-4.5", workspace=str(docs),
+                  authority="workspace_write", triggers=("docs",)))
+    add_crew(Crew("wide", authority="unrestricted"))
+    add_crew(Crew("elsewhere", workspace=str(tmp_path)))
+
+    async def work(h: Harness) -> None:
+        parent = h.parent("parent")
+        try:
+            out = await h.call("spawn_run", parent, task="!say written", crew="writer")
+        except KirocrewError as exc:  # workspace_write may be unavailable here: then nothing runs unrestricted
+            assert exc.code == "authority_unavailable" and h.children(parent) == []
+        else:
+            [child] = h.children(parent)
+            assert (child.mode, child.model, child.workspace.path, child.authority) == (
+                "kiro_default", "claude-haiku-4.5", str(docs.resolve()), "workspace_write")
+            assert f"{child.id} (kiro_default, crew writer): !say written" in out
+        # an explicit model and cwd win over the crew's; agent= with a crew is refused
+        assert await h.refused("spawn_run", parent, task="x", crew="writer", agent="kirocrew") == "crew_and_agent"
+        assert await h.refused("spawn_run", parent, task="x", crew="writer", agents=["kirocrew"]) == "crew_and_agent"
+        with pytest.raises(KirocrewError) as unknown:
+            await h.call("spawn_run", parent, task="x", crew="nobody")
+        assert unknown.value.code == "unknown_crew" and "available crews: elsewhere, wide, writer" in str(unknown.value)
+        # a crew's workspace is checked as cwd is: outside the session's workspace and roots is refused
+        assert await h.refused("spawn_run", parent, task="x", crew="elsewhere") == "cwd_not_allowed"
+        # a crew never grants more than the spawning session has; nothing is created
+        restricted = h.parent("restricted", authority="read_only")
+        with pytest.raises(KirocrewError) as escalated:
+            await h.call("spawn_run", restricted, task="x", crew="wide")
+        assert escalated.value.code == "authority_escalation" and h.children(restricted) == []
+
+    with_service(tmp_path, work)

@@ -227,3 +227,42 @@ def test_a_worktree_conversation_is_inspected_and_cleaned_up_from_the_page(
     assert not Path(path).exists() and _git(repo, "branch", "--list", branch) == ""
     assert page.get_by_role("button", name="Inspect worktree").count() == 0
     assert opened.csp_violations() == []
+
+
+def test_the_crews_section_shows_each_binding_escaped_and_a_broken_config_only_there(
+        dashboard: Any, tmp_path: Path) -> None:
+    from kirocrew_core import home
+    from kirocrew_core.crews.bindings import Crew, add_crew
+
+    add_crew(Crew("reviewer", kiro_agent="reviewer", authority="read_only", triggers=("code review", "diff")))
+    add_crew(Crew("writer", model="claude-haiku-4.5", workspace=str(tmp_path / "docs"),
+                  triggers=("docs", "<img src=x onerror=window.pwned=1>")))
+    add_crew(Crew("solo"))
+    opened = dashboard.open("/conversations")
+    page = opened.page
+    section = page.get_by_role("region", name="Crews")
+    rows = section.get_by_role("row")
+    expect(rows).to_have_count(4)  # the header and three crews, sorted by name
+    assert [rows.nth(i).get_by_role("rowheader").inner_text() for i in (1, 2, 3)] == ["reviewer", "solo", "writer"]
+    assert [cell.inner_text() for cell in rows.nth(1).get_by_role("cell").all()] == [
+        "reviewer", "spawner's", "spawner's", "read_only", "code review, diff"]
+    assert [cell.inner_text() for cell in rows.nth(2).get_by_role("cell").all()][-1] == "none: selected by name"
+    writer = rows.nth(3).inner_text()
+    assert "claude-haiku-4.5" in writer and str(tmp_path / "docs") in writer
+    assert "<img src=x onerror=window.pwned=1>" in writer and page.evaluate("window.pwned") is None
+    dashboard.screenshot(opened, "conversations-crews-light")
+    narrow = dashboard.open("/conversations", color_scheme="dark", width=400)
+    narrow_rows = narrow.page.get_by_role("region", name="Crews").get_by_role("row")
+    assert narrow.page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    expect(narrow_rows.nth(3)).to_contain_text("claude-haiku-4.5")
+    dashboard.screenshot(narrow, "conversations-crews-dark-narrow")
+
+    broken = home.config_file().read_text() + '\n[crews.bad]\ncolour = "red"\n'
+    home.config_file().write_text(broken)
+    page.reload()
+    problem = page.get_by_role("alert").filter(has_text="Crews could not be read")
+    expect(problem).to_contain_text("config_invalid")
+    expect(problem).to_contain_text("colour: unknown crew field")
+    assert page.get_by_role("button", name="Start conversation").is_visible()  # the rest of the page still works
+    assert home.config_file().read_text() == broken  # reported, never rewritten
+    assert opened.csp_violations() == [] and narrow.csp_violations() == []

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from kirocrew_core.contributions import AuthorityBackend
 
 from kirocrew_conversations.errors import conversation_error
-from kirocrew_conversations.vocabulary import UNRESTRICTED
+from kirocrew_conversations.vocabulary import AUTHORITY_RANK, UNRESTRICTED
 
 if TYPE_CHECKING:
     from kirocrew_core.acp_runtime import AcpOptions
@@ -79,6 +79,12 @@ def installed(pm: Any = None) -> dict[str, AuthorityBackend]:
     found = backends(pm)
     found.setdefault(UNRESTRICTED, UNRESTRICTED_BACKEND)
     return found
+
+
+def escalates(wanted: str, own: str) -> bool:
+    """Whether work given ``wanted`` could do more than a session running as ``own``: a crew session gives work
+    its own authority or a narrower one. An authority outside the built-in order counts only when it is ``own``."""
+    return wanted != own and AUTHORITY_RANK.get(wanted, 99) > AUTHORITY_RANK.get(own, -1)
 
 
 def availability(name: str, installed: dict[str, AuthorityBackend]) -> tuple[bool, str | None]:

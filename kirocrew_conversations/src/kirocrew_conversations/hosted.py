@@ -23,7 +23,7 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
-from kirocrew_core.contributions import HostedMcpServer, HostService
+from kirocrew_core.contributions import HostedMcpServer, HostService, WorkerLoad
 from kirocrew_core.errors import KirocrewError
 
 from kirocrew_conversations.plugin import DESCRIPTION, SERVER_COMMAND, SERVER_NAME
@@ -90,6 +90,17 @@ class HostedConversations:
         if not count:
             return None
         return f"{count} run{'s' if count != 1 else ''} in progress"
+
+    def worker_load(self) -> WorkerLoad:
+        """The live kiro-cli workers and the sub-agent cap, for ``resource_status`` (the configured ones while
+        the service is not running)."""
+        service = self._service
+        if service is None:
+            config = _configured()
+            return WorkerLoad(SERVICE_NAME, (), config.max_workers, 0, config.max_subagents)
+        orchestrator = service.orchestrator
+        return WorkerLoad(SERVICE_NAME, orchestrator.worker_pids(), orchestrator.max_workers,
+                          orchestrator.runs_in_progress(), service.config.max_subagents)
 
     async def server(self) -> Any:
         """The MCP server for one more connection; the start failure (its code) if the service is not running.
@@ -172,6 +183,12 @@ async def _start_service() -> ConversationsService:
         log.exception("the conversations service failed to start")
         raise KirocrewError(f"the conversations service failed to start: {type(exc).__name__}",
                             code="internal_error") from exc
+
+
+def _configured() -> Any:
+    from kirocrew_conversations.service import ServiceConfig
+
+    return ServiceConfig.from_env()
 
 
 def _build_server(service: ConversationsService) -> Any:

@@ -495,6 +495,11 @@ class Orchestrator:
         """Append an event (``payload`` already redacted) and wake waiters."""
         await self._append(conversation_id, run_id, kind, payload)
 
+    def worker_pids(self) -> tuple[int, ...]:
+        """The process ids of the kiro-cli workers running now (cheap: no database)."""
+        return tuple(pid for worker in self._workers.values()
+                     if worker.runtime is not None and (pid := worker.runtime.pid) is not None)
+
     def runs_in_progress(self) -> int:
         """Runs executing now plus conversations waiting for a worker (cheap: no database)."""
         return sum(worker.current is not None for worker in self._workers.values()) + len(self._waiting)

@@ -72,10 +72,24 @@ async def list_page(request: Request) -> Response:
         listing = await list_conversations(request, archive=archive)
     except KirocrewError as exc:
         problem = exc
+    crews, crews_problem = await _crews()
     status = 200 if problem is None else (400 if problem.exit_code == 2 else 503)
     return render_page(request, f"{PACKAGE}/conversations.html", title="Conversations", status_code=status,
                        listing=listing, problem=problem, archive=archive, archive_choices=ARCHIVE_CHOICES,
-                       **_choices())
+                       crews=crews, crews_problem=crews_problem, **_choices())
+
+
+async def _crews() -> tuple[list[Any], KirocrewError | None]:
+    """The owner's crews (core reads and checks ``config.toml``), or why they cannot be read: the page says so
+    in its Crews section and shows everything else."""
+    import asyncio
+
+    from kirocrew_core.crews.bindings import all_crews
+
+    try:
+        return await asyncio.to_thread(all_crews), None
+    except KirocrewError as exc:
+        return [], exc
 
 
 async def conversation_page(request: Request) -> Response:

@@ -20,6 +20,7 @@ from kirocrew_core.contributions import (
     HostService,
     ManagedMcpServer,
     ProtectedPath,
+    WorkerLoad,
 )
 
 if TYPE_CHECKING:
@@ -98,6 +99,14 @@ def core_mcp_tools() -> list[CoreMcpTool]:
     from kirocrew_conversations import ask_tool, subagent_tools, directive_tools
 
     return [*directive_tools.tools(), ask_tool.tool(), *subagent_tools.tools()]
+
+
+@hookimpl
+def worker_load() -> list[WorkerLoad]:
+    """The orchestrator's live kiro-cli workers and the sub-agent cap, for kirocrew-core's ``resource_status``."""
+    from kirocrew_conversations.hosted import hosted
+
+    return [hosted().worker_load()]
 
 
 @hookimpl

@@ -54,7 +54,6 @@ from kirocrew_conversations.store import (
 from kirocrew_conversations.tool_schemas import validate_arguments
 from kirocrew_conversations.vocabulary import (
     AUTHORITIES,
-    AUTHORITY_RANK,
     DEFAULT_AGENT,
     EFFORTS,
     NONTERMINAL_STATUSES,
@@ -364,7 +363,7 @@ class ConversationsService:
             return requested or default
         own, _ = await self._db(self.session_placement, viewer.session_conversation)
         wanted = requested or own
-        if wanted != own and AUTHORITY_RANK.get(wanted, 99) > AUTHORITY_RANK.get(own, -1):
+        if authority.escalates(wanted, own):
             raise conversation_error("authority_escalation",
                                      f"a crew session running as {own} cannot give work the {wanted} authority; "
                                      "it may use its own or a narrower one, and the owner may choose any")

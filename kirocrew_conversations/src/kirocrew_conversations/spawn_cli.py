@@ -54,15 +54,29 @@ def spawn() -> None:
 @click.option("--agent", help="The Kiro agent every task runs on (default: kirocrew, the rendered agent).")
 @click.option("--cwd", type=click.Path(file_okay=False), help="Working directory (default: this directory).")
 @click.option("--model", help="The model id (default: the agent's).")
-def spawn_run(tasks: tuple[str, ...], agent: str | None, cwd: str | None, model: str | None) -> None:
+@click.option("--crew", help="A configured crew (kirocrew crew list): its agent, model, workspace and authority.")
+def spawn_run(tasks: tuple[str, ...], agent: str | None, cwd: str | None, model: str | None,
+              crew: str | None) -> None:
     """Spawn one sub-agent per TASK, in one batch; prints their ids."""
     arguments: dict[str, Any] = {"tasks": list(tasks)} if len(tasks) > 1 else {"task": tasks[0]}
-    arguments["cwd"] = os.path.abspath(cwd or os.getcwd())
-    if agent:
-        arguments["agent"] = agent
-    if model:
-        arguments["model"] = model
+    if cwd or not _crew_has_workspace(crew):  # a crew's own workspace applies unless --cwd names one
+        arguments["cwd"] = os.path.abspath(cwd or os.getcwd())
+    for name, value in (("agent", agent), ("model", model), ("crew", crew)):
+        if value:
+            arguments[name] = value
     click.echo(_run(call_core("spawn_run", arguments)))
+
+
+def _crew_has_workspace(name: str | None) -> bool:
+    """Whether the crew ``name`` binds a workspace; False for none or an unknown one (the tool says which)."""
+    if not name:
+        return False
+    from kirocrew_core.crews.bindings import find_crew
+
+    try:
+        return find_crew(name).workspace is not None
+    except KirocrewError:
+        return False
 
 
 @spawn.command(name="list")

@@ -25,6 +25,8 @@ from kirocrew_conversations import limits as L
 from kirocrew_conversations.vocabulary import DEFAULT_AGENT
 
 if TYPE_CHECKING:
+    from kirocrew_core.crews.bindings import Crew
+
     from kirocrew_conversations.service import ConversationsService
     from kirocrew_conversations.store import Conversation
 
@@ -40,6 +42,9 @@ _CWD = {"type": "string", "minLength": 1, "maxLength": L.PATH_MAX_CHARS,
         "description": "Working directory: under this session's workspace (relative paths are taken from it) "
                        "or a configured sub-agent root. Default: this session's workspace."}
 _TASK = {"type": "string", "minLength": 1, "maxLength": L.SUBAGENT_TASK_MAX_CHARS}
+_CREW = {"type": "string", "minLength": 1, "maxLength": 64,
+         "description": "A crew the owner configured (select_crew lists them): the tasks run on its Kiro agent, "
+                        "model, workspace and authority (cwd and model, when given, win). Not with agent/agents."}
 WAIT_MIN_SECS, WAIT_MAX_SECS = 60, 1800
 
 
@@ -66,15 +71,18 @@ def tools(service: ServiceProvider = _hosted_service, *, cap: int | None = None)
         prompts = [args["task"]] if "task" in args else list(args["tasks"])
         if "agents" in args and "agent" in args:
             raise ToolRefused("pass agent or agents, not both", code="invalid_arguments")
-        agents = list(args["agents"]) if "agents" in args else [args.get("agent")] * len(prompts)
+        crew = await _crew(args)
+        agents = list(args["agents"]) if "agents" in args else [args.get("agent", crew.kiro_agent)] * len(prompts)
         if len(agents) != len(prompts):
             raise ToolRefused("agents must name one agent per task", code="invalid_arguments")
         from kirocrew_conversations.subagents import Task
 
         spawned = await hub.spawn(parent, [Task(p, a) for p, a in zip(prompts, agents, strict=True)],
-                                  cwd=args.get("cwd"), model=args.get("model"))
+                                  cwd=args.get("cwd", crew.workspace_path), model=args.get("model", crew.model),
+                                  authority=crew.authority)
+        on_crew = f", crew {crew.name}" if crew.name else ""
         lines = [f"Spawned {len(spawned)} sub-agent(s). Results will arrive as completion messages:"]
-        lines += [f"  {s.conversation.id} ({s.run.mode or DEFAULT_AGENT}): {s.task.prompt[:80]}"
+        lines += [f"  {s.conversation.id} ({s.run.mode or DEFAULT_AGENT}{on_crew}): {s.task.prompt[:80]}"
                   for s in spawned]
         if parent is None:
             lines.append("They have no parent session: follow them with kirocrew spawn list and kiro_result.")
@@ -173,14 +181,15 @@ def tools(service: ServiceProvider = _hosted_service, *, cap: int | None = None)
             "Spawn sub-agents: each task runs as a child conversation with its own kiro-cli, in parallel with you. "
             f"At most {cap} of your sub-agents may be active at once (a batch over the cap spawns none). Each "
             "result arrives later as a new message in this conversation, after your current turn ends; "
-            "spawn_sub_agents instead blocks until all finish.",
+            "spawn_sub_agents instead blocks until all finish. crew=<name> runs them on a crew the owner "
+            "configured (select_crew, route_crew).",
             _object({"task": {**_TASK, "description": "One task."},
                      "tasks": {"type": "array", "items": _TASK, "minItems": 1, "maxItems": L.SUBAGENT_BATCH_MAX,
                                "description": "Several tasks, one sub-agent each (one batch)."},
                      "agent": _AGENT,
                      "agents": {"type": "array", "items": _AGENT, "minItems": 1, "maxItems": L.SUBAGENT_BATCH_MAX,
                                 "description": "One agent per task, in order."},
-                     "cwd": _CWD, "model": _MODEL}),
+                     "crew": _CREW, "cwd": _CWD, "model": _MODEL}),
             spawn_run, identity="lenient"),
         CoreMcpTool("spawn_list", "List the sub-agents this session spawned: id, status, elapsed time, agent.",
                     _object({}), spawn_list, read_only=True, identity="lenient"),
@@ -236,6 +245,19 @@ def tools(service: ServiceProvider = _hosted_service, *, cap: int | None = None)
                      "cwd": _CWD}, ("spec",)),
             task_run, identity="lenient"),
     ]
+
+
+async def _crew(args: dict[str, Any]) -> Crew:
+    """The crew ``args`` name (``unknown_crew`` lists those there are); an empty binding when they name none."""
+    from kirocrew_core.crews.bindings import Crew, find_crew
+
+    if "crew" not in args:
+        return Crew("")
+    if "agent" in args or "agents" in args:
+        raise ToolRefused("pass crew or agent/agents, not both: a crew runs its own Kiro agent",
+                          code="crew_and_agent")
+    crew: Crew = await asyncio.to_thread(find_crew, args["crew"])
+    return crew
 
 
 def _configured_cap() -> int:

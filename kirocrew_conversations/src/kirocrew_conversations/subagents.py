@@ -104,16 +104,17 @@ class SubAgents:
     # -- spawning ------------------------------------------------------------------------------
 
     async def spawn(self, parent: Conversation | None, tasks: Sequence[Task], *, cwd: str | None = None,
-                    model: str | None = None, claim: bool = False) -> list[Spawned]:
+                    model: str | None = None, authority: str | None = None, claim: bool = False) -> list[Spawned]:
         """One child per task, in one batch; all or nothing (``subagent_cap_reached`` spawns none).
 
-        ``claim``: a ``spawn_sub_agents`` call will collect the results (no completion messages),
-        until it calls :meth:`unclaim`.
+        ``authority`` (a crew's) narrows what the children get; by default they get their parent's, and
+        never more (``authority_escalation``). ``claim``: a ``spawn_sub_agents`` call will collect the
+        results (no completion messages), until it calls :meth:`unclaim`.
         """
         workspace = workspace_for(cwd, parent, self.service.config.subagent_roots)
         for task in tasks:  # before anything is created
             await self._check(model, task.agent)
-        authority = parent.authority if parent is not None else UNRESTRICTED  # a child never escalates
+        authority = child_authority(parent, authority)
         # A child runs on its parent's agent (its tools) and model by default; without a parent, as any run.
         inherited_agent, inherited_model = await self.settings_of(parent)
         self.service.require_authority(authority)
@@ -332,6 +333,21 @@ def workspace_for(cwd: str | None, parent: Conversation | None, roots: Sequence[
         raise ToolRefused("the sub-agent's working directory does not exist", code="workspace_not_found")
     real = os.path.realpath(path)
     return Workspace(strategy="shared", path=real, fingerprint=workspace_fingerprint(real))
+
+
+def child_authority(parent: Conversation | None, requested: str | None) -> str:
+    """The authority a child gets: ``requested`` if its parent's allows it, else the parent's; the person's
+    children (no parent) may get any. ``authority_escalation`` for a request above the parent's own."""
+    from kirocrew_conversations.authority import escalates
+    from kirocrew_conversations.errors import conversation_error
+
+    own = parent.authority if parent is not None else UNRESTRICTED
+    if requested is None:
+        return own
+    if parent is not None and escalates(requested, own):
+        raise conversation_error("authority_escalation", f"a session running as {own} cannot give a sub-agent the "
+                                 f"{requested} authority; it may use its own or a narrower one")
+    return requested
 
 
 def _under(path: str, root: str) -> bool:

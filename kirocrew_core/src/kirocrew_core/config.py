@@ -15,6 +15,12 @@ int, 3, "How deep to look."))``). The ``kirocrew config`` commands load the
 plugins before reading the file, so those keys are known there; a key whose
 plugin is uninstalled becomes an unknown key and is reported as such.
 
+Some tables hold named entries the owner defines rather than fixed keys:
+``[crews.NAME]`` is one crew binding (:class:`ConfigTable`). Each entry's name
+must be a plain name, its fields are declared like keys (type, check, doc), and
+a field nobody declared is refused; :func:`set_entry` and :func:`remove_entry`
+edit one entry the way ``config set`` edits a key.
+
 Errors: bad TOML is ``config_malformed``, an unknown key or a value of the
 wrong type in the file is ``config_invalid`` (both exit 2 and name the file);
 an unknown key on the command line is ``unknown_config_key``, a bad value there
@@ -35,12 +41,13 @@ from typing import Any, NamedTuple
 
 import tomlkit
 from tomlkit.exceptions import ParseError, TOMLKitError
-from tomlkit.items import Comment, Table
+from tomlkit.items import Comment, InlineTable, Table
 
 from kirocrew_core import audit, home
 from kirocrew_core.errors import BadInputError, KirocrewError, MalformedFileError, UnreadableFileError
 from kirocrew_core.jsonfile import write_bytes_atomic
 from kirocrew_core.locks import named_lock
+from kirocrew_core.coretools.policy import AGENT_NAME
 from kirocrew_core.tool_patterns import pattern_problem
 
 CONFIG_LOCK = "config"
@@ -159,6 +166,7 @@ def _check_absolute_paths(value: Any) -> str | None:
 
 
 _REGISTRY: dict[str, ConfigKey] = {}
+_TABLES: dict[str, ConfigTable] = {}
 
 
 def register_key(key: ConfigKey) -> ConfigKey:
@@ -170,6 +178,8 @@ def register_key(key: ConfigKey) -> ConfigKey:
     existing = _REGISTRY.get(key.name)
     if existing is not None and existing != key:
         raise ValueError(f"config key {key.name!r} is already declared differently")
+    if key.name.split(".")[0] in _TABLES:
+        raise ValueError(f"config key {key.name!r} is inside the table of named entries [{key.name.split('.')[0]}]")
     _REGISTRY[key.name] = key
     return key
 
@@ -292,15 +302,153 @@ register_key(
     )
 )
 
+# --- tables of named entries ---------------------------------------------------
+
+# An entry's name is a TOML key the owner typed and a name tools and pages echo: no dots, slashes or spaces.
+ENTRY_NAME = AGENT_NAME
+MODEL_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,127}$")
+AUTHORITY_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+TRIGGERS_MAX, TRIGGER_MAX_CHARS = 50, 200
+PATH_MAX_CHARS = 4096
+
+
+@dataclass(frozen=True)
+class EntryField:
+    """One field of a :class:`ConfigTable`'s entries: its type (as :class:`ConfigKey`'s), doc and check.
+
+    A field is optional: an entry that leaves it out gets no value, and its reader decides what that means.
+    """
+
+    name: str
+    type: type | str | types.GenericAlias
+    doc: str
+    check: Check | None = None
+
+    @property
+    def kind(self) -> str:
+        return _kind_of(self.type)
+
+    def problem_with(self, value: Any) -> str | None:
+        return _type_problem(self.kind, value) or (self.check(value) if self.check else None)
+
+
+@dataclass(frozen=True)
+class ConfigTable:
+    """A table of entries the owner names, ``[<name>.<entry>]``, each with the declared fields.
+
+    ``label`` names one entry in messages and error codes (``unknown_<label>``, ``<label>_exists``).
+    """
+
+    name: str
+    label: str
+    doc: str
+    fields: tuple[EntryField, ...]
+    max_entries: int = 100
+
+    def field(self, name: str) -> EntryField | None:
+        return next((f for f in self.fields if f.name == name), None)
+
+    def name_problem(self, entry: str) -> str | None:
+        if ENTRY_NAME.match(entry):
+            return None
+        return (f"{self.label} name {_literal(entry)} must be 1-64 letters, digits, _ or -, starting and ending "
+                "with a letter or digit")
+
+    def entry_problem(self, entry: str, value: Any) -> str | None:
+        """Why ``value`` cannot be the entry ``entry``, naming the field; ``None`` when it can."""
+        problem = self.name_problem(entry)
+        if problem:
+            return problem
+        if not isinstance(value, dict):
+            return f"a {self.label} must be a table ([{self.name}.{entry}]), got {_literal(value)}"
+        for key, field_value in value.items():
+            spec = self.field(key)
+            if spec is None:
+                return (f"{key}: unknown {self.label} field; valid fields: "
+                        f"{', '.join(f.name for f in self.fields)}")
+            problem = spec.problem_with(field_value)
+            if problem:
+                return f"{key}: {problem}"
+        return None
+
+
+def _matches(pattern: re.Pattern[str], what: str) -> Check:
+    def check(value: Any) -> str | None:
+        return None if pattern.match(value) else f"must be {what}, got {_literal(value)}"
+
+    return check
+
+
+def _check_path(value: Any) -> str | None:
+    if not value or len(value) > PATH_MAX_CHARS or "\x00" in value or not Path(value).expanduser().is_absolute():
+        return f"must be an absolute path (or ~/...), got {_literal(value[:200])}"
+    return None
+
+
+def _check_triggers(value: Any) -> str | None:
+    if len(value) > TRIGGERS_MAX:
+        return f"at most {TRIGGERS_MAX} triggers, got {len(value)}"
+    for trigger in value:
+        if not trigger.strip() or len(trigger) > TRIGGER_MAX_CHARS or any(ord(ch) < 32 or ch == "\x7f"
+                                                                         for ch in trigger):
+            return (f"each trigger must be a word or phrase of 1-{TRIGGER_MAX_CHARS} characters on one line, "
+                    f"got {_literal(trigger[:200])}")
+    return None
+
+
+def register_table(table: ConfigTable) -> ConfigTable:
+    """Declare a table of named entries (at import time, like :func:`register_key`)."""
+    existing = _TABLES.get(table.name)
+    if existing is not None and existing != table:
+        raise ValueError(f"config table {table.name!r} is already declared differently")
+    if any(name == table.name or name.startswith(table.name + ".") for name in _REGISTRY):
+        raise ValueError(f"config table {table.name!r} clashes with a declared key")
+    _TABLES[table.name] = table
+    return table
+
+
+def lookup_table(name: str) -> ConfigTable:
+    """The declared table ``name``; :class:`BadInputError` ``unknown_config_key`` when there is none."""
+    table = _TABLES.get(name)
+    if table is None:
+        raise BadInputError(f"unknown config table {name!r}", code="unknown_config_key")
+    return table
+
+
+CREWS = register_table(
+    ConfigTable(
+        "crews",
+        "crew",
+        "Named crews: what a sub-agent spawned with spawn_run(crew=NAME) runs on, and the words that route a "
+        "task to it (route_crew).",
+        (
+            EntryField("kiro_agent", str, "The Kiro agent the crew runs (default: the spawning session's).",
+                       _matches(AGENT_NAME, "an agent name (letters, digits, _ and -)")),
+            EntryField("model", str, "The model id (default: the spawning session's).",
+                       _matches(MODEL_NAME, "a model id (letters, digits, ., _ and -)")),
+            EntryField("workspace", str, "The working directory, an absolute path or ~/... (default: the "
+                       "spawning session's workspace); spawn_run checks it as it checks cwd.", _check_path),
+            EntryField("authority", str, "The execution authority (read_only, workspace_write, unrestricted; "
+                       "default: the spawning session's); never more than the spawning session has.",
+                       _matches(AUTHORITY_NAME, "an authority name (lowercase letters, digits and _)")),
+            EntryField("triggers", "list[str]", "Words or phrases that route a task to this crew (route_crew); "
+                       "a crew without triggers is selected only by name.", _check_triggers),
+        ),
+    )
+)
+
+
 # --- reading ----------------------------------------------------------------
 
 
 class Config:
     """The validated contents of ``config.toml``; :meth:`get` falls back to the default."""
 
-    def __init__(self, path: Path, values: dict[str, Any]) -> None:
+    def __init__(self, path: Path, values: dict[str, Any],
+                 tables: dict[str, dict[str, dict[str, Any]]] | None = None) -> None:
         self.path = path
         self._values = values
+        self._tables = tables or {}
 
     def get(self, name: str) -> Any:
         """The value of ``name`` (a copy, safe to mutate), or its default when unset."""
@@ -312,8 +460,13 @@ class Config:
         lookup_key(name)
         return name in self._values
 
+    def entries(self, table: str) -> dict[str, dict[str, Any]]:
+        """The named entries of ``table`` (a copy), in file order: entry name → its fields as set."""
+        lookup_table(table)
+        return copy.deepcopy(self._tables.get(table, {}))
+
     def __repr__(self) -> str:
-        return f"Config({str(self.path)!r}, {self._values!r})"
+        return f"Config({str(self.path)!r}, {self._values!r}, {self._tables!r})"
 
 
 class ConfigEntry(NamedTuple):
@@ -375,9 +528,34 @@ def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _validated(path: Path, document: tomlkit.TOMLDocument, *, skip: str | None = None) -> dict[str, Any]:
-    """The file's values as plain Python, keyed by dotted name; raise ``config_invalid``."""
-    values = _flatten(document.unwrap())
+class _Contents(NamedTuple):
+    values: dict[str, Any]
+    tables: dict[str, dict[str, dict[str, Any]]]
+
+
+def _validated(path: Path, document: tomlkit.TOMLDocument, *, skip: str | None = None) -> _Contents:
+    """The file's values as plain Python, keyed by dotted name, and its tables' entries; raise ``config_invalid``.
+
+    ``skip`` is a key (or a table entry, ``crews.NAME``) left unchecked: the one being changed.
+    """
+    data = document.unwrap()
+    tables: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, table in _TABLES.items():
+        if name not in data:
+            continue
+        entries = data.pop(name)
+        if not isinstance(entries, dict):
+            raise MalformedFileError(path, f"{name}: must be a table of {table.label}s ([{name}.NAME])",
+                                     code="config_invalid")
+        if len(entries) > table.max_entries:
+            raise MalformedFileError(path, f"{name}: at most {table.max_entries} {table.label}s, got {len(entries)}",
+                                     code="config_invalid")
+        for entry, value in entries.items():
+            problem = None if f"{name}.{entry}" == skip else table.entry_problem(entry, value)
+            if problem:
+                raise MalformedFileError(path, f"{name}.{entry}: {problem}", code="config_invalid")
+        tables[name] = entries
+    values = _flatten(data)
     for name, value in values.items():
         if name == skip:
             continue
@@ -391,7 +569,7 @@ def _validated(path: Path, document: tomlkit.TOMLDocument, *, skip: str | None =
         problem = key.problem_with(value)
         if problem:
             raise MalformedFileError(path, f"{name}: {problem}", code="config_invalid")
-    return values
+    return _Contents(values, tables)
 
 
 def load_config(path: str | Path | None = None) -> Config:
@@ -405,7 +583,8 @@ def load_config(path: str | Path | None = None) -> Config:
     text = _read_text(target)
     if text is None:
         return Config(target, {})
-    return Config(target, _validated(target, _parse(target, text)))
+    contents = _validated(target, _parse(target, text))
+    return Config(target, contents.values, contents.tables)
 
 
 def get_value(name: str, path: str | Path | None = None) -> Any:
@@ -566,3 +745,65 @@ def unset_value(name: str, path: str | Path | None = None) -> bool:
         _write(target, document, default_path=path is None)
     _audit_change("config.unset", name, None)
     return True
+
+
+def set_entry(table_name: str, entry: str, fields: dict[str, Any], path: str | Path | None = None, *,
+              replace: bool = False) -> dict[str, Any]:
+    """Write the entry ``[<table>.<entry>]`` with ``fields`` (unset ones left out); return what was written.
+
+    Refused before anything is read or written: a bad name or field (``invalid_config_value``), an
+    unknown field, an entry that exists without ``replace`` (``<label>_exists``), a full table. Comments
+    and formatting elsewhere in the file are kept, as :func:`set_value` keeps them.
+    """
+    table = lookup_table(table_name)
+    values = {name: value for name, value in fields.items() if value is not None}
+    problem = table.name_problem(entry)
+    if problem is None:
+        problem = table.entry_problem(entry, values)
+        problem = problem and f"{table_name}.{entry}: {problem}"
+    if problem:
+        raise BadInputError(problem, code="invalid_config_value")
+    target = _config_path(path)
+    with named_lock(CONFIG_LOCK):
+        document = _load_document(target, skip=f"{table_name}.{entry}")
+        if table_name not in document:
+            document[table_name] = tomlkit.table(is_super_table=True)  # no bare [crews] header
+        entries: Any = document[table_name]
+        if entry in entries and not replace:
+            raise BadInputError(f"{table.label} {entry!r} already exists; remove it first, or replace it",
+                                code=f"{table.label}_exists")
+        if entry not in entries and len(entries) >= table.max_entries:
+            raise BadInputError(f"at most {table.max_entries} {table.label}s", code="invalid_config_value")
+        # An owner who wrote the table inline (crews = {a = {...}}) gets the new entry inline too.
+        written = tomlkit.inline_table() if isinstance(entries, InlineTable) else tomlkit.table()
+        for spec in table.fields:  # the declared order, whatever order the caller passed
+            if spec.name in values:
+                written[spec.name] = values[spec.name]
+        entries[entry] = written
+        _write(target, document, default_path=path is None)
+    _audit_change(f"config.{table.label}_set", f"{table_name}.{entry}", values)
+    return values
+
+
+def remove_entry(table_name: str, entry: str, path: str | Path | None = None) -> dict[str, Any]:
+    """Remove the entry ``[<table>.<entry>]``; return its fields. ``unknown_<label>`` names those that exist.
+
+    A table left empty is removed with it (unless comments remain in it).
+    """
+    table = lookup_table(table_name)
+    target = _config_path(path)
+    with named_lock(CONFIG_LOCK):
+        document = _load_document(target, skip=f"{table_name}.{entry}")
+        entries: Any = document.get(table_name)
+        if entries is None or entry not in entries:
+            known = sorted(entries) if entries is not None else []
+            raise BadInputError(f"unknown {table.label} {entry!r}; {table.label}s: {', '.join(known) or 'none'}",
+                                code=f"unknown_{table.label}")
+        removed = entries[entry]
+        gone = removed.unwrap() if hasattr(removed, "unwrap") else removed
+        del entries[entry]
+        if isinstance(entries, Table) and _is_bare(entries):
+            del document[table_name]
+        _write(target, document, default_path=path is None)
+    _audit_change(f"config.{table.label}_remove", f"{table_name}.{entry}", None)
+    return dict(gone) if isinstance(gone, dict) else {}

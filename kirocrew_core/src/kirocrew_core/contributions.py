@@ -117,6 +117,23 @@ class CoreMcpTool:
 
 
 @dataclass(frozen=True)
+class WorkerLoad:
+    """The kiro-cli workers a plugin runs in the host right now (``worker_load()``), for ``resource_status``.
+
+    ``pids`` are the live workers' process ids (the host measures them); ``max_workers`` how many
+    may run at once; ``runs_in_progress`` the runs executing or waiting for a worker;
+    ``subagent_cap`` how many sub-agents one session may have active at once (``None``: this
+    plugin spawns none).
+    """
+
+    source: str
+    pids: tuple[int, ...]
+    max_workers: int
+    runs_in_progress: int
+    subagent_cap: int | None = None
+
+
+@dataclass(frozen=True)
 class RegistryLoader:
     """An extra registry source (e.g. ``connections.providers``), validated by its owner."""
 

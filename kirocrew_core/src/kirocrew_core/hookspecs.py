@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         ProtectedPath,
         RegistryLoader,
         SecretFile,
+        WorkerLoad,
     )
     from kirocrew_core.plugins import KirocrewPluginManager
 
@@ -276,6 +277,20 @@ def core_mcp_tools() -> list[CoreMcpTool]:
     :return: a list of :class:`~kirocrew_core.contributions.CoreMcpTool`;
         concatenated in call order; for a duplicate tool name the first is
         kept and the others are dropped with an error in the host's log.
+    """
+
+
+@hookspec
+def worker_load() -> list[WorkerLoad]:
+    """Return the kiro-cli workers a plugin runs in this host now, and its sub-agent cap.
+
+    Called by the ``resource_status`` tool of ``kirocrew-core`` (:mod:`kirocrew_core.resources`)
+    inside the host, on every call, to report running workers beside the machine's CPU, memory
+    and load; the host measures the processes the ``pids`` name. kirocrew-conversations answers
+    with its orchestrator's workers and its configured cap. Keep it cheap and non-blocking: no
+    database, no network. An implementation that raises is left out of the report, which says so.
+
+    :return: a list of :class:`~kirocrew_core.contributions.WorkerLoad`; concatenated.
     """
 
 

@@ -63,9 +63,11 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "kirocrew_core.builtin.agent_file",
     "kirocrew_core.builtin.api",
     "kirocrew_core.builtin.coretools",
+    "kirocrew_core.builtin.crews",
     "kirocrew_core.builtin.lessons",
     "kirocrew_core.builtin.notifications",
     "kirocrew_core.builtin.policy",
+    "kirocrew_core.builtin.resources",
     "kirocrew_core.builtin.secrets",
 )
 

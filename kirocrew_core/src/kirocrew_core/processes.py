@@ -230,3 +230,21 @@ def session_id(pid: int) -> int | None:
         return os.getsid(pid)
     except OSError:
         return None
+
+
+def resident_bytes(pid: int) -> int | None:
+    """The resident memory of ``pid`` and its descendants (kiro-cli runs a chat child), or None when ``pid``
+    cannot be read; a descendant that exits meanwhile simply does not count."""
+    psutil = _psutil()
+    try:
+        handle = psutil.Process(pid)
+        total = int(handle.memory_info().rss)
+        children = handle.children(recursive=True)
+    except (psutil.Error, OSError):
+        return None
+    for child in children:
+        try:
+            total += int(child.memory_info().rss)
+        except (psutil.Error, OSError):
+            continue
+    return total
