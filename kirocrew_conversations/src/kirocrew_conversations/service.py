@@ -33,7 +33,6 @@ from typing import Any
 
 from kirocrew_core import kiro_sessions
 from kirocrew_core.errors import KirocrewError
-from kirocrew_core.home import kiro_sessions_dir
 
 from kirocrew_conversations import authority, limits, scope, slash, worktrees
 from kirocrew_conversations.capabilities import CapabilityCache
@@ -675,19 +674,19 @@ class ConversationsService:
                                          "exists; clean it up (kiro_worktree_cleanup) before deleting")
             # An idle worker may still host the conversation's kiro session (and hold its lock): close it first.
             await self.orchestrator.release(cid)
-        sessions_dir = kiro_sessions_dir()
-
         def precheck(conversation: Conversation, sessions: list[str]) -> None:
-            for session_id in sessions:
-                if _safe_session(session_id) and kiro_sessions.session_in_use(session_id, sessions_dir):
+            for session_id in filter(_safe_session, sessions):
+                if kiro_sessions.tree_in_use(session_id):
                     raise conversation_error("kiro_session_in_use", "a live kiro-cli process holds this "
-                                             "conversation's session; stop it, then delete again")
+                                             "conversation's session or one of its sub-agents'; stop it, then "
+                                             "delete again")
 
         sessions = await self._db(self.store.delete_conversation, cid, confirm_name=args["confirmName"],
                                   precheck=precheck)
-        for session_id in filter(_safe_session, sessions):  # kiro's own transcript holds the prompts
+        # kiro's own transcripts hold the prompts: the conversation's sessions (flat or V3) and their sub-agents'.
+        for session_id in filter(_safe_session, sessions):
             try:
-                if not await asyncio.to_thread(kiro_sessions.remove_session_files, session_id, sessions_dir):
+                if await asyncio.to_thread(kiro_sessions.remove_session_tree, session_id):
                     log.warning("kept the files of a kiro session that became busy during kiro_delete")
             except OSError as exc:
                 log.warning("could not remove a deleted conversation's kiro session files: %s", exc.strerror)

@@ -111,11 +111,11 @@ def acp_options(argv: list[str]) -> object:
     trust.add_argument("-a", "--trust-all-tools", action="store_true")
     trust.add_argument("--trust-tools", metavar="TOOLS")
     parser.add_argument("--effort", choices=catalog.EFFORTS)
-    parser.add_argument("--agent-engine", choices=("v2", "v1"), default="v2")
+    parser.add_argument("--agent-engine", choices=("v3", "v2", "v1"), default="v2")
     args = parser.parse_args(argv)
     tools = tuple(t.strip() for t in (args.trust_tools or "").split(",") if t.strip())
     return Options(agent=args.agent, model=args.model, trust_all_tools=args.trust_all_tools,
-                   trust_tools=tools, effort=args.effort)
+                   trust_tools=tools, effort=args.effort, v3=args.agent_engine == "v3")
 
 
 def acp(argv: list[str]) -> int:
