@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shlex
 import stat
 from collections.abc import Awaitable, Callable, Sequence, Set
 from dataclasses import dataclass, fields, replace
@@ -306,6 +307,7 @@ class ConversationsService:
             args = {**args, "authority": await self.authority_for(viewer, args["authority"], conversation.authority)}
         settings = await self.resolve_settings(args, conversation)
         images = await self._images(args.get("images"))
+        await self._check_image_room(conversation, len(images))
         interrupted, superseded = None, 0
         if args["delivery"] == "interrupt":
             outcome = await self.orchestrator.interrupt(conversation.id, args["message"], settings, images)
@@ -332,6 +334,7 @@ class ConversationsService:
                 args = {**args, "authority": await self.authority_for(viewer, args["authority"],
                                                                       conversation.authority)}
             images = await self._images(args.get("images"))
+            await self._check_image_room(conversation, len(images))
             created = False
         settings = await self.resolve_settings(args, conversation)
         run = await self.orchestrator.submit(conversation.id, args["message"], settings, images)
@@ -479,6 +482,22 @@ class ConversationsService:
             raise conversation_error("unsupported_capability",
                                      "the installed kiro-cli does not accept images (kiro_capabilities prompt.images)")
         return [await asyncio.to_thread(_read_image, i, image) for i, image in enumerate(images)]
+
+    async def _check_image_room(self, conversation: Conversation, adding: int) -> None:
+        """``session_image_limit`` when ``adding`` images would bring the conversation's Kiro session to kiro's cap."""
+        if not adding:
+            return
+        from kirocrew_conversations.session_images import SESSION_IMAGE_LIMIT, count_images
+
+        session_id = await self._db(self.store.session_id, conversation.id)
+        located = await asyncio.to_thread(kiro_sessions.locate, session_id) if _safe_session(session_id) else None
+        held = await asyncio.to_thread(count_images, located) if located is not None else 0
+        if held + adding >= SESSION_IMAGE_LIMIT:
+            raise conversation_error(
+                "session_image_limit",
+                f"the conversation's Kiro session holds {held} inline images; {adding} more would reach kiro's "
+                f"limit of {SESSION_IMAGE_LIMIT}, past which every request of the session fails. Nothing was "
+                f"queued. `kirocrew conversations repair {conversation.id}` keeps the newest images and frees room.")
 
     async def _spawned(self, conversation: Conversation, run: Run, created: bool) -> dict[str, Any]:
         return {"conversationId": conversation.id, "runId": run.id, "status": run.status,
@@ -734,6 +753,59 @@ class ConversationsService:
             raise conversation_error("worktree_not_found", "the worktree was already cleaned up")
         return conversation, worktrees.stored_info(ws)
 
+    # -- the person's hands on a conversation's Kiro session (no MCP tool: the CLI and the page) ---------
+
+    async def hand_over(self, viewer: Viewer, conversation_id: str) -> dict[str, Any]:
+        """Release the conversation's worker and say how to carry its Kiro session on by hand.
+
+        The command is ``kiro-cli chat --resume-id <session>``, run in the conversation's working
+        directory; ``command`` is it as one shell line (quoted with :func:`shlex.join`).
+        """
+        conversation, session_id = await self._session_of(viewer, conversation_id, purpose="handing it over")
+        from kirocrew_core.kiro import resolve_kiro_cli
+
+        binary = resolve_kiro_cli()
+        argv = [str(binary.path) if binary.path else "kiro-cli", "chat", "--resume-id", session_id]
+        cwd = conversation.cwd
+        return {"conversationId": conversation.id, "sessionId": session_id, "cwd": cwd, "argv": argv,
+                "command": f"cd {shlex.quote(cwd)} && {shlex.join(argv)}"}
+
+    async def repair_session(self, viewer: Viewer, conversation_id: str) -> dict[str, Any]:
+        """Mend a Kiro session its images broke: downscale, keep the newest, a ``.bak`` of each changed file.
+
+        Its worker is released first; a session another process holds (a live lock) is refused.
+        """
+        from kirocrew_conversations import session_images
+
+        conversation, session_id = await self._session_of(viewer, conversation_id, purpose="repair")
+        located = await asyncio.to_thread(kiro_sessions.locate, session_id)
+        if located is None:
+            raise conversation_error("kiro_session_not_found", "kiro-cli's files of the conversation's session "
+                                     "are gone (deleted by hand, or kept elsewhere)")
+        if await asyncio.to_thread(kiro_sessions.lock_in_use, located.lock):
+            raise conversation_error("kiro_session_in_use", "a live kiro-cli process holds this conversation's "
+                                     "session (its lock); close it, then repair again")
+        try:
+            report = await asyncio.to_thread(session_images.repair, located)
+        except OSError as exc:
+            raise conversation_error("internal_error",
+                                     redact_text(f"the session could not be repaired: {exc}")) from None
+        left = await asyncio.to_thread(session_images.count_images, located)
+        log.info("repaired a kiro session: %d image(s) downscaled, %d removed", report.downscaled, report.removed)
+        return {"conversationId": conversation.id, **report.as_dict(), "imagesLeft": left}
+
+    async def _session_of(self, viewer: Viewer, conversation_id: str, *, purpose: str) -> tuple[Conversation, str]:
+        """The conversation (the person's to hand over) and its Kiro session, its worker released."""
+        if not viewer.is_person:
+            raise conversation_error("conversation_not_found", f"no conversation {conversation_id!r}")
+        conversation = await self.conversation_for(viewer, conversation_id)
+        session_id = await self._db(self.store.session_id, conversation.id)
+        if not session_id or not _safe_session(session_id):
+            raise conversation_error("no_kiro_session", "the conversation has no Kiro session yet (no run started "
+                                     "one)")
+        await self.orchestrator.release(conversation.id, purpose=purpose)
+        return conversation, session_id
+
     # -- helpers -------------------------------------------------------------------------------
 
     async def _run_of(self, viewer: Viewer, conversation_id: str, run_id: str) -> Run:
@@ -819,7 +891,11 @@ def _read_image(index: int, image: dict[str, Any]) -> ImageInput:
         raise conversation_error("invalid_image", f"{where}: the file changed while it was read")
     if not (data.startswith(_IMAGE_MAGIC) or data[4:12] in (b"ftypavif", b"ftypheic")):
         raise conversation_error("invalid_image", f"{where}: the content is not a known image format")
-    return ImageInput(mime_type=image["mimeType"], declared_size=image["sizeBytes"], data=data)
+    from kirocrew_conversations.session_images import downscale
+
+    # kiro's backend refuses an image over 2000 px on a side, and then every later request of the session.
+    data, mime_type = downscale(data, image["mimeType"])
+    return ImageInput(mime_type=mime_type, declared_size=len(data), data=data)
 
 
 def _check_choices(caps: Any, *, model: str | None, mode: str | None, inherited: Set[str] = frozenset()) -> None:
