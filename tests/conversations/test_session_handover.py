@@ -32,8 +32,8 @@ def workspace(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def conversations(kirocrew: Any, fake_kiro_env: dict[str, str]) -> Any:
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return kirocrew("conversations", *args, env=fake_kiro_env, timeout=120)
+    def run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return kirocrew("conversations", *args, env={**fake_kiro_env, **env}, timeout=120)
 
     return run
 
@@ -147,6 +147,12 @@ def test_repair_mends_a_session_its_images_broke_keeping_the_original_and_refusi
     assert (again["removed"], again["downscaled"], again["backups"]) == (0, 0, [])
     assert backup.exists()
 
+    # The backup holds the prompts too: deleting the conversation removes it with the rest.
+    ok(conversations("archive", cid))
+    ok(conversations("delete", cid, "--confirm-name", "pics"))
+    assert sorted(p.name for p in session.transcript.parent.iterdir()
+                  if p.name.startswith(session.session_id)) == []
+
 
 def test_send_downscales_big_images_and_refuses_the_hundredth_with_a_code_naming_repair(
         conversations, workspace, tmp_path):
@@ -164,3 +170,19 @@ def test_send_downscales_big_images_and_refuses_the_hundredth_with_a_code_naming
     assert len(images_in(session)) == 99, "nothing was queued or sent"
 
     refused(conversations("repair", "nope"), "conversation_not_found")
+
+
+def test_a_v3_session_is_opened_resumed_and_deleted_with_its_sub_executions(conversations, workspace):
+    v3 = {"KIRO_FAKE_V3": "1"}
+    cid = last_json(conversations("--json", "spawn", "--name", "engine", "--workspace", str(workspace),
+                                  "Use the new engine\n!subagent check it", **v3))["conversationId"]
+    opened = last_json(conversations("open", cid, "--json", **v3))
+    session = kiro_sessions.locate(opened["sessionId"])
+    assert session is not None and session.layout == "v3" and session.directory is not None
+    assert len(session.transcripts()) == 2  # its own and the sub-agent's sub-execution
+    resumed = ok(conversations("open", cid, "--exec", **v3)).stdout.strip()
+    assert resumed == f"resumed {opened['sessionId']} in {workspace}: Use the new engine"
+
+    ok(conversations("archive", cid, **v3))
+    ok(conversations("delete", cid, "--confirm-name", "engine", **v3))
+    assert not session.directory.exists() and kiro_sessions.locate(opened["sessionId"]) is None

@@ -848,8 +848,12 @@ def open_(options: _Options, conversation_id: str, run_now: bool) -> None:
 
     out = session_action(options, "hand_over", conversation_id)
     if run_now:
-        os.chdir(out["cwd"])
-        os.execvp(out["argv"][0], out["argv"])
+        try:
+            os.chdir(out["cwd"])
+            os.execvp(out["argv"][0], out["argv"])
+        except OSError as exc:
+            raise click.ClickException(f"cannot run kiro-cli in the conversation's directory: {exc.strerror}") \
+                from None
     _emit(options, out, lambda o: o["command"])
 
 

@@ -762,6 +762,9 @@ class ConversationsService:
         directory; ``command`` is it as one shell line (quoted with :func:`shlex.join`).
         """
         conversation, session_id = await self._session_of(viewer, conversation_id, purpose="handing it over")
+        if conversation.retired:
+            raise conversation_error("conversation_retired", "the conversation's worktree was cleaned up, so its "
+                                     "working directory is gone")
         from kirocrew_core.kiro import resolve_kiro_cli
 
         binary = resolve_kiro_cli()

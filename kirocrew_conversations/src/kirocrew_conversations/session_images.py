@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kirocrew_core.jsonfile import write_bytes_atomic
-from kirocrew_core.kiro_sessions import SessionFiles
+from kirocrew_core.kiro_sessions import SessionFiles, backup_path
 
 #: The longest side an image keeps (kiro's backend refuses more than 2000 px).
 MAX_SIDE = 1900
@@ -216,7 +216,7 @@ def _backup(path: Path) -> Path:
     untouched original file. Where links are not possible, a complete copy is renamed into place.
     """
     for n in range(1, 1000):
-        backup = path.with_name(path.name + (".bak" if n == 1 else f".bak.{n}"))
+        backup = backup_path(path, n)
         try:
             os.link(path, backup)
             return backup

@@ -332,6 +332,13 @@ def remove_stale_lock_file(path: Path) -> StaleLockResult:
 
 # The files kiro-cli keeps per flat session; the lock goes last, so a crash mid-way leaves it (stale, removable).
 SESSION_FILE_SUFFIXES = (".jsonl", ".json", ".history")
+#: A repaired transcript's original is kept beside it as ``<transcript>.bak`` (``.bak.2``, … after that).
+BACKUP_SUFFIX = ".bak"
+
+
+def backup_path(transcript: Path, n: int) -> Path:
+    """The ``n``-th backup name of ``transcript`` (1: ``<name>.bak``, then ``<name>.bak.<n>``)."""
+    return transcript.with_name(transcript.name + (BACKUP_SUFFIX if n == 1 else f"{BACKUP_SUFFIX}.{n}"))
 
 
 def lock_in_use(path: Path) -> bool:
@@ -368,9 +375,10 @@ def remove_session_files(session_id: str, sessions_dir: Path | None = None) -> b
     files = flat_files(session_id, sessions_dir)
     if lock_in_use(files.lock):
         return False
-    for suffix in SESSION_FILE_SUFFIXES:
+    backups = list(files.transcript.parent.glob(f"{session_id}.jsonl{BACKUP_SUFFIX}*"))  # they hold prompts too
+    for path in [*(files.lock.with_suffix(suffix) for suffix in SESSION_FILE_SUFFIXES), *backups]:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(files.lock.with_suffix(suffix))
+            os.unlink(path)
     outcome = remove_stale_lock_file(files.lock).outcome
     return outcome in (StaleLockOutcome.REMOVED, StaleLockOutcome.ABSENT)
 

@@ -307,7 +307,7 @@ def _image_size(image: Any) -> tuple[int, int]:
     try:
         with Image.open(io.BytesIO(base64.b64decode(data, validate=True))) as picture:
             return picture.size
-    except (ValueError, UnidentifiedImageError, OSError):
+    except (ValueError, UnidentifiedImageError, OSError, Image.DecompressionBombError):
         return (0, 0)
 
 
