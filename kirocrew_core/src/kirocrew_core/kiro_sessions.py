@@ -396,6 +396,7 @@ def remove_session(session_id: str, root: Path | None = None) -> bool:
     if lock_in_use(located.lock):
         return False
     aside = located.directory.with_name(f".deleting-{located.directory.name}")
+    shutil.rmtree(aside, ignore_errors=True)  # left by a removal that was interrupted
     try:
         os.rename(located.directory, aside)
     except FileNotFoundError:
