@@ -123,7 +123,8 @@ def test_repair_mends_a_session_its_images_broke_keeping_the_original_and_refusi
     # Broken, as kiro's backend breaks it: every later run fails.
     broken = conversations("--json", "send", cid, "!say still there?")
     assert broken.returncode != 0
-    assert json.loads(broken.stdout.splitlines()[-1])["error"]["code"] == "kiro_run_failed"
+    error = json.loads(broken.stdout.splitlines()[-1])["error"]
+    assert error["code"] == "kiro_run_failed" and f"kirocrew conversations repair {cid}" in error["message"]
     original = session.transcript.read_bytes()
 
     # Another process holds the session: nothing changes.

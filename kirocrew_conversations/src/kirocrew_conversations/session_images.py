@@ -41,6 +41,16 @@ _GONE: Any = object()
 MAX_TRANSCRIPT_BYTES = 512 * 1024 * 1024
 
 
+# How kiro's backend words the two refusals (as the repair tools for real sessions quote them).
+_MEDIA_REFUSALS = ("inline media segments", "image dimensions exceed")
+
+
+def is_media_refusal(text: str) -> bool:
+    """True when kiro refused a request for the images its session holds (too many, or too large)."""
+    lowered = text.lower()
+    return any(phrase in lowered for phrase in _MEDIA_REFUSALS)
+
+
 def downscale(data: bytes, mime_type: str) -> tuple[bytes, str]:
     """``(data, mime_type)`` with the longest side at most :data:`MAX_SIDE`; unchanged when it already is.
 
