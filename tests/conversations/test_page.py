@@ -7,6 +7,7 @@ the same orchestrator the MCP tools use. The store is checked on disk (read-only
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -345,7 +346,7 @@ def test_a_worktree_keeps_the_commit_its_base_ref_named_when_the_branch_moves_la
 
 
 def test_the_kiro_session_routes_release_and_repair_for_the_owner_and_refuse_unknown_ids(
-        owner_client: httpx.Client, workspace: Path) -> None:
+        owner_client: httpx.Client, workspace: Path, kirocrew: Any, gateway_env: dict[str, str]) -> None:
     from kirocrew_core import audit, kiro_sessions
 
     started = start(owner_client, workspace, "by-hand", "!say ready")
@@ -361,7 +362,12 @@ def test_the_kiro_session_routes_release_and_repair_for_the_owner_and_refuse_unk
     assert repaired.status_code == 200 and repaired.json()["backups"] == []
     assert error_of(owner_client.post("/api/conversations/conv_nope/open")) == (400, "conversation_not_found")
     assert error_of(owner_client.post("/api/conversations/conv_nope/repair")) == (400, "conversation_not_found")
+    # The CLI asks the running host (whose worker it is), not a state directory of its own.
+    done = kirocrew("conversations", "open", started["conversationId"], "--json", env=gateway_env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == out
     records = [r for r in audit.tail(100) if r["event"] == "conversations.dashboard"
                and r["fields"]["tool"] in ("hand_over", "repair_session")]
-    assert [(r["fields"]["tool"], r["outcome"]) for r in records] == [("hand_over", "ok"), ("repair_session", "ok"),
-                                                            ("hand_over", "refused"), ("repair_session", "refused")]
+    assert [(r["fields"]["tool"], r["outcome"]) for r in records] == [
+        ("hand_over", "ok"), ("repair_session", "ok"), ("hand_over", "refused"), ("repair_session", "refused"),
+        ("hand_over", "ok")]
