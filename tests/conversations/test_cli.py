@@ -315,7 +315,7 @@ def test_every_conversations_command_is_in_the_user_guide() -> None:
 
     guide = (REPO / "docs" / "user-guide.md").read_text()
     commands = leaves(group, "kirocrew conversations")
-    assert len(commands) == 17  # one per tool
+    assert len(commands) == 19  # one per tool, and open and repair
     for command in commands:
         assert re.search(rf"`{command}( |`)", guide), command
 

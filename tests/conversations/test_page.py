@@ -7,6 +7,7 @@ the same orchestrator the MCP tools use. The store is checked on disk (read-only
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -342,3 +343,31 @@ def test_a_worktree_keeps_the_commit_its_base_ref_named_when_the_branch_moves_la
     assert f'based on <code>main</code> at <code title="{based_on}">{based_on[:12]}</code>' in page
     assert conversations_rows("SELECT worktree_base_ref, worktree_base_commit FROM conversations WHERE id = ?",
                               cid) == [("main", based_on)]
+
+
+def test_the_kiro_session_routes_release_and_repair_for_the_owner_and_refuse_unknown_ids(
+        owner_client: httpx.Client, workspace: Path, kirocrew: Any, gateway_env: dict[str, str]) -> None:
+    from kirocrew_core import audit, kiro_sessions
+
+    started = start(owner_client, workspace, "by-hand", "!say ready")
+    detail_when(owner_client, started["conversationId"], settled)
+    base = f"/api/conversations/{started['conversationId']}"
+    opened = owner_client.post(base + "/open")
+    assert opened.status_code == 200, opened.text
+    out = opened.json()
+    assert out["cwd"] == str(workspace) and out["argv"][1:] == ["chat", "--resume-id", out["sessionId"]]
+    assert out["command"].startswith(f"cd {workspace} && ")
+    assert not kiro_sessions.session_in_use(out["sessionId"])
+    repaired = owner_client.post(base + "/repair")
+    assert repaired.status_code == 200 and repaired.json()["backups"] == []
+    assert error_of(owner_client.post("/api/conversations/conv_nope/open")) == (400, "conversation_not_found")
+    assert error_of(owner_client.post("/api/conversations/conv_nope/repair")) == (400, "conversation_not_found")
+    # The CLI asks the running host (whose worker it is), not a state directory of its own.
+    done = kirocrew("conversations", "open", started["conversationId"], "--json", env=gateway_env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == out
+    records = [r for r in audit.tail(100) if r["event"] == "conversations.dashboard"
+               and r["fields"]["tool"] in ("hand_over", "repair_session")]
+    assert [(r["fields"]["tool"], r["outcome"]) for r in records] == [
+        ("hand_over", "ok"), ("repair_session", "ok"), ("hand_over", "refused"), ("repair_session", "refused"),
+        ("hand_over", "ok")]

@@ -941,7 +941,7 @@ def test_delete_removes_the_conversations_kiro_session_files_under_kiros_lock_ru
     async def main() -> None:
         async with conversations_client(extra_env={"KIRO_FAKE_ADVERTISE_FORK": "1"}) as client:
             gone = await client.call("kiro_delegate", conversation="new", name="gone", workspace=str(tmp_path),
-                                     message="!say PROMPT-IN-KIRO-TRANSCRIPT")
+                                     message="!say PROMPT-IN-KIRO-TRANSCRIPT\n!subagent SUBAGENT-PROMPT")
             before = _files_of(sessions)
             kept = await client.call("kiro_delegate", conversation="new", name="kept", workspace=str(tmp_path),
                                      message="!say other")
@@ -949,8 +949,12 @@ def test_delete_removes_the_conversations_kiro_session_files_under_kiros_lock_ru
             fork = await client.call("kiro_fork", conversationId=gone["run"]["conversationId"], name="copy")
             fork_files = _files_of(sessions) - before - kept_files
             assert fork_files, "the fork is its own kiro session"
-            (session_id,) = {name.split(".")[0] for name in before}
+            # The conversation's session and its sub-agent's, which kiro links by parent_session_id.
+            (child_id,) = {n.split(".")[0] for n in before
+                           if n.endswith(".json") and "parent_session_id" in (sessions / n).read_text()}
+            (session_id,) = {n.split(".")[0] for n in before} - {child_id}
             assert "PROMPT-IN-KIRO-TRANSCRIPT" in (sessions / f"{session_id}.jsonl").read_text()
+            assert "SUBAGENT-PROMPT" in (sessions / f"{child_id}.jsonl").read_text()
 
             cid = gone["run"]["conversationId"]
             await client.call("kiro_archive", conversationId=cid)
@@ -962,10 +966,11 @@ def test_delete_removes_the_conversations_kiro_session_files_under_kiros_lock_ru
             (sessions / f"{session_id}.lock").write_text(json.dumps({"pid": _dead_pid(), "started_at": "then"}))
             assert (await client.call("kiro_delete", conversationId=cid, confirmName="gone"))["deleted"] is True
             left = _files_of(sessions)
-            assert not any(name.startswith(session_id) for name in left), left
+            assert not any(name.startswith((session_id, child_id)) for name in left), left
             assert {n for n in kept_files if not n.endswith(".lock")} <= left, "other conversations keep theirs"
             assert {n for n in fork_files if not n.endswith(".lock")} <= left, "the fork keeps its own session"
             assert not any("PROMPT-IN-KIRO-TRANSCRIPT" in (sessions / n).read_text(errors="replace")
+                           or "SUBAGENT-PROMPT" in (sessions / n).read_text(errors="replace")
                            for n in left - fork_files if (sessions / n).is_file())
 
             await client.call("kiro_archive", conversationId=fork["conversationId"])

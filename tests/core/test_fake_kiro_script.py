@@ -87,8 +87,10 @@ def test_plain_text_is_echoed_and_both_sides_land_in_the_transcript(fake_kiro_cl
     assert k.client.texts() == ["just chatting"]
     sid = k.client.updates[0][0]
     lines = [json.loads(line) for line in (home.kiro_sessions_dir() / f"{sid}.jsonl").read_text().splitlines()]
-    assert [(line["role"], line["text"]) for line in lines] == [("user", "just chatting"),
-                                                               ("assistant", "just chatting")]
+    assert [(line["version"], line["kind"], line["data"]["content"]) for line in lines] == [
+        ("v1", "Prompt", [{"kind": "text", "data": "just chatting"}]),
+        ("v1", "AssistantMessage", [{"kind": "text", "data": "just chatting"}])]
+    assert all(line["data"]["message_id"] for line in lines)
 
 
 def test_say_think_plan_and_todo_produce_kiros_updates(fake_kiro_cli: Any, tmp_path: Path) -> None:

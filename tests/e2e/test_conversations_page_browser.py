@@ -19,6 +19,7 @@ from kirocrew_testing.requirements import executable
 from playwright.sync_api import expect
 
 from kirocrew_conversations.state_paths import DATABASE_NAME
+from kirocrew_core import kiro_sessions
 
 TIMEOUT_MS = 60_000
 
@@ -164,6 +165,19 @@ def test_a_run_is_cancelled_then_the_conversation_archived_and_deleted_with_its_
     page.get_by_role("button", name="Save settings").click()
     expect(page.get_by_role("definition").filter(has_text="high")).to_be_visible()
     assert conversations_rows("SELECT model, effort FROM conversations WHERE id = ?", cid) == [(None, "high")]
+
+    # The Kiro session: the worker is released and the resume command shown; a repair with nothing to mend.
+    page.get_by_role("button", name="Release worker and show command").click()
+    command = page.get_by_label("Command that resumes the Kiro session")
+    expect(command).to_have_text(re.compile(rf"^cd {re.escape(str(workspace))} && \S+ chat --resume-id \S+$"),
+                                 timeout=TIMEOUT_MS)
+    session_id = command.inner_text().rsplit(" ", 1)[1]
+    assert conversations_rows("SELECT acp_session_id FROM conversations WHERE id = ?", cid) == [(session_id,)]
+    assert kiro_sessions.locate(session_id) is not None and not kiro_sessions.session_in_use(session_id)
+    page.get_by_role("button", name="Repair session").click()
+    expect(page.locator("#session-report")).to_have_text(
+        "Repaired: 0 image(s) found, 0 downscaled, 0 removed, 0 left; originals kept as nothing (nothing changed).",
+        timeout=TIMEOUT_MS)
 
     page.get_by_role("button", name="Archive conversation").click()
     confirm = page.get_by_label(re.compile("Type the name"))

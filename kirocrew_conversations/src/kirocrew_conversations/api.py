@@ -59,7 +59,7 @@ CONFLICT_CODES = frozenset({
     "illegal_transition", "conversation_retired", "conversation_retiring", "kiro_session_in_use",
     "repository_dirty", "worktree_exists", "worktree_not_found", "worktree_active", "worktree_dirty",
     "worktree_ignored_files", "worktree_not_cleaned_up", "worktree_conflicted", "worktree_unintegrated",
-    "authority_unavailable",
+    "authority_unavailable", "session_image_limit", "no_kiro_session", "kiro_session_not_found",
 })
 AUDIT_EVENT = "conversations.dashboard"
 
@@ -324,6 +324,33 @@ async def cleanup_worktree(request: Request) -> JSONResponse:
                          conversationId=request.path_params["conversation_id"])
 
 
+async def _session_action(request: Request, action: str) -> JSONResponse:
+    """Run the service's ``action`` (hand_over, repair_session) for the person, audited like a tool change."""
+    from starlette.responses import JSONResponse
+
+    from kirocrew_conversations.scope import PERSON
+
+    service = await service_of(request)
+    arguments = {"conversationId": request.path_params["conversation_id"]}
+    try:
+        result = await getattr(service, action)(PERSON, arguments["conversationId"])
+    except KirocrewError as exc:
+        await asyncio.to_thread(_audit, action, arguments, outcome="refused", code=exc.code)
+        raise _as_http_error(exc) from exc
+    await asyncio.to_thread(_audit, action, arguments, outcome="ok", code="ok")
+    return JSONResponse(result)
+
+
+async def hand_over(request: Request) -> JSONResponse:
+    """``POST /api/conversations/{id}/open``: release the worker; the ``kiro-cli chat --resume-id`` command."""
+    return await _session_action(request, "hand_over")
+
+
+async def repair(request: Request) -> JSONResponse:
+    """``POST /api/conversations/{id}/repair``: mend the Kiro session's images (worker released first)."""
+    return await _session_action(request, "repair_session")
+
+
 def routes() -> list[BaseRoute]:
     from starlette.routing import Route
 
@@ -339,6 +366,8 @@ def routes() -> list[BaseRoute]:
         Route(one + "/messages", send, methods=["POST"], name="conversations_send"),
         Route(one + "/settings", configure, methods=["PATCH"], name="conversations_configure"),
         Route(one + "/archive", archive, methods=["POST"], name="conversations_archive"),
+        Route(one + "/open", hand_over, methods=["POST"], name="conversations_open"),
+        Route(one + "/repair", repair, methods=["POST"], name="conversations_repair"),
         Route(one + "/worktree", get_worktree, methods=["GET"], name="conversations_worktree"),
         Route(one + "/worktree/cleanup", cleanup_worktree, methods=["POST"], name="conversations_worktree_cleanup"),
         Route(one + "/questions", get_questions, methods=["GET"], name="conversations_questions"),

@@ -129,7 +129,7 @@ async def _throwaway_session(runtime: Any) -> _Started:
         with contextlib.suppress(AcpError, KirocrewError):
             await runtime.terminate_session(session.session_id)
         await runtime.aclose()
-        await asyncio.to_thread(kiro_sessions.remove_session_files, session.session_id)
+        await asyncio.to_thread(kiro_sessions.remove_session, session.session_id)
     modes = session.modes
     return _Started(tuple(modes.ids()) if modes else None, modes.current_mode_id if modes else None,
                     session.current_model_id, commands)

@@ -1,4 +1,4 @@
-"""``kirocrew conversations …``: the 17 Conversations MCP tools as shell commands.
+"""``kirocrew conversations …``: the 17 Conversations MCP tools as shell commands, and ``open``/``repair``.
 
 Each command builds exactly one tool's arguments (options map 1:1, in kebab-case)
 and sends them where :func:`~kirocrew_conversations.twin_backend.open_backend`
@@ -502,8 +502,8 @@ _LOCAL_RUN_TWO_DOCUMENTS = (
 def conversations(ctx: click.Context, state_dir: Path | None, as_json: bool) -> None:
     """Spawn, wait on and manage durable Kiro conversations from the shell.
 
-    Every command is one Conversations MCP tool (see docs/conversations/tools.md). It talks to
-    the server that owns the state directory: a `kirocrew mcp-conversations --standalone`
+    Every command but `open` and `repair` is one Conversations MCP tool (see docs/conversations/tools.md).
+    It talks to the server that owns the state directory: a `kirocrew mcp-conversations --standalone`
     server, else the kirocrew host (started in the background if none runs), and runs that
     server supervises keep going after the command returns. With KIROCREW_NO_HOST=1, or when
     neither owns the directory, the command opens it itself. IDs are opaque: pass back what
@@ -830,3 +830,42 @@ def worktree_cleanup(options: _Options, conversation_id: str) -> None:
     _simple("kiro_worktree_cleanup", {"conversationId": conversation_id}, options,
             lambda out: f"removed branch {out['removedBranch']}; conversation {out['conversationId']} "
                         f"is {out['state']}")
+
+
+@conversations.command("open")
+@click.argument("conversation_id")
+@click.option("--exec", "run_now", is_flag=True,
+              help="Run the command now: this process becomes kiro-cli, in the conversation's directory.")
+@_json_option
+@click.pass_obj
+def open_(options: _Options, conversation_id: str, run_now: bool) -> None:
+    """Release the conversation's worker; print the `kiro-cli chat --resume-id` command that carries it on.
+
+    The command changes to the conversation's working directory first. A new message to the
+    conversation starts a worker again, which cannot load the session while your kiro-cli holds it.
+    """
+    from kirocrew_conversations.session_cli import session_action
+
+    out = session_action(options, "hand_over", conversation_id)
+    if run_now:
+        try:
+            os.chdir(out["cwd"])
+            os.execvp(out["argv"][0], out["argv"])
+        except OSError as exc:
+            raise click.ClickException(f"cannot run kiro-cli in the conversation's directory: {exc.strerror}") \
+                from None
+    _emit(options, out, lambda o: o["command"])
+
+
+@conversations.command("repair")
+@click.argument("conversation_id")
+@_json_option
+@click.pass_obj
+def repair(options: _Options, conversation_id: str) -> None:
+    """Mend a Kiro session its images broke: downscale them, keep the newest 80, keep each original as .bak.
+
+    The conversation's worker is released first; a session another kiro-cli holds is refused.
+    """
+    from kirocrew_conversations.session_cli import render_repair, session_action
+
+    _emit(options, session_action(options, "repair_session", conversation_id), render_repair)

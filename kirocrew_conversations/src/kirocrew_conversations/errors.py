@@ -82,7 +82,13 @@ CATALOGUE: dict[str, str] = {
     "slash_command_refused": "The message starts with / (a Kiro slash command) and the conversation does not "
                              "allow that command, or Kiro does not announce it; nothing was queued.",
     "unknown_slash_command": "allowedSlashCommands names a command kiro_capabilities does not list.",
-    "kiro_session_in_use": "A live process holds the conversation's Kiro session (its lock); nothing was deleted.",
+    "kiro_session_in_use": "A live process holds the conversation's Kiro session (its lock); nothing was deleted "
+                           "or repaired.",
+    "session_image_limit": "The conversation's Kiro session would reach kiro's limit of 100 inline images, past "
+                           "which every request of it fails; nothing was queued. `kirocrew conversations repair ID` "
+                           "keeps the newest 80 and frees room.",
+    "no_kiro_session": "The conversation has no Kiro session yet (no run started one): nothing to open or repair.",
+    "kiro_session_not_found": "kiro-cli's files of the conversation's Kiro session are gone; nothing was repaired.",
     "kiro_unavailable": "kiro-cli is not installed, not runnable, or did not answer; see the message.",
     "invalid_configuration": "A server setting (flag or KIRO_CONVERSATIONS_* variable) is malformed or out of range.",
     "internal_error": "An unexpected server fault; details went to the server log, not to the client.",

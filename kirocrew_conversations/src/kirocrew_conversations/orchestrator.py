@@ -654,7 +654,7 @@ class Orchestrator:
             try:
                 stop_reason = work.result()
             except AcpRequestError as exc:
-                return "failed", "kiro_run_failed", _clip(f"kiro-cli refused the prompt: [{exc.rpc_code}]")
+                return "failed", "kiro_run_failed", _clip(_refusal_detail(exc, run.conversation_id))
             except SettingsNotAppliedError as exc:  # never prompt on settings the run did not ask for
                 await self._close_runtime(worker)
                 return "failed", "settings_not_applied", _clip(redact_text(str(exc)))
@@ -1094,6 +1094,17 @@ async def db_call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     if getattr(fn, "quick_read", False):
         return fn(*args, **kwargs)
     return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+def _refusal_detail(exc: AcpRequestError, conversation_id: str) -> str:
+    """kiro's refusal as a run error: its code only (its text may quote the prompt), and the repair for bad media."""
+    from kirocrew_conversations.session_images import is_media_refusal
+
+    detail = f"kiro-cli refused the prompt: [{exc.rpc_code}]"
+    if is_media_refusal(f"{exc.rpc_message} {exc.data or ''}"):
+        detail += (": the Kiro session holds images kiro's backend refuses, so every request of it fails; "
+                   f"`kirocrew conversations repair {conversation_id}` mends it")
+    return detail
 
 
 def _prompt_blocks(text: str, images: Sequence[ImageInput]) -> str | list[Any]:

@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shlex
 import stat
 from collections.abc import Awaitable, Callable, Sequence, Set
 from dataclasses import dataclass, fields, replace
@@ -33,7 +34,6 @@ from typing import Any
 
 from kirocrew_core import kiro_sessions
 from kirocrew_core.errors import KirocrewError
-from kirocrew_core.home import kiro_sessions_dir
 
 from kirocrew_conversations import authority, limits, scope, slash, worktrees
 from kirocrew_conversations.capabilities import CapabilityCache
@@ -306,6 +306,7 @@ class ConversationsService:
             args = {**args, "authority": await self.authority_for(viewer, args["authority"], conversation.authority)}
         settings = await self.resolve_settings(args, conversation)
         images = await self._images(args.get("images"))
+        await self._check_image_room(conversation, len(images))
         interrupted, superseded = None, 0
         if args["delivery"] == "interrupt":
             outcome = await self.orchestrator.interrupt(conversation.id, args["message"], settings, images)
@@ -332,6 +333,7 @@ class ConversationsService:
                 args = {**args, "authority": await self.authority_for(viewer, args["authority"],
                                                                       conversation.authority)}
             images = await self._images(args.get("images"))
+            await self._check_image_room(conversation, len(images))
             created = False
         settings = await self.resolve_settings(args, conversation)
         run = await self.orchestrator.submit(conversation.id, args["message"], settings, images)
@@ -479,6 +481,22 @@ class ConversationsService:
             raise conversation_error("unsupported_capability",
                                      "the installed kiro-cli does not accept images (kiro_capabilities prompt.images)")
         return [await asyncio.to_thread(_read_image, i, image) for i, image in enumerate(images)]
+
+    async def _check_image_room(self, conversation: Conversation, adding: int) -> None:
+        """``session_image_limit`` when ``adding`` images would bring the conversation's Kiro session to kiro's cap."""
+        if not adding:
+            return
+        from kirocrew_conversations.session_images import SESSION_IMAGE_LIMIT, count_images
+
+        session_id = await self._db(self.store.session_id, conversation.id)
+        located = await asyncio.to_thread(kiro_sessions.locate, session_id) if _safe_session(session_id) else None
+        held = await asyncio.to_thread(count_images, located) if located is not None else 0
+        if held + adding >= SESSION_IMAGE_LIMIT:
+            raise conversation_error(
+                "session_image_limit",
+                f"the conversation's Kiro session holds {held} inline images; {adding} more would reach kiro's "
+                f"limit of {SESSION_IMAGE_LIMIT}, past which every request of the session fails. Nothing was "
+                f"queued. `kirocrew conversations repair {conversation.id}` keeps the newest images and frees room.")
 
     async def _spawned(self, conversation: Conversation, run: Run, created: bool) -> dict[str, Any]:
         return {"conversationId": conversation.id, "runId": run.id, "status": run.status,
@@ -674,19 +692,19 @@ class ConversationsService:
                                          "exists; clean it up (kiro_worktree_cleanup) before deleting")
             # An idle worker may still host the conversation's kiro session (and hold its lock): close it first.
             await self.orchestrator.release(cid)
-        sessions_dir = kiro_sessions_dir()
-
         def precheck(conversation: Conversation, sessions: list[str]) -> None:
-            for session_id in sessions:
-                if _safe_session(session_id) and kiro_sessions.session_in_use(session_id, sessions_dir):
+            for session_id in filter(_safe_session, sessions):
+                if kiro_sessions.tree_in_use(session_id):
                     raise conversation_error("kiro_session_in_use", "a live kiro-cli process holds this "
-                                             "conversation's session; stop it, then delete again")
+                                             "conversation's session or one of its sub-agents'; stop it, then "
+                                             "delete again")
 
         sessions = await self._db(self.store.delete_conversation, cid, confirm_name=args["confirmName"],
                                   precheck=precheck)
-        for session_id in filter(_safe_session, sessions):  # kiro's own transcript holds the prompts
+        # kiro's own transcripts hold the prompts: the conversation's sessions (flat or V3) and their sub-agents'.
+        for session_id in filter(_safe_session, sessions):
             try:
-                if not await asyncio.to_thread(kiro_sessions.remove_session_files, session_id, sessions_dir):
+                if await asyncio.to_thread(kiro_sessions.remove_session_tree, session_id):
                     log.warning("kept the files of a kiro session that became busy during kiro_delete")
             except OSError as exc:
                 log.warning("could not remove a deleted conversation's kiro session files: %s", exc.strerror)
@@ -733,6 +751,62 @@ class ConversationsService:
         if conversation.retired:
             raise conversation_error("worktree_not_found", "the worktree was already cleaned up")
         return conversation, worktrees.stored_info(ws)
+
+    # -- the person's hands on a conversation's Kiro session (no MCP tool: the CLI and the page) ---------
+
+    async def hand_over(self, viewer: Viewer, conversation_id: str) -> dict[str, Any]:
+        """Release the conversation's worker and say how to carry its Kiro session on by hand.
+
+        The command is ``kiro-cli chat --resume-id <session>``, run in the conversation's working
+        directory; ``command`` is it as one shell line (quoted with :func:`shlex.join`).
+        """
+        conversation, session_id = await self._session_of(viewer, conversation_id, purpose="handing it over")
+        if conversation.retired:
+            raise conversation_error("conversation_retired", "the conversation's worktree was cleaned up, so its "
+                                     "working directory is gone")
+        from kirocrew_core.kiro import resolve_kiro_cli
+
+        binary = resolve_kiro_cli()
+        argv = [str(binary.path) if binary.path else "kiro-cli", "chat", "--resume-id", session_id]
+        cwd = conversation.cwd
+        return {"conversationId": conversation.id, "sessionId": session_id, "cwd": cwd, "argv": argv,
+                "command": f"cd {shlex.quote(cwd)} && {shlex.join(argv)}"}
+
+    async def repair_session(self, viewer: Viewer, conversation_id: str) -> dict[str, Any]:
+        """Mend a Kiro session its images broke: downscale, keep the newest, a ``.bak`` of each changed file.
+
+        Its worker is released first; a session another process holds (a live lock) is refused.
+        """
+        from kirocrew_conversations import session_images
+
+        conversation, session_id = await self._session_of(viewer, conversation_id, purpose="repair")
+        located = await asyncio.to_thread(kiro_sessions.locate, session_id)
+        if located is None:
+            raise conversation_error("kiro_session_not_found", "kiro-cli's files of the conversation's session "
+                                     "are gone (deleted by hand, or kept elsewhere)")
+        if await asyncio.to_thread(kiro_sessions.lock_in_use, located.lock):
+            raise conversation_error("kiro_session_in_use", "a live kiro-cli process holds this conversation's "
+                                     "session (its lock); close it, then repair again")
+        try:
+            report = await asyncio.to_thread(session_images.repair, located)
+        except OSError as exc:
+            raise conversation_error("internal_error",
+                                     redact_text(f"the session could not be repaired: {exc}")) from None
+        left = await asyncio.to_thread(session_images.count_images, located)
+        log.info("repaired a kiro session: %d image(s) downscaled, %d removed", report.downscaled, report.removed)
+        return {"conversationId": conversation.id, **report.as_dict(), "imagesLeft": left}
+
+    async def _session_of(self, viewer: Viewer, conversation_id: str, *, purpose: str) -> tuple[Conversation, str]:
+        """The conversation (the person's to hand over) and its Kiro session, its worker released."""
+        if not viewer.is_person:
+            raise conversation_error("conversation_not_found", f"no conversation {conversation_id!r}")
+        conversation = await self.conversation_for(viewer, conversation_id)
+        session_id = await self._db(self.store.session_id, conversation.id)
+        if not session_id or not _safe_session(session_id):
+            raise conversation_error("no_kiro_session", "the conversation has no Kiro session yet (no run started "
+                                     "one)")
+        await self.orchestrator.release(conversation.id, purpose=purpose)
+        return conversation, session_id
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -819,7 +893,11 @@ def _read_image(index: int, image: dict[str, Any]) -> ImageInput:
         raise conversation_error("invalid_image", f"{where}: the file changed while it was read")
     if not (data.startswith(_IMAGE_MAGIC) or data[4:12] in (b"ftypavif", b"ftypheic")):
         raise conversation_error("invalid_image", f"{where}: the content is not a known image format")
-    return ImageInput(mime_type=image["mimeType"], declared_size=image["sizeBytes"], data=data)
+    from kirocrew_conversations.session_images import downscale
+
+    # kiro's backend refuses an image over 2000 px on a side, and then every later request of the session.
+    data, mime_type = downscale(data, image["mimeType"])
+    return ImageInput(mime_type=mime_type, declared_size=len(data), data=data)
 
 
 def _check_choices(caps: Any, *, model: str | None, mode: str | None, inherited: Set[str] = frozenset()) -> None:

@@ -636,12 +636,12 @@ TOOLS: tuple[Tool, ...] = (
     ),
     _tool(
         "kiro_delete",
-        """Permanently remove this server's local state for an ARCHIVED conversation (runs, events, retained
-        replies) and kiro-cli's own session files of it (its transcript). confirmName must equal the
-        conversation's exact name. It never touches the workspace or any git branch, so a worktree conversation
-        whose worktree or branch still exists is refused (worktree_not_cleaned_up: run kiro_worktree_cleanup
-        first), as is one whose Kiro session a live process holds (kiro_session_in_use). Irreversible: archive
-        first and only delete when asked to.""",
+        """Permanently remove this server's local state for an ARCHIVED conversation (runs, events, retained replies)
+        and kiro-cli's own session files of it (its transcripts, its sub-agents' included). confirmName must equal
+        the conversation's exact name. It never touches the workspace or any git branch, so a worktree conversation
+        whose worktree or branch still exists is refused (worktree_not_cleaned_up: run kiro_worktree_cleanup first),
+        as is one whose Kiro session a live process holds (kiro_session_in_use). Irreversible: archive first and only
+        delete when asked to.""",
         _object({"conversationId": _conversation_id(),
                  "confirmName": _string(L.NAME_MAX_CHARS, "The conversation's exact name.", pattern=_NAME_PATTERN)},
                 ("conversationId", "confirmName")),

@@ -209,6 +209,40 @@ if (sendForm) {
   });
 }
 
+// The Kiro session: release the worker and show kiro-cli's resume command; repair its images.
+const sessionReport = document.getElementById("session-report");
+async function sessionAction(button, route, done, refused) {
+  button.disabled = true;
+  try {
+    const out = await api(`${base}/${route}`, { method: "POST" });
+    sessionReport.textContent = done(out);
+    announce(sessionReport.textContent);
+  } catch (err) {
+    sessionReport.textContent = `${refused}: ${err.message} (${err.code || "error"})`;
+    announce(sessionReport.textContent, { urgent: true });
+  } finally {
+    button.disabled = false;
+  }
+}
+
+const openButton = document.getElementById("session-open");
+if (openButton) {
+  const command = document.getElementById("session-command");
+  openButton.addEventListener("click", () => sessionAction(openButton, "open", (out) => {
+    command.textContent = out.command;
+    command.hidden = false;
+    return "Worker released: run the command below in a terminal to carry the conversation on.";
+  }, "Not released"));
+}
+
+const repairButton = document.getElementById("session-repair");
+if (repairButton) {
+  repairButton.addEventListener("click", () => sessionAction(repairButton, "repair", (out) =>
+    `Repaired: ${out.images} image(s) found, ${out.downscaled} downscaled, ${out.removed} removed, `
+    + `${out.imagesLeft} left; originals kept as ${out.backups.join(", ") || "nothing (nothing changed)"}.`,
+  "Not repaired"));
+}
+
 const archiveButton = document.getElementById("archive-button");
 if (archiveButton) {
   archiveButton.addEventListener("click", async () => {

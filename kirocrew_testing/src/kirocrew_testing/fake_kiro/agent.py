@@ -52,6 +52,7 @@ class Options:
     trust_all_tools: bool = False
     trust_tools: tuple[str, ...] = ()
     effort: str | None = None
+    v3: bool = False  # --agent-engine v3 (or KIRO_FAKE_V3): new sessions use kiro's V3 layout
 
 
 @dataclass
@@ -127,6 +128,10 @@ class FakeKiroAgent:
         if session is None:
             raise _client_error(f"Session not found: {session_id}")
         return session
+
+    @property
+    def v3(self) -> bool:
+        return self.options.v3 or switches.flag(switches.V3)
 
     def init_timeout(self) -> float:
         return switches.number(switches.MCP_INIT_TIMEOUT, switches.DEFAULT_MCP_INIT_TIMEOUT)
@@ -271,7 +276,7 @@ class FakeKiroAgent:
     def _open(self, session_id: str, cwd: str, mcp_servers: list[Any] | None, agent: AgentSpec,
               model_id: str) -> LiveSession:
         self._check_cwd(cwd)
-        files = sessions.files_for(session_id)
+        files = sessions.files_for(session_id, cwd)
         sessions.acquire_lock(files, self.pid)
         session = LiveSession(session_id, files, Path(cwd), agent, model_id,
                               {s.name: _acp_server_spec(s) for s in mcp_servers or []}, effort=self.options.effort)
@@ -287,7 +292,8 @@ class FakeKiroAgent:
     async def new_session(self, cwd: str, additional_directories: list[str] | None = None,
                           mcp_servers: list[Any] | None = None, **kwargs: Any) -> dict[str, Any]:
         agent = self.default_agent
-        session = self._open(sessions.new_session_id(), cwd, mcp_servers, agent, self._initial_model(agent))
+        session = self._open(sessions.new_session_id(self.v3), cwd, mcp_servers, agent,
+                             self._initial_model(agent))
         self._persist(session)
         await self._start_session_servers(session)
         self._spawn(self._after_start(session))
@@ -350,8 +356,8 @@ class FakeKiroAgent:
         if not sessions.is_safe_id(session_id) or not sessions.exists(sessions.files_for(session_id)):
             raise _client_error(f"Session not found: {session_id}")
         source = sessions.files_for(session_id)
-        new_id = sessions.new_session_id()
-        sessions.copy_session(source, sessions.files_for(new_id))
+        new_id = sessions.new_session_id(source.v3)
+        sessions.copy_session(source, sessions.files_for(new_id, cwd))
         state = sessions.read_state(source)
         agent = self.discovery.get(str(state.get("agent", ""))) or self.default_agent
         session = self._open(new_id, cwd, mcp_servers, agent, str(state.get("model") or self._initial_model(agent)))

@@ -1,7 +1,8 @@
 """``fake-kiro-cli``: the command line of kiro-cli 2.x, as far as kirocrew uses it.
 
 ``--version`` / ``-V`` / ``version``, ``whoami [--format json]``,
-``chat --list-models [--format json]`` and ``acp [...]``; anything else is a
+``chat --list-models [--format json]``, ``chat --resume-id ID`` (its checks, no interactive chat)
+and ``acp [...]``; anything else is a
 usage error (exit 2), as clap reports it. With ``KIRO_FAKE_LAUNCHER`` set the
 process behaves like the real ``kiro-cli`` launcher: it checks sign-in, then
 forks a ``kiro-cli-chat`` child that inherits stdio and its process group,
@@ -30,7 +31,7 @@ HELP = f"""Kiro CLI (fake-kiro-cli imitating kiro-cli {switches.IMITATED_VERSION
 
 Commands:
   acp      Run an ACP agent on stdio
-  chat     Chat (only --list-models is imitated)
+  chat     Chat (only --list-models and --resume-id are imitated)
   whoami   Show the signed-in identity
   version  Show the version
 
@@ -82,7 +83,10 @@ def chat(argv: list[str]) -> int:
     parser.add_argument("--no-interactive", action="store_true")
     parser.add_argument("--agent")
     parser.add_argument("--model")
+    parser.add_argument("--resume-id", metavar="ID")
     args = parser.parse_args(argv)
+    if args.resume_id is not None:
+        return resume(args.resume_id)
     if not args.list_models:
         print("fake-kiro-cli: interactive chat is not imitated (use `acp`)", file=sys.stderr)
         return 2
@@ -111,11 +115,11 @@ def acp_options(argv: list[str]) -> object:
     trust.add_argument("-a", "--trust-all-tools", action="store_true")
     trust.add_argument("--trust-tools", metavar="TOOLS")
     parser.add_argument("--effort", choices=catalog.EFFORTS)
-    parser.add_argument("--agent-engine", choices=("v2", "v1"), default="v2")
+    parser.add_argument("--agent-engine", choices=("v3", "v2", "v1"), default="v2")
     args = parser.parse_args(argv)
     tools = tuple(t.strip() for t in (args.trust_tools or "").split(",") if t.strip())
     return Options(agent=args.agent, model=args.model, trust_all_tools=args.trust_all_tools,
-                   trust_tools=tools, effort=args.effort)
+                   trust_tools=tools, effort=args.effort, v3=args.agent_engine == "v3")
 
 
 def acp(argv: list[str]) -> int:
@@ -130,6 +134,30 @@ def acp(argv: list[str]) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="fake-kiro-cli[%(process)d] %(levelname)s %(name)s: %(message)s")
     return asyncio.run(serve(options))  # type: ignore[arg-type]
+
+
+def resume(session_id: str) -> int:
+    """``chat --resume-id ID``: kiro's checks (the session exists, no live process holds it), then one line.
+
+    The interactive chat itself is not imitated: it prints ``resumed <id> in <cwd>: <title>``
+    (the cwd it runs in) and exits 0; a refusal goes to stderr with exit 1.
+    """
+    from kirocrew_testing.fake_kiro import sessions
+
+    if not sessions.is_safe_id(session_id) or not sessions.exists(files := sessions.files_for(session_id)):
+        print(f"error: Session not found: {session_id}", file=sys.stderr)
+        return 1
+    try:
+        sessions.acquire_lock(files, os.getpid())
+    except (sessions.LockHeld, sessions.LockUnreadable) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        title = sessions.read_state(files).get("title", "")
+        print(f"resumed {session_id} in {os.getcwd()}: {title}")
+    finally:
+        sessions.release_lock(files, os.getpid())
+    return 0
 
 
 def _name_process(name: str) -> None:
@@ -177,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         return _usage_error(f"unrecognized subcommand '{first}'")
     if first == "whoami":
         return whoami(args[1:])
-    if first == "chat" and "--list-models" in args:
+    if first == "chat" and ("--list-models" in args or "--resume-id" in args):
         return chat(args[1:])
     if switches.flag(switches.LAUNCHER) and not switches.is_chat_child():
         return launch_chat_child(args)

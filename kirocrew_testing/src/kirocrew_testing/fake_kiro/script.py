@@ -32,6 +32,9 @@ after the one space that follows the directive, trailing whitespace included)::
                               what the session really runs on at this moment
     !context                  reply ``context:`` and what the session was told at start: its agent's
                               ``file://`` resources and ``agentSpawn`` hook output (see context.py)
+    !subagent TASK            write a sub-agent's session as kiro does (flat ``parent_session_id`` and
+                              ``session_created_reason: "subagent"``, or the V3 parent's ``sub-executions/``)
+                              and reply ``subagent: <its id>``
     !hang                     wait until ``session/cancel`` (stopReason ``cancelled``)
     !error CODE [MESSAGE]     fail the prompt with that JSON-RPC error
     !refuse                   content-filtered ``_kiro.dev/metadata``, then a bare -32603
@@ -53,7 +56,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DIRECTIVES = ("say", "think", "plan", "todo", "tool", "write", "shell", "read", "fetch", "mcp", "result", "sleep",
-              "recall", "settings", "context", "hang", "error", "refuse", "exit", "notify")
+              "recall", "settings", "context", "subagent", "hang", "error", "refuse", "exit", "notify")
 # Directives whose argument is text a test compares byte for byte: never stripped.
 VERBATIM = ("say", "think", "write")
 
@@ -105,6 +108,10 @@ def _items(text: str) -> tuple[str, ...]:
 
 def _directive(word: str, rest: str) -> Step:
     if word in ("say", "think"):
+        return Step(word, text=unescape(rest))
+    if word == "subagent":
+        if not rest:
+            raise ScriptError("!subagent needs a task")
         return Step(word, text=unescape(rest))
     if word in ("plan", "todo"):
         items = _items(rest)

@@ -57,6 +57,12 @@ def prompt_text(blocks: list[Any]) -> str:
     return "\n".join(parts)
 
 
+def prompt_images(blocks: list[Any]) -> list[dict[str, str]]:
+    """The prompt's image blocks as kiro keeps them inline: ``{data, mimeType}`` (base64)."""
+    return [{"data": block.data, "mimeType": getattr(block, "mime_type", "")}
+            for block in blocks if getattr(block, "type", "") == "image" and isinstance(block.data, str)]
+
+
 def _read_head(path: Path, limit: int) -> str:
     with path.open("rb") as file:
         return file.read(limit).decode("utf-8", "replace")
@@ -73,6 +79,7 @@ class Turn:
         self.conn = agent.conn
         self.reply: list[str] = []
         self.last_result: str | None = None  # what the last !mcp call returned, for !result
+        self.prompt = ""
         self.started = time.monotonic()
 
     # -- the turn ---------------------------------------------------------------
@@ -83,9 +90,15 @@ class Turn:
 
         text = prompt_text(blocks)
         files = self.session.files
-        sessions.append_transcript(files, "user", text)
+        sessions.append_transcript(files, "user", text, prompt_images(blocks))
         sessions.append_history(files, text)
         self.session.chars += len(text)
+        self.prompt = text
+        try:
+            # kiro replays the whole session to its backend, which refuses it once it holds bad media.
+            sessions.check_media(files)
+        except sessions.SessionBroken as exc:
+            raise RequestError(-32603, str(exc)) from None
         try:
             slash = script.slash_command(text)
             if self.session.hub is not None:
@@ -115,6 +128,7 @@ class Turn:
             reply = "".join(self.reply)
             sessions.append_transcript(self.session.files, "assistant", reply)
             self.session.chars += len(reply)
+        sessions.record_turn(self.session.files, self.prompt, CREDITS_PER_TURN)
         await self.agent.notify(METADATA, self._metadata(**extra))
 
     def _metadata(self, **extra: Any) -> dict[str, Any]:
@@ -245,6 +259,10 @@ class Turn:
         earlier = [entry["text"] for entry in sessions.read_transcript(self.session.files)
                    if entry.get("role") == "user"][:-1]  # the last one is this prompt
         await self._say("recall: " + " | ".join(earlier))
+
+    async def _do_subagent(self, step: script.Step) -> None:
+        child = sessions.write_subagent(self.session.files, str(self.session.cwd), step.text, f"done: {step.text}")
+        await self._say(f"subagent: {child}")
 
     async def _do_result(self, step: script.Step) -> None:
         await self._say(f"result: {self.last_result if self.last_result is not None else 'none'}\n")
