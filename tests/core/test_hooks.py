@@ -36,7 +36,7 @@ def test_the_hook_list_is_the_architecture_one():
         "gateway_stopping", "gateway_shutdown", "extra_mcp_scopes", "extra_mcp_servers", "managed_mcp_servers",
         "core_mcp_tools", "registry_loaders", "authority_backends",
         "governance_ceiling", "protected_paths", "doctor_checks", "host_services", "host_mcp_servers",
-        "known_workspaces", "agent_file_ready", "secret_files",
+        "known_workspaces", "agent_file_ready", "secret_files", "history_sources",
     }
 
 
@@ -428,6 +428,25 @@ def test_hook_known_workspaces(plugin_manager, tmp_path):
     _register(plugin_manager, "checkouts", known_workspaces=lambda: [tmp_path / "a", tmp_path / "b"])
     assert _collected(plugin_manager, "known_workspaces") == [("checkouts", tmp_path / "a"),
                                                               ("checkouts", tmp_path / "b")]
+
+
+def test_hook_history_sources(plugin_manager, isolated_homes, tmp_path):
+    """Each source's sessions reach the index; a broken, misnamed or duplicate source is skipped, the rest kept."""
+    from kirocrew_core.contributions import HistoryMessage, HistorySession, HistorySource
+    from kirocrew_core.history.index import HistoryIndex, Scope
+
+    def session(title):
+        return HistorySession(f"id-{title}", title, "/w", "2026-11-01T00:00:00+00:00", "2026-11-01T00:00:00+00:00",
+                              "v1", lambda: [HistoryMessage("assistant", f"text of {title}")])
+
+    _register(plugin_manager, "notes", history_sources=lambda: [HistorySource("notes", "Notes", lambda: [session("a")]),
+                                                                HistorySource("notes", "again", lambda: [session("b")]),
+                                                                HistorySource("kiro-cli", "taken", lambda: [session("c")]),
+                                                                HistorySource("Bad Name", "x", lambda: [session("d")])])
+    _register(plugin_manager, "broken", history_sources=lambda: 1 / 0)
+    index = HistoryIndex(tmp_path / "index.sqlite3", tui_database=tmp_path / "none.sqlite3")
+    assert index.refresh().problems == []
+    assert [(row.source, row.title) for row in index.sessions(Scope.everything(), limit=10)] == [("notes", "a")]
 
 
 def test_hook_agent_file_ready(plugin_manager, isolated_homes):
