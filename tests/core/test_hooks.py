@@ -439,10 +439,11 @@ def test_hook_history_sources(plugin_manager, isolated_homes, tmp_path):
         return HistorySession(f"id-{title}", title, "/w", "2026-11-01T00:00:00+00:00", "2026-11-01T00:00:00+00:00",
                               "v1", lambda: [HistoryMessage("assistant", f"text of {title}")])
 
-    _register(plugin_manager, "notes", history_sources=lambda: [HistorySource("notes", "Notes", lambda: [session("a")]),
-                                                                HistorySource("notes", "again", lambda: [session("b")]),
-                                                                HistorySource("kiro-cli", "taken", lambda: [session("c")]),
-                                                                HistorySource("Bad Name", "x", lambda: [session("d")])])
+    sources = [HistorySource("notes", "Notes", lambda: [session("a")]),
+               HistorySource("notes", "again", lambda: [session("b")]),  # a duplicate name
+               HistorySource("kiro-cli", "taken", lambda: [session("c")]),  # kiro-cli's own
+               HistorySource("Bad Name", "x", lambda: [session("d")])]
+    _register(plugin_manager, "notes", history_sources=lambda: sources)
     _register(plugin_manager, "broken", history_sources=lambda: 1 / 0)
     index = HistoryIndex(tmp_path / "index.sqlite3", tui_database=tmp_path / "none.sqlite3")
     assert index.refresh().problems == []
