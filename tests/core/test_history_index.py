@@ -142,6 +142,31 @@ def test_search_marks_the_match_after_redaction_and_honours_dates(stores: dict[s
     assert tools.search_text(index, everything, 'needle" OR "parser', 10, "", "").startswith("No ")
 
 
+def test_both_search_plans_answer_alike(stores: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A common word walks the sessions newest first; a rare one groups its matches: the same sessions either way."""
+    from kirocrew_core.history import index as index_module
+
+    index: HistoryIndex = stores["index"]
+    for n in range(6):
+        write_flat(stores["kiro"], f"bbbbbbbb-0000-0000-0000-00000000000{n}", title=f"s{n}", cwd=WS_A,
+                   messages=[("user", f"the parser question {n}"), ("assistant", "filler"),
+                             ("assistant", f"the parser answer {n}" if n % 2 else "nothing")],
+                   updated=f"2026-11-1{n}T00:00:00Z")
+    index.refresh()
+    queries = ["parser", "parser answer", "the", "quotes", "unicode quotes", "nowhere"]
+    scopes = [Scope.everything(), Scope((WS_A,)), Scope((WS_B,))]
+
+    def answers() -> list[list[tuple[str, tuple[str, ...]]]]:
+        return [[(hit.session.title, hit.texts) for hit in index.search(q, scope, limit=4)]
+                for q in queries for scope in scopes]
+
+    grouped = answers()
+    monkeypatch.setattr(index_module, "COMMON_WORD_MESSAGES", -1)
+    assert answers() == grouped
+    assert [title for title, _ in grouped[queries.index("parser answer") * 3]] == ["s5", "s3", "s1"]
+    assert grouped[0][0] == ("s5", ("the parser question 5", "the parser answer 5"))
+
+
 def _call(handler: Any, args: dict[str, Any], session: CrewSession | None, origin: Origin = "session") -> str:
     return str(asyncio.run(handler(args, ToolCall(handler.__name__, session, None, "lenient", origin))))
 

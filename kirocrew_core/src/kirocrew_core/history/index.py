@@ -57,6 +57,9 @@ SOURCE_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 KIRO_SOURCES = (FLAT, V3, TUI)
 #: Words of a query beyond this are ignored (FTS5 AND-ing many words gains nothing).
 MAX_QUERY_WORDS = 16
+#: A query whose rarest word is in more messages than this walks the sessions newest first instead of
+#: collecting every match (which would read most of the index for a word most messages hold).
+COMMON_WORD_MESSAGES = 5000
 
 MIGRATIONS: list[list[str]] = [[
     """CREATE TABLE sessions (
@@ -95,6 +98,7 @@ MIGRATIONS: list[list[str]] = [[
     )""",
     "CREATE VIRTUAL TABLE messages_fts USING fts5(text, content='messages', content_rowid='id', "
     "tokenize='unicode61 remove_diacritics 2')",
+    "CREATE VIRTUAL TABLE messages_vocab USING fts5vocab(messages_fts, 'row')",
     """CREATE TRIGGER messages_ai AFTER INSERT ON messages BEGIN
         INSERT INTO messages_fts (rowid, text) VALUES (new.id, new.text);
     END""",
@@ -510,25 +514,73 @@ class HistoryIndex:
 
     def search(self, query: str, scope: Scope, *, limit: int, after: str = "", before: str = "",
                per_session: int = 5) -> list[Hit]:
-        """Sessions whose messages hold every word of ``query``, newest first, with up to ``per_session`` texts."""
-        expression, _ = fts_query(query)
+        """Sessions whose messages hold every word of ``query``, newest first, with up to ``per_session`` texts.
+
+        Two plans, by how common the rarest word is (FTS5's vocabulary counts): a rare one reads every
+        matching message once and groups them by session; a common one walks the sessions newest first,
+        asking each (its rowid range) for its first matches, and stops at ``limit``. Each plan evaluates
+        the match once per pass, never once per hit on top.
+        """
+        expression, words = fts_query(query)
         where, args = self._filters(scope, after, before, "")
         with self._lock:
             try:
-                rows = self._conn.execute(
-                    f"SELECT s.*, MIN(m.id) AS first FROM messages_fts f JOIN messages m ON m.id = f.rowid "
-                    f"JOIN sessions s ON s.id = m.session WHERE messages_fts MATCH ? AND {where} "
-                    f"GROUP BY s.id ORDER BY s.updated DESC, s.id DESC LIMIT ?", [expression, *args, limit]).fetchall()
-                hits = []
-                for row in rows:
-                    texts = self._conn.execute(
-                        "SELECT m.text FROM messages_fts f JOIN messages m ON m.id = f.rowid WHERE messages_fts "
-                        "MATCH ? AND m.session = ? AND m.id >= ? ORDER BY m.id LIMIT ?",
-                        (expression, row["id"], row["first"], per_session)).fetchall()
-                    hits.append(Hit(_row(row), tuple(t[0] for t in texts)))
+                if self._rarest(words) > COMMON_WORD_MESSAGES:
+                    found = self._walk(expression, where, args, limit, per_session)
+                else:
+                    found = self._grouped(expression, where, args, limit, per_session)
             except sqlite3.OperationalError as exc:
                 raise BadInputError(f"query: cannot be searched for ({exc})", code="invalid_arguments") from exc
-        return hits
+        return found
+
+    def _rarest(self, words: list[str]) -> int:
+        """How many messages hold the query's rarest word (0 when one is in none)."""
+        counts = []
+        for word in {w.lower() for w in words}:
+            row = self._conn.execute("SELECT doc FROM messages_vocab WHERE term = ?", (word,)).fetchone()
+            counts.append(int(row[0]) if row is not None else 0)
+        return min(counts, default=0)
+
+    def _grouped(self, expression: str, where: str, args: list[Any], limit: int, per_session: int) -> list[Hit]:
+        matches = self._conn.execute(
+            f"SELECT s.id, s.updated, m.id FROM messages_fts f CROSS JOIN messages m ON m.id = f.rowid "
+            f"CROSS JOIN sessions s ON s.id = m.session WHERE messages_fts MATCH ? AND {where}",
+            [expression, *args]).fetchall()
+        ids: dict[int, list[int]] = {}
+        newest: dict[int, str] = {}
+        for sid, updated, mid in matches:
+            ids.setdefault(sid, []).append(mid)
+            newest[sid] = updated
+        chosen = sorted(ids, key=lambda sid: (newest[sid], sid), reverse=True)[:limit]
+        wanted = [mid for sid in chosen for mid in sorted(ids[sid])[:per_session]]
+        texts = dict(self._conn.execute(f"SELECT id, text FROM messages WHERE id IN ({_marks(wanted)})",
+                                        wanted).fetchall()) if wanted else {}
+        rows = {row["id"]: row for row in self._conn.execute(
+            f"SELECT * FROM sessions WHERE id IN ({_marks(chosen)})", chosen).fetchall()} if chosen else {}
+        return [Hit(_row(rows[sid]), tuple(texts[mid] for mid in sorted(ids[sid])[:per_session])) for sid in chosen]
+
+    def _walk(self, expression: str, where: str, args: list[Any], limit: int, per_session: int) -> list[Hit]:
+        sessions = self._conn.execute(
+            f"SELECT s.*, (SELECT MIN(id) FROM messages WHERE session = s.id) AS lo, "
+            f"(SELECT MAX(id) FROM messages WHERE session = s.id) AS hi FROM sessions s "
+            f"WHERE {where} AND s.messages > 0 ORDER BY s.updated DESC, s.id DESC", args)
+        found: list[Hit] = []
+        while len(found) < limit and (batch := sessions.fetchmany(64)):
+            for row in batch:
+                texts = self._conn.execute(
+                    "SELECT m.text FROM messages_fts f JOIN messages m ON m.id = f.rowid WHERE messages_fts "
+                    "MATCH ? AND f.rowid BETWEEN ? AND ? AND m.session = ? ORDER BY f.rowid LIMIT ?",
+                    (expression, row["lo"], row["hi"], row["id"], per_session)).fetchall()
+                if texts:
+                    found.append(Hit(_row(row), tuple(t[0] for t in texts)))
+                    if len(found) == limit:
+                        break
+        sessions.close()
+        return found
+
+
+def _marks(values: Sequence[Any]) -> str:
+    return ", ".join("?" * len(values))
 
 
 def plugin_sources() -> list[HistorySource]:
