@@ -33,34 +33,6 @@ from typing import Any
 
 from _bench import row
 
-VOCABULARY = 5000
-
-
-def _words(rng: random.Random) -> list[str]:
-    syllables = ["ka", "ro", "mi", "ten", "sul", "va", "dor", "ex", "pli", "qua", "zen", "lo", "bar", "fi", "gu"]
-    seen: dict[str, None] = {}
-    while len(seen) < VOCABULARY:
-        seen.setdefault("".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))))
-    return list(seen)
-
-
-def generate(kiro_home: Path, sessions: int, messages: int, rng: random.Random, words: list[str]) -> None:
-    from kirocrew_testing.kiro_store_files import write_flat, write_v3
-
-    weights = [1 / (rank + 1) for rank in range(len(words))]
-    for number in range(sessions):
-        workspace = f"/srv/workspace-{number % 20:02d}"
-        chosen = rng.choices(words, weights=weights, k=messages * 24)
-        texts = [(("user", "assistant")[i % 2], " ".join(chosen[i * 24:(i + 1) * 24])) for i in range(messages)]
-        day = f"2026-{1 + number % 12:02d}-{1 + number % 28:02d}T10:00:00Z"
-        if number % 10 == 9:
-            write_v3(kiro_home, f"sess_{number:06d}", title=f"session {number}", workspace=workspace,
-                     messages=texts, created=day, updated=day)
-        else:
-            write_flat(kiro_home, f"{number:08d}-0000-4000-8000-000000000000", title=f"session {number}",
-                       cwd=workspace, messages=texts, created=day, updated=day)
-
-
 def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -111,11 +83,11 @@ def main() -> int:
         from kirocrew_core.history.index import HistoryIndex, Scope
         from kirocrew_core.history.kiro_stores import file_sessions
         from kirocrew_core.history.tools import search_text
-        from kirocrew_testing.kiro_store_files import append_flat
+        from kirocrew_testing.kiro_store_files import append_flat, vocabulary, write_corpus
 
-        words = _words(rng)
+        words = vocabulary(rng)
         start = time.perf_counter()
-        generate(root / "home" / ".kiro", args.sessions, args.messages, rng, words)
+        write_corpus(root / "home" / ".kiro", args.sessions, args.messages, rng, words)
         size = sum(f.stat().st_size for f in (root / "home" / ".kiro" / "sessions").rglob("*.jsonl"))
         print(f"wrote {args.sessions} sessions x {args.messages} messages ({size / 2**20:.0f} MiB of transcripts) "
               f"in {time.perf_counter() - start:.1f} s")

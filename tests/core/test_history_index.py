@@ -111,6 +111,39 @@ def test_updates_read_only_what_changed_and_skip_corrupt_lines(stores: dict[str,
     assert dropped.sessions_dropped == 1 and "Fix the flaky parser" not in titles(index)
 
 
+def test_hostile_files_are_not_followed_and_long_lines_are_read_in_chunks(
+        stores: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from kirocrew_core.history import index as index_module
+    from kirocrew_testing.kiro_store_files import flat_line
+
+    flat_dir = stores["kiro"] / "sessions" / "cli"
+    outside = tmp_path / "outside.jsonl"
+    outside.write_bytes(flat_line("user", "private words from elsewhere"))
+    (flat_dir / "linked.jsonl").symlink_to(outside)
+    weird = write_flat(stores["kiro"], "a$(id)", title="", cwd="/srv/x y", messages=[("user", "quoted id")])
+    (flat_dir / "a$(id).json").unlink()
+    (flat_dir / "a$(id).json").symlink_to(tmp_path / "meta-elsewhere.json")
+    (tmp_path / "meta-elsewhere.json").write_text('{"title": "stolen", "cwd": "/srv/x y"}')
+    monkeypatch.setattr(index_module, "READ_CHUNK", 64)
+    monkeypatch.setattr(index_module, "MAX_LINE_BYTES", 200)
+    long_one = write_flat(stores["kiro"], "cccccccc-0000-0000-0000-000000000001", title="Chunks", cwd=WS_A,
+                          messages=[("user", f"line {n} of a transcript read in small chunks") for n in range(5)])
+    with open(long_one, "ab") as fh:
+        fh.write(flat_line("assistant", "x" * 1000) + flat_line("assistant", "after the long one"))
+    index: HistoryIndex = stores["index"]
+    index.refresh()
+    rows = {row.title: row for row in index.sessions(Scope.everything(), limit=20)}
+    assert "private words from elsewhere" not in {r.title for r in rows.values()} and "stolen" not in rows
+    assert rows["quoted id"].workspace == "" and rows["quoted id"].resume == "kiro-cli chat --resume-id 'a$(id)'"
+    assert weird.exists()
+    chunks = rows["Chunks"]
+    assert (chunks.messages, chunks.bad_lines) == (6, 1)
+    assert [m.text for m in index.messages(chunks.key, limit=2)] == [
+        "after the long one", "line 4 of a transcript read in small chunks"]
+    append_flat(long_one, "user", "appended later")
+    assert index.refresh().messages_added == 1
+
+
 def test_search_marks_the_match_after_redaction_and_honours_dates(stores: dict[str, Any],
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "tok-9f8e7d6c5b4a39281706"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
@@ -82,3 +83,32 @@ def write_tui(database: Path, conversation_id: str, *, cwd: str, messages: Messa
                      (cwd, conversation_id, json.dumps({"conversation_id": conversation_id, "history": history}),
                       created_ms, updated_ms))
     conn.close()
+
+
+def vocabulary(rng: random.Random, size: int = 5000) -> list[str]:
+    """``size`` distinct made-up words, most common first when drawn by :func:`write_corpus`."""
+    syllables = ["ka", "ro", "mi", "ten", "sul", "va", "dor", "ex", "pli", "qua", "zen", "lo", "bar", "fi", "gu"]
+    seen: dict[str, None] = {}
+    while len(seen) < size:
+        seen.setdefault("".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))))
+    return list(seen)
+
+
+def write_corpus(kiro_home: Path, sessions: int, messages: int, rng: random.Random, words: list[str]) -> None:
+    """A benchmark corpus: ``sessions`` sessions of ``messages`` 24-word messages (nine in ten flat, the rest V3).
+
+    Words are drawn with a Zipf-like skew (the first words are in most messages, most words are rare);
+    sessions spread over 20 workspaces and a year of days.
+    """
+    weights = [1 / (rank + 1) for rank in range(len(words))]
+    for number in range(sessions):
+        workspace = f"/srv/workspace-{number % 20:02d}"
+        chosen = rng.choices(words, weights=weights, k=messages * 24)
+        texts = [(("user", "assistant")[i % 2], " ".join(chosen[i * 24:(i + 1) * 24])) for i in range(messages)]
+        day = f"2026-{1 + number % 12:02d}-{1 + number % 28:02d}T10:00:00Z"
+        if number % 10 == 9:
+            write_v3(kiro_home, f"sess_{number:06d}", title=f"session {number}", workspace=workspace,
+                     messages=texts, created=day, updated=day)
+        else:
+            write_flat(kiro_home, f"{number:08d}-0000-4000-8000-000000000000", title=f"session {number}",
+                       cwd=workspace, messages=texts, created=day, updated=day)

@@ -24,6 +24,7 @@ under a secret kept next to the index), so a key given to a model names nothing 
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import hashlib
 import hmac
@@ -31,7 +32,9 @@ import logging
 import os
 import re
 import secrets
+import shlex
 import sqlite3
+import stat
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -52,6 +55,10 @@ SECRET_NAME = "key"
 KEY_PREFIX = "h1-"
 KEY_PATTERN = re.compile(r"^h1-[0-9a-f]{24}$")
 HEAD_BYTES = 4096
+#: Transcripts are read this much at a time; a line longer than MAX_LINE_BYTES (inline images
+#: included) is skipped and counted bad rather than held in memory.
+READ_CHUNK = 4 * 1024 * 1024
+MAX_LINE_BYTES = 32 * 1024 * 1024
 #: What a source plugin may call itself: short, stable, and none of kiro-cli's own.
 SOURCE_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 KIRO_SOURCES = (FLAT, V3, TUI)
@@ -303,7 +310,8 @@ class HistoryIndex:
         meta = kiro_stores.read_meta(session)
         db.execute("UPDATE sessions SET title = ?, workspace = ?, created = ?, updated = ?, resume = ? WHERE id = ?",
                    (meta.title, meta.workspace, meta.created, meta.updated,
-                    kiro_stores.resume_command(meta.workspace, f"kiro-cli chat --resume-id {session.resume_id}"),
+                    kiro_stores.resume_command(meta.workspace,
+                                               f"kiro-cli chat --resume-id {shlex.quote(session.resume_id)}"),
                     sid))
         if st is None:
             db.execute("DELETE FROM files WHERE path = ?", (str(session.meta_path),))
@@ -314,8 +322,11 @@ class HistoryIndex:
                            parse: Callable[[bytes], HistoryMessage | None]) -> tuple[int, int]:
         row = db.execute("SELECT size, mtime_ns, inode, offset, head FROM files WHERE path = ?",
                          (str(path),)).fetchone()
-        with open(path, "rb") as fh:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)  # kiro's file, never a link it points at
+        with os.fdopen(fd, "rb") as fh:
             st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise OSError(errno.EINVAL, "not a regular file")
             start = 0
             if row is not None and row["inode"] == st.st_ino and st.st_size >= row["offset"]:
                 if (row["size"], row["mtime_ns"]) == (st.st_size, st.st_mtime_ns):
@@ -326,15 +337,40 @@ class HistoryIndex:
                 db.execute("DELETE FROM messages WHERE session = ?", (sid,))
                 db.execute("UPDATE sessions SET messages = 0, bad_lines = 0 WHERE id = ?", (sid,))
             fh.seek(start)
-            data = fh.read(max(0, st.st_size - start))
-            end = data.rfind(b"\n") + 1  # complete lines only: a line being written is read next time
-            added, bad = self._insert_lines(db, sid, data[:end], parse)
-            offset = start + end
+            offset, added, bad = self._read_lines(db, sid, fh, start, st.st_size, parse)
             head = _head(fh, offset)
         _remember(db, path, sid, st, offset, head)
         db.execute("UPDATE sessions SET messages = messages + ?, bad_lines = bad_lines + ? WHERE id = ?",
                    (added, bad, sid))
         return added, bad
+
+    def _read_lines(self, db: sqlite3.Connection, sid: int, fh: Any, start: int, size: int,
+                    parse: Callable[[bytes], HistoryMessage | None]) -> tuple[int, int, int]:
+        """Index the complete lines from ``start`` to ``size`` in chunks; ``(offset after them, added, bad)``.
+
+        A line still being written (no newline yet) is left for next time; a line longer than
+        :data:`MAX_LINE_BYTES` is skipped to its end and counted bad, never held in memory whole.
+        """
+        offset, added, bad = start, 0, 0
+        pending, overlong = b"", False
+        remaining = size - start
+        while remaining > 0 and (chunk := fh.read(min(READ_CHUNK, remaining))):
+            remaining -= len(chunk)
+            if overlong:
+                newline = chunk.find(b"\n")
+                if newline < 0:
+                    offset += len(chunk)
+                    continue
+                offset, bad, overlong = offset + newline + 1, bad + 1, False
+                chunk = chunk[newline + 1:]
+            data = pending + chunk
+            end = data.rfind(b"\n") + 1
+            more, worse = self._insert_lines(db, sid, data[:end], parse)
+            added, bad, offset = added + more, bad + worse, offset + end
+            pending = data[end:]
+            if len(pending) > MAX_LINE_BYTES:
+                offset, pending, overlong = offset + len(pending), b"", True
+        return offset, added, bad
 
     @staticmethod
     def _insert_lines(db: sqlite3.Connection, sid: int, data: bytes,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import stat
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -119,8 +120,9 @@ def _entries(directory: Path) -> list[os.DirEntry[str]]:
 def read_meta(session: FileSession) -> Meta:
     """The session's metadata file, or an empty :class:`Meta` when it is missing, too large or malformed."""
     try:
-        with open(session.meta_path, "rb") as fh:
-            raw = fh.read(MAX_META_BYTES + 1)
+        fd = os.open(session.meta_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fh:
+            raw = fh.read(MAX_META_BYTES + 1) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
         doc = json.loads(raw) if len(raw) <= MAX_META_BYTES else None
     except (OSError, ValueError):
         return Meta()
