@@ -43,7 +43,7 @@ def write_flat(kiro_home: Path, session_id: str, *, title: str, cwd: str, messag
     return transcript
 
 
-def append_flat(transcript: Path, role: str, text: str) -> None:
+def append_flat(transcript: str | Path, role: str, text: str) -> None:
     """One more message at the end of a flat transcript, as kiro-cli appends it."""
     with open(transcript, "ab") as fh:
         fh.write(flat_line(role, text))

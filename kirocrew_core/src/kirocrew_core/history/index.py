@@ -318,7 +318,7 @@ class HistoryIndex:
         else:
             _remember(db, session.meta_path, sid, st, 0, "")
 
-    def _update_transcript(self, db: sqlite3.Connection, sid: int, path: Path,
+    def _update_transcript(self, db: sqlite3.Connection, sid: int, path: str,
                            parse: Callable[[bytes], HistoryMessage | None]) -> tuple[int, int]:
         row = db.execute("SELECT size, mtime_ns, inode, offset, head FROM files WHERE path = ?",
                          (str(path),)).fetchone()
@@ -390,7 +390,7 @@ class HistoryIndex:
         db.executemany("INSERT INTO messages (session, role, at, text) VALUES (?, ?, ?, ?)", rows)
         return len(rows), bad
 
-    def _finish(self, db: sqlite3.Connection, sid: int, transcript: Path) -> None:
+    def _finish(self, db: sqlite3.Connection, sid: int, transcript: str) -> None:
         """Fill what the metadata left out: a title from the first prompt, a time from the transcript's."""
         row = db.execute("SELECT title, updated, created FROM sessions WHERE id = ?", (sid,)).fetchone()
         if not row["title"]:
@@ -656,14 +656,14 @@ def _row(row: sqlite3.Row) -> SessionRow:
                       int(row["messages"]), int(row["bad_lines"]), row["resume"])
 
 
-def _stat(path: Path) -> os.stat_result | None:
+def _stat(path: str | Path) -> os.stat_result | None:
     try:
         return os.stat(path)
     except OSError:
         return None
 
 
-def _unchanged(known: dict[str, tuple[int, int, int]], path: Path) -> bool:
+def _unchanged(known: dict[str, tuple[int, int, int]], path: str | Path) -> bool:
     st = _stat(path)
     was = known.get(str(path))
     if st is None:
@@ -677,7 +677,8 @@ def _head(fh: Any, length: int) -> str:
     return hashlib.sha256(fh.read(min(length, HEAD_BYTES))).hexdigest()[:32]
 
 
-def _remember(db: sqlite3.Connection, path: Path, sid: int | None, st: os.stat_result, offset: int, head: str) -> None:
+def _remember(db: sqlite3.Connection, path: str | Path, sid: int | None, st: os.stat_result, offset: int,
+              head: str) -> None:
     db.execute("INSERT INTO files (path, session, size, mtime_ns, inode, offset, head) VALUES (?, ?, ?, ?, ?, ?, ?) "
                "ON CONFLICT (path) DO UPDATE SET session = excluded.session, size = excluded.size, "
                "mtime_ns = excluded.mtime_ns, inode = excluded.inode, offset = excluded.offset, head = excluded.head",

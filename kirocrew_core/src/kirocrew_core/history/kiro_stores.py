@@ -61,8 +61,8 @@ class FileSession:
 
     source: Literal["kiro-cli", "kiro-v3"]
     native_id: str
-    meta_path: Path
-    transcript: Path
+    meta_path: str
+    transcript: str
     resume_id: str
 
     def parse(self, raw: bytes) -> HistoryMessage | None:
@@ -92,24 +92,36 @@ def tui_database() -> Path:
 
 
 def file_sessions(root: Path | None = None) -> Iterator[FileSession]:
-    """Every flat and V3 session under ``root`` (default :func:`sessions_root`) that has a transcript."""
-    root = root or sessions_root()
-    flat = root / "cli"
+    """Every flat and V3 session under ``root`` (default :func:`sessions_root`) that has a transcript.
+
+    Paths are plain strings: this runs before every history answer over thousands of files, and
+    building a ``Path`` per file was half its cost.
+    """
+    top = os.fspath(root or sessions_root())
+    flat = os.path.join(top, "cli")
     for entry in _entries(flat):
         if entry.name.endswith(".jsonl") and entry.is_file(follow_symlinks=False):
             sid = entry.name[:-len(".jsonl")]
-            yield FileSession(FLAT, f"cli/{sid}", flat / f"{sid}.json", Path(entry.path), sid)
-    for workspace in _entries(root):
+            yield FileSession(FLAT, f"cli/{sid}", os.path.join(flat, sid + ".json"), entry.path, sid)
+    for workspace in _entries(top):
         if workspace.name == "cli" or not workspace.is_dir(follow_symlinks=False):
             continue
-        for folder in _entries(Path(workspace.path)):
-            transcript = Path(folder.path) / "messages.jsonl"
-            if folder.is_dir(follow_symlinks=False) and transcript.is_file() and not transcript.is_symlink():
-                yield FileSession(V3, f"{workspace.name}/{folder.name}", Path(folder.path) / "session.json",
+        for folder in _entries(workspace.path):
+            transcript = os.path.join(folder.path, "messages.jsonl")
+            if folder.is_dir(follow_symlinks=False) and _regular(transcript):
+                yield FileSession(V3, f"{workspace.name}/{folder.name}", os.path.join(folder.path, "session.json"),
                                   transcript, folder.name)
 
 
-def _entries(directory: Path) -> list[os.DirEntry[str]]:
+def _regular(path: str) -> bool:
+    """A regular file itself, not a link to one."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _entries(directory: str) -> list[os.DirEntry[str]]:
     try:
         with os.scandir(directory) as it:
             return sorted(it, key=lambda e: e.name)
