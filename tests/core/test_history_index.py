@@ -287,6 +287,23 @@ def test_an_unusable_index_or_key_file_is_refused_untouched(isolated_homes: Any,
     with pytest.raises(KirocrewError) as caught:
         HistoryIndex(keyed, sources=lambda: [])
     assert caught.value.code == "history_index_unusable" and (keyed.parent / "key").read_bytes() == b"short"
+    # damaged after it opened: a read is refused with the code, never an internal error
+    damaged = HistoryIndex(tmp_path / "d" / "index.sqlite3", sources=lambda: [])
+    for n in range(100):
+        write_flat(isolated_homes.kiro_home, f"dddddddd-0000-0000-0000-{n:012d}", title=f"d{n}", cwd=WS_A,
+                   messages=[("user", "filler words " * 50)])
+    damaged.refresh()
+    damaged.close()
+    for suffix in ("-wal", "-shm"):
+        Path(str(damaged.path) + suffix).unlink(missing_ok=True)
+    with open(damaged.path, "r+b") as fh:
+        fh.seek(8192)
+        fh.write(b"\xff" * 65536)
+    reopened = HistoryIndex(damaged.path, sources=lambda: [])  # its schema pages are intact
+    with pytest.raises(KirocrewError) as caught:
+        reopened.search("filler", Scope.everything(), limit=5)
+        reopened.sessions(Scope.everything(), limit=500)
+    assert caught.value.code == "history_index_unusable" and "move" in caught.value.message
     fresh = HistoryIndex(tmp_path / "f" / "index.sqlite3", sources=lambda: [])
     assert oct(os.stat(fresh.path).st_mode & 0o777) == "0o600"
     assert oct(os.stat(fresh.path.parent / "key").st_mode & 0o777) == "0o600"

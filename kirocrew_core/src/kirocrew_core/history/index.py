@@ -39,7 +39,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from kirocrew_core import home, sqlite_db
 from kirocrew_core.contributions import HistoryMessage, HistorySession, HistorySource
@@ -48,6 +48,7 @@ from kirocrew_core.history import kiro_stores
 from kirocrew_core.history.kiro_stores import FLAT, TUI, V3, CorruptLine, FileSession
 
 log = logging.getLogger(__name__)
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 STATE = "history"
 INDEX_NAME = "index.sqlite3"
@@ -209,6 +210,20 @@ def fts_query(query: str) -> tuple[str, list[str]]:
     return " ".join(f'"{w}"' for w in words), words
 
 
+def _usable(method: _F) -> _F:
+    """``method`` with a database failure (damaged, locked past the busy timeout) as :class:`HistoryError`."""
+
+    @functools.wraps(method)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            raise HistoryError(f"the history index cannot be used now ({exc}); if this persists, move "
+                               f"{index_path().parent} away and it is rebuilt", code="history_index_unusable") from exc
+
+    return cast(_F, wrapped)
+
+
 class HistoryIndex:
     """The index database, open; one per process (:func:`shared`), or one per test with its own roots."""
 
@@ -252,6 +267,7 @@ class HistoryIndex:
 
     # --- updating ---------------------------------------------------------------------------
 
+    @_usable
     def refresh(self) -> RefreshReport:
         """Bring the index up to date with every store (see the module docstring); what changed."""
         report = RefreshReport()
@@ -498,6 +514,7 @@ class HistoryIndex:
 
     # --- reading ----------------------------------------------------------------------------
 
+    @_usable
     def sessions(self, scope: Scope, *, limit: int, offset: int = 0, after: str = "", before: str = "",
                  source: str = "") -> list[SessionRow]:
         """Sessions in ``scope``, newest first (``after`` ≤ updated < ``before``, ISO times; empty: unbounded)."""
@@ -507,11 +524,13 @@ class HistoryIndex:
                                       "LIMIT ? OFFSET ?", [*args, limit, offset]).fetchall()
         return [_row(r) for r in rows]
 
+    @_usable
     def count(self, scope: Scope, *, after: str = "", before: str = "", source: str = "") -> int:
         where, args = self._filters(scope, after, before, source)
         with self._lock:
             return int(self._conn.execute(f"SELECT COUNT(*) FROM sessions s WHERE {where}", args).fetchone()[0])
 
+    @_usable
     def workspaces(self) -> list[tuple[str, int]]:
         """Every workspace the index has sessions of, with how many, most sessions first."""
         with self._lock:
@@ -533,21 +552,27 @@ class HistoryIndex:
             args.append(source)
         return where, args
 
+    @_usable
     def session(self, key: str) -> SessionRow | None:
         with self._lock:
             row = self._conn.execute("SELECT * FROM sessions WHERE key = ?", (key,)).fetchone()
         return _row(row) if row is not None else None
 
+    @_usable
     def messages(self, key: str, *, limit: int, offset: int = 0, newest_first: bool = True) -> list[StoredMessage]:
         """A page of one session's messages; ``offset`` counts from the newest (or the oldest) end."""
         order = "DESC" if newest_first else "ASC"
         with self._lock:
+            total = self._conn.execute("SELECT COUNT(*) FROM messages m JOIN sessions s ON s.id = m.session "
+                                       "WHERE s.key = ?", (key,)).fetchone()[0]
             rows = self._conn.execute(
-                f"SELECT m.role, m.at, m.text, (SELECT COUNT(*) FROM messages p WHERE p.session = m.session "
-                f"AND p.id <= m.id) AS number FROM messages m JOIN sessions s ON s.id = m.session WHERE s.key = ? "
+                f"SELECT m.role, m.at, m.text FROM messages m JOIN sessions s ON s.id = m.session WHERE s.key = ? "
                 f"ORDER BY m.id {order} LIMIT ? OFFSET ?", (key, limit, offset)).fetchall()
-        return [StoredMessage(int(r["number"]), r["role"], r["at"], r["text"]) for r in rows]
+        # Messages are numbered in id order (1 = oldest), counted from the page's end, not per row.
+        numbers = (range(total - offset, 0, -1) if newest_first else range(offset + 1, total + 1))
+        return [StoredMessage(n, r["role"], r["at"], r["text"]) for n, r in zip(numbers, rows, strict=False)]
 
+    @_usable
     def search(self, query: str, scope: Scope, *, limit: int, after: str = "", before: str = "",
                per_session: int = 5) -> list[Hit]:
         """Sessions whose messages hold every word of ``query``, newest first, with up to ``per_session`` texts.
@@ -560,14 +585,9 @@ class HistoryIndex:
         expression, words = fts_query(query)
         where, args = self._filters(scope, after, before, "")
         with self._lock:
-            try:
-                if self._rarest(words) > COMMON_WORD_MESSAGES:
-                    found = self._walk(expression, where, args, limit, per_session)
-                else:
-                    found = self._grouped(expression, where, args, limit, per_session)
-            except sqlite3.OperationalError as exc:
-                raise BadInputError(f"query: cannot be searched for ({exc})", code="invalid_arguments") from exc
-        return found
+            if self._rarest(words) > COMMON_WORD_MESSAGES:
+                return self._walk(expression, where, args, limit, per_session)
+            return self._grouped(expression, where, args, limit, per_session)
 
     def _rarest(self, words: list[str]) -> int:
         """How many messages hold the query's rarest word (0 when one is in none)."""
