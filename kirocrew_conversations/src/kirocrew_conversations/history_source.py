@@ -4,8 +4,8 @@ What a conversation leaves to search: its name (the title), its workspace and ea
 reply (a prompt is erased once delivered, so replies are what is kept). Read with a
 read-only SQLite connection of its own, as :mod:`.workspaces` does: the host owns the
 database, and a reader never takes that ownership, migrates or writes. A conversation's
-``version`` is its run count and newest run update, so the history index re-reads a
-conversation's replies only after one of its runs changed.
+``version`` is its run count, its newest run update and its own update time, so the history
+index re-reads a conversation only after it or one of its runs changed.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ def conversations(database: Path | None = None) -> list[HistorySession]:
     try:
         rows = conn.execute(
             "SELECT c.id, c.name, c.workspace_path, c.created_at, c.updated_at, "
-            "(SELECT COUNT(*) || '/' || COALESCE(MAX(r.updated_at), '') FROM runs r WHERE r.conversation_id = c.id) "
+            "(SELECT COUNT(*) || '/' || COALESCE(MAX(r.updated_at), '') || '/' || c.updated_at FROM runs r "
+            "WHERE r.conversation_id = c.id) "
             "FROM conversations c").fetchall()
     finally:
         conn.close()
