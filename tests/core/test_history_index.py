@@ -247,6 +247,40 @@ def test_the_tools_scope_fail_closed_and_never_echo_a_key(stores: dict[str, Any]
     assert _refused(tools.search_chat_history, {"query": "?!"}, in_a).startswith("invalid_arguments: ")
 
 
+def test_a_stopped_refresh_keeps_what_it_has_and_the_host_service_builds_the_index(
+        stores: dict[str, Any], plugin_manager: Any) -> None:
+    import threading
+    import time
+
+    from kirocrew_core.history.index import shared
+    from kirocrew_core.plugins import collect
+
+    index: HistoryIndex = stores["index"]
+    index.refresh()
+    stopped = threading.Event()
+    stopped.set()
+    stores["flat"].unlink()  # gone, but a stopped look cannot know it
+    report = index.refresh(stopped)
+    assert report.interrupted and report.sessions_dropped == 0
+    assert len(index.sessions(Scope.everything(), limit=10)) == 3
+
+    from kirocrew_core.contributions import flatten
+
+    [service] = [c.value for c in flatten(collect(plugin_manager, "host_services")) if c.value.name == "history"]
+
+    async def host_life() -> int:
+        await service.start()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the start did not wait for it: the index fills meanwhile
+            if shared().count(Scope.everything()) == 1:  # the V3 session (no TUI database in this home)
+                break
+            await asyncio.sleep(0.02)
+        await service.stop()
+        return shared().count(Scope.everything())
+
+    assert asyncio.run(host_life()) == 1
+
+
 def test_a_plugin_source_is_reindexed_only_when_its_version_changes(isolated_homes: Any, tmp_path: Path) -> None:
     reads: list[str] = []
     version = ["1"]

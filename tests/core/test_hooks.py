@@ -346,8 +346,9 @@ def test_hook_host_services(plugin_manager):
         return host.pong()
 
     pong = _run_host(plugin_manager, body)
-    # The core builtin's own service (kirocrew-core's sidecar sweep) runs beside the test's.
-    assert pong["services"] == ["kept", "coretools"] and "no database" in pong["failedServices"]["broken"]
+    # The core builtins' own services (kirocrew-core's sidecar sweep, the history index's start-time refresh)
+    # run beside the test's.
+    assert pong["services"] == ["kept", "coretools", "history"] and "no database" in pong["failedServices"]["broken"]
     assert pong["busy"] == ["kept: 3 runs"]
     # Started in call order (a-svc first), stopped in reverse, the one that failed to start included.
     assert events == ["kept started", "kept stopped", "broken stopped"]

@@ -196,6 +196,7 @@ class RefreshReport:
     bad_lines: int = 0
     sessions_dropped: int = 0
     problems: list[str] = field(default_factory=list)
+    interrupted: bool = False
 
 
 def index_path() -> Path:
@@ -268,12 +269,19 @@ class HistoryIndex:
     # --- updating ---------------------------------------------------------------------------
 
     @_usable
-    def refresh(self) -> RefreshReport:
-        """Bring the index up to date with every store (see the module docstring); what changed."""
+    def refresh(self, stop: threading.Event | None = None) -> RefreshReport:
+        """Bring the index up to date with every store (see the module docstring); what changed.
+
+        ``stop`` set ends it between two sessions (the host stopping during a first build): what
+        was indexed stays, and nothing is dropped as gone on the strength of an unfinished look.
+        """
         report = RefreshReport()
-        self._refresh_files(report)
-        self._refresh_tui(report)
-        self._refresh_sources(report)
+        stop = stop or threading.Event()
+        for step in (self._refresh_files, self._refresh_tui, self._refresh_sources):
+            step(report, stop)
+            if stop.is_set():
+                report.interrupted = True
+                break
         return report
 
     def _known_files(self) -> dict[str, tuple[int, int, int]]:
@@ -281,10 +289,12 @@ class HistoryIndex:
             rows = self._conn.execute("SELECT path, size, mtime_ns, inode FROM files").fetchall()
         return {row[0]: (row[1], row[2], row[3]) for row in rows}
 
-    def _refresh_files(self, report: RefreshReport) -> None:
+    def _refresh_files(self, report: RefreshReport, stop: threading.Event) -> None:
         known = self._known_files()
         seen: set[tuple[str, str]] = set()
         for session in kiro_stores.file_sessions(self._kiro_root):
+            if stop.is_set():
+                return
             seen.add((session.source, session.native_id))
             if _unchanged(known, session.transcript) and _unchanged(known, session.meta_path):
                 continue
@@ -431,7 +441,7 @@ class HistoryIndex:
             db.executemany("DELETE FROM sessions WHERE id = ?", [(sid,) for sid in gone])
         report.sessions_dropped += len(gone)
 
-    def _refresh_tui(self, report: RefreshReport) -> None:
+    def _refresh_tui(self, report: RefreshReport, stop: threading.Event) -> None:
         database = self._tui_database or kiro_stores.tui_database()
         files = [database, database.with_name(database.name + "-wal")]
         known = self._known_files()
@@ -446,6 +456,8 @@ class HistoryIndex:
                 return  # what was indexed from it stays until it can be read again
             try:
                 for row in rows:
+                    if stop.is_set():
+                        return
                     native = f"tui/{row.conversation_id}"
                     seen.add((TUI, native))
                     resume = kiro_stores.resume_command(row.workspace, "kiro-cli chat --resume")
@@ -464,7 +476,7 @@ class HistoryIndex:
                 else:
                     _remember(db, path, None, st, 0, "")
 
-    def _refresh_sources(self, report: RefreshReport) -> None:
+    def _refresh_sources(self, report: RefreshReport, stop: threading.Event) -> None:
         try:
             sources = list(self._sources())
         except Exception as exc:  # noqa: BLE001 - a broken plugin must not stop kiro-cli's history
@@ -479,6 +491,8 @@ class HistoryIndex:
                 continue
             seen = set()
             for session in sessions:
+                if stop.is_set():
+                    return
                 if not isinstance(session, HistorySession):
                     continue
                 seen.add((source.name, session.id))
