@@ -113,7 +113,7 @@ def test_updates_read_only_what_changed_and_skip_corrupt_lines(stores: dict[str,
 
 def test_hostile_files_are_not_followed_and_long_lines_are_read_in_chunks(
         stores: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from kirocrew_core.history import index as index_module
+    from kirocrew_core.history import ingest
     from kirocrew_testing.kiro_store_files import flat_line
 
     flat_dir = stores["kiro"] / "sessions" / "cli"
@@ -124,8 +124,8 @@ def test_hostile_files_are_not_followed_and_long_lines_are_read_in_chunks(
     (flat_dir / "a$(id).json").unlink()
     (flat_dir / "a$(id).json").symlink_to(tmp_path / "meta-elsewhere.json")
     (tmp_path / "meta-elsewhere.json").write_text('{"title": "stolen", "cwd": "/srv/x y"}')
-    monkeypatch.setattr(index_module, "READ_CHUNK", 64)
-    monkeypatch.setattr(index_module, "MAX_LINE_BYTES", 200)
+    monkeypatch.setattr(ingest, "READ_CHUNK", 64)
+    monkeypatch.setattr(ingest, "MAX_LINE_BYTES", 200)
     long_one = write_flat(stores["kiro"], "cccccccc-0000-0000-0000-000000000001", title="Chunks", cwd=WS_A,
                           messages=[("user", f"line {n} of a transcript read in small chunks") for n in range(5)])
     with open(long_one, "ab") as fh:

@@ -323,7 +323,7 @@ def history_sources() -> list[HistorySource]:
     Why a hook: core owns the history index and reads kiro-cli's own session stores
     itself, but it imports no plugin, so a plugin that keeps sessions of its own (today
     kirocrew-conversations: its conversations' titles and run replies) hands them over
-    here. Called by :func:`kirocrew_core.history.index.HistoryIndex.refresh` before a
+    here. Called by :meth:`kirocrew_core.history.index.HistoryIndex.refresh` before a
     ``list_sessions`` / ``search_chat_history`` / ``get_chat_session`` call, a
     ``kirocrew history`` command or the History page answers; each source's
     ``sessions()`` is called then, and a session's ``messages()`` only when its
