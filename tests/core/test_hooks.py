@@ -36,7 +36,7 @@ def test_the_hook_list_is_the_architecture_one():
         "gateway_stopping", "gateway_shutdown", "extra_mcp_scopes", "extra_mcp_servers", "managed_mcp_servers",
         "core_mcp_tools", "registry_loaders", "authority_backends",
         "governance_ceiling", "protected_paths", "doctor_checks", "host_services", "host_mcp_servers",
-        "known_workspaces", "agent_file_ready", "secret_files", "worker_load",
+        "known_workspaces", "agent_file_ready", "secret_files", "worker_load", "history_sources",
     }
 
 
@@ -346,8 +346,9 @@ def test_hook_host_services(plugin_manager):
         return host.pong()
 
     pong = _run_host(plugin_manager, body)
-    # The core builtin's own service (kirocrew-core's sidecar sweep) runs beside the test's.
-    assert pong["services"] == ["kept", "coretools"] and "no database" in pong["failedServices"]["broken"]
+    # The core builtins' own services (kirocrew-core's sidecar sweep, the history index's start-time refresh)
+    # run beside the test's.
+    assert pong["services"] == ["kept", "coretools", "history"] and "no database" in pong["failedServices"]["broken"]
     assert pong["busy"] == ["kept: 3 runs"]
     # Started in call order (a-svc first), stopped in reverse, the one that failed to start included.
     assert events == ["kept started", "kept stopped", "broken stopped"]
@@ -457,6 +458,24 @@ def test_hook_worker_load(plugin_manager):
     assert "  kiro-cli workers (pool-b): 0 running of at most 2, 0 runs in progress\n" in text
     assert "  kiro-cli workers (pool-c): could not be read" in text
     assert "  Concurrent sub-agent cap: 2\n" in text
+def test_hook_history_sources(plugin_manager, isolated_homes, tmp_path):
+    """Each source's sessions reach the index; a broken, misnamed or duplicate source is skipped, the rest kept."""
+    from kirocrew_core.contributions import HistoryMessage, HistorySession, HistorySource
+    from kirocrew_core.history.index import HistoryIndex, Scope
+
+    def session(title):
+        return HistorySession(f"id-{title}", title, "/w", "2026-11-01T00:00:00+00:00", "2026-11-01T00:00:00+00:00",
+                              "v1", lambda: [HistoryMessage("assistant", f"text of {title}")])
+
+    sources = [HistorySource("notes", "Notes", lambda: [session("a")]),
+               HistorySource("notes", "again", lambda: [session("b")]),  # a duplicate name
+               HistorySource("kiro-cli", "taken", lambda: [session("c")]),  # kiro-cli's own
+               HistorySource("Bad Name", "x", lambda: [session("d")])]
+    _register(plugin_manager, "notes", history_sources=lambda: sources)
+    _register(plugin_manager, "broken", history_sources=lambda: 1 / 0)
+    index = HistoryIndex(tmp_path / "index.sqlite3", tui_database=tmp_path / "none.sqlite3")
+    assert index.refresh().problems == []
+    assert [(row.source, row.title) for row in index.sessions(Scope.everything(), limit=10)] == [("notes", "a")]
 
 
 def test_hook_agent_file_ready(plugin_manager, isolated_homes):

@@ -16,6 +16,7 @@ from kirocrew_core.contributions import (
     AuthorityBackend,
     CoreMcpTool,
     DashboardPage,
+    HistorySource,
     HostedMcpServer,
     HostService,
     ManagedMcpServer,
@@ -115,6 +116,14 @@ def known_workspaces() -> list[Path]:
     from kirocrew_conversations.workspaces import known_workspaces as from_database
 
     return from_database()
+
+
+@hookimpl
+def history_sources() -> list[HistorySource]:
+    """The conversations (names, workspaces, run replies) for the history search and the History page."""
+    from kirocrew_conversations.history_source import history_source
+
+    return [history_source()]
 
 
 @hookimpl

@@ -228,6 +228,50 @@ class DashboardPage:
 
 
 @dataclass(frozen=True)
+class HistoryMessage:
+    """One message of a past session: ``role`` is ``user`` or ``assistant``; ``at`` an ISO time or ``""``."""
+
+    role: Literal["user", "assistant"]
+    text: str
+    at: str = ""
+
+
+@dataclass(frozen=True)
+class HistorySession:
+    """A past session a :class:`HistorySource` knows, without its messages.
+
+    ``id`` is the source's own id (never shown to a model: the history index keys it
+    opaquely); ``workspace`` the absolute directory it worked in (``""``: none);
+    ``created``/``updated`` ISO times. ``version`` changes whenever its messages do, so
+    the index calls ``messages()`` only for a session it has not seen at that version.
+    ``resume`` is what the owner would type to continue it in a terminal (``""``: nothing).
+    """
+
+    id: str
+    title: str
+    workspace: str
+    created: str
+    updated: str
+    version: str
+    messages: Callable[[], Sequence[HistoryMessage]]
+    resume: str = ""
+
+
+@dataclass(frozen=True)
+class HistorySource:
+    """A store of past sessions the history index reads (``history_sources()``).
+
+    ``name`` is short and stable (it is part of every session's key, so renaming it
+    re-keys its sessions); ``sessions()`` lists what the store holds now, cheaply, and
+    may raise: the index then keeps what it had from this source and says so.
+    """
+
+    name: str
+    label: str
+    sessions: Callable[[], Sequence[HistorySession]]
+
+
+@dataclass(frozen=True)
 class Contribution:
     """One hook result credited to the plugin that returned it."""
 

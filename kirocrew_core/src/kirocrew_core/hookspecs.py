@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         HostedMcpServer,
         HostService,
         DoctorCheck,
+        HistorySource,
         ManagedMcpServer,
         McpScope,
         ProtectedPath,
@@ -327,6 +328,26 @@ def known_workspaces() -> list[Path]:
         raises, or returns something that is not a list of absolute paths,
         makes the census incomplete, so Disconnect keeps the grant and says a
         source could not be read.
+    """
+
+
+@hookspec
+def history_sources() -> list[HistorySource]:
+    """Return stores of past sessions that the history (search, the History page) reads.
+
+    Why a hook: core owns the history index and reads kiro-cli's own session stores
+    itself, but it imports no plugin, so a plugin that keeps sessions of its own (today
+    kirocrew-conversations: its conversations' titles and run replies) hands them over
+    here. Called by :meth:`kirocrew_core.history.index.HistoryIndex.refresh` before a
+    ``list_sessions`` / ``search_chat_history`` / ``get_chat_session`` call, a
+    ``kirocrew history`` command or the History page answers; each source's
+    ``sessions()`` is called then, and a session's ``messages()`` only when its
+    ``version`` differs from what the index holds. Read only, never the network; keep
+    ``sessions()`` quick (it runs on every refresh).
+
+    :return: a list of :class:`~kirocrew_core.contributions.HistorySource`;
+        concatenated. A source that raises, or a duplicate ``name`` (the first wins), is
+        logged and skipped: its sessions already indexed are kept.
     """
 
 
