@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,11 @@ from kirocrew_core.cli import CORE_COMMANDS
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 USER_GUIDE = (DOCS / "user-guide.md").read_text()
+
+# Plugins declare their config keys when they load (cron.* in kirocrew_cron.settings): load every installed one
+# before the keys are listed, so the parametrisation is the same whichever tests ran first in this worker.
+for _entry_point in entry_points(group=plugins.ENTRY_POINT_GROUP):
+    _entry_point.load()
 
 
 def _format(value) -> str:
