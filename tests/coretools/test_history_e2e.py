@@ -42,7 +42,7 @@ def test_sessions_search_and_read_history_scoped_to_their_workspace(crew: CrewHa
         async with crew.conversations() as conv:
             first = await crew.delegate(conv, first_script, name="searcher")
             text = first["reply"]["text"]
-            key = re.search(r"`(h1-[0-9a-f]{24})`", text)
+            key = re.search(r"\*\*Zebracorn migration\*\*  ·  `(h1-[0-9a-f]{24})`", text)
             assert key is not None, text
             second_script = "\n".join([_mcp("search_chat_history", {"query": "quasarmoth"}),
                                        _mcp("get_chat_session", {"session_key": key.group(1), "max_messages": 1})])

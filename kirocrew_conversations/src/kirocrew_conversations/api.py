@@ -330,6 +330,8 @@ async def _session_action(request: Request, action: str) -> JSONResponse:
 
     from kirocrew_conversations.scope import PERSON
 
+    if await read_json_object(request, limit=MAX_BODY_BYTES, default={}):
+        raise BadInputError(f"{action} takes no body (the address names what it acts on)", code="invalid_arguments")
     service = await service_of(request)
     arguments = {"conversationId": request.path_params["conversation_id"]}
     try:
