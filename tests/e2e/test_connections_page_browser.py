@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -299,6 +299,22 @@ def test_a_refused_connect_leaves_the_card_as_it_was_with_the_error_and_closes_t
     assert not _mint_processes()
 
 
+@pytest.fixture(scope="module")
+def script_page(tmp_path_factory: pytest.TempPathFactory, module_chromium: Any) -> Iterator[Any]:
+    """One Connections page, on a plain gateway of the module's own, for the tests of the page script's pure
+    functions: they read nothing from the gateway but the script, so their cases share it instead of each
+    starting a gateway, an OAuth fixture server and a fake kiro-cli of their own."""
+    from kirocrew_testing.browser import Dashboard, serving_in_own_homes
+
+    root = tmp_path_factory.mktemp("connections-script")
+    with serving_in_own_homes(root) as (served, _):
+        pages = Dashboard(module_chromium, served, root / "screenshots")
+        try:
+            yield _open(pages).page
+        finally:
+            pages.close()
+
+
 @pytest.mark.parametrize(("reply", "kind", "text"), [
     ({"grantRemoved": True, "entryRemoved": True}, "success",
      "Disconnected locally. Revoke access at the provider to cancel the grant completely."),
@@ -313,9 +329,8 @@ def test_a_refused_connect_leaves_the_card_as_it_was_with_the_error_and_closes_t
      "Your server configuration was left unchanged. You can manage this entry from the MCP servers page."),
 ])
 def test_the_disconnect_message_is_two_clauses_and_its_kind_follows_the_reply(
-        dashboard: Any, reply: dict[str, Any], kind: str, text: str) -> None:
-    page = _open(dashboard).page
-    message = page.evaluate(
+        script_page: Any, reply: dict[str, Any], kind: str, text: str) -> None:
+    message = script_page.evaluate(
         "async (reply) => (await import('/static/kirocrew_connections/connections.js')).disconnectMessage(reply)",
         reply)
     assert message == {"kind": kind, "text": text}
