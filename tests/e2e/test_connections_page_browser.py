@@ -221,10 +221,10 @@ def test_cancel_mid_consent_uninstalls_what_the_new_connect_installed_and_ends_t
     assert opened.console_errors == []
 
 
-def test_the_page_searches_shows_gated_providers_behind_their_switch_and_fits_400px(dashboard: Any) -> None:
-    opened = _open(dashboard, color_scheme="dark")
+def test_the_page_searches_shows_gated_providers_behind_their_switch_and_fits_400px(plain_dashboard: Any) -> None:
+    opened = _open(plain_dashboard, color_scheme="dark")
     page = opened.page
-    dashboard.screenshot(opened, "connections-dark")
+    plain_dashboard.screenshot(opened, "connections-dark")
     search = page.get_by_role("searchbox", name="Search services")
     assert page.get_by_role("article", name="Sentry").is_hidden()
     page.get_by_role("switch", name="Show providers not offered yet").check()
@@ -240,9 +240,9 @@ def test_the_page_searches_shows_gated_providers_behind_their_switch_and_fits_40
     assert github.get_by_text("Needs configuration", exact=True).is_visible()
     assert github.get_by_role("button").count() == 0
 
-    narrow = _open(dashboard, width=400)
+    narrow = _open(plain_dashboard, width=400)
     assert narrow.page.evaluate("document.documentElement.scrollWidth <= 400")
-    dashboard.screenshot(narrow, "connections-narrow-light")
+    plain_dashboard.screenshot(narrow, "connections-narrow-light")
     assert opened.csp_violations() == [] and narrow.csp_violations() == []
 
 
@@ -300,19 +300,39 @@ def test_a_refused_connect_leaves_the_card_as_it_was_with_the_error_and_closes_t
 
 
 @pytest.fixture(scope="module")
-def script_page(tmp_path_factory: pytest.TempPathFactory, module_chromium: Any) -> Iterator[Any]:
-    """One Connections page, on a plain gateway of the module's own, for the tests of the page script's pure
-    functions: they read nothing from the gateway but the script, so their cases share it instead of each
-    starting a gateway, an OAuth fixture server and a fake kiro-cli of their own."""
-    from kirocrew_testing.browser import Dashboard, serving_in_own_homes
+def plain_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A plain ``kirocrew serve`` in homes of its own (no fake kiro-cli, no routed origin, nothing connected),
+    shared by the module's tests that only read the page as a fresh gateway shows it."""
+    from kirocrew_testing.browser import serving_in_own_homes
 
-    root = tmp_path_factory.mktemp("connections-script")
-    with serving_in_own_homes(root) as (served, _):
-        pages = Dashboard(module_chromium, served, root / "screenshots")
-        try:
-            yield _open(pages).page
-        finally:
-            pages.close()
+    with serving_in_own_homes(tmp_path_factory.mktemp("connections-plain")) as (served, _):
+        yield served
+
+
+@pytest.fixture
+def plain_dashboard(module_chromium: Any, plain_gateway: Any, tmp_path: Any) -> Iterator[Any]:
+    """Pages of :func:`plain_gateway` in the module's chromium; the test's contexts close when it ends."""
+    from kirocrew_testing.browser import Dashboard
+
+    pages = Dashboard(module_chromium, plain_gateway, tmp_path / "screenshots")
+    try:
+        yield pages
+    finally:
+        pages.close()
+
+
+@pytest.fixture(scope="module")
+def script_page(module_chromium: Any, plain_gateway: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One Connections page for the tests of the page script's pure functions: they read nothing from the
+    gateway but the script, so their cases share it instead of each starting a gateway, an OAuth fixture
+    server and a fake kiro-cli of their own."""
+    from kirocrew_testing.browser import Dashboard
+
+    pages = Dashboard(module_chromium, plain_gateway, tmp_path_factory.mktemp("connections-script"))
+    try:
+        yield _open(pages).page
+    finally:
+        pages.close()
 
 
 @pytest.mark.parametrize(("reply", "kind", "text"), [
