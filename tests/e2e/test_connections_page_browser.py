@@ -43,9 +43,20 @@ def premint() -> str:
 
 
 @pytest.fixture
-def gateway_env(fake_kiro_cli: Any, isolated_homes: Any, kiro_switches: dict[str, str], premint: str) -> dict[str, str]:
-    """The served gateway's environment: the fake kiro-cli first on PATH (and in KIRO_CLI_PATH)."""
-    return {**fake_kiro_cli.env(**kiro_switches), "KIROCREW_CONNECTIONS_PREMINT": premint}
+def gateway_env(fake_kiro_cli: Any, isolated_homes: Any, kiro_switches: dict[str, str], premint: str,
+                tmp_path: Any) -> dict[str, str]:
+    """The served gateway's environment: the fake kiro-cli first on PATH (and in KIRO_CLI_PATH).
+
+    A ``commands_until`` switch names a file in the test's tmp dir (:func:`released`).
+    """
+    switches = {name: str(tmp_path / value) if name == "commands_until" else value
+                for name, value in kiro_switches.items()}
+    return {**fake_kiro_cli.env(**switches), "KIROCREW_CONNECTIONS_PREMINT": premint}
+
+
+def released(tmp_path: Any, name: str) -> None:
+    """Release the fake kiro-cli's ``commands_until`` wait on ``name``."""
+    (tmp_path / name).touch()
 
 
 @pytest.fixture
@@ -403,9 +414,10 @@ def _seed_grant(url: str) -> None:
     token.write_text("{}")
 
 
-@pytest.mark.parametrize("kiro_switches", [{"commands_delay": "4"}])
+# The Test's kiro-cli holds back its report until the cards were checked (60 s only bounds a failed test).
+@pytest.mark.parametrize("kiro_switches", [{"commands_until": "tested", "commands_delay": "60"}])
 def test_one_connection_test_runs_at_a_time_and_the_other_cards_say_which_is_testing(
-        dashboard: Any, oauth_mcp_server: Any, kiro_switches: dict[str, str]) -> None:
+        dashboard: Any, oauth_mcp_server: Any, kiro_switches: dict[str, str], tmp_path: Any) -> None:
     _write_crew_servers({"notion": {"url": oauth_mcp_server.mcp_url}, "linear": {"url": LINEAR_ROUTED_URL}})
     _seed_grant(oauth_mcp_server.mcp_url)
     _seed_grant(LINEAR_ROUTED_URL)
@@ -421,6 +433,7 @@ def test_one_connection_test_runs_at_a_time_and_the_other_cards_say_which_is_tes
     locked = linear.get_by_role("button", name="One connection test runs at a time — Notion is testing")
     assert locked.is_disabled() and locked.inner_text() == "Test"  # the visible text stays "Test"
 
+    released(tmp_path, "tested")
     notion.get_by_role("alert").or_(notion.get_by_role("status")).wait_for(timeout=WAIT_MS)  # a verdict
     assert linear.get_by_role("button", name="Test", exact=True).is_enabled()
     assert notion.get_by_role("button", name="Test", exact=True).is_enabled()

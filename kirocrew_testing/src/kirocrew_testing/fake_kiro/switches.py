@@ -24,6 +24,8 @@ MCP_INIT_TIMEOUT = "KIRO_FAKE_MCP_INIT_TIMEOUT"
 EAGER_MCP = "KIRO_FAKE_EAGER_MCP"
 NO_IMAGES = "KIRO_FAKE_NO_IMAGES"
 COMMANDS_DELAY = "KIRO_FAKE_COMMANDS_DELAY"
+# Holds commands/available until a file exists (COMMANDS_DELAY, when set, bounds the wait).
+COMMANDS_UNTIL = "KIRO_FAKE_COMMANDS_UNTIL"
 # A stored grant the server refuses (after one refresh) fails the server instead of a new consent.
 OAUTH_NO_REAUTH = "KIRO_FAKE_OAUTH_NO_REAUTH"
 # Set by the launcher on the child it forks; not a user switch.
@@ -32,7 +34,7 @@ CHAT_ROLE = "kiro-cli-chat"
 
 ALL = (VERSION, LAUNCHER, LOGGED_OUT, MODELS, MODELS_FORMAT, ADVERTISE_FORK, UNKNOWN_LOAD,
        INIT_DELAY, CRASH_ON_LOAD, SILENT, MCP_INIT_TIMEOUT, EAGER_MCP, NO_IMAGES, COMMANDS_DELAY,
-       OAUTH_NO_REAUTH)
+       COMMANDS_UNTIL, OAUTH_NO_REAUTH)
 
 UNKNOWN_LOAD_CHOICES = ("exit", "error", "hang")
 DEFAULT_MCP_INIT_TIMEOUT = 10.0
@@ -54,6 +56,11 @@ def number(name: str, default: float) -> float:
     except ValueError:
         return default
     return value if value >= 0 else default
+
+
+def path(name: str) -> str | None:
+    """A file path switch, or None when unset."""
+    return _raw(name) or None
 
 
 def version() -> str:
