@@ -143,10 +143,12 @@ def test_an_oversized_body_is_refused(gateway_client: Any) -> None:
 
 
 def test_a_second_test_while_one_runs_is_refused_with_the_running_slug(
-    fake_kiro_cli: Any, gateway_client: Any
+    fake_kiro_cli: Any, gateway_client: Any, tmp_path: Path
 ) -> None:
-    # A server that never answers keeps the first Test inside /mcp until the entry's timeout.
-    render_agent({"notion": stdio_entry("--hang", timeout=8000)})
+    # A server that answers nothing keeps the first Test inside /mcp until it exits (released once the
+    # second Test was refused) or, should the release never come, until the entry's timeout.
+    release = tmp_path / "release-the-hang"
+    render_agent({"notion": stdio_entry("--hang", "--until", str(release), timeout=8000)})
     sessions = home.kiro_sessions_dir()
     first: dict[str, Any] = {}
 
@@ -162,6 +164,7 @@ def test_a_second_test_while_one_runs_is_refused_with_the_running_slug(
             time.sleep(0.05)
         second = gateway_client.post("/api/connections/test", json={"slug": "linear"})
     finally:
+        release.touch()
         thread.join(WAIT_SECS * 2)
     assert second.status_code == 409
     assert second.json()["code"] == "test_in_flight"

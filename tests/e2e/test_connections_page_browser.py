@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -43,9 +43,20 @@ def premint() -> str:
 
 
 @pytest.fixture
-def gateway_env(fake_kiro_cli: Any, isolated_homes: Any, kiro_switches: dict[str, str], premint: str) -> dict[str, str]:
-    """The served gateway's environment: the fake kiro-cli first on PATH (and in KIRO_CLI_PATH)."""
-    return {**fake_kiro_cli.env(**kiro_switches), "KIROCREW_CONNECTIONS_PREMINT": premint}
+def gateway_env(fake_kiro_cli: Any, isolated_homes: Any, kiro_switches: dict[str, str], premint: str,
+                tmp_path: Any) -> dict[str, str]:
+    """The served gateway's environment: the fake kiro-cli first on PATH (and in KIRO_CLI_PATH).
+
+    A ``commands_until`` switch names a file in the test's tmp dir (:func:`released`).
+    """
+    switches = {name: str(tmp_path / value) if name == "commands_until" else value
+                for name, value in kiro_switches.items()}
+    return {**fake_kiro_cli.env(**switches), "KIROCREW_CONNECTIONS_PREMINT": premint}
+
+
+def released(tmp_path: Any, name: str) -> None:
+    """Release the fake kiro-cli's ``commands_until`` wait on ``name``."""
+    (tmp_path / name).touch()
 
 
 @pytest.fixture
@@ -221,10 +232,10 @@ def test_cancel_mid_consent_uninstalls_what_the_new_connect_installed_and_ends_t
     assert opened.console_errors == []
 
 
-def test_the_page_searches_shows_gated_providers_behind_their_switch_and_fits_400px(dashboard: Any) -> None:
-    opened = _open(dashboard, color_scheme="dark")
+def test_the_page_searches_shows_gated_providers_behind_their_switch_and_fits_400px(plain_dashboard: Any) -> None:
+    opened = _open(plain_dashboard, color_scheme="dark")
     page = opened.page
-    dashboard.screenshot(opened, "connections-dark")
+    plain_dashboard.screenshot(opened, "connections-dark")
     search = page.get_by_role("searchbox", name="Search services")
     assert page.get_by_role("article", name="Sentry").is_hidden()
     page.get_by_role("switch", name="Show providers not offered yet").check()
@@ -240,9 +251,9 @@ def test_the_page_searches_shows_gated_providers_behind_their_switch_and_fits_40
     assert github.get_by_text("Needs configuration", exact=True).is_visible()
     assert github.get_by_role("button").count() == 0
 
-    narrow = _open(dashboard, width=400)
+    narrow = _open(plain_dashboard, width=400)
     assert narrow.page.evaluate("document.documentElement.scrollWidth <= 400")
-    dashboard.screenshot(narrow, "connections-narrow-light")
+    plain_dashboard.screenshot(narrow, "connections-narrow-light")
     assert opened.csp_violations() == [] and narrow.csp_violations() == []
 
 
@@ -299,6 +310,42 @@ def test_a_refused_connect_leaves_the_card_as_it_was_with_the_error_and_closes_t
     assert not _mint_processes()
 
 
+@pytest.fixture(scope="module")
+def plain_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A plain ``kirocrew serve`` in homes of its own (no fake kiro-cli, no routed origin, nothing connected),
+    shared by the module's tests that only read the page as a fresh gateway shows it."""
+    from kirocrew_testing.browser import serving_in_own_homes
+
+    with serving_in_own_homes(tmp_path_factory.mktemp("connections-plain")) as (served, _):
+        yield served
+
+
+@pytest.fixture
+def plain_dashboard(module_chromium: Any, plain_gateway: Any, tmp_path: Any) -> Iterator[Any]:
+    """Pages of :func:`plain_gateway` in the module's chromium; the test's contexts close when it ends."""
+    from kirocrew_testing.browser import Dashboard
+
+    pages = Dashboard(module_chromium, plain_gateway, tmp_path / "screenshots")
+    try:
+        yield pages
+    finally:
+        pages.close()
+
+
+@pytest.fixture(scope="module")
+def script_page(module_chromium: Any, plain_gateway: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One Connections page for the tests of the page script's pure functions: they read nothing from the
+    gateway but the script, so their cases share it instead of each starting a gateway, an OAuth fixture
+    server and a fake kiro-cli of their own."""
+    from kirocrew_testing.browser import Dashboard
+
+    pages = Dashboard(module_chromium, plain_gateway, tmp_path_factory.mktemp("connections-script"))
+    try:
+        yield _open(pages).page
+    finally:
+        pages.close()
+
+
 @pytest.mark.parametrize(("reply", "kind", "text"), [
     ({"grantRemoved": True, "entryRemoved": True}, "success",
      "Disconnected locally. Revoke access at the provider to cancel the grant completely."),
@@ -313,9 +360,8 @@ def test_a_refused_connect_leaves_the_card_as_it_was_with_the_error_and_closes_t
      "Your server configuration was left unchanged. You can manage this entry from the MCP servers page."),
 ])
 def test_the_disconnect_message_is_two_clauses_and_its_kind_follows_the_reply(
-        dashboard: Any, reply: dict[str, Any], kind: str, text: str) -> None:
-    page = _open(dashboard).page
-    message = page.evaluate(
+        script_page: Any, reply: dict[str, Any], kind: str, text: str) -> None:
+    message = script_page.evaluate(
         "async (reply) => (await import('/static/kirocrew_connections/connections.js')).disconnectMessage(reply)",
         reply)
     assert message == {"kind": kind, "text": text}
@@ -368,9 +414,10 @@ def _seed_grant(url: str) -> None:
     token.write_text("{}")
 
 
-@pytest.mark.parametrize("kiro_switches", [{"commands_delay": "4"}])
+# The Test's kiro-cli holds back its report until the cards were checked (60 s only bounds a failed test).
+@pytest.mark.parametrize("kiro_switches", [{"commands_until": "tested", "commands_delay": "60"}])
 def test_one_connection_test_runs_at_a_time_and_the_other_cards_say_which_is_testing(
-        dashboard: Any, oauth_mcp_server: Any, kiro_switches: dict[str, str]) -> None:
+        dashboard: Any, oauth_mcp_server: Any, kiro_switches: dict[str, str], tmp_path: Any) -> None:
     _write_crew_servers({"notion": {"url": oauth_mcp_server.mcp_url}, "linear": {"url": LINEAR_ROUTED_URL}})
     _seed_grant(oauth_mcp_server.mcp_url)
     _seed_grant(LINEAR_ROUTED_URL)
@@ -386,6 +433,7 @@ def test_one_connection_test_runs_at_a_time_and_the_other_cards_say_which_is_tes
     locked = linear.get_by_role("button", name="One connection test runs at a time — Notion is testing")
     assert locked.is_disabled() and locked.inner_text() == "Test"  # the visible text stays "Test"
 
+    released(tmp_path, "tested")
     notion.get_by_role("alert").or_(notion.get_by_role("status")).wait_for(timeout=WAIT_MS)  # a verdict
     assert linear.get_by_role("button", name="Test", exact=True).is_enabled()
     assert notion.get_by_role("button", name="Test", exact=True).is_enabled()

@@ -7,14 +7,38 @@ The served gateway also loads the example page plugin (kirocrew_testing.dashboar
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+
 import pytest
 
 from kirocrew_core.gateway.shell import CONTENT_SECURITY_POLICY
+from kirocrew_testing.browser import DEMO_PLUGIN_SOURCE, Dashboard, ServedGateway, serving_in_own_homes
+
+
+@pytest.fixture(scope="module")
+def demo_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedGateway]:
+    """One ``kirocrew serve`` with the example page plugin, in homes of its own, for the module's tests: they
+    only read pages (a gateway costs seconds to start), and each opens its own browser contexts."""
+    from kirocrew_testing.distributions import make_plugin_distribution
+
+    root = tmp_path_factory.mktemp("dashboard-browser")
+    plugin = make_plugin_distribution(root / "dashboard-demo-plugin", distribution="kirocrew-dashboard-demo",
+                                      module="kirocrew_dashboard_demo_plugin", source=DEMO_PLUGIN_SOURCE)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(plugin), os.environ.get("PYTHONPATH", "")) if p))
+        with serving_in_own_homes(root) as (served, _):
+            yield served
 
 
 @pytest.fixture
-def gateway_env(dashboard_demo_env):
-    return dashboard_demo_env
+def dashboard(module_chromium, demo_gateway, tmp_path) -> Iterator[Dashboard]:
+    """Signed-in pages of the module's gateway in the module's chromium; the test's contexts close when it ends."""
+    opened = Dashboard(module_chromium, demo_gateway, tmp_path / "screenshots")
+    try:
+        yield opened
+    finally:
+        opened.close()
 
 
 def _nav(page):

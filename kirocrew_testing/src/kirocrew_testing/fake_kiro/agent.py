@@ -76,6 +76,15 @@ class LiveSession:
     context: str = ""
 
 
+async def _until_exists(path: Path, bound: float | None) -> None:
+    """Wait (after the response frame) until ``path`` exists or ``bound`` seconds passed."""
+    loop = asyncio.get_running_loop()
+    end = None if bound is None else loop.time() + bound
+    await asyncio.sleep(0)
+    while not path.exists() and (end is None or loop.time() < end):
+        await asyncio.sleep(0.05)
+
+
 def _client_error(message: str, code: int = -32603) -> Exception:
     from acp import RequestError
 
@@ -265,7 +274,12 @@ class FakeKiroAgent:
         })
 
     async def _after_start(self, session: LiveSession) -> None:
-        await asyncio.sleep(switches.number(switches.COMMANDS_DELAY, 0.0))  # after the response frame
+        delay = switches.number(switches.COMMANDS_DELAY, 0.0)
+        until = switches.path(switches.COMMANDS_UNTIL)
+        if until is None:
+            await asyncio.sleep(delay)  # after the response frame
+        else:
+            await _until_exists(Path(until), delay or None)
         await self.send_commands_available(session)
 
     @staticmethod

@@ -26,6 +26,8 @@ NO_IMAGES = "KIRO_FAKE_NO_IMAGES"
 COMMANDS_DELAY = "KIRO_FAKE_COMMANDS_DELAY"
 # New sessions in kiro's V3 layout (as --agent-engine v3).
 V3 = "KIRO_FAKE_V3"
+# Holds commands/available until a file exists (COMMANDS_DELAY, when set, bounds the wait).
+COMMANDS_UNTIL = "KIRO_FAKE_COMMANDS_UNTIL"
 # A stored grant the server refuses (after one refresh) fails the server instead of a new consent.
 OAUTH_NO_REAUTH = "KIRO_FAKE_OAUTH_NO_REAUTH"
 # Set by the launcher on the child it forks; not a user switch.
@@ -34,7 +36,7 @@ CHAT_ROLE = "kiro-cli-chat"
 
 ALL = (VERSION, LAUNCHER, LOGGED_OUT, MODELS, MODELS_FORMAT, ADVERTISE_FORK, UNKNOWN_LOAD,
        INIT_DELAY, CRASH_ON_LOAD, SILENT, MCP_INIT_TIMEOUT, EAGER_MCP, NO_IMAGES, COMMANDS_DELAY,
-       OAUTH_NO_REAUTH, V3)
+       COMMANDS_UNTIL, OAUTH_NO_REAUTH, V3)
 
 UNKNOWN_LOAD_CHOICES = ("exit", "error", "hang")
 DEFAULT_MCP_INIT_TIMEOUT = 10.0
@@ -56,6 +58,11 @@ def number(name: str, default: float) -> float:
     except ValueError:
         return default
     return value if value >= 0 else default
+
+
+def path(name: str) -> str | None:
+    """A file path switch, or None when unset."""
+    return _raw(name) or None
 
 
 def version() -> str:

@@ -1,6 +1,7 @@
 """MCP fixture servers on the mcp SDK, run as real subprocesses.
 
-* :mod:`.stdio_server` — stdio, N tools; ``--hang``, ``--exit-during-handshake``, ``--banner N``.
+* :mod:`.stdio_server` — stdio, N tools; ``--hang`` (``--until PATH`` ends it), ``--exit-during-handshake``,
+  ``--banner N``.
 * :mod:`.http_server` — streamable HTTP on 127.0.0.1; ``--require-header NAME=VALUE``.
 * :mod:`.oauth_server` — streamable HTTP behind the SDK's OAuth authorization server,
   with a consent page a test clicks through and a control API.

@@ -8,6 +8,9 @@ Variants (at most one):
     Reads every line it is sent and never answers, not even ``initialize``. It
     exits when its stdin closes, unless ``--ignore-eof`` is also given (then only
     a signal ends it), so a client's teardown path can be exercised either way.
+    With ``--until PATH`` it also exits (status 1, before answering anything) once
+    ``PATH`` exists, so a test ends the hang when it has seen what it waited for
+    instead of waiting for the client's deadline.
 ``--exit-during-handshake``
     Reads the ``initialize`` request, writes a line to stderr, exits 1.
 ``--banner N``
@@ -37,6 +40,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                          help="print N non-JSON lines to stdout first")
     parser.add_argument("--ignore-eof", action="store_true",
                         help="with --hang: keep hanging after stdin closes")
+    parser.add_argument("--until", metavar="PATH",
+                        help="with --hang: exit 1 once PATH exists")
     return parser.parse_args(argv)
 
 
@@ -49,6 +54,23 @@ def _hang(ignore_eof: bool) -> None:
         time.sleep(3600)
 
 
+def _hang_until(path: str, ignore_eof: bool) -> None:
+    """:func:`_hang`, but exit 1 (before answering anything) once ``path`` exists."""
+    import threading
+    import time
+    from pathlib import Path
+
+    reader = threading.Thread(target=_hang, args=(False,), daemon=True)
+    reader.start()
+    while not Path(path).exists():
+        if not (ignore_eof or reader.is_alive()):
+            return
+        time.sleep(0.05)
+    sys.stderr.write("fixture: released from the hang\n")
+    sys.stderr.flush()
+    raise SystemExit(1)
+
+
 def _exit_during_handshake() -> None:
     sys.stdin.buffer.readline()  # the initialize request
     sys.stderr.write("fixture: exiting during the handshake\n")
@@ -59,7 +81,10 @@ def _exit_during_handshake() -> None:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if args.hang:
-        _hang(args.ignore_eof)
+        if args.until:
+            _hang_until(args.until, args.ignore_eof)
+        else:
+            _hang(args.ignore_eof)
         return
     if args.exit_during_handshake:
         _exit_during_handshake()
