@@ -94,6 +94,33 @@ def test_a_hanging_stdio_server_never_answers_initialize(mcp_stdio_server_params
     assert any(isinstance(leaf, TimeoutError) for leaf in _leaves(caught.value))
 
 
+def test_a_hang_until_a_file_exists_answers_nothing_then_exits_1_when_the_file_appears(tmp_path: Any) -> None:
+    import subprocess
+    import time
+
+    from kirocrew_testing.mcp_fixtures import stdio_server_argv
+
+    release = tmp_path / "release"
+    server = subprocess.Popen(stdio_server_argv("--hang", "--until", str(release)), stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert server.stdin is not None
+        server.stdin.write(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}\n')
+        server.stdin.flush()
+        time.sleep(0.5)
+        assert server.poll() is None, "it hangs while the file is absent"
+        release.touch()
+        assert server.wait(10) == 1
+        assert server.stdout is not None and server.stdout.read() == b"", "it answered nothing"
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        for stream in (server.stdin, server.stdout):
+            if stream is not None:
+                stream.close()
+
+
 def test_a_hang_that_ignores_eof_is_still_stopped_by_the_client_teardown(
         mcp_stdio_server_params: Any) -> None:
     before = set(proc.live_descendants())

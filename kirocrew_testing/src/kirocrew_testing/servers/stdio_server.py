@@ -24,6 +24,7 @@ Variants (at most one):
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from kirocrew_testing.servers._common import add_tool_options, build_mcp_server
@@ -68,7 +69,8 @@ def _hang_until(path: str, ignore_eof: bool) -> None:
         time.sleep(0.05)
     sys.stderr.write("fixture: released from the hang\n")
     sys.stderr.flush()
-    raise SystemExit(1)
+    # Not SystemExit: interpreter shutdown with the reader thread blocked on stdin aborts (SIGABRT, not 1).
+    os._exit(1)
 
 
 def _exit_during_handshake() -> None:
