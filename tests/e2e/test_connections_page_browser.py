@@ -325,11 +325,8 @@ def plain_dashboard(module_chromium: Any, plain_gateway: Any, tmp_path: Any) -> 
     """Pages of :func:`plain_gateway` in the module's chromium; the test's contexts close when it ends."""
     from kirocrew_testing.browser import Dashboard
 
-    pages = Dashboard(module_chromium, plain_gateway, tmp_path / "screenshots")
-    try:
+    with Dashboard(module_chromium, plain_gateway, tmp_path / "screenshots") as pages:
         yield pages
-    finally:
-        pages.close()
 
 
 @pytest.fixture(scope="module")
@@ -339,11 +336,8 @@ def script_page(module_chromium: Any, plain_gateway: Any, tmp_path_factory: pyte
     server and a fake kiro-cli of their own."""
     from kirocrew_testing.browser import Dashboard
 
-    pages = Dashboard(module_chromium, plain_gateway, tmp_path_factory.mktemp("connections-script"))
-    try:
+    with Dashboard(module_chromium, plain_gateway, tmp_path_factory.mktemp("connections-script")) as pages:
         yield _open(pages).page
-    finally:
-        pages.close()
 
 
 @pytest.mark.parametrize(("reply", "kind", "text"), [

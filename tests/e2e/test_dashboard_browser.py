@@ -34,11 +34,8 @@ def demo_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedGat
 @pytest.fixture
 def dashboard(module_chromium, demo_gateway, tmp_path) -> Iterator[Dashboard]:
     """Signed-in pages of the module's gateway in the module's chromium; the test's contexts close when it ends."""
-    opened = Dashboard(module_chromium, demo_gateway, tmp_path / "screenshots")
-    try:
+    with Dashboard(module_chromium, demo_gateway, tmp_path / "screenshots") as opened:
         yield opened
-    finally:
-        opened.close()
 
 
 def _nav(page):

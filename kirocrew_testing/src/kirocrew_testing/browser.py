@@ -101,6 +101,12 @@ class Dashboard:
         while self.contexts:
             self.contexts.pop().close()
 
+    def __enter__(self) -> Dashboard:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def open(self, path: str = "/", *, color_scheme: Literal["light", "dark"] = "light", width: int = 1280,
              height: int = 900, signed_in: bool = True, controlled_clock: bool = False) -> OpenedPage:
         """A new context (own cookies) showing ``path``, signed in through the printed URL unless told not to.
@@ -374,8 +380,5 @@ def module_chromium(chromium_path: str) -> Iterator[Browser]:
 @pytest.fixture
 def dashboard(module_chromium: Browser, served_gateway: ServedGateway, tmp_path: Path) -> Iterator[Dashboard]:
     """Signed-in pages of ``served_gateway`` in the module's chromium; the test's contexts close when it ends."""
-    opened = Dashboard(module_chromium, served_gateway, tmp_path / "screenshots")
-    try:
+    with Dashboard(module_chromium, served_gateway, tmp_path / "screenshots") as opened:
         yield opened
-    finally:
-        opened.close()
