@@ -46,19 +46,25 @@ def test_a_client_lists_and_calls_kirocrew_core_tools_and_reads_refusals_by_thei
         {"name": "route_crew", "arguments": {"task": "please review"}},
         {"name": "resource_status", "arguments": {}},
         {"name": "route_crew", "arguments": {}},
+        {"name": "search_chat_history", "arguments": {"query": "migration"}},
+        {"name": "list_sessions", "arguments": {"limit": 101}},
+        {"name": "get_chat_session", "arguments": {"session_key": "h1-0", "all_workspaces": True}},
     ])
     if "serverInfo" in report:  # the TypeScript client reports it
         assert report["serverInfo"]["name"] == "kirocrew-core"
     names = [tool["name"] for tool in report["tools"]]
     assert "probe_echo" in names and "probe_whoami" in names and len(names) == len(set(names))
-    assert {"select_crew", "route_crew", "resource_status"} <= set(names)
+    assert {"select_crew", "route_crew", "resource_status", "list_sessions", "search_chat_history",
+            "get_chat_session"} <= set(names)
     assert report["schemaProblems"] == []
     echoed = call_result(report, 0)
     assert echoed.get("isError") is not True and text_of(echoed) == "hello"
     for index, code in ((1, "caller_unverified"), (2, "invalid_arguments"), (3, "unknown_crew"),
-                        (6, "invalid_arguments")):
+                        (6, "invalid_arguments"), (7, "workspace_unknown"), (8, "invalid_arguments"),
+                        (9, "session_not_found")):
         assert_refused(report, index, code)
     assert json.loads(text_of(call_result(report, 4)))["ranked"] == []  # no crews configured
+    assert "h1-0" not in text_of(call_result(report, 9)), "an unknown key is named by its fingerprint only"
     status = text_of(call_result(report, 5))
     assert status.startswith("Host resources: ") and "\n  Concurrent sub-agent cap: " in status
 
