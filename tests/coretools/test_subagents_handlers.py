@@ -345,7 +345,7 @@ def test_a_long_result_is_cut_at_a_line_end_with_a_pointer_to_spawn_status(tmp_p
     assert entry["text"] == shown and f"offset={next_line}" in entry["more"]
 
 
-def test_a_crew_binds_its_childrens_agent_model_workspace_and_a_narrower_authority(tmp_path: Path) -> None:
+def _add_crews(tmp_path: Path) -> Path:
     from kirocrew_core.crews.bindings import Crew, add_crew
 
     docs = tmp_path / "ws" / "docs"
@@ -354,19 +354,33 @@ def test_a_crew_binds_its_childrens_agent_model_workspace_and_a_narrower_authori
                   authority="workspace_write", triggers=("docs",)))
     add_crew(Crew("wide", authority="unrestricted"))
     add_crew(Crew("elsewhere", workspace=str(tmp_path)))
+    return docs
+
+
+def test_a_crew_binds_its_childrens_agent_model_workspace_and_a_narrower_authority(tmp_path: Path) -> None:
+    from kirocrew_testing.requirements import executable
+
+    executable("bwrap", apt="bubblewrap")  # the crew's workspace_write authority runs in bubblewrap
+    docs = _add_crews(tmp_path)
 
     async def work(h: Harness) -> None:
         parent = h.parent("parent")
-        try:
-            out = await h.call("spawn_run", parent, task="!say written", crew="writer")
-        except KirocrewError as exc:  # workspace_write may be unavailable here: then nothing runs unrestricted
-            assert exc.code == "authority_unavailable" and h.children(parent) == []
-        else:
-            [child] = h.children(parent)
-            assert (child.mode, child.model, child.workspace.path, child.authority) == (
-                "kiro_default", "claude-haiku-4.5", str(docs.resolve()), "workspace_write")
-            assert f"{child.id} (kiro_default, crew writer): !say written" in out
-        # an explicit model and cwd win over the crew's; agent= with a crew is refused
+        out = await h.call("spawn_run", parent, task="!say written", crew="writer")
+        [child] = h.children(parent)
+        assert (child.mode, child.model, child.workspace.path, child.authority) == (
+            "kiro_default", "claude-haiku-4.5", str(docs.resolve()), "workspace_write")
+        assert f"{child.id} (kiro_default, crew writer): !say written" in out
+
+    with_service(tmp_path, work)
+
+
+def test_a_crew_with_an_agent_an_unknown_crew_a_foreign_workspace_or_a_wider_authority_is_refused(
+        tmp_path: Path) -> None:
+    _add_crews(tmp_path)
+
+    async def work(h: Harness) -> None:
+        parent = h.parent("parent")
+        # agent= with a crew is refused
         assert await h.refused("spawn_run", parent, task="x", crew="writer", agent="kirocrew") == "crew_and_agent"
         assert await h.refused("spawn_run", parent, task="x", crew="writer", agents=["kirocrew"]) == "crew_and_agent"
         with pytest.raises(KirocrewError) as unknown:
@@ -379,5 +393,6 @@ def test_a_crew_binds_its_childrens_agent_model_workspace_and_a_narrower_authori
         with pytest.raises(KirocrewError) as escalated:
             await h.call("spawn_run", restricted, task="x", crew="wide")
         assert escalated.value.code == "authority_escalation" and h.children(restricted) == []
+        assert h.children(parent) == []
 
     with_service(tmp_path, work)
