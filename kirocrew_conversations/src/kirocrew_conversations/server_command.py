@@ -111,6 +111,10 @@ def _relay() -> None:
 def _serve_standalone(overrides: dict[str, Any]) -> None:
     import asyncio
 
+    from kirocrew_core.sdk_models import prepare as prepare_sdk_models
+
+    prepare_sdk_models()
+
     from kirocrew_conversations.server import serve_stdio
     from kirocrew_conversations.service import ServiceConfig
 

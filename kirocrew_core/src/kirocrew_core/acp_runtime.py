@@ -384,6 +384,9 @@ class AcpRuntime:
         """Spawn kiro-cli and run ``initialize``; on any failure the child is torn down first."""
         if self._process is not None:
             raise RuntimeError("runtime already opened")
+        from kirocrew_core.sdk_models import prepare as prepare_sdk_models
+
+        prepare_sdk_models()  # a CLI twin's first ACP import may be this one
         from acp import connect_to_agent
 
         from kirocrew_core import proc

@@ -233,7 +233,9 @@ def serve(host: str | None, port: int | None, allow_remote: bool, background: bo
     from kirocrew_core.host.fingerprint import code_fingerprint
     from kirocrew_core.host.server import Host, idle_secs
     from kirocrew_core.plugins import get_plugin_manager
+    from kirocrew_core.sdk_models import prepare as prepare_sdk_models
 
+    prepare_sdk_models()  # before any service imports the SDKs
     if no_crons:  # read by the cron plugin's host service (kirocrew_cron.service.CRONS_ENV) when it starts
         os.environ["KIROCREW_CRONS"] = "off"
     host = host if host is not None else str(_configured("gateway.host"))

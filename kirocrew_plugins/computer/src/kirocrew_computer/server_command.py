@@ -46,6 +46,10 @@ def mcp_computer(standalone: bool) -> None:
         return
     import asyncio
 
+    from kirocrew_core.sdk_models import prepare as prepare_sdk_models
+
+    prepare_sdk_models()
+
     from kirocrew_computer.server import serve_stdio
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from kirocrew_core.sdk_models import prepare as prepare_sdk_models
 from kirocrew_testing.servers._common import (
     LOOPBACK,
     add_tool_options,
@@ -74,6 +75,7 @@ def build_app(args: argparse.Namespace) -> Any:
 
 
 def main(argv: list[str] | None = None) -> None:
+    prepare_sdk_models()
     args = parse_args(argv)
     app = build_app(args)
     sock = bind_loopback(args.port)

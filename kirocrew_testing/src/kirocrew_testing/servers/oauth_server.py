@@ -61,6 +61,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from kirocrew_core.sdk_models import prepare as prepare_sdk_models
 from kirocrew_testing.servers._common import (
     LOOPBACK,
     add_tool_options,
@@ -442,6 +443,7 @@ def build_app(args: argparse.Namespace, base_url: str) -> tuple[Any, dict[str, s
 
 
 def main(argv: list[str] | None = None) -> None:
+    prepare_sdk_models()
     args = parse_args(argv)
     sock = bind_loopback(args.port)
     base_url = f"http://{LOOPBACK}:{sock.getsockname()[1]}"

@@ -27,6 +27,7 @@ import argparse
 import os
 import sys
 
+from kirocrew_core.sdk_models import prepare as prepare_sdk_models
 from kirocrew_testing.servers._common import add_tool_options, build_mcp_server
 
 
@@ -81,6 +82,7 @@ def _exit_during_handshake() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    prepare_sdk_models()
     args = parse_args(argv)
     if args.hang:
         if args.until:
