@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kirocrew_core import sqlite_db
+from kirocrew_core import kiro_sessions, sqlite_db
 from kirocrew_core.contributions import HistoryMessage, HistorySession, HistorySource
 from kirocrew_core.history import kiro_stores
 from kirocrew_core.history.kiro_stores import FLAT, TUI, V3, CorruptLine, FileSession
@@ -237,7 +237,7 @@ class Ingest:
         report.sessions_dropped += len(gone)
 
     def _refresh_tui(self, report: RefreshReport, stop: threading.Event) -> None:
-        database = self.index.tui_database or kiro_stores.tui_database()
+        database = self.index.tui_database or kiro_sessions.tui_database()
         files = [database, database.with_name(database.name + "-wal")]
         known = self._known_files()
         if all(_unchanged(known, path) for path in files):
