@@ -215,33 +215,47 @@ def v3_session(directory: str) -> SessionPaths | None:
                         os.path.join(directory, V3_METADATA), transcript)
 
 
-Place = tuple[Literal["all", "workspace", "flat", "v3"], str]
+def session_at(top: str, name: str) -> SessionPaths | None:
+    """The session named ``name`` (:attr:`SessionPaths.name`) under the root ``top``; None without a transcript."""
+    directory, _, session_id = name.rpartition("/")
+    if directory == FLAT_DIR:
+        return flat_session(top, session_id)
+    return v3_session(os.path.join(top, name))
+
+
+@dataclass(frozen=True)
+class Place:
+    """What a changed path under the sessions root concerns (:func:`place_of`).
+
+    ``kind`` ``all``: the root or the flat directory itself (any session may have changed);
+    ``workspace``: a V3 workspace directory, ``name`` its directory name (its sessions);
+    ``session``: one session, ``name`` its :attr:`SessionPaths.name`, whatever file of it changed (it may
+    be gone). ``appeared``: the path was a directory just created (a watcher looks at it twice).
+    """
+
+    kind: Literal["all", "workspace", "session"]
+    name: str = ""
+    appeared: bool = False
 
 
 def place_of(path: str, top: str) -> Place | None:
-    """What a changed ``path`` under the sessions root ``top`` concerns, for a watcher; None for nothing.
-
-    ``("all", "")``: the root or the flat directory itself (every session may have changed);
-    ``("workspace", dir)``: a V3 workspace directory (its sessions); ``("flat", id)`` and
-    ``("v3", session dir)``: one session, whatever file of it changed (it may be gone).
-    """
+    """What a changed ``path`` under the sessions root ``top`` concerns, for a watcher; None for nothing we read."""
     relative = os.path.relpath(path, top)
     if relative == os.curdir:
-        return "all", ""
+        return Place("all")
     parts = relative.split(os.sep)
     if parts[0] in (os.pardir, "") or parts[0].startswith("."):
         return None
     if parts[0] == FLAT_DIR:
         if len(parts) == 1:
-            return "all", ""
-        name = parts[1]
+            return Place("all")
         for suffix in (FLAT_TRANSCRIPT_SUFFIX, FLAT_METADATA_SUFFIX):
-            if len(parts) == 2 and name.endswith(suffix) and len(name) > len(suffix):
-                return "flat", name[:-len(suffix)]
-        return None
+            if len(parts) == 2 and parts[1].endswith(suffix) and len(parts[1]) > len(suffix):
+                return Place("session", f"{FLAT_DIR}/{parts[1][:-len(suffix)]}")
+        return None  # a lock, a history file, a backup: not what the history reads
     if len(parts) == 1:
-        return "workspace", os.path.join(top, parts[0])
-    return "v3", os.path.join(top, parts[0], parts[1])
+        return Place("workspace", parts[0])
+    return Place("session", f"{parts[0]}/{parts[1]}")
 
 
 def _regular(path: str) -> bool:

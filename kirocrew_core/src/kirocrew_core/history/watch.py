@@ -1,0 +1,233 @@
+"""What changed in kiro-cli's session stores since the last answer, from file-change notifications.
+
+While the host runs, a :class:`SessionWatcher` watches kiro-cli's sessions root (the flat
+directory, every V3 workspace and session directory under it) and the TUI database's folder
+through ``watchfiles`` (inotify on Linux, FSEvents on macOS; its Rust backend keeps one native
+thread that collects changed paths). An answer asks :meth:`SessionWatcher.changes` and re-reads
+only what they name, instead of a ``stat`` of every session file.
+
+**No stale window.** Notifications arrive asynchronously, so each :meth:`~SessionWatcher.changes`
+first creates a *barrier* file in a folder of our own that the same watcher watches, and collects
+until the barrier's own notification is among them: the kernel queues one watcher's events in order,
+so every change made before the answer began has been collected by then.
+
+**Never silently missed.** :meth:`~SessionWatcher.changes` answers ``everything`` (a full scan) when
+the watcher (re)started, when it reported an error, when the barrier did not come back, when a
+watched root was replaced or a missing one appeared, and after :meth:`~SessionWatcher.lost` (the
+public lost-events signal: an update that failed half-way calls it). A directory that appeared is
+looked at again on the next answer too: the watcher puts its watch on a new directory only after
+reporting it, so a file made in between shows up only on that second look. ``watchfiles`` does
+not report the kernel's queue-overflow notice (notify's ``Rescan`` event carries no path and it
+drops such events), so an overflow cannot be told apart from quiet; see ``docs/core-tools/history.md``.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kirocrew_core import kiro_sessions
+from kirocrew_core.kiro_sessions import Place
+
+if TYPE_CHECKING:
+    from watchfiles._rust_notify import RustNotify
+
+log = logging.getLogger(__name__)
+
+#: How long an answer waits for its barrier before it gives up on the watcher and scans everything.
+BARRIER_SECONDS = 2.0
+#: A watcher that could not start is not tried again before this many seconds (each try walks the tree).
+RESTART_BACKOFF_SECONDS = 60.0
+_ADDED = 1  # watchfiles.Change.added
+
+
+@dataclass
+class Changes:
+    """What one answer must re-read: everything (``why`` says why), or the places and the TUI database."""
+
+    everything: bool = False
+    why: str = ""
+    places: set[Place] = field(default_factory=set)
+    tui: bool = False
+
+    def merge(self, other: Changes) -> None:
+        self.everything = self.everything or other.everything
+        self.why = self.why or other.why
+        self.places |= other.places
+        self.tui = self.tui or other.tui
+
+
+class _Deadline:
+    """``watchfiles``' stop event: set once the barrier is overdue."""
+
+    def __init__(self, seconds: float) -> None:
+        self.at = time.monotonic() + seconds
+
+    def is_set(self) -> bool:
+        return time.monotonic() > self.at
+
+
+class SessionWatcher:
+    """Collects changed paths under kiro-cli's session roots; one per host, closed when the host stops.
+
+    ``barriers`` is a folder of our own (in the index's state folder) for the barrier files.
+    Thread-safe: :meth:`changes` calls are serialised, :meth:`lost` may come from any thread.
+    """
+
+    def __init__(self, sessions_root: Path, tui_database: Path, barriers: Path) -> None:
+        self.sessions_root = os.fspath(sessions_root)
+        self.tui_database = os.fspath(tui_database)
+        self.barriers = os.fspath(barriers)
+        self._roots = (self.sessions_root, os.path.dirname(self.tui_database), self.barriers)
+        self._notify: RustNotify | None = None
+        self._identities: dict[str, tuple[int, int] | None] = {}
+        self._pending = Changes()
+        self._again: set[Place] = set()  # directories that appeared: looked at once more next time
+        self._next_try = 0.0
+        self._names = itertools.count()
+        self._lock = threading.Lock()  # one changes() at a time
+        self._flags = threading.Lock()  # guards _pending against lost()/again() from other threads
+        self.closed = False
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> bool:
+        """Start watching the roots that exist; False (and a full scan at every answer) when it cannot."""
+        with self._lock:
+            return self._start("the watcher started")
+
+    def _start(self, why: str) -> bool:
+        self._stop_notify()
+        self._lose(why)
+        from watchfiles._rust_notify import RustNotify  # lazy: a native module, only the host needs it
+
+        try:
+            os.makedirs(self.barriers, mode=0o700, exist_ok=True)
+            self._identities = {root: _identity(root) for root in self._roots}
+            existing = [root for root, identity in self._identities.items() if identity is not None]
+            # debug off, native notifications (no polling), recursive: new workspace and session folders
+            # are watched as they appear; a permission-denied folder is skipped, not fatal.
+            self._notify = RustNotify(existing, False, False, 300, True, True)
+        except (OSError, RuntimeError) as exc:
+            log.warning("history: kiro-cli's sessions cannot be watched (%s); every answer scans them all", exc)
+            self._notify = None
+            self._next_try = time.monotonic() + RESTART_BACKOFF_SECONDS
+            return False
+        return True
+
+    def close(self) -> None:
+        """Stop the watcher's thread; :meth:`changes` answers ``everything`` from now on."""
+        with self._lock:
+            self.closed = True
+            self._stop_notify()
+
+    def _stop_notify(self) -> None:
+        if self._notify is not None:
+            self._notify.close()
+            self._notify = None
+
+    # --- signals ---------------------------------------------------------------------------------
+
+    def lost(self, why: str) -> None:
+        """Events may have been lost: the next :meth:`changes` answers ``everything`` (the public signal)."""
+        self._lose(why)
+
+    def _lose(self, why: str) -> None:
+        with self._flags:
+            if not self._pending.everything:
+                self._pending.everything, self._pending.why = True, why
+
+    def again(self, changes: Changes) -> None:
+        """Give ``changes`` back, to be re-read with the next answer's (an answer could not read them all)."""
+        with self._flags:
+            self._pending.merge(changes)
+
+    # --- the answer's question -------------------------------------------------------------------
+
+    def changes(self) -> Changes:
+        """Everything that changed since the last call (see the module docstring); never misses a change."""
+        with self._lock:
+            if self.closed:
+                return Changes(everything=True, why="the watcher is stopped")
+            if self._notify is None:
+                if time.monotonic() < self._next_try:
+                    return Changes(everything=True, why="the watcher could not start")
+                self._start("the watcher restarted")
+            elif (moved := self._moved_root()) is not None:
+                self._start(f"{moved} was created, removed or replaced")
+            if self._notify is not None:
+                self._collect()
+            with self._flags:
+                found, self._pending = self._pending, Changes()
+            found.places |= self._again
+            self._again = {Place(place.kind, place.name) for place in found.places if place.appeared}
+            return found
+
+    def _moved_root(self) -> str | None:
+        for root, identity in self._identities.items():
+            if _identity(root) != identity:
+                return root
+        return None
+
+    def _collect(self) -> None:
+        """Collect the notifications up to a fresh barrier into ``_pending`` (``everything`` when that fails)."""
+        assert self._notify is not None
+        barrier = os.path.join(self.barriers, f"{os.getpid()}-{next(self._names)}")
+        try:
+            os.close(os.open(barrier, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+        except OSError as exc:
+            self._start(f"the barrier file could not be made: {exc.strerror or exc}")
+            return
+        deadline = _Deadline(BARRIER_SECONDS)
+        try:
+            while True:
+                # step 0: the barrier comes back within microseconds, and waiting for it in 1 ms sleeps
+                # would cost every answer 2 ms; no timeout (a timeout clears what came in meanwhile).
+                got = self._notify.watch(20, 0, 0, deadline)
+                if isinstance(got, str):  # "stop" (the barrier is overdue) or "signal": both clear the set
+                    self._start(f"the watcher gave no answer ({got})")
+                    return
+                seen = self._record(got, barrier)
+                if seen:
+                    return
+        except (OSError, RuntimeError) as exc:  # WatchfilesRustInternalError: e.g. out of inotify watches
+            log.warning("history: the session watcher failed (%s); the next answers scan everything", exc)
+            self._start(f"the watcher failed: {exc}")
+        finally:
+            try:
+                os.unlink(barrier)
+            except OSError as exc:
+                if exc.errno != errno.ENOENT:
+                    raise
+
+    def _record(self, got: set[tuple[int, str]], barrier: str) -> bool:
+        """Mark what ``got`` names; True once the barrier is among it."""
+        seen = False
+        found = Changes()
+        for change, path in got:
+            if path == barrier:
+                seen = True
+            elif path.startswith(self.tui_database):  # the database, its -wal, -shm or -journal
+                found.tui = True
+            elif (place := kiro_sessions.place_of(path, self.sessions_root)) is not None:
+                if change == _ADDED and os.path.isdir(path):
+                    place = Place(place.kind, place.name, appeared=True)
+                found.places.add(place)
+        with self._flags:
+            self._pending.merge(found)
+        return seen
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
