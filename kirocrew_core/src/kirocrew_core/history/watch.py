@@ -86,11 +86,12 @@ class SessionWatcher:
         self.tui_database = os.fspath(tui_database)
         self.barriers = os.fspath(barriers)
         self._roots = (self.sessions_root, os.path.dirname(self.tui_database), self.barriers)
-        self._notify: RustNotify | None = None
+        self._notify: list[RustNotify] | None = None  # None: not watching
         self._identities: dict[str, tuple[int, int] | None] = {}
         self._pending = Changes()
         self._again: set[Place] = set()  # directories that appeared: looked at once more next time
         self._next_try = 0.0
+        self._root_event: str | None = None  # a watched root itself was removed or renamed
         self._names = itertools.count()
         self._lock = threading.Lock()  # one changes() at a time
         self._flags = threading.Lock()  # guards _pending against lost()/again() from other threads
@@ -104,20 +105,26 @@ class SessionWatcher:
             return self._start("the watcher started")
 
     def _start(self, why: str) -> bool:
+        self._root_event = None
         self._stop_notify()
         self._lose(why)
         from watchfiles._rust_notify import RustNotify  # lazy: a native module, only the host needs it
 
+        sessions_root, tui_folder, _ = self._roots
         try:
             os.makedirs(self.barriers, mode=0o700, exist_ok=True)
             self._identities = {root: _identity(root) for root in self._roots}
-            existing = [root for root, identity in self._identities.items() if identity is not None]
-            # debug off, native notifications (no polling), recursive: new workspace and session folders
-            # are watched as they appear; a permission-denied folder is skipped, not fatal.
-            self._notify = RustNotify(existing, False, False, 300, True, True)
+            # Arguments: no debug output, native notifications (no polling), recursive or not, a folder we
+            # may not read skipped. The sessions root recursively (new workspace and session folders are
+            # watched as they appear); the TUI's folder alone (kiro-cli keeps other things below it). Each
+            # watcher also watches the barrier folder: a barrier orders one watcher's events only.
+            self._notify = [RustNotify([sessions_root, self.barriers] if self._identities[sessions_root]
+                                       else [self.barriers], False, False, 300, True, True)]
+            if self._identities[tui_folder] is not None:
+                self._notify.append(RustNotify([tui_folder, self.barriers], False, False, 300, False, True))
         except (OSError, RuntimeError) as exc:
             log.warning("history: kiro-cli's sessions cannot be watched (%s); every answer scans them all", exc)
-            self._notify = None
+            self._stop_notify()
             self._next_try = time.monotonic() + RESTART_BACKOFF_SECONDS
             return False
         return True
@@ -129,9 +136,9 @@ class SessionWatcher:
             self._stop_notify()
 
     def _stop_notify(self) -> None:
-        if self._notify is not None:
-            self._notify.close()
-            self._notify = None
+        for notify in self._notify or []:
+            notify.close()
+        self._notify = None
 
     # --- signals ---------------------------------------------------------------------------------
 
@@ -164,6 +171,8 @@ class SessionWatcher:
                 self._start(f"{moved} was created, removed or replaced")
             if self._notify is not None:
                 self._collect()
+            if self._root_event is not None:  # a root's own inode may be reused by its successor
+                self._start(f"{self._root_event} was removed or replaced")
             with self._flags:
                 found, self._pending = self._pending, Changes()
             found.places |= self._again
@@ -178,7 +187,6 @@ class SessionWatcher:
 
     def _collect(self) -> None:
         """Collect the notifications up to a fresh barrier into ``_pending`` (``everything`` when that fails)."""
-        assert self._notify is not None
         barrier = os.path.join(self.barriers, f"{os.getpid()}-{next(self._names)}")
         try:
             os.close(os.open(barrier, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
@@ -187,16 +195,16 @@ class SessionWatcher:
             return
         deadline = _Deadline(BARRIER_SECONDS)
         try:
-            while True:
-                # step 0: the barrier comes back within microseconds, and waiting for it in 1 ms sleeps
-                # would cost every answer 2 ms; no timeout (a timeout clears what came in meanwhile).
-                got = self._notify.watch(20, 0, 0, deadline)
-                if isinstance(got, str):  # "stop" (the barrier is overdue) or "signal": both clear the set
-                    self._start(f"the watcher gave no answer ({got})")
-                    return
-                seen = self._record(got, barrier)
-                if seen:
-                    return
+            for notify in self._notify or []:
+                while True:
+                    # step 0: the barrier comes back within microseconds, and waiting for it in 1 ms sleeps
+                    # would cost every answer 2 ms; no timeout (a timeout clears what came in meanwhile).
+                    got = notify.watch(20, 0, 0, deadline)
+                    if isinstance(got, str):  # "stop" (the barrier is overdue) or "signal": both clear the set
+                        self._start(f"the watcher gave no answer ({got})")
+                        return
+                    if self._record(got, barrier):
+                        break
         except (OSError, RuntimeError) as exc:  # WatchfilesRustInternalError: e.g. out of inotify watches
             log.warning("history: the session watcher failed (%s); the next answers scan everything", exc)
             self._start(f"the watcher failed: {exc}")
@@ -214,6 +222,8 @@ class SessionWatcher:
         for change, path in got:
             if path == barrier:
                 seen = True
+            elif path in self._roots and change != _ADDED:
+                self._root_event = path
             elif path.startswith(self.tui_database):  # the database, its -wal, -shm or -journal
                 found.tui = True
             elif (place := kiro_sessions.place_of(path, self.sessions_root)) is not None:
