@@ -102,9 +102,14 @@ class Ingest:
                 break
         return report
 
-    def _known_files(self) -> dict[str, tuple[int, int, int]]:
+    def _known_files(self, paths: list[str] | None = None) -> dict[str, tuple[int, int, int]]:
+        """What was remembered of every file (of ``paths`` only, when given: a watched refresh's few)."""
         with self.lock:
-            rows = self.conn.execute("SELECT path, size, mtime_ns, inode FROM files").fetchall()
+            if paths is None:
+                rows = self.conn.execute("SELECT path, size, mtime_ns, inode FROM files").fetchall()
+            else:
+                rows = [row for path in paths for row in self.conn.execute(
+                    "SELECT path, size, mtime_ns, inode FROM files WHERE path = ?", (path,))]
         return {row[0]: (row[1], row[2], row[3]) for row in rows}
 
     def _refresh_files(self, report: RefreshReport, stop: threading.Event) -> None:
@@ -127,9 +132,8 @@ class Ingest:
     def _refresh_places(self, places: set[Place], report: RefreshReport, stop: threading.Event) -> None:
         """Only the sessions and V3 workspace folders a watcher saw change; a session gone from them is dropped."""
         top = os.fspath(self.index.kiro_root or kiro_sessions.sessions_root())
-        known = self._known_files()
         gone: list[str] = []
-        looked_at: set[str] = set()
+        found_sessions: dict[str, FileSession] = {}  # a workspace and one of its sessions may both be named
         for kind, name in sorted({(p.kind, p.name) for p in places}):
             if stop.is_set():
                 return
@@ -144,10 +148,11 @@ class Ingest:
                     gone += [row[0] for row in self.conn.execute(
                         "SELECT native_id FROM sessions WHERE source = ? AND substr(native_id, 1, ?) = ?",
                         (V3, len(prefix), prefix)).fetchall()]
-            for paths in sessions:
-                if paths.name not in looked_at:  # a workspace and one of its sessions may both be named
-                    looked_at.add(paths.name)
-                    self._update_if_changed(known, FileSession.of(paths), report)
+            found_sessions.update((paths.name, FileSession.of(paths)) for paths in sessions)
+        known = self._known_files([path for session in found_sessions.values()
+                                   for path in (session.transcript, session.meta_path)])
+        for session in found_sessions.values():
+            self._update_if_changed(known, session, report)
         if gone:
             present = {name for name in gone if kiro_sessions.session_at(top, name) is not None}
             with sqlite_db.immediate(self.conn, self.lock) as db:
