@@ -153,6 +153,16 @@ def test_lost_events_a_replaced_root_or_a_root_made_later_lead_to_a_full_rescan(
         later.close()
 
 
+def test_a_full_scan_comes_again_after_its_period_whatever_the_notifications_said(
+        watched: dict[str, Any]) -> None:
+    index: HistoryIndex = watched["index"]
+    assert index.watcher is not None
+    assert not index.refresh().full_scan
+    index.watcher.full_scan_seconds = 0  # the safety net's period, elapsed at once
+    report = index.refresh()
+    assert (report.full_scan, report.why, report.sessions_looked_at) == (True, "the periodic full scan", 2)
+
+
 def test_a_broken_barrier_folder_means_a_full_scan_at_every_answer(watched: dict[str, Any]) -> None:
     index: HistoryIndex = watched["index"]
     assert index.watcher is not None

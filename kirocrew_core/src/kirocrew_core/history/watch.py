@@ -18,7 +18,8 @@ public lost-events signal: an update that failed half-way calls it). A directory
 looked at again on the next answer too: the watcher puts its watch on a new directory only after
 reporting it, so a file made in between shows up only on that second look. ``watchfiles`` does
 not report the kernel's queue-overflow notice (notify's ``Rescan`` event carries no path and it
-drops such events), so an overflow cannot be told apart from quiet; see ``docs/core-tools/history.md``.
+drops such events), so an overflow cannot be told apart from quiet: the safety net is a full scan
+when the last one is older than :data:`FULL_SCAN_SECONDS`.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ log = logging.getLogger(__name__)
 BARRIER_SECONDS = 2.0
 #: A watcher that could not start is not tried again before this many seconds (each try walks the tree).
 RESTART_BACKOFF_SECONDS = 60.0
+#: An answer scans everything again when the last full scan is older than this: the safety net for what
+#: no notification says (watchfiles drops the kernel's queue-overflow notice), at one scan per period.
+FULL_SCAN_SECONDS = 600.0
 _ADDED = 1  # watchfiles.Change.added
 
 
@@ -92,6 +96,8 @@ class SessionWatcher:
         self._again: set[Place] = set()  # directories that appeared: looked at once more next time
         self._next_try = 0.0
         self._root_event: str | None = None  # a watched root itself was removed or renamed
+        self._last_full = time.monotonic()
+        self.full_scan_seconds = FULL_SCAN_SECONDS
         self._names = itertools.count()
         self._lock = threading.Lock()  # one changes() at a time
         self._flags = threading.Lock()  # guards _pending against lost()/again() from other threads
@@ -173,8 +179,12 @@ class SessionWatcher:
                 self._collect()
             if self._root_event is not None:  # a root's own inode may be reused by its successor
                 self._start(f"{self._root_event} was removed or replaced")
+            if time.monotonic() - self._last_full >= self.full_scan_seconds:
+                self._lose("the periodic full scan")
             with self._flags:
                 found, self._pending = self._pending, Changes()
+            if found.everything:
+                self._last_full = time.monotonic()
             found.places |= self._again
             self._again = {Place(place.kind, place.name) for place in found.places if place.appeared}
             return found
