@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from kirocrew_core import kiro_sessions
 from kirocrew_core.history.index import HistoryIndex, Scope
 
 from kirocrew_testing.kiro_store_files import append_flat, write_flat, write_tui, write_v3
@@ -91,7 +92,7 @@ def test_a_deleted_session_disappears_without_a_full_scan(watched: dict[str, Any
     report = index.refresh()
     assert (report.full_scan, report.sessions_dropped) == (False, 1)
     assert found(index, "parser") == []
-    shutil.rmtree(watched["v3"].parent)  # a V3 session's folder, as kirocrew's delete removes it
+    assert kiro_sessions.remove_session("sess_abc123")  # kirocrew's delete: renamed aside, then removed
     report = index.refresh()
     assert (report.full_scan, report.sessions_dropped) == (False, 1)
     assert found(index, "release") == []

@@ -201,7 +201,8 @@ def _flat(flat: str, session_id: str) -> SessionPaths:
 def workspace_session_paths(workspace: str) -> Iterator[SessionPaths]:
     """The V3 sessions in one workspace directory that have a transcript."""
     for folder in _entries(workspace):
-        if folder.is_dir(follow_symlinks=False) and (found := v3_session(folder.path)) is not None:
+        if not folder.name.startswith(".") and folder.is_dir(follow_symlinks=False) \
+                and (found := v3_session(folder.path)) is not None:  # .deleting-…: a removal under way
             yield found
 
 
@@ -255,6 +256,8 @@ def place_of(path: str, top: str) -> Place | None:
         return None  # a lock, a history file, a backup: not what the history reads
     if len(parts) == 1:
         return Place("workspace", parts[0])
+    if parts[1].startswith("."):  # a session folder renamed aside to be removed (:func:`remove_session`)
+        return None
     return Place("session", f"{parts[0]}/{parts[1]}")
 
 

@@ -24,7 +24,7 @@ when the last one is older than :data:`FULL_SCAN_SECONDS`.
 
 from __future__ import annotations
 
-import errno
+import contextlib
 import itertools
 import logging
 import os
@@ -219,11 +219,8 @@ class SessionWatcher:
             log.warning("history: the session watcher failed (%s); the next answers scan everything", exc)
             self._start(f"the watcher failed: {exc}")
         finally:
-            try:
+            with contextlib.suppress(OSError):  # a barrier left behind is a few bytes of our own
                 os.unlink(barrier)
-            except OSError as exc:
-                if exc.errno != errno.ENOENT:
-                    raise
 
     def _record(self, got: set[tuple[int, str]], barrier: str) -> bool:
         """Mark what ``got`` names; True once the barrier is among it."""
