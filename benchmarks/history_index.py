@@ -141,38 +141,30 @@ def main() -> int:
         def one_message() -> None:
             append_flat(target.transcript, "user", " ".join(rng.choices(words, k=24)))
 
-        samples = []
-        for _ in range(50):
-            one_message()
-            start = time.perf_counter()
-            added = index.update_file_session(target)
-            samples.append((time.perf_counter() - start) * 1000)
-            assert added == 1, added
-        print(line("update_file_session after one message", samples))
-        samples = []
-        for _ in range(20):
-            one_message()
-            start = time.perf_counter()
-            report = index.refresh()
-            samples.append((time.perf_counter() - start) * 1000)
-            assert report.messages_added == 1, report
-        print(line("refresh after one message (whole scan)", samples))
+        def after_message(runs: int, update: Callable[[], object], check: Callable[[Any], bool]) -> list[float]:
+            """Milliseconds of ``update()`` right after one more message, ``runs`` times (each checked)."""
+            samples = []
+            for _ in range(runs):
+                one_message()
+                start = time.perf_counter()
+                result = update()
+                samples.append((time.perf_counter() - start) * 1000)
+                assert check(result), result
+            return samples
+
+        print(line("update_file_session after one message",
+                   after_message(50, lambda: index.update_file_session(target), lambda added: added == 1)))
+        print(line("refresh after one message (whole scan)",
+                   after_message(20, index.refresh, lambda report: report.messages_added == 1)))
 
         start = time.perf_counter()
         assert index.watch()
         print(f"watcher start: {(time.perf_counter() - start) * 1000:.1f} ms, {inotify_watches()} inotify watches")
         first = index.refresh()
         assert first.full_scan, first
-        samples = timed(lambda: quiet(index), 200)
-        print(line("watched refresh, nothing changed", samples))
-        samples = []
-        for _ in range(200):
-            one_message()
-            start = time.perf_counter()
-            report = index.refresh()
-            samples.append((time.perf_counter() - start) * 1000)
-            assert (report.full_scan, report.sessions_looked_at, report.messages_added) == (False, 1, 1), report
-        print(line("watched refresh after one message", samples))
+        print(line("watched refresh, nothing changed", timed(lambda: quiet(index), 200)))
+        print(line("watched refresh after one message", after_message(200, index.refresh, lambda report: (
+            report.full_scan, report.sessions_looked_at, report.messages_added) == (False, 1, 1))))
         index.unwatch()
         print(f"load average {os.getloadavg()[0]:.1f} (the build is one run: re-run to compare)")
         index.close()
