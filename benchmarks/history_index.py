@@ -12,8 +12,12 @@ vocabulary with a Zipf-like skew, so some words are in most sessions and most ar
   redaction and the snippets) for a rare word, two words, and a common word, over every
   workspace and over one (median/p99);
 * appends one message to one session and times indexing it (``update_file_session``: what
-  a file watcher would call) and a whole ``refresh`` (the scan every tool call runs first: a
-  stat of every session file), next to a ``refresh`` that finds nothing changed.
+  a watched refresh calls for it) and a whole ``refresh`` (the scan every answer runs first
+  when no watcher runs: a stat of every session file), next to a ``refresh`` that finds nothing
+  changed;
+* starts the host's session watcher (``HistoryIndex.watch``: the time, and the inotify watches it
+  holds) and times the answer path with it: a ``refresh`` with nothing changed (the barrier round
+  trip alone) and one after one appended message, next to the full scan.
 """
 
 from __future__ import annotations
@@ -58,6 +62,23 @@ def timed(fn: object, runs: int) -> list[float]:
         fn()  # type: ignore[operator]
         samples.append((time.perf_counter() - start) * 1000)
     return samples
+
+
+def quiet(index: Any) -> None:
+    report = index.refresh()
+    assert (report.full_scan, report.sessions_looked_at) == (False, 0), report
+
+
+def inotify_watches() -> int:
+    """The inotify watches this process holds (Linux: its inotify descriptors' ``fdinfo``), 0 elsewhere."""
+    count = 0
+    for fd in os.listdir("/proc/self/fdinfo") if os.path.isdir("/proc/self/fdinfo") else []:
+        try:
+            with open(f"/proc/self/fdinfo/{fd}") as fh:
+                count += sum(line.startswith("inotify wd:") for line in fh)
+        except OSError:
+            continue
+    return count
 
 
 def p99(samples: list[float]) -> float:
@@ -120,22 +141,31 @@ def main() -> int:
         def one_message() -> None:
             append_flat(target.transcript, "user", " ".join(rng.choices(words, k=24)))
 
-        samples = []
-        for _ in range(50):
-            one_message()
-            start = time.perf_counter()
-            added = index.update_file_session(target)
-            samples.append((time.perf_counter() - start) * 1000)
-            assert added == 1, added
-        print(line("update_file_session after one message", samples))
-        samples = []
-        for _ in range(20):
-            one_message()
-            start = time.perf_counter()
-            report = index.refresh()
-            samples.append((time.perf_counter() - start) * 1000)
-            assert report.messages_added == 1, report
-        print(line("refresh after one message (whole scan)", samples))
+        def after_message(runs: int, update: Callable[[], object], check: Callable[[Any], bool]) -> list[float]:
+            """Milliseconds of ``update()`` right after one more message, ``runs`` times (each checked)."""
+            samples = []
+            for _ in range(runs):
+                one_message()
+                start = time.perf_counter()
+                result = update()
+                samples.append((time.perf_counter() - start) * 1000)
+                assert check(result), result
+            return samples
+
+        print(line("update_file_session after one message",
+                   after_message(50, lambda: index.update_file_session(target), lambda added: added == 1)))
+        print(line("refresh after one message (whole scan)",
+                   after_message(20, index.refresh, lambda report: report.messages_added == 1)))
+
+        start = time.perf_counter()
+        assert index.watch()
+        print(f"watcher start: {(time.perf_counter() - start) * 1000:.1f} ms, {inotify_watches()} inotify watches")
+        first = index.refresh()
+        assert first.full_scan, first
+        print(line("watched refresh, nothing changed", timed(lambda: quiet(index), 200)))
+        print(line("watched refresh after one message", after_message(200, index.refresh, lambda report: (
+            report.full_scan, report.sessions_looked_at, report.messages_added) == (False, 1, 1))))
+        index.unwatch()
         print(f"load average {os.getloadavg()[0]:.1f} (the build is one run: re-run to compare)")
         index.close()
     print(f"python {sys.version.split()[0]}; sqlite {sqlite3.sqlite_version}")

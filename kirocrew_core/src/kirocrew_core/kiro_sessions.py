@@ -12,6 +12,11 @@ sessions; ``docs/testing/fake-kiro-cli.md`` lists them):
   is unrecorded; we use ``session.lock`` in that directory. Sessions are found by their directory
   name, never by recomputing the workspace hash.
 
+The terminal UI keeps its conversations elsewhere, in one SQLite database (:func:`tui_database`).
+The history reads every session through :func:`session_paths` (and a watcher maps a changed path
+to what it concerns with :func:`place_of`); conversations' delete, repair and open go through
+:func:`locate` and the lock functions.
+
 A lock holds ``{"pid": N, "started_at": ...}``. A hard-killed owner leaves its
 lock behind and every later ``session/load`` is refused for good, because
 kiro-cli reads the lock as durable state, not as a liveness check. We remove a
@@ -31,6 +36,8 @@ import logging
 import os
 import re
 import shutil
+import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -56,12 +63,16 @@ def check_session_id(session_id: str) -> str:
 # -- layout ---------------------------------------------------------------------------------------
 
 FLAT_DIR = "cli"
+FLAT_METADATA_SUFFIX = ".json"
+FLAT_TRANSCRIPT_SUFFIX = ".jsonl"
 V3_METADATA = "session.json"
 V3_TRANSCRIPT = "messages.jsonl"
 V3_LOCK = "session.lock"  # kiro's own name is unrecorded
 V3_SUB_EXECUTIONS = "sub-executions"
 V3_ID_PREFIX = "sess_"
 SUBAGENT_REASON = "subagent"
+TUI_DIR = "kiro-cli"
+TUI_DATABASE = "data.sqlite3"
 # Metadata worth parsing; a 2.x ``.json`` keeps per-turn state and grows, but not this far.
 _MAX_METADATA_BYTES = 64 * 1024 * 1024
 # How deep sub-agents of sub-agents are followed (a cycle in hostile files ends here too).
@@ -71,6 +82,13 @@ _MAX_TREE_DEPTH = 8
 def sessions_root() -> Path:
     """``<kiro home>/sessions``: the flat store is its ``cli`` directory, V3 keeps one directory per workspace."""
     return home.kiro_sessions_dir().parent
+
+
+def tui_database() -> Path:
+    """The terminal UI's database: ``$XDG_DATA_HOME/kiro-cli/data.sqlite3`` (default ``~/.local/share``)."""
+    data = os.environ.get("XDG_DATA_HOME", "").strip()
+    base = Path(data) if data and os.path.isabs(data) else home.user_home() / ".local" / "share"
+    return base / TUI_DIR / TUI_DATABASE
 
 
 def workspace_hash(cwd: str) -> str:
@@ -133,6 +151,130 @@ def locate(session_id: str, root: Path | None = None) -> SessionFiles | None:
         if (candidate / V3_METADATA).is_file() and not candidate.is_symlink():
             return v3_files(candidate)
     return None
+
+
+@dataclass(frozen=True)
+class SessionPaths:
+    """One session's metadata file and transcript, as plain strings, for readers that scan them all.
+
+    ``name`` is the session's place under the sessions root (``cli/<id>``, ``<workspace dir>/<id>``):
+    unique there, and what a watcher's :func:`place_of` names too. Strings, not ``Path``: the history
+    scans thousands of these, and a ``Path`` per file was half the cost of its scan.
+    """
+
+    layout: Literal["flat", "v3"]
+    name: str
+    session_id: str
+    metadata: str
+    transcript: str
+
+
+def session_paths(root: Path | str | None = None) -> Iterator[SessionPaths]:
+    """Every flat and V3 session under ``root`` (default :func:`sessions_root`) that has a transcript, by name."""
+    top = os.fspath(root or sessions_root())
+    yield from flat_session_paths(top)
+    for workspace in _entries(top):
+        if workspace.name != FLAT_DIR and workspace.is_dir(follow_symlinks=False):
+            yield from workspace_session_paths(workspace.path)
+
+
+def flat_session_paths(top: str) -> Iterator[SessionPaths]:
+    """The flat sessions under the sessions root ``top`` that have a transcript."""
+    flat = os.path.join(top, FLAT_DIR)
+    for entry in _entries(flat):
+        if entry.name.endswith(FLAT_TRANSCRIPT_SUFFIX) and entry.is_file(follow_symlinks=False):
+            yield _flat(flat, entry.name[:-len(FLAT_TRANSCRIPT_SUFFIX)])
+
+
+def flat_session(top: str, session_id: str) -> SessionPaths | None:
+    """One flat session under the sessions root ``top``, or None when it has no transcript (any more)."""
+    flat = os.path.join(top, FLAT_DIR)
+    return _flat(flat, session_id) if _regular(os.path.join(flat, session_id + FLAT_TRANSCRIPT_SUFFIX)) else None
+
+
+def _flat(flat: str, session_id: str) -> SessionPaths:
+    return SessionPaths("flat", f"{FLAT_DIR}/{session_id}", session_id,
+                        os.path.join(flat, session_id + FLAT_METADATA_SUFFIX),
+                        os.path.join(flat, session_id + FLAT_TRANSCRIPT_SUFFIX))
+
+
+def workspace_session_paths(workspace: str) -> Iterator[SessionPaths]:
+    """The V3 sessions in one workspace directory that have a transcript."""
+    for folder in _entries(workspace):
+        if not folder.name.startswith(".") and folder.is_dir(follow_symlinks=False) \
+                and (found := v3_session(folder.path)) is not None:  # .deleting-…: a removal under way
+            yield found
+
+
+def v3_session(directory: str) -> SessionPaths | None:
+    """The V3 session in ``directory`` (``<root>/<workspace dir>/<id>``), or None when it has no transcript."""
+    transcript = os.path.join(directory, V3_TRANSCRIPT)
+    if not _regular(transcript):
+        return None
+    workspace, session_id = os.path.split(directory)
+    return SessionPaths("v3", f"{os.path.basename(workspace)}/{session_id}", session_id,
+                        os.path.join(directory, V3_METADATA), transcript)
+
+
+def session_at(top: str, name: str) -> SessionPaths | None:
+    """The session named ``name`` (:attr:`SessionPaths.name`) under the root ``top``; None without a transcript."""
+    directory, _, session_id = name.rpartition("/")
+    if directory == FLAT_DIR:
+        return flat_session(top, session_id)
+    return v3_session(os.path.join(top, name))
+
+
+@dataclass(frozen=True)
+class Place:
+    """What a changed path under the sessions root concerns (:func:`place_of`).
+
+    ``kind`` ``all``: the root or the flat directory itself (any session may have changed);
+    ``workspace``: a V3 workspace directory, ``name`` its directory name (its sessions);
+    ``session``: one session, ``name`` its :attr:`SessionPaths.name`, whatever file of it changed (it may
+    be gone). ``appeared``: the path was a directory just created (a watcher looks at it twice).
+    """
+
+    kind: Literal["all", "workspace", "session"]
+    name: str = ""
+    appeared: bool = False
+
+
+def place_of(path: str, top: str) -> Place | None:
+    """What a changed ``path`` under the sessions root ``top`` concerns, for a watcher; None for nothing we read."""
+    relative = os.path.relpath(path, top)
+    if relative == os.curdir:
+        return Place("all")
+    parts = relative.split(os.sep)
+    if parts[0] in (os.pardir, "") or parts[0].startswith("."):
+        return None
+    if parts[0] == FLAT_DIR:
+        if len(parts) == 1:
+            return Place("all")
+        for suffix in (FLAT_TRANSCRIPT_SUFFIX, FLAT_METADATA_SUFFIX):
+            if len(parts) == 2 and parts[1].endswith(suffix) and len(parts[1]) > len(suffix):
+                return Place("session", f"{FLAT_DIR}/{parts[1][:-len(suffix)]}")
+        return None  # a lock, a history file, a backup: not what the history reads
+    if len(parts) == 1:
+        return Place("workspace", parts[0])
+    if parts[1].startswith("."):  # a session folder renamed aside to be removed (:func:`remove_session`)
+        return None
+    return Place("session", f"{parts[0]}/{parts[1]}")
+
+
+def _regular(path: str) -> bool:
+    """A regular file itself, not a link to one."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _entries(directory: str) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(directory) as it:
+            return sorted(it, key=lambda e: e.name)
+    except OSError:
+        return []
 
 
 @dataclass(frozen=True)

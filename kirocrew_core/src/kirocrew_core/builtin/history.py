@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from kirocrew_core.cli import KirocrewCLI
     from kirocrew_core.contributions import CoreMcpTool, HostService
+    from kirocrew_core.history.index import HistoryIndex
 
 
 @hookimpl
@@ -30,18 +31,24 @@ def register_commands(cli: KirocrewCLI) -> None:
 
 @hookimpl
 def host_services() -> list[HostService]:
-    """Brings the history index up to date when the host starts, so the first search does not pay for it."""
+    """Watches kiro-cli's session stores while the host runs and brings the index up to date at start."""
     from kirocrew_core.contributions import HostService
 
     return [HostService("history", _warm.start, _warm.stop)]
 
 
 class _WarmIndex:
-    """The start-time refresh: in a worker thread, never awaited by the host's start; ended at stop."""
+    """The history's part of the host: its session watcher and the start-time refresh.
+
+    Both start in a worker thread the host's start never awaits (the watcher walks kiro-cli's
+    session folders; the first refresh may build the whole index); stop ends the refresh between
+    two sessions, then closes the watcher, whose thread ends with it.
+    """
 
     def __init__(self) -> None:
         self._stop: threading.Event | None = None
         self._task: asyncio.Future[None] | None = None
+        self._watched: HistoryIndex | None = None
 
     async def start(self) -> None:
         import asyncio
@@ -50,8 +57,7 @@ class _WarmIndex:
         self._stop = threading.Event()
         self._task = asyncio.ensure_future(asyncio.to_thread(self._refresh, self._stop))
 
-    @staticmethod
-    def _refresh(stop: threading.Event) -> None:
+    def _refresh(self, stop: threading.Event) -> None:
         import logging
 
         from kirocrew_core.errors import KirocrewError
@@ -59,7 +65,11 @@ class _WarmIndex:
 
         log = logging.getLogger(__name__)
         try:
-            report = shared().refresh(stop)
+            index = shared()
+            if not stop.is_set():
+                index.watch()
+                self._watched = index
+            report = index.refresh(stop)
         except KirocrewError as exc:
             log.warning("the history index could not be brought up to date: %s", exc.message)
             return
@@ -74,7 +84,9 @@ class _WarmIndex:
             self._stop.set()
         if self._task is not None:
             await self._task
-        self._stop = self._task = None
+        if self._watched is not None:
+            self._watched.unwatch()
+        self._stop = self._task = self._watched = None
 
 
 _warm = _WarmIndex()

@@ -3,8 +3,8 @@
 Kept in ``<crew home>/state/history/index.sqlite3`` (owner-only, WAL, through
 :mod:`kirocrew_core.sqlite_db`): the sessions, their messages, what was read of each file,
 and ``messages_fts`` with its vocabulary. :meth:`HistoryIndex.refresh` brings it up to date
-before each answer (incrementally: :mod:`.ingest`); the reading methods and the search are
-here.
+before each answer (incrementally: :mod:`.ingest`; in the host, only what its watcher saw
+change: :mod:`.watch`); the reading methods and the search are here.
 
 Sessions are keyed opaquely (:meth:`HistoryIndex.key_for`: an HMAC of the source and its id
 under a secret kept next to the index), so a key given to a model names nothing outside it.
@@ -35,6 +35,7 @@ from kirocrew_core.history.kiro_stores import FileSession
 
 if TYPE_CHECKING:
     from kirocrew_core.history.ingest import RefreshReport
+    from kirocrew_core.history.watch import SessionWatcher
 
 log = logging.getLogger(__name__)
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -42,6 +43,8 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 STATE = "history"
 INDEX_NAME = "index.sqlite3"
 SECRET_NAME = "key"
+#: The folder the watcher's barrier files are made in (:mod:`.watch`), next to the index.
+BARRIERS = "barriers"
 KEY_PREFIX = "h1-"
 KEY_PATTERN = re.compile(r"^h1-[0-9a-f]{24}$")
 #: Words of a query beyond this are ignored (FTS5 AND-ing many words gains nothing).
@@ -213,6 +216,11 @@ class HistoryIndex:
         self.lock = threading.RLock()
         self.conn = self._open()
         self._secret = _secret(self.path.parent / SECRET_NAME)
+        #: While the host runs: what changed in kiro-cli's stores (:meth:`watch`); None: scan them all.
+        self.watcher: SessionWatcher | None = None
+        #: One watched refresh at a time: an answer that comes while another reads the changes it took
+        #: waits for that read, or it would answer without them.
+        self._fresh = threading.Lock()
 
     def _open(self) -> sqlite3.Connection:
         try:
@@ -235,6 +243,7 @@ class HistoryIndex:
         return conn
 
     def close(self) -> None:
+        self.unwatch()
         with self.lock:
             self.conn.close()
 
@@ -253,13 +262,49 @@ class HistoryIndex:
         """
         from kirocrew_core.history.ingest import Ingest
 
-        return Ingest(self).refresh(stop or threading.Event())
+        watcher = self.watcher
+        if watcher is None:
+            return Ingest(self).refresh(stop or threading.Event())
+        with self._fresh:
+            changes = watcher.changes()
+            try:
+                report = Ingest(self).refresh(stop or threading.Event(), changes)
+            except BaseException:
+                watcher.lost("an update of the index failed half-way")
+                raise
+            if report.interrupted:
+                watcher.lost("the last update was stopped half-way")
+            elif report.unread:
+                watcher.again(changes)
+            return report
+
+    def watch(self) -> bool:
+        """Keep up with kiro-cli's stores from file-change notifications (the host, while it runs).
+
+        From now on :meth:`refresh` re-reads only what changed (:mod:`.watch`); the first one still scans
+        everything. False when no watcher could start: every refresh then scans as before.
+        """
+        from kirocrew_core import kiro_sessions
+        from kirocrew_core.history.watch import SessionWatcher
+
+        self.unwatch()
+        watcher = SessionWatcher(self.kiro_root or kiro_sessions.sessions_root(),
+                                 self.tui_database or kiro_sessions.tui_database(), self.path.parent / BARRIERS)
+        started = watcher.start()
+        self.watcher = watcher
+        return started
+
+    def unwatch(self) -> None:
+        """Stop the watcher (its thread ends); :meth:`refresh` scans everything again."""
+        watcher, self.watcher = self.watcher, None
+        if watcher is not None:
+            watcher.close()
 
     @_usable
     def update_file_session(self, session: FileSession, report: RefreshReport | None = None) -> int:
         """Index what changed in one kiro-cli file session (its metadata, its transcript's tail); the messages added.
 
-        What a file watcher would call for the file it saw change, instead of a whole :meth:`refresh`.
+        What a watched :meth:`refresh` calls for each session whose files changed.
         """
         from kirocrew_core.history.ingest import Ingest, RefreshReport
 

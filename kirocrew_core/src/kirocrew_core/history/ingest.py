@@ -31,13 +31,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kirocrew_core import sqlite_db
+from kirocrew_core import kiro_sessions, sqlite_db
 from kirocrew_core.contributions import HistoryMessage, HistorySession, HistorySource
 from kirocrew_core.history import kiro_stores
 from kirocrew_core.history.kiro_stores import FLAT, TUI, V3, CorruptLine, FileSession
 
 if TYPE_CHECKING:
     from kirocrew_core.history.index import HistoryIndex
+    from kirocrew_core.history.watch import Changes
+    from kirocrew_core.kiro_sessions import Place
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +55,13 @@ KIRO_SOURCES = (FLAT, V3, TUI)
 
 @dataclass
 class RefreshReport:
-    """What one :meth:`HistoryIndex.refresh` did."""
+    """What one :meth:`HistoryIndex.refresh` did.
+
+    ``full_scan``: every kiro-cli session file was looked at (no watcher, or it said ``everything``:
+    ``why``); otherwise only the places the watcher named were. ``sessions_looked_at``: the kiro-cli
+    file sessions whose files were stat'ed. ``unread``: a kiro-cli store could not be read this time
+    (a watcher gives its changes back, to be read again).
+    """
 
     sessions_changed: int = 0
     messages_added: int = 0
@@ -61,6 +69,10 @@ class RefreshReport:
     sessions_dropped: int = 0
     problems: list[str] = field(default_factory=list)
     interrupted: bool = False
+    full_scan: bool = True
+    why: str = ""
+    sessions_looked_at: int = 0
+    unread: bool = False
 
 
 class Ingest:
@@ -71,18 +83,33 @@ class Ingest:
         self.conn = index.conn
         self.lock = index.lock
 
-    def refresh(self, stop: threading.Event) -> RefreshReport:
-        report = RefreshReport()
-        for step in (self._refresh_files, self._refresh_tui, self._refresh_sources):
+    def refresh(self, stop: threading.Event, changes: Changes | None = None) -> RefreshReport:
+        """Everything (``changes`` None or ``everything``), or only what a watcher saw change; then the sources."""
+        full = changes is None or changes.everything or any(place.kind == "all" for place in changes.places)
+        report = RefreshReport(full_scan=full, why=changes.why if changes is not None else "")
+        steps: list[Callable[[RefreshReport, threading.Event], None]] = []
+        if full:
+            steps.append(self._refresh_files)
+        elif changes is not None and changes.places:
+            steps.append(functools.partial(self._refresh_places, changes.places))
+        if changes is None or changes.everything or changes.tui:
+            steps.append(self._refresh_tui)
+        steps.append(self._refresh_sources)
+        for step in steps:
             step(report, stop)
             if stop.is_set():
                 report.interrupted = True
                 break
         return report
 
-    def _known_files(self) -> dict[str, tuple[int, int, int]]:
+    def _known_files(self, paths: list[str] | None = None) -> dict[str, tuple[int, int, int]]:
+        """What was remembered of every file (of ``paths`` only, when given: a watched refresh's few)."""
         with self.lock:
-            rows = self.conn.execute("SELECT path, size, mtime_ns, inode FROM files").fetchall()
+            if paths is None:
+                rows = self.conn.execute("SELECT path, size, mtime_ns, inode FROM files").fetchall()
+            else:
+                rows = [row for path in paths for row in self.conn.execute(
+                    "SELECT path, size, mtime_ns, inode FROM files WHERE path = ?", (path,))]
         return {row[0]: (row[1], row[2], row[3]) for row in rows}
 
     def _refresh_files(self, report: RefreshReport, stop: threading.Event) -> None:
@@ -92,11 +119,46 @@ class Ingest:
             if stop.is_set():
                 return
             seen.add((session.source, session.native_id))
-            if _unchanged(known, session.transcript) and _unchanged(known, session.meta_path):
-                continue
-            self.update_file_session(session, report)
+            self._update_if_changed(known, session, report)
         for source in (FLAT, V3):
             self._drop_missing(source, seen, report)
+
+    def _update_if_changed(self, known: dict[str, tuple[int, int, int]], session: FileSession,
+                           report: RefreshReport) -> None:
+        report.sessions_looked_at += 1
+        if not (_unchanged(known, session.transcript) and _unchanged(known, session.meta_path)):
+            self.update_file_session(session, report)
+
+    def _refresh_places(self, places: set[Place], report: RefreshReport, stop: threading.Event) -> None:
+        """Only the sessions and V3 workspace folders a watcher saw change; a session gone from them is dropped."""
+        top = os.fspath(self.index.kiro_root or kiro_sessions.sessions_root())
+        gone: list[str] = []
+        found_sessions: dict[str, FileSession] = {}  # a workspace and one of its sessions may both be named
+        for kind, name in sorted({(p.kind, p.name) for p in places}):
+            if stop.is_set():
+                return
+            if kind == "session":
+                found = kiro_sessions.session_at(top, name)
+                sessions = [found] if found is not None else []
+                gone += [] if found is not None else [name]
+            else:  # a V3 workspace folder: its sessions now, and those indexed from it that may be gone
+                sessions = list(kiro_sessions.workspace_session_paths(os.path.join(top, name)))
+                prefix = name + "/"
+                with self.lock:
+                    gone += [row[0] for row in self.conn.execute(
+                        "SELECT native_id FROM sessions WHERE source = ? AND substr(native_id, 1, ?) = ?",
+                        (V3, len(prefix), prefix)).fetchall()]
+            found_sessions.update((paths.name, FileSession.of(paths)) for paths in sessions)
+        known = self._known_files([path for session in found_sessions.values()
+                                   for path in (session.transcript, session.meta_path)])
+        for session in found_sessions.values():
+            self._update_if_changed(known, session, report)
+        if gone:
+            present = {name for name in gone if kiro_sessions.session_at(top, name) is not None}
+            with sqlite_db.immediate(self.conn, self.lock) as db:
+                cursor = db.executemany("DELETE FROM sessions WHERE source IN (?, ?) AND native_id = ?",
+                                        [(FLAT, V3, name) for name in set(gone) - present])
+                report.sessions_dropped += max(cursor.rowcount, 0)
 
     def update_file_session(self, session: FileSession, report: RefreshReport) -> int:
         """Index what changed in one file session (its metadata, its transcript's tail); the messages added."""
@@ -108,6 +170,7 @@ class Ingest:
                 self._finish(db, sid, session.transcript)
         except OSError as exc:  # vanished or unreadable mid-way: the next refresh sees it as it is then
             report.problems.append(f"{session.source} session unreadable: {exc.strerror or exc}")
+            report.unread = True
             return 0
         report.sessions_changed += 1
         report.messages_added += added
@@ -237,7 +300,7 @@ class Ingest:
         report.sessions_dropped += len(gone)
 
     def _refresh_tui(self, report: RefreshReport, stop: threading.Event) -> None:
-        database = self.index.tui_database or kiro_stores.tui_database()
+        database = self.index.tui_database or kiro_sessions.tui_database()
         files = [database, database.with_name(database.name + "-wal")]
         known = self._known_files()
         if all(_unchanged(known, path) for path in files):
@@ -248,6 +311,7 @@ class Ingest:
                 conn, rows = kiro_stores.tui_rows(database)
             except sqlite3.Error as exc:
                 report.problems.append(f"the kiro-cli TUI database cannot be read: {exc}")
+                report.unread = True
                 return  # what was indexed from it stays until it can be read again
             try:
                 for row in rows:

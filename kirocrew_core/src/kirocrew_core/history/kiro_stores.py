@@ -1,6 +1,7 @@
 """kiro-cli's own session stores, as the history reads them (never written).
 
-Three forms, all under the user's Kiro home or data folder:
+Where they are and how they are laid out is :mod:`kirocrew_core.kiro_sessions`'s to say; this
+module reads what is in them. Three forms, all under the user's Kiro home or data folder:
 
 * **2.x flat** (``<kiro home>/sessions/cli/<uuid>.json`` + ``<uuid>.jsonl``): the ``.json``
   holds ``title``, ``cwd``, ``created_at``, ``updated_at``; each transcript line is
@@ -22,15 +23,15 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import stat
 import sqlite3
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from kirocrew_core import home
+from kirocrew_core import kiro_sessions
 from kirocrew_core.contributions import HistoryMessage
 
 FLAT: Final = "kiro-cli"
@@ -78,55 +79,17 @@ class FileSession:
     def meta(self, doc: dict[str, Any]) -> Meta:
         return flat_meta(doc) if self.source == FLAT else v3_meta(doc)
 
-
-def sessions_root() -> Path:
-    """``<kiro home>/sessions``: the flat store is its ``cli`` folder, every other folder a V3 workspace."""
-    return home.kiro_home() / "sessions"
-
-
-def tui_database() -> Path:
-    """The TUI's database: ``$XDG_DATA_HOME/kiro-cli/data.sqlite3`` (default ``~/.local/share``)."""
-    data = os.environ.get("XDG_DATA_HOME", "").strip()
-    base = Path(data) if data and os.path.isabs(data) else home.user_home() / ".local" / "share"
-    return base / "kiro-cli" / "data.sqlite3"
+    @classmethod
+    def of(cls, paths: kiro_sessions.SessionPaths) -> FileSession:
+        """The session kiro's layout (:mod:`kirocrew_core.kiro_sessions`) found."""
+        return cls(FLAT if paths.layout == "flat" else V3, paths.name, paths.metadata, paths.transcript,
+                   paths.session_id)
 
 
 def file_sessions(root: Path | None = None) -> Iterator[FileSession]:
-    """Every flat and V3 session under ``root`` (default :func:`sessions_root`) that has a transcript.
-
-    Paths are plain strings: this runs before every history answer over thousands of files, and
-    building a ``Path`` per file was half its cost.
-    """
-    top = os.fspath(root or sessions_root())
-    flat = os.path.join(top, "cli")
-    for entry in _entries(flat):
-        if entry.name.endswith(".jsonl") and entry.is_file(follow_symlinks=False):
-            sid = entry.name[:-len(".jsonl")]
-            yield FileSession(FLAT, f"cli/{sid}", os.path.join(flat, sid + ".json"), entry.path, sid)
-    for workspace in _entries(top):
-        if workspace.name == "cli" or not workspace.is_dir(follow_symlinks=False):
-            continue
-        for folder in _entries(workspace.path):
-            transcript = os.path.join(folder.path, "messages.jsonl")
-            if folder.is_dir(follow_symlinks=False) and _regular(transcript):
-                yield FileSession(V3, f"{workspace.name}/{folder.name}", os.path.join(folder.path, "session.json"),
-                                  transcript, folder.name)
-
-
-def _regular(path: str) -> bool:
-    """A regular file itself, not a link to one."""
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
-def _entries(directory: str) -> list[os.DirEntry[str]]:
-    try:
-        with os.scandir(directory) as it:
-            return sorted(it, key=lambda e: e.name)
-    except OSError:
-        return []
+    """Every flat and V3 session under ``root`` (default: kiro's sessions root) that has a transcript."""
+    for paths in kiro_sessions.session_paths(root):
+        yield FileSession.of(paths)
 
 
 def read_meta(session: FileSession) -> Meta:
