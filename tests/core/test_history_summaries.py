@@ -118,3 +118,29 @@ def test_the_summary_agent_has_no_tools_and_no_servers() -> None:
     spec = agent_spec()
     assert spec["name"] == AGENT_NAME
     assert (spec["tools"], spec["allowedTools"], spec["mcpServers"], spec["includeMcpJson"]) == ([], [], {}, False)
+
+
+def test_the_history_page_shows_cached_summaries_and_writes_the_rest_when_asked(gateway_client: Any,
+                                                                                 isolated_homes: Any) -> None:
+    from kirocrew_core.history.index import shared
+
+    for n, title in enumerate(("Older one", "Newer one")):
+        write_flat(isolated_homes.kiro_home, f"0f0e0d0c-1111-2222-3333-44445555666{n}", title=title, cwd=WS,
+                   messages=[("user", f"question {n}")], updated=f"2026-11-0{n + 1}T11:00:00Z")
+    index = shared()
+    index.refresh()
+    older = next(row for row in index.sessions(Scope.everything(), limit=5) if row.title == "Older one")
+    index.store_summary(older, "The <b>older</b> one, summarized.")
+
+    page = gateway_client.get("/history")
+    assert page.status_code == 200
+    assert '<p class="summary">The &lt;b&gt;older&lt;/b&gt; one, summarized.</p>' in page.text  # escaped
+    assert page.text.count('<p class="summary">') == 1
+    assert '<a href="?summarize=1">Summarize these sessions</a>' in page.text
+    assert "a model writes 1 summary;" in page.text
+
+    # only the core built-ins here: no plugin writes summaries, and the page says so
+    asked = gateway_client.get("/history?summarize=1").text
+    assert ("<li>Summaries not available for 1 session: no installed plugin writes them "
+            "(kirocrew-conversations does).</li>") in asked
+    assert "Summarize these sessions" not in asked and asked.count('<p class="summary">') == 1
