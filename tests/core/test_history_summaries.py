@@ -144,3 +144,31 @@ def test_the_history_page_shows_cached_summaries_and_writes_the_rest_when_asked(
     assert ("<li>Summaries not available for 1 session: no installed plugin writes them "
             "(kirocrew-conversations does).</li>") in asked
     assert "Summarize these sessions" not in asked and asked.count('<p class="summary">') == 1
+
+
+def test_two_calls_at_once_run_the_model_once(plugin_manager: Any, isolated_homes: Any, index: HistoryIndex) -> None:
+    """The second call waits for the first's turn, then finds its summary cached."""
+    from kirocrew_core.contributions import HistorySummarizer
+
+    from kirocrew_testing.plugins import register_plugin
+
+    asked: list[list[str]] = []
+
+    async def summarize(requests: Any) -> Any:
+        asked.append([request.key for request in requests])
+        await asyncio.sleep(0)  # the other call gets to run meanwhile
+        for request in requests:
+            yield request.key, "summarized once"
+
+    register_plugin(plugin_manager, "counting", history_summarizers=lambda: [HistorySummarizer("counting", summarize)])
+    write_flat(isolated_homes.kiro_home, "0f0e0d0c-1111-2222-3333-444455556666", title="Fix the parser", cwd=WS,
+               messages=[("user", "why does the parser drop quotes?")])
+    index.refresh()
+
+    async def both() -> list[str]:
+        calls = [tools.summarized_list(index, Scope.everything(), 5) for _ in range(2)]
+        return list(await asyncio.gather(*calls))
+
+    first, second = asyncio.run(both())
+    assert first == second and "\nSummary: summarized once" in first
+    assert len(asked) == 1

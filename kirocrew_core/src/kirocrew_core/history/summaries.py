@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -103,7 +104,11 @@ def requests_for(index: HistoryIndex, wanted: Sequence[SessionRow]) -> list[Summ
 
 async def write(index: HistoryIndex, wanted: Sequence[SessionRow], outcome: Outcome, *,
                 budget: float = BUDGET_SECS) -> None:
-    """Ask the summarizer for ``wanted`` (at most :data:`PER_CALL`), cache and add what it wrote, note the rest."""
+    """Ask the summarizer for ``wanted`` (at most :data:`PER_CALL`), cache and add what it wrote, note the rest.
+
+    One call writes at a time in a process (the others wait, within their budget), and each looks
+    at the cache again once its turn comes: two calls for the same sessions run the model once.
+    """
     if not wanted:
         return
     asked = list(wanted[:PER_CALL])
@@ -114,18 +119,12 @@ async def write(index: HistoryIndex, wanted: Sequence[SessionRow], outcome: Outc
     if found is None:
         outcome.notes.append(f"Summaries not available for {_sessions(len(asked))}: {NO_SUMMARIZER}.")
         return
-    requests = await asyncio.to_thread(requests_for, index, asked)
-    rows = {row.key: row for row in asked}
     got: dict[str, str] = {}
     problem = ""
-    stream = found.summarize(requests)
     try:
-        async with asyncio.timeout(budget):
-            async for key, answer in stream:
-                summary = clean(answer) if isinstance(answer, str) else ""
-                if key in rows and summary and key not in got:
-                    got[key] = summary
-                    await asyncio.to_thread(index.store_summary, rows[key], summary)
+        async with asyncio.timeout(budget), _one_at_a_time():
+            got.update(await asyncio.to_thread(index.summaries, [row.key for row in asked]))
+            await _ask(index, found, [row for row in asked if row.key not in got], got)
     except TimeoutError:
         problem = f"the model did not answer within {budget:g} s"
     except KirocrewError as exc:
@@ -133,13 +132,39 @@ async def write(index: HistoryIndex, wanted: Sequence[SessionRow], outcome: Outc
     except Exception as exc:  # best effort: a plugin's failure is a note, never the tool's
         log.exception("history summarizer %r failed", found.name)
         problem = f"the model could not be run ({type(exc).__name__})"
-    finally:
-        await stream.aclose()
     outcome.texts.update(got)
     missing = len(asked) - len(got)
     if missing:
         outcome.notes.append(f"Summaries not available for {_sessions(missing)}: "
                              f"{problem or 'the model gave no answer for them'}.")
+
+
+async def _ask(index: HistoryIndex, found: HistorySummarizer, rows: Sequence[SessionRow], got: dict[str, str]) -> None:
+    """Run ``found`` on ``rows``, caching and adding each summary to ``got`` as it arrives."""
+    if not rows:
+        return
+    by_key = {row.key: row for row in rows}
+    stream = found.summarize(await asyncio.to_thread(requests_for, index, rows))
+    try:
+        async for key, answer in stream:
+            summary = clean(answer) if isinstance(answer, str) else ""
+            if key in by_key and summary and key not in got:
+                got[key] = summary
+                await asyncio.to_thread(index.store_summary, by_key[key], summary)
+    finally:
+        await stream.aclose()
+
+
+_turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
+def _one_at_a_time() -> asyncio.Lock:
+    """This event loop's lock for writing summaries (the host has one loop; a test or a command its own)."""
+    loop = asyncio.get_running_loop()
+    lock = _turns.get(loop)
+    if lock is None:
+        lock = _turns[loop] = asyncio.Lock()
+    return lock
 
 
 def _sessions(count: int, more: str = "") -> str:
