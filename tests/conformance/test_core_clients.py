@@ -49,6 +49,8 @@ def test_a_client_lists_and_calls_kirocrew_core_tools_and_reads_refusals_by_thei
         {"name": "search_chat_history", "arguments": {"query": "migration"}},
         {"name": "list_sessions", "arguments": {"limit": 101}},
         {"name": "get_chat_session", "arguments": {"session_key": "h1-0", "all_workspaces": True}},
+        {"name": "list_sessions", "arguments": {"summarize": "yes"}},
+        {"name": "list_sessions", "arguments": {"summarize": True, "all_workspaces": True}},
     ])
     if "serverInfo" in report:  # the TypeScript client reports it
         assert report["serverInfo"]["name"] == "kirocrew-core"
@@ -61,8 +63,9 @@ def test_a_client_lists_and_calls_kirocrew_core_tools_and_reads_refusals_by_thei
     assert echoed.get("isError") is not True and text_of(echoed) == "hello"
     for index, code in ((1, "caller_unverified"), (2, "invalid_arguments"), (3, "unknown_crew"),
                         (6, "invalid_arguments"), (7, "workspace_unknown"), (8, "invalid_arguments"),
-                        (9, "session_not_found")):
+                        (9, "session_not_found"), (10, "invalid_arguments")):
         assert_refused(report, index, code)
+    assert text_of(call_result(report, 11)) == "No sessions found."  # summarize is in the schema both SDKs read
     assert json.loads(text_of(call_result(report, 4)))["ranked"] == []  # no crews configured
     assert "h1-0" not in text_of(call_result(report, 9)), "an unknown key is named by its fingerprint only"
     status = text_of(call_result(report, 5))

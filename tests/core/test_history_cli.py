@@ -53,3 +53,28 @@ def test_list_show_search_and_export_and_an_existing_file_is_never_replaced(
     for bad in ("../../etc/passwd", "c0ffee00-0000-4000-8000-000000000001", "h1-" + "0" * 24):
         missing = kirocrew("history", "show", bad)
         assert missing.returncode == 2 and "error[session_not_found]" in missing.stderr
+
+
+def test_list_summarize_writes_summaries_once_and_says_why_when_it_cannot(
+        kirocrew: Any, isolated_homes: Any, fake_kiro_cli: Any, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    write_flat(isolated_homes.kiro_home, "c0ffee00-0000-4000-8000-000000000001", title="Tidy the build", cwd="/srv/a",
+               messages=[("user", "why is the build slow?"), ("assistant", "The cache key changes on every run.")])
+
+    done = kirocrew("history", "list", "--summarize", "--json")
+    [listed] = json.loads(done.stdout)
+    assert "> User: why is the build slow? > Assistant: The cache key changes on every run." in listed["summary"]
+    assert "warning" not in done.stderr
+
+    monkeypatch.setenv("KIRO_CLI_PATH", str(tmp_path / "no-kiro-cli"))  # a model run now fails, and says so
+    again = kirocrew("history", "list", "--summarize")
+    assert again.stdout.splitlines()[1] == f"    {listed['summary']}"  # from the index's cache
+    assert "warning" not in again.stderr
+
+    write_flat(isolated_homes.kiro_home, "c0ffee00-0000-4000-8000-000000000002", title="New one", cwd="/srv/a",
+               messages=[("user", "a new question")], updated="2026-11-02T11:00:00Z")
+    failed = kirocrew("history", "list", "--summarize")
+    assert failed.returncode == 0 and "New one" in failed.stdout
+    assert ("warning: Summaries not available for 1 session: the model could not be run (kiro_cli_not_installed)."
+            in failed.stderr)

@@ -37,6 +37,7 @@ def test_the_hook_list_is_the_architecture_one():
         "core_mcp_tools", "registry_loaders", "authority_backends",
         "governance_ceiling", "protected_paths", "doctor_checks", "host_services", "host_mcp_servers",
         "known_workspaces", "agent_file_ready", "secret_files", "worker_load", "history_sources",
+        "history_summarizers",
     }
 
 
@@ -476,6 +477,37 @@ def test_hook_history_sources(plugin_manager, isolated_homes, tmp_path):
     index = HistoryIndex(tmp_path / "index.sqlite3", tui_database=tmp_path / "none.sqlite3")
     assert index.refresh().problems == []
     assert [(row.source, row.title) for row in index.sessions(Scope.everything(), limit=10)] == [("notes", "a")]
+
+
+def test_hook_history_summarizers(plugin_manager, isolated_homes, tmp_path):
+    """The first usable summarizer in call order writes the summaries; a raising or unusable one is skipped."""
+    import asyncio
+
+    from kirocrew_core.contributions import HistorySummarizer
+    from kirocrew_core.history import tools
+    from kirocrew_core.history.index import HistoryIndex, Scope
+
+    from kirocrew_testing.kiro_store_files import write_flat
+
+    asked = []
+
+    def summarizer(name):
+        async def summarize(requests):
+            asked.append((name, [r.transcript for r in requests]))
+            for request in requests:
+                yield request.key, f"written by {name}"
+        return HistorySummarizer(name, summarize)
+
+    _register(plugin_manager, "a-broken", history_summarizers=lambda: 1 / 0)
+    _register(plugin_manager, "b-unusable", history_summarizers=lambda: ["not a summarizer"])
+    _register(plugin_manager, "c-first", history_summarizers=lambda: [summarizer("c")])
+    _register(plugin_manager, "d-second", history_summarizers=lambda: [summarizer("d")])
+    write_flat(isolated_homes.kiro_home, "0f0e0d0c-1111-2222-3333-444455556666", title="t", cwd="/w",
+               messages=[("user", "hello there")])
+    index = HistoryIndex(tmp_path / "index.sqlite3", tui_database=tmp_path / "none.sqlite3", sources=lambda: [])
+    index.refresh()
+    listed = asyncio.run(tools.summarized_list(index, Scope.everything(), 5))
+    assert "\nSummary: written by c\n" in listed + "\n" and asked == [("c", ["User: hello there"])]
 
 
 def test_hook_agent_file_ready(plugin_manager, isolated_homes):

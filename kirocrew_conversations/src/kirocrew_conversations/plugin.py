@@ -17,6 +17,7 @@ from kirocrew_core.contributions import (
     CoreMcpTool,
     DashboardPage,
     HistorySource,
+    HistorySummarizer,
     HostedMcpServer,
     HostService,
     ManagedMcpServer,
@@ -124,6 +125,14 @@ def history_sources() -> list[HistorySource]:
     from kirocrew_conversations.history_source import history_source
 
     return [history_source()]
+
+
+@hookimpl
+def history_summarizers() -> list[HistorySummarizer]:
+    """Session summaries for ``list_sessions`` with ``summarize``: one prompt each on a kiro-cli with no tools."""
+    from kirocrew_conversations.summaries import summarizer
+
+    return [summarizer()]
 
 
 @hookimpl

@@ -6,7 +6,7 @@ builds them stays cheap to import (``kirocrew --help`` loads every plugin).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -269,6 +269,31 @@ class HistorySource:
     name: str
     label: str
     sessions: Callable[[], Sequence[HistorySession]]
+
+
+@dataclass(frozen=True)
+class SummaryRequest:
+    """One past session to summarize: the index's ``key`` (to match the answer), its title and its
+    ``transcript``: the newest messages, oldest first, already redacted and bounded by core."""
+
+    key: str
+    title: str
+    transcript: str
+
+
+@dataclass(frozen=True)
+class HistorySummarizer:
+    """Writes a short summary of past sessions with a model (``history_summarizers()``).
+
+    ``summarize(requests)`` yields ``(key, summary)`` as each summary is ready, leaving out a
+    session it could not summarize; it raises :class:`~kirocrew_core.errors.KirocrewError` when
+    it cannot run at all. Core stops reading it when its time budget is spent (the generator is
+    closed then, so it must clean up in ``finally``). A summary prompt must never be able to act:
+    the model gets no tools.
+    """
+
+    name: str
+    summarize: Callable[[Sequence[SummaryRequest]], AsyncGenerator[tuple[str, str], None]]
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         HostService,
         DoctorCheck,
         HistorySource,
+        HistorySummarizer,
         ManagedMcpServer,
         McpScope,
         ProtectedPath,
@@ -348,6 +349,26 @@ def history_sources() -> list[HistorySource]:
     :return: a list of :class:`~kirocrew_core.contributions.HistorySource`;
         concatenated. A source that raises, or a duplicate ``name`` (the first wins), is
         logged and skipped: its sessions already indexed are kept.
+    """
+
+
+@hookspec
+def history_summarizers() -> list[HistorySummarizer]:
+    """Return what writes a short summary of a past session with a model.
+
+    Why a hook: ``list_sessions`` with ``summarize`` (and ``kirocrew history list
+    --summarize``) adds a summary written by a model to each session, but core runs no
+    model and imports no plugin; kirocrew-conversations runs kiro-cli, so it answers here
+    (one prompt per session on a short-lived kiro-cli session whose agent has no tools
+    and no MCP servers). Called once per such call, and only for sessions whose summary
+    is not cached in the history index already (an unchanged session is never summarized
+    twice). Core hands over redacted, bounded transcripts, at most a few per call, and
+    stops reading the summarizer when its time budget is spent; what arrived by then is
+    kept. Keep the call itself quick: the work happens in ``summarize``.
+
+    :return: a list of :class:`~kirocrew_core.contributions.HistorySummarizer`;
+        concatenated; the first in call order is used, the others are not called. An
+        implementation that raises is logged and skipped.
     """
 
 

@@ -16,7 +16,7 @@ import click
 
 from kirocrew_core.errors import BadInputError
 from kirocrew_core.history import text
-from kirocrew_core.history.index import KEY_PATTERN, HistoryIndex, Scope
+from kirocrew_core.history.index import KEY_PATTERN, HistoryIndex, Scope, SessionRow
 
 
 def _index() -> HistoryIndex:
@@ -48,12 +48,17 @@ def history() -> None:
 @click.option("--workspace", default=None, help="Only sessions of this folder (and folders inside it).")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the sessions as JSON.")
-def list_(workspace: str | None, limit: int, as_json: bool) -> None:
+@click.option("--summarize", is_flag=True,
+              help="Add a short summary a model wrote of each session (cached; best effort, as list_sessions).")
+def list_(workspace: str | None, limit: int, as_json: bool, summarize: bool) -> None:
     """List past sessions, newest first."""
     index = _index()
     rows = index.sessions(_scope(workspace), limit=limit)
+    written = _summaries(index, rows) if summarize else {}
     if as_json:
-        click.echo(json.dumps([row.as_dict() | {"title": text.shown(row.title)} for row in rows], indent=2))
+        click.echo(json.dumps([row.as_dict() | {"title": text.shown(row.title)}
+                               | ({"summary": text.shown(written[row.key])} if row.key in written else {})
+                               for row in rows], indent=2))
         return
     if not rows:
         click.echo("No sessions found.")
@@ -61,6 +66,21 @@ def list_(workspace: str | None, limit: int, as_json: bool) -> None:
     for row in rows:
         click.echo(f"{row.key}  {text.short_time(row.updated)}  {row.source:<9} {row.messages:>5} msgs  "
                    f"{text.shown(row.title) or 'untitled'}  ({row.workspace or 'no workspace'})")
+        if row.key in written:
+            click.echo(f"    {text.shown(written[row.key])}")
+
+
+def _summaries(index: HistoryIndex, rows: list[SessionRow]) -> dict[str, str]:
+    """Each row's summary (cached, or written now: :mod:`.summaries`); why some are missing, on stderr."""
+    import asyncio
+
+    from kirocrew_core.history import summaries
+
+    outcome, wanted = summaries.cached(index, rows)
+    asyncio.run(summaries.write(index, wanted, outcome))
+    for note in outcome.notes:
+        click.echo(f"warning: {note}", err=True)
+    return outcome.texts
 
 
 @history.command("show")

@@ -97,6 +97,16 @@ MIGRATIONS: list[list[str]] = [[
     """CREATE TRIGGER messages_ad AFTER DELETE ON messages BEGIN
         INSERT INTO messages_fts (messages_fts, rowid, text) VALUES ('delete', old.id, old.text);
     END""",
+], [
+    # A summary a model wrote, valid while its session still has the message count and last update it was
+    # written for (list_sessions' summarize: .summaries); dropped with its session.
+    """CREATE TABLE summaries (
+        session INTEGER PRIMARY KEY REFERENCES sessions (id) ON DELETE CASCADE,
+        messages INTEGER NOT NULL,
+        updated TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        made TEXT NOT NULL
+    )""",
 ]]
 
 
@@ -369,6 +379,30 @@ class HistoryIndex:
         # Messages are numbered in id order (1 = oldest), counted from the page's end, not per row.
         numbers = (range(total - offset, 0, -1) if newest_first else range(offset + 1, total + 1))
         return [StoredMessage(n, r["role"], r["at"], r["text"]) for n, r in zip(numbers, rows, strict=False)]
+
+    @_usable
+    def summaries(self, keys: Sequence[str]) -> dict[str, str]:
+        """The cached summary of each of ``keys`` whose session is unchanged since it was written."""
+        if not keys:
+            return {}
+        with self.lock:
+            rows = self.conn.execute(
+                f"SELECT s.key, c.summary FROM summaries c JOIN sessions s ON s.id = c.session WHERE s.key IN "
+                f"({_marks(keys)}) AND c.messages = s.messages AND c.updated = s.updated", list(keys)).fetchall()
+        return {row[0]: row[1] for row in rows}
+
+    @_usable
+    def store_summary(self, row: SessionRow, summary: str) -> None:
+        """Cache ``summary`` for the session as ``row`` saw it (a session changed since is summarized again)."""
+        from datetime import datetime, timezone
+
+        made = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        with self.lock:
+            self.conn.execute(
+                "INSERT INTO summaries (session, messages, updated, summary, made) SELECT id, ?, ?, ?, ? FROM sessions "
+                "WHERE key = ? ON CONFLICT (session) DO UPDATE SET messages = excluded.messages, "
+                "updated = excluded.updated, summary = excluded.summary, made = excluded.made",
+                (row.messages, row.updated, summary, made, row.key))
 
     @_usable
     def search(self, query: str, scope: Scope, *, limit: int, after: str = "", before: str = "",

@@ -3,7 +3,8 @@
 One endpoint, three views by query:
 
 * the session list (no ``q``): every session newest first, :data:`PAGE_SIZE` a page, filtered by
-  ``workspace``, ``after`` and ``before``;
+  ``workspace``, ``after`` and ``before``, with each one's cached summary; ``summarize=1`` writes
+  the page's missing ones first (:mod:`.summaries`: its limits, its budget, its notes);
 * search results (``q``): each matching session with a redacted snippet, the match marked;
 * one session (``session=<key>``): its messages newest first, redacted, :data:`MESSAGES_PAGE` a
   page (``mpage``); the command that resumes it in a terminal (the page shows it for the owner
@@ -54,7 +55,7 @@ def _int(value: str | None, default: int = 1) -> int:
 
 
 def _page_data(params: dict[str, str]) -> dict[str, Any]:
-    from kirocrew_core.history import text
+    from kirocrew_core.history import summaries, text
     from kirocrew_core.history.index import Scope, fts_query, shared
     from kirocrew_core.history.tools import SEARCH_MAX
 
@@ -69,7 +70,7 @@ def _page_data(params: dict[str, str]) -> dict[str, Any]:
             bounds[field] = text.day_bound(params.get(field) or None, field)
         except KirocrewError as exc:
             errors[field], bounds[field] = exc.message, ""
-    data: dict[str, Any] = {"params": params, "errors": errors, "problems": problems,
+    data: dict[str, Any] = {"params": params, "errors": errors, "problems": problems, "summaries": None,
                             "workspaces": index.workspaces(), "short_time": text.short_time, "shown": text.shown,
                             "marked": marked, "hits": None, "rows": [], "total": 0}
     query = params.get("q", "").strip()
@@ -87,6 +88,8 @@ def _page_data(params: dict[str, str]) -> dict[str, Any]:
     data["rows"] = index.sessions(scope, limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE, after=bounds["after"],
                                   before=bounds["before"])
     data["page"], data["pages"] = page, max(1, -(-data["total"] // PAGE_SIZE))
+    data["summaries"] = summaries.cached(index, data["rows"])  # free: only what the index holds
+    data["per_call"] = summaries.PER_CALL
     return data
 
 
@@ -116,7 +119,7 @@ async def history_page(request: Request) -> Response:
     from kirocrew_core.history.index import shared
 
     params = {k: v[:500] for k, v in request.query_params.items()
-              if k in ("q", "after", "before", "workspace", "page", "session", "mpage", "export")}
+              if k in ("q", "after", "before", "workspace", "page", "session", "mpage", "export", "summarize")}
     key = params.get("session", "")
     if key:
         def load() -> dict[str, Any] | None:
@@ -137,4 +140,10 @@ async def history_page(request: Request) -> Response:
                                      "Cache-Control": "no-store"})
         return render_page(request, f"{PACKAGE}/session.html", title="History", query=_query, params=params, **view)
     data = await asyncio.to_thread(_page_data, params)
+    if data["summaries"] is not None and params.get("summarize") == "1":
+        # The owner asked for this page's missing summaries: written now, within the tool's limits and budget.
+        from kirocrew_core.history import summaries
+
+        outcome, wanted = data["summaries"]
+        await summaries.write(shared(), wanted, outcome)
     return render_page(request, f"{PACKAGE}/history.html", title="History", query=_query, missing=False, **data)

@@ -23,12 +23,14 @@ import hashlib
 from typing import TYPE_CHECKING, Any
 
 from kirocrew_core.contributions import CoreMcpTool
+from kirocrew_core.history import summaries as summaries_
 from kirocrew_core.history import text
 from kirocrew_core.history.index import KEY_PATTERN, Scope
 
 if TYPE_CHECKING:
     from kirocrew_core.coretools.contract import ToolCall
     from kirocrew_core.history.index import HistoryIndex, SessionRow
+    from kirocrew_core.history.summaries import Outcome
 
 LIST_DEFAULT, LIST_MAX = 20, 100
 SEARCH_DEFAULT, SEARCH_MAX = 10, 50
@@ -44,7 +46,11 @@ _DAY = r"^\d{4}-\d{2}-\d{2}$"
 LIST_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"limit": {"type": "integer", "minimum": 1, "maximum": LIST_MAX, "default": LIST_DEFAULT},
-                   "all_workspaces": _ALL},
+                   "all_workspaces": _ALL,
+                   "summarize": {"type": "boolean", "default": False,
+                                 "description": "Add a short summary a model wrote of each session (cached; at most "
+                                                f"{summaries_.PER_CALL} new ones per call, waiting at most "
+                                                f"{summaries_.BUDGET_SECS:g} s; best effort)."}},
     "additionalProperties": False,
 }
 SEARCH_SCHEMA: dict[str, Any] = {
@@ -111,20 +117,41 @@ def _index() -> HistoryIndex:
 
 
 def list_text(index: HistoryIndex, scope: Scope, limit: int) -> str:
-    rows = index.sessions(scope, limit=limit)
+    return render_list(index.sessions(scope, limit=limit), scope)
+
+
+def render_list(rows: list[SessionRow], scope: Scope, summaries: Outcome | None = None) -> str:
+    """The sessions, newest first; with ``summaries``, each one's summary and then the notes on what is missing."""
     if not rows:
         return "No sessions found in this workspace yet." if scope.workspaces is not None else "No sessions found."
     where = "in this workspace" if scope.workspaces is not None else "in every workspace"
     blocks = [f"🗂️ Sessions {where} ({len(rows)}, newest first):"]
     for row in rows:
-        blocks.append(f"**{text.shown(row.title) or 'untitled'}**  ·  `{row.key}`\n"
-                      f"_source={row.source}  ·  ~{row.messages} msgs  ·  created {text.short_time(row.created)}_")
+        block = (f"**{text.shown(row.title) or 'untitled'}**  ·  `{row.key}`\n"
+                 f"_source={row.source}  ·  ~{row.messages} msgs  ·  created {text.short_time(row.created)}_")
+        if summaries is not None and row.key in summaries.texts:
+            block += f"\nSummary: {text.shown(summaries.texts[row.key])}"
+        blocks.append(block)
+    if summaries is not None:
+        blocks += [f"_{note}_" for note in summaries.notes]
     return "\n\n".join(blocks)
+
+
+async def summarized_list(index: HistoryIndex, scope: Scope, limit: int, *,
+                          budget: float = summaries_.BUDGET_SECS) -> str:
+    """:func:`render_list` with summaries: the cached ones, and new ones written within ``budget`` seconds."""
+    rows = await asyncio.to_thread(index.sessions, scope, limit=limit)
+    outcome, wanted = await asyncio.to_thread(summaries_.cached, index, rows)
+    await summaries_.write(index, wanted, outcome, budget=budget)
+    return render_list(rows, scope, outcome)
 
 
 async def list_sessions(args: dict[str, Any], call: ToolCall) -> str:
     scope = scope_of(call, bool(args.get("all_workspaces", False)))
     limit = int(args.get("limit", LIST_DEFAULT))
+    if args.get("summarize", False):
+        index = await asyncio.to_thread(_index)
+        return await summarized_list(index, scope, limit)
     return await asyncio.to_thread(lambda: list_text(_index(), scope, limit))
 
 
@@ -199,7 +226,8 @@ async def get_chat_session(args: dict[str, Any], call: ToolCall) -> str:
 def history_tools() -> list[CoreMcpTool]:
     return [
         CoreMcpTool("list_sessions", "List past sessions of this workspace (kiro-cli's own and kirocrew's "
-                    "conversations), newest first: title, key (for get_chat_session), source, message count.",
+                    "conversations), newest first: title, key (for get_chat_session), source, message count; with "
+                    "summarize, a short summary of each.",
                     LIST_SCHEMA, list_sessions, read_only=True, identity="lenient"),
         CoreMcpTool("search_chat_history", "Search every past session of this workspace for words; each match "
                     "comes as a short snippet with the match marked <<<like this>>> and the session's key.",
