@@ -26,6 +26,14 @@ from kirocrew_testing.fixtures import kirocrew_argv
 from kirocrew_testing.requirements import unavailable
 
 
+ARTIFACT_TOOLS = (
+    "artifact_save", "artifact_get", "artifact_update", "artifact_revert", "artifact_list", "artifact_versions",
+    "artifact_delete", "artifact_move", "artifact_get_comments", "artifact_post_comment", "artifact_reply_comment",
+    "artifact_mark_review", "artifact_delete_comment", "artifact_folder_list", "artifact_folder_create",
+    "artifact_folder_rename", "artifact_folder_move", "artifact_folder_delete", "deploy_artifact",
+)
+
+
 @pytest.fixture
 def core_server(fake_kiro_cli: Any, tmp_path: Path) -> StdioServer:
     """Bare ``kirocrew mcp-core``: a relay to a host it starts, which serves the probe tools."""
@@ -49,6 +57,10 @@ def test_a_client_lists_and_calls_kirocrew_core_tools_and_reads_refusals_by_thei
         {"name": "search_chat_history", "arguments": {"query": "migration"}},
         {"name": "list_sessions", "arguments": {"limit": 101}},
         {"name": "get_chat_session", "arguments": {"session_key": "h1-0", "all_workspaces": True}},
+        {"name": "artifact_save", "arguments": {"name": "Conformance note", "content": "# hi", "slug": "conf-note"}},
+        {"name": "artifact_get", "arguments": {"slug": "conf-note"}},
+        {"name": "artifact_get", "arguments": {"slug": "no-such-note"}},
+        {"name": "artifact_save", "arguments": {"name": "W", "content": "<b/>", "kind": "widget"}},
     ])
     if "serverInfo" in report:  # the TypeScript client reports it
         assert report["serverInfo"]["name"] == "kirocrew-core"
@@ -56,13 +68,17 @@ def test_a_client_lists_and_calls_kirocrew_core_tools_and_reads_refusals_by_thei
     assert "probe_echo" in names and "probe_whoami" in names and len(names) == len(set(names))
     assert {"select_crew", "route_crew", "resource_status", "list_sessions", "search_chat_history",
             "get_chat_session"} <= set(names)
+    assert set(ARTIFACT_TOOLS) <= set(names)  # and their descriptors validate, below
     assert report["schemaProblems"] == []
     echoed = call_result(report, 0)
     assert echoed.get("isError") is not True and text_of(echoed) == "hello"
     for index, code in ((1, "caller_unverified"), (2, "invalid_arguments"), (3, "unknown_crew"),
                         (6, "invalid_arguments"), (7, "workspace_unknown"), (8, "invalid_arguments"),
-                        (9, "session_not_found")):
+                        (9, "session_not_found"), (12, "artifact_not_found"), (13, "kind_unsupported")):
         assert_refused(report, index, code)
+    assert text_of(call_result(report, 10)).startswith("Saved artifact: slug=conf-note version=1")
+    assert text_of(call_result(report, 11)).splitlines()[:4] == [
+        "slug: conf-note", "name: Conformance note", "kind: markdown", "version: 1"]
     assert json.loads(text_of(call_result(report, 4)))["ranked"] == []  # no crews configured
     assert "h1-0" not in text_of(call_result(report, 9)), "an unknown key is named by its fingerprint only"
     status = text_of(call_result(report, 5))
