@@ -221,7 +221,7 @@ def save(new: NewArtifact, actor: Actor) -> Saved:
             "events": [], "folder_id": folder_id, "pinned": False, "shared": bool(new.shared and actor.is_owner),
             **actor.provenance(new.claimed_source),
         }
-        if _same_name_exists(new.name, actor):
+        if new.slug is None and _same_name_exists(new.name, actor):  # a second save that meant an update
             hints.append("an artifact with this name already exists; update it by slug instead of saving again")
         folder = _dir(slug)
         (folder / VERSIONS_DIR).mkdir(parents=True, exist_ok=False)
