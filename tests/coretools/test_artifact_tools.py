@@ -226,3 +226,14 @@ def test_folders_through_the_tools(crew: Crew) -> None:
     assert crew.ok("conv-a", "artifact_folder_delete", folder="2026", delete_contents=True) == (
         "Deleted 1 folder and 0 artifacts.")
     assert crew.ok("conv-a", "artifact_folder_list") == "No folders."
+
+
+def test_a_long_artifact_is_shown_up_to_the_cap_cut_where_no_piece_of_a_secret_is_left(crew: Crew) -> None:
+    from kirocrew_core.artifacts.tools import SHOWN_MAX_CHARS
+
+    head = "word " * ((SHOWN_MAX_CHARS - 10) // 5)
+    crew.ok("conv-a", "artifact_save", name="Long", content=head + TOKEN + " tail " * 5000, slug="long")
+    shown = crew.ok("conv-a", "artifact_get", slug="long")
+    assert TOKEN[:8] not in shown and shown.endswith(
+        f"…[content cut at {len(head) - 1} of {len(head) + len(TOKEN) + 30000} characters: a result holds at most "
+        f"{SHOWN_MAX_CHARS}]")

@@ -128,9 +128,27 @@ def get_text(args: dict[str, Any], actor: Actor) -> str:
 
     meta, content = store.get(args["slug"], actor, args.get("version"))
     version = args.get("version", meta["version"])
-    return "\n".join([f"slug: {meta['slug']}", f"name: {_redacted(meta['name'])}", f"kind: {meta['kind']}",
-                      f"version: {version}", f"updated_at: {meta['updated_at']}", "--- content ---",
-                      _redacted(content)])
+    shown, cut = shown_content(content)
+    text = "\n".join([f"slug: {meta['slug']}", f"name: {meta['name']}", f"kind: {meta['kind']}",
+                      f"version: {version}", f"updated_at: {meta['updated_at']}", "--- content ---", shown])
+    if cut:
+        text += (f"\n…[content cut at {len(shown)} of {len(content)} characters: a result holds at most "
+                 f"{SHOWN_MAX_CHARS}]")
+    return _redacted(text)
+
+
+#: The most of an artifact's content one result shows (the server cuts every result at 100,000 characters).
+SHOWN_MAX_CHARS = 90_000
+
+
+def shown_content(content: str) -> tuple[str, bool]:
+    """The content up to :data:`SHOWN_MAX_CHARS`, cut at whitespace so no piece of a secret is left at the end
+    for redaction to miss; and whether it was cut. Redacting only what is shown keeps a 25 MiB get cheap."""
+    if len(content) <= SHOWN_MAX_CHARS:
+        return content, False
+    piece = content[:SHOWN_MAX_CHARS]
+    end = max(piece.rfind(" "), piece.rfind("\n"), piece.rfind("\t"))
+    return (piece[:end] if end > 0 else ""), True
 
 
 def update_text(args: dict[str, Any], actor: Actor) -> str:
@@ -164,13 +182,12 @@ def list_text(args: dict[str, Any], actor: Actor) -> str:
     found = store.listing(actor, tag=args.get("tag"), kind=args.get("kind"), q=args.get("q"), folder_id=folder_id)
     if not found:
         return "No artifacts saved." if not any(args.values()) else "No artifacts match."
-    return "\n".join(line(meta) for meta in found)
+    return _redacted("\n".join(line(meta) for meta in found))  # one pass over the whole listing
 
 
 def line(meta: dict[str, Any]) -> str:
-    """``slug  vN  kind  [tags]  name``: one artifact in a listing."""
-    return (f"{meta['slug']}  v{meta['version']}  {meta['kind']}  [{', '.join(meta.get('tags', []))}]  "
-            f"{_redacted(str(meta['name']))}")
+    """``slug  vN  kind  [tags]  name``: one artifact in a listing (not yet redacted)."""
+    return f"{meta['slug']}  v{meta['version']}  {meta['kind']}  [{', '.join(meta.get('tags', []))}]  {meta['name']}"
 
 
 def versions_text(args: dict[str, Any], actor: Actor) -> str:
@@ -197,7 +214,10 @@ def move_text(args: dict[str, Any], actor: Actor) -> str:
 
 
 def comment_lines(found: list[dict[str, Any]]) -> list[str]:
-    """One line per comment, replies under their thread: ``• author: body [status] (id=…) parent=… at=…``."""
+    """One line per comment, replies under their thread: ``• author: body [status] (id=…) parent=… at=…``.
+
+    The caller redacts the joined lines (the quote is redacted before it is cut, so no cut hides a secret).
+    """
     lines = []
     for comment in found:
         lead = "  ↳ " if comment.get("parent_id") else "• "
@@ -207,7 +227,7 @@ def comment_lines(found: list[dict[str, Any]]) -> list[str]:
             anchor = f' on "{_redacted(str(comment["anchor_quote"]))[:80]}"'
             if comment.get("anchor_orphaned"):
                 anchor += " (orphaned: the content no longer contains it)"
-        lines.append(f"{lead}{who}: {_redacted(str(comment.get('body', '')))} [{comment.get('status')}] "
+        lines.append(f"{lead}{who}: {comment.get('body', '')} [{comment.get('status')}] "
                      f"(id={comment.get('id')}) parent={comment.get('parent_id') or '-'} "
                      f"at={comment.get('created_at')}{anchor}")
     return lines
@@ -219,7 +239,7 @@ def get_comments_text(args: dict[str, Any], actor: Actor) -> str:
     found = store.comments(args["slug"], actor, exclude_resolved=bool(args.get("exclude_resolved", False)))
     if not found:
         return f"No comments on {args['slug']}."
-    return "\n".join(comment_lines(_threaded(found)))
+    return _redacted("\n".join(comment_lines(_threaded(found))))
 
 
 def _threaded(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
