@@ -144,3 +144,61 @@ def test_a_connection_whose_opener_exited_answers_calls_with_a_caller_gone_tool_
     assert "probe_echo" in [tool["name"] for tool in report["tools"]]  # listed before the opener exited
     for index in (0, 1):
         assert_refused(report, index, "caller_gone")
+
+
+def test_sessions_typescript_clients_read_the_artifact_results_and_refusals_of_their_own_tree(
+        node_sdk_problem: str | None, fake_kiro_cli: Any, tmp_path: Path) -> None:
+    """Two sessions' TypeScript clients: one saves, revises, comments and files an artifact and reads every
+    refusal by its code; the other, of another conversation tree, cannot see it."""
+    from kirocrew_mcp.render import rebuild_agent_config
+
+    from kirocrew_testing.aio import run_bounded
+
+    if node_sdk_problem:
+        unavailable(node_sdk_problem)
+    crew = CrewHarness(tmp_path, {**os.environ, "KIRO_CLI_PATH": str(fake_kiro_cli.sandboxable_path)},
+                       rebuild_agent_config)
+    crew.render_agent()
+    slug = {"slug": "ts-note"}
+    writer = [
+        {"name": "artifact_save", "arguments": {"name": "TS note", "content": "alpha beta", **slug}},
+        {"name": "artifact_update", "arguments": {**slug, "content": "alpha gamma"}},
+        {"name": "artifact_revert", "arguments": {**slug, "target_version": 1}},
+        {"name": "artifact_versions", "arguments": slug},
+        {"name": "artifact_list", "arguments": {}},
+        {"name": "artifact_post_comment", "arguments": {**slug, "text": "check beta", "quote": "beta"}},
+        {"name": "artifact_get_comments", "arguments": slug},
+        {"name": "artifact_folder_create", "arguments": {"name": "Notes"}},
+        {"name": "artifact_move", "arguments": {**slug, "folder": "Notes"}},
+        {"name": "artifact_get", "arguments": slug},
+        {"name": "artifact_save", "arguments": {"name": "Again", "content": "x", **slug}},
+        {"name": "artifact_mark_review", "arguments": {**slug, "comment_id": "c-000000000000"}},
+        {"name": "artifact_folder_move", "arguments": {"folder": "Notes", "new_parent": "Notes"}},
+        {"name": "deploy_artifact", "arguments": {"site_id": "ts", "artifact_slug": "ts-note"}},
+        {"name": "artifact_save", "arguments": {"name": "Big", "content": "x", "kind": "webapp"}},
+    ]
+    reader = [{"name": "artifact_get", "arguments": slug}, {"name": "artifact_list", "arguments": {}}]
+
+    async def main() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with crew.conversations() as conv:
+            mine = await run_typescript_client_in_a_session(crew, conv, kirocrew_argv("mcp-core"), writer,
+                                                            name="writer")
+            theirs = await run_typescript_client_in_a_session(crew, conv, kirocrew_argv("mcp-core"), reader,
+                                                              name="reader")
+        return mine, theirs
+
+    mine, theirs = run_bounded(main(), 120)
+    expected = ["Saved artifact: slug=ts-note version=1", "Updated artifact: slug=ts-note version=2",
+                "Reverted ts-note to v1's content. Live state is now v3 (snapshot of v1).",
+                "ts-note: versions v1, v2, v3", "ts-note  v3  markdown  []  TS note", "Comment posted (id=c-",
+                "• [agent] conversation:", "Created folder `/Notes` (id=", "Moved ts-note to folder ",
+                "slug: ts-note\nname: TS note\nkind: markdown\nversion: 3\n"]
+    for index, start in enumerate(expected):
+        result = call_result(mine, index)
+        assert result.get("isError") is not True and text_of(result).startswith(start), (index, text_of(result))
+    assert text_of(call_result(mine, 9)).endswith("--- content ---\nalpha beta")
+    for index, code in ((10, "slug_taken"), (11, "comment_not_found"), (12, "folder_cycle"),
+                        (13, "deploy_not_configured"), (14, "kind_unsupported")):
+        assert_refused(mine, index, code)
+    assert_refused(theirs, 0, "artifact_not_found")
+    assert text_of(call_result(theirs, 1)) == "No artifacts saved."

@@ -192,7 +192,7 @@ def test_the_review_flow_through_the_tools(crew: Crew) -> None:
     lines = crew.ok("conv-a", "artifact_get_comments", slug="report").splitlines()
     assert lines[0].startswith("• owner: source for 5%? [review]") and lines[0].endswith(
         '"grew 5%" (orphaned: the content no longer contains it)')
-    assert lines[1].startswith("  ↳ [agent] agent: cited Q3 filing [open]")
+    assert lines[1].startswith("  ↳ [agent] conversation:conv-a: cited Q3 filing [open]")
     posted = crew.ok("conv-a", "artifact_post_comment", slug="report", text="ready for another look")
     assert posted.startswith("Comment posted (id=c-")
     assert crew.ok("conv-a", "artifact_delete_comment", slug="report", comment_id=note["id"],

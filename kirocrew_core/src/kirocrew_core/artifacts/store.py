@@ -399,7 +399,7 @@ def post_comment(slug: str, actor: Actor, text: str, *, scope: str = "private", 
         comment_id = "c-" + secrets.token_hex(6)
         stamp = now()
         comment: dict[str, Any] = {
-            "id": comment_id, "origin": "local", "scope": scope, "author": actor.author, "is_agent": not actor.is_owner,
+            "id": comment_id, "origin": "local", "scope": scope, "author": actor.label, "is_agent": not actor.is_owner,
             "body": text, "thread_id": thread_id or comment_id, "parent_id": parent_id, "status": "open",
             "sync_state": "local_only", "anchor_orphaned": False, "created_at": stamp, "updated_at": stamp,
             **({"conversation": actor.conversation} if actor.conversation else {}),
