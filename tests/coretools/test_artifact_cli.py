@@ -82,6 +82,22 @@ def test_a_file_over_25_mib_is_refused_while_it_is_read(offline: Any, tmp_path: 
     assert store.listing(OWNER) == []
 
 
+def test_content_too_large_for_one_host_message_goes_as_an_upload_that_is_removed_once_saved(
+        offline: Any, tmp_path: Path) -> None:
+    from kirocrew_core import home
+    from kirocrew_core.artifacts.cli import INLINE_MAX_BYTES
+
+    big = tmp_path / "big.md"
+    big.write_text("line of text\n" * (INLINE_MAX_BYTES // 13 + 10))
+    assert _ok(offline("artifact", "save", "Big", str(big), "--slug", "big")).startswith(
+        "Saved artifact: slug=big version=1\nsource=cli")
+    assert store.get("big", OWNER)[1] == big.read_text()
+    assert list(home.artifact_uploads_dir().iterdir()) == []
+    taken = offline("artifact", "save", "Big", str(big), "--slug", "big")
+    assert taken.returncode == 1 and "error[slug_taken]" in taken.stderr
+    assert list(home.artifact_uploads_dir().iterdir()) == []  # removed whatever the outcome
+
+
 def test_the_owner_comments_and_resolves_and_shares(offline: Any) -> None:
     session = Actor(tree="conv-a", conversation="conv-a")
     store.save(store.NewArtifact("Report", "Revenue grew 5%.", "markdown", slug="report"), session)
@@ -119,3 +135,19 @@ def test_the_deploy_commands_confirm_discard_and_list(offline: Any, tmp_path: Pa
     again = offline("deploy", "confirm", second.id)
     assert again.returncode == 1 and "error[deploy_not_found]" in again.stderr
     assert not (web_root / "other").exists()
+
+
+def test_through_a_real_host_a_large_save_arrives_as_an_upload_and_a_small_one_inside_the_call(
+        kirocrew: Any, tmp_path: Path) -> None:
+    """The host reads a message of at most 4 MiB: a 5 MiB file still saves, from the owner's own shell."""
+    from kirocrew_core import home
+
+    env = {k: v for k, v in os.environ.items() if k != "KIROCREW_NO_HOST"}
+    big = tmp_path / "big.txt"
+    big.write_text("x" * (5 * 1024 * 1024))
+    saved = kirocrew("artifact", "save", "Big", str(big), "--kind", "text", env=env)
+    assert saved.returncode == 0 and saved.stdout.startswith("Saved artifact: slug=big version=1"), saved.stderr
+    small = kirocrew("artifact", "save", "Small", "-", env=env, input="tiny")
+    assert small.returncode == 0 and small.stdout.startswith("Saved artifact: slug=small version=1"), small.stderr
+    assert store.get("big", OWNER)[0]["size"] == 5 * 1024 * 1024 and store.get("small", OWNER)[1] == "tiny"
+    assert list(home.artifact_uploads_dir().iterdir()) == []

@@ -11,13 +11,12 @@ handlers run in this process as the person. Registered lazily by :mod:`kirocrew_
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
 import click
 
 from kirocrew_core.artifacts import names
+from kirocrew_core.artifacts.store import read_content
 
 CORE_SERVER = "kirocrew-core"
 
@@ -64,28 +63,6 @@ def _admin(tool: str, arguments: dict[str, Any]) -> None:
     click.echo(call(ADMIN_SERVER, tool, arguments).rstrip("\n"))
 
 
-def read_capped(source: str) -> str:
-    """The text of a file (or ``-``: stdin), refused past 25 MiB while reading: nothing more is read or saved."""
-    from kirocrew_core.errors import BadInputError
-
-    limit = names.CONTENT_MAX_BYTES
-    try:
-        if source == "-":
-            raw = sys.stdin.buffer.read(limit + 1)
-        else:
-            with open(Path(source).expanduser(), "rb") as fh:
-                raw = fh.read(limit + 1)
-    except OSError as exc:
-        raise BadInputError(f"cannot read {source}: {exc.strerror or exc}", code="unreadable_input") from None
-    if len(raw) > limit:
-        raise BadInputError(f"{source} is larger than {limit} bytes (25 MiB); nothing was saved",
-                            code="content_too_large")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise BadInputError(f"{source} is not UTF-8 text", code="invalid_content") from None
-
-
 @click.group()
 def artifact() -> None:
     """Artifacts sessions made for you: read, save, revise, review (twins of the artifact_* tools)."""
@@ -121,13 +98,42 @@ def show(slug: str, version: int | None) -> None:
 def save(name: str, source: str, slug: str | None, kind: str, description: str | None, tags: tuple[str, ...],
          folder: str | None) -> None:
     """Save FILE (or - for stdin) as a new artifact called NAME."""
-    arguments: dict[str, Any] = {"name": name, "content": read_capped(source), "kind": kind}
+    content = read_content(source)
+    arguments: dict[str, Any] = {"name": name, "kind": kind}
     for key, value in (("slug", slug), ("description", description), ("folder", folder)):
         if value is not None:
             arguments[key] = value
     if tags:
         arguments["tags"] = list(tags)
-    _core("artifact_save", arguments)
+    if len(content.encode("utf-8")) <= INLINE_MAX_BYTES:
+        _core("artifact_save", {**arguments, "content": content})
+        return
+    upload = _upload(content)
+    try:
+        _admin("artifact_save_upload", {**arguments, "upload": upload})
+    finally:  # the host removes it once read; this is for a call that never reached it
+        from kirocrew_core import home
+
+        (home.artifact_uploads_dir() / upload).unlink(missing_ok=True)
+
+
+#: Content up to this many bytes goes inside the tool call; the host reads a message of at most 4 MiB
+#: (``protocol.MAX_LINE_BYTES``), and JSON escaping can grow text, so more goes as an upload.
+INLINE_MAX_BYTES = 2 * 1024 * 1024
+
+
+def _upload(content: str) -> str:
+    """Leave ``content`` in the owner-only uploads folder for the host; the upload's name."""
+    import secrets
+
+    from kirocrew_core import home
+    from kirocrew_core.jsonfile import write_bytes_atomic
+
+    folder = home.artifact_uploads_dir()
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    upload = "up-" + secrets.token_hex(12)
+    write_bytes_atomic(folder / upload, content.encode("utf-8"), secret=True)
+    return upload
 
 
 @artifact.command("versions")

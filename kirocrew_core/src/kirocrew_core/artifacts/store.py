@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import secrets
 import shutil
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -191,6 +192,26 @@ def _rescan_anchors(slug: str, content: str) -> None:
             changed = True
     if changed:
         _write_comments(slug, comments)
+
+
+def read_content(source: str) -> str:
+    """The text of a file (or ``-``: stdin), refused past 25 MiB while reading: nothing more is read or saved."""
+    limit = names.CONTENT_MAX_BYTES
+    try:
+        if source == "-":
+            raw = sys.stdin.buffer.read(limit + 1)
+        else:
+            with open(Path(source).expanduser(), "rb") as fh:
+                raw = fh.read(limit + 1)
+    except OSError as exc:
+        raise BadInputError(f"cannot read {source}: {exc.strerror or exc}", code="unreadable_input") from None
+    if len(raw) > limit:
+        raise BadInputError(f"{source} is larger than {limit} bytes (25 MiB); nothing was saved",
+                            code="content_too_large")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInputError(f"{source} is not UTF-8 text", code="invalid_content") from None
 
 
 # --- artifacts --------------------------------------------------------------------------------------
