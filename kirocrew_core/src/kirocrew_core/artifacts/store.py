@@ -21,6 +21,8 @@ threads dropped), :data:`~.names.CONTENT_MAX_BYTES` of content (refused before a
 
 from __future__ import annotations
 
+import os
+import re
 import secrets
 import shutil
 import sys
@@ -47,6 +49,7 @@ VERSIONS_DIR = "versions"
 LOCK = "artifacts"
 STATUSES = ("open", "review", "resolved")
 COMMENT_SCOPES = ("private", "shared")
+_VERSION_FILE = re.compile(r"^v[0-9]{1,9}\.html$")
 #: ``meta.json`` and ``comments.json`` are small; a bigger one is not ours.
 _META_MAX_BYTES = 4 * 1024 * 1024
 _COMMENTS_MAX_BYTES = 64 * 1024 * 1024
@@ -134,8 +137,18 @@ def _write_text(path: Path, text: str) -> None:
 
 
 def _write_meta(meta: dict[str, Any]) -> None:
+    """Write the metadata, then remove the version files it no longer names (pruned, or left by a crash)."""
     meta["events"] = meta.get("events", [])[-MAX_EVENTS:]
-    write_json_atomic(_dir(meta["slug"]) / META_FILE, dict(sorted(meta.items())), mode=0o600)
+    folder = _dir(meta["slug"])
+    write_json_atomic(folder / META_FILE, dict(sorted(meta.items())), mode=0o600)
+    named = {f"v{v}.html" for v in meta.get("versions", [])}
+    try:
+        present = os.listdir(folder / VERSIONS_DIR)
+    except FileNotFoundError:
+        return
+    for name in present:
+        if name not in named and _VERSION_FILE.match(name):
+            (folder / VERSIONS_DIR / name).unlink(missing_ok=True)
 
 
 def _read_comments(slug: str) -> list[dict[str, Any]]:
@@ -170,9 +183,7 @@ def _snapshot(meta: dict[str, Any], content: str) -> None:
     _write_text(folder / VERSIONS_DIR / f"v{version}.html", content)
     _write_text(folder / CONTENT_FILE, content)
     kept = [v for v in meta.get("versions", []) if isinstance(v, int)] + [version]
-    for pruned in kept[:-MAX_VERSIONS]:
-        (folder / VERSIONS_DIR / f"v{pruned}.html").unlink(missing_ok=True)
-    meta["versions"] = kept[-MAX_VERSIONS:]
+    meta["versions"] = kept[-MAX_VERSIONS:]  # the files go once the metadata no longer names them
     meta["version"] = version
     meta["size"] = len(content.encode("utf-8"))
     meta["updated_at"] = now()
