@@ -154,3 +154,10 @@ def test_an_image_is_published_as_its_bytes(crew: Crew, web_root: Path) -> None:
     assert _admin(crew, "person", "deploy_confirm", id=_request(crew, site="logo", slug="logo"))[1] is None
     assert (web_root / "logo" / "index.png").read_bytes() == b"\x89PNG\r\n\x1a\n"
     assert os.stat(web_root / "logo" / "index.png").st_mode & 0o777 == 0o644
+
+
+def test_the_scan_names_each_line_holding_a_credential_once() -> None:
+    key = "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\nabc\n-----END RSA PRIVATE KEY-----"
+    content = f"clean\ntoken={TOKEN} and {TOKEN}\nclean\n{key}\nAKIA{'A' * 16} after the key\n"
+    assert deploy.scan(content) == [2, 4, 5]
+    assert deploy.scan("nothing to see\n" * 1000) == []

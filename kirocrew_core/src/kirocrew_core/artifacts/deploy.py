@@ -44,7 +44,7 @@ LOCAL = "local"
 DEPLOY_DIR_KEY = "artifacts.deploy_dir"
 _PENDING_ID = re.compile(r"^d-[0-9a-f]{12}$")
 _MARKER = ".kirocrew-deploy.json"
-_FINDING = "\x00kirocrew-finding\x00"
+_FINDING = "\x00kirocrew-finding\x00"  # a marker no content holds (content has no NUL)
 _EXTENSIONS = {"markdown": "md", "html": "html", "svg": "svg", "json": "json", "text": "txt"}
 _IMAGE_EXTENSIONS = {"png": "png", "jpeg": "jpg", "gif": "gif", "webp": "webp"}
 
@@ -70,13 +70,23 @@ DEPLOY_SCHEMA: dict[str, Any] = {
 
 
 def scan(content: str) -> list[int]:
-    """The line numbers holding a credential (each line once); [] for clean content."""
+    """The lines holding a credential, each once ([] for clean content), from one pass of the redaction.
+
+    A finding that spans lines (a private key block) is counted on the line it starts on; lines after
+    it are numbered as the redacted text numbers them.
+    """
     from kirocrew_core.redaction import redact_secrets
 
-    lines = []
-    for number, text in enumerate(content.splitlines(), start=1):
-        if _FINDING in redact_secrets(text, _FINDING):
+    redacted = redact_secrets(content.replace(_FINDING, ""), _FINDING)
+    lines: list[int] = []
+    number, counted = 1, 0
+    position = redacted.find(_FINDING)
+    while position >= 0:
+        number += redacted.count("\n", counted, position)
+        counted = position
+        if not lines or lines[-1] != number:
             lines.append(number)
+        position = redacted.find(_FINDING, position + len(_FINDING))
     return lines
 
 
