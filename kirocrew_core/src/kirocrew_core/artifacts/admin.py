@@ -79,7 +79,7 @@ def save_upload(args: dict[str, Any]) -> str:
     try:
         kind = names.check_kind(args.get("kind", "markdown"))
         new = store.NewArtifact(
-            name=names.check_name(args["name"]), content=names.check_content(store.read_content(str(upload)), kind),
+            name=names.check_name(args["name"]), content=store.read_content(str(upload)),
             kind=kind, slug=args.get("slug"), description=names.check_description(args.get("description", "")),
             tags=tuple(names.check_tags(args.get("tags", []))), folder=args.get("folder"))
         meta = store.save(new, OWNER_CLI).meta

@@ -111,7 +111,7 @@ def save_text(args: dict[str, Any], actor: Actor) -> str:
 
     kind = names.check_kind(args.get("kind", "markdown"))
     new = store.NewArtifact(
-        name=names.check_name(args["name"]), content=names.check_content(args["content"], kind), kind=kind,
+        name=names.check_name(args["name"]), content=args["content"], kind=kind,  # the store checks the content
         slug=args.get("slug"), description=names.check_description(args.get("description", "")),
         tags=tuple(names.check_tags(args.get("tags", []))), folder=args.get("folder"),
         claimed_source=args.get("source"))
@@ -244,12 +244,16 @@ def get_comments_text(args: dict[str, Any], actor: Actor) -> str:
 
 def _threaded(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Roots in order, each followed by its thread's replies."""
-    roots = [c for c in found if not c.get("parent_id")]
+    replies: dict[Any, list[dict[str, Any]]] = {}
+    for comment in found:
+        if comment.get("parent_id"):
+            replies.setdefault(comment.get("thread_id"), []).append(comment)
     ordered: list[dict[str, Any]] = []
-    for root in roots:
-        ordered.append(root)
-        ordered += [c for c in found if c.get("parent_id") and c.get("thread_id") == root.get("id")]
-    ordered += [c for c in found if c not in ordered]  # replies whose root went with the cap
+    for comment in found:
+        if not comment.get("parent_id"):
+            ordered += [comment, *replies.pop(comment.get("id"), [])]
+    for orphans in replies.values():  # replies whose root is gone
+        ordered += orphans
     return ordered
 
 
