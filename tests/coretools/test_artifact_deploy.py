@@ -161,3 +161,12 @@ def test_the_scan_names_each_line_holding_a_credential_once() -> None:
     content = f"clean\ntoken={TOKEN} and {TOKEN}\nclean\n{key}\nAKIA{'A' * 16} after the key\n"
     assert deploy.scan(content) == [2, 4, 5]
     assert deploy.scan("nothing to see\n" * 1000) == []
+
+
+def test_a_malformed_pending_file_is_reported_and_left_as_it_was(crew: Crew, web_root: Path) -> None:
+    crew.ok("conv-a", "artifact_save", name="Page", content="# hi", slug="page")
+    _pending_file().parent.mkdir(parents=True, exist_ok=True)
+    _pending_file().write_text("[{broken")
+    assert crew("conv-a", "deploy_artifact", site_id="s", artifact_slug="page")[1] == "deploy_store_unreadable"
+    assert _admin(crew, "person", "deploy_list")[1] == "deploy_store_unreadable"
+    assert _pending_file().read_text() == "[{broken"

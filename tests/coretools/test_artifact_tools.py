@@ -221,6 +221,9 @@ def test_folders_through_the_tools(crew: Crew) -> None:
     assert crew.ok("conv-a", "artifact_folder_move", folder="Reviews/2026").startswith("Moved folder to `/2026`")
     assert crew.ok("conv-a", "artifact_move", slug="q3") == "Moved q3 to the library root (unfiled)."
     assert crew.ok("conv-a", "artifact_move", slug="q3", folder="Reviews").startswith("Moved q3 to folder ")
+    crew.ok("conv-a", "artifact_save", name="Loose", content="l", slug="loose")
+    assert crew.ok("conv-a", "artifact_list", folder="Reviews") == "q3  v1  markdown  []  Q3"
+    assert crew("conv-a", "artifact_list", folder="Nowhere")[1] == "folder_not_found"
     assert crew.ok("conv-a", "artifact_folder_delete", folder="Reviews") == (
         "Deleted the folder; its subfolders and 1 artifact moved up to its parent.")
     assert crew.ok("conv-a", "artifact_folder_delete", folder="2026", delete_contents=True) == (
