@@ -170,3 +170,13 @@ def test_a_malformed_pending_file_is_reported_and_left_as_it_was(crew: Crew, web
     assert crew("conv-a", "deploy_artifact", site_id="s", artifact_slug="page")[1] == "deploy_store_unreadable"
     assert _admin(crew, "person", "deploy_list")[1] == "deploy_store_unreadable"
     assert _pending_file().read_text() == "[{broken"
+
+
+def test_the_scan_runs_again_at_confirmation_and_a_secret_known_since_blocks_the_publication(
+        crew: Crew, web_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    crew.ok("conv-a", "artifact_save", name="Page", content="the passphrase is zephyr-mango-basalt-42", slug="page")
+    pending_id = _request(crew)
+    monkeypatch.setenv("DEPLOY_TEST_TOKEN", "zephyr-mango-basalt-42")  # a secret this machine holds now
+    text, code = _admin(crew, "person", "deploy_confirm", id=pending_id)
+    assert code == "deploy_blocked" and "zephyr" not in text
+    assert not (web_root / "notes").exists() and deploy.pending() == []
