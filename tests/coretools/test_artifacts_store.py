@@ -176,10 +176,11 @@ def test_comments_keep_the_newest_500_dropping_the_oldest_whole_thread() -> None
     assert found[-1]["body"] == "the 501st"
 
 
-def test_two_writers_updating_one_artifact_both_land_as_versions_in_order(tmp_path: Path) -> None:
+def test_two_sessions_updating_one_artifact_at_once_all_land_as_versions_in_order(tmp_path: Path) -> None:
     _save(content="start")
+    store.update("weekly-report", OWNER, shared=True)  # so a second session (conv-b, in another process) may write
     script = ("from kirocrew_core.artifacts import store\nfrom kirocrew_core.artifacts.access import Actor\n"
-              "a = Actor(tree='conv-a', conversation='conv-a')\n"
+              "a = Actor(tree='conv-b', conversation='conv-b')\n"
               "for n in range(15):\n    store.update('weekly-report', a, content=f'process {n}')\n")
     other = subprocess.Popen([sys.executable, "-c", script], env=dict(os.environ))
     threads = [threading.Thread(target=lambda t=t: [store.update("weekly-report", SESSION_A, content=f"thread {t} {n}")
@@ -196,7 +197,9 @@ def test_two_writers_updating_one_artifact_both_land_as_versions_in_order(tmp_pa
                                       + [f"thread {t} {n}" for t in range(3) for n in range(5)])
     assert [c for c in contents if c.startswith("process")] == [f"process {n}" for n in range(15)]  # in order
     assert live == contents[-1]
-    assert [e["version"] for e in meta["events"]] == list(range(1, 32))
+    assert [e["version"] for e in meta["events"] if e["type"] != "edited"] == list(range(1, 32))
+    assert {e["by"] for e in meta["events"] if e["type"] == "iterated"} == {"conversation:conv-a",
+                                                                            "conversation:conv-b"}
 
 
 def test_a_session_sees_its_conversation_tree_and_what_the_owner_shared_and_no_more() -> None:
