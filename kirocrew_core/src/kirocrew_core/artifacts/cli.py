@@ -17,8 +17,7 @@ import click
 
 from kirocrew_core.artifacts import names
 from kirocrew_core.artifacts.store import read_content
-
-CORE_SERVER = "kirocrew-core"
+from kirocrew_core.coretools.directives import CORE_MCP_SERVER as CORE_SERVER
 
 
 def call(server: str, tool: str, arguments: dict[str, Any]) -> str:
