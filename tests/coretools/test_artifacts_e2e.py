@@ -3,7 +3,8 @@ the shell, a second run reads the review and revises, and only the owner resolve
 
 One host for the whole story, the fake kiro-cli speaking real ACP and calling ``kirocrew-core`` through
 its relay, and the real ``kirocrew`` CLI: from the test's own process it is the owner; run from the
-session's shell (``!shell``) it is that session, so the owner's decision is refused to it.
+session's shell (``!shell``) it is that session, so the owner's decision is refused to it; the owner's own
+call through the host's API (as the CLI makes it) resolves.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import shlex
 from typing import Any
 
 from kirocrew_core.artifacts import store
+from kirocrew_core.artifacts.admin import ADMIN_SERVER
 from kirocrew_core.artifacts.access import OWNER
+from kirocrew_core.host.mcp_client import call_tool_text
 from kirocrew_testing.core_sessions import CrewHarness
 from kirocrew_testing.fixtures import kirocrew_argv, run_kirocrew
 
@@ -50,7 +53,10 @@ def test_a_session_saves_the_owner_comments_a_second_run_revises_and_only_the_ow
             ])
             started = await conv.structured("kiro_spawn", conversation=first["conversationId"], message=script)
             second = await crew.wait(conv, started)
-        return {"first": first, "second": second, "comment_id": comment_id}
+        # The owner resolves through the host's API as the owner's own command does (a ``cli`` client).
+        resolved = await call_tool_text(ADMIN_SERVER, "artifact_resolve_comment",
+                                        {"slug": "weekly-report", "comment_id": comment_id})
+        return {"first": first, "second": second, "comment_id": comment_id, "resolved": resolved}
 
     out = run_async(main())
     assert out["first"]["status"] == "completed" and out["second"]["status"] == "completed"
@@ -64,13 +70,16 @@ def test_a_session_saves_the_owner_comments_a_second_run_revises_and_only_the_ow
     twin = (crew.workspace / "twin.txt").read_text()
     assert "error[person_only_command]" in twin and twin.rstrip().endswith("exit 1"), twin
     [comment] = store.comments("weekly-report", OWNER)
-    assert (comment["status"], comment["anchor_orphaned"]) == ("review", True)  # the revision lost "grew 5%"
+    assert comment["anchor_orphaned"] is True  # the revision lost "grew 5%"
+    events = [(e["type"], e.get("action"), e["by"]) for e in store.get("weekly-report", OWNER)[0]["events"]]
+    assert events[-2:] == [("comment", "reviewed", f"conversation:{out['first']['conversationId']}"),
+                           ("comment", "resolved", "owner")]  # reviewed by the session, resolved by the owner
 
     meta = store.get("weekly-report", OWNER)[0]
     assert (meta["conversation"], meta["tree"], meta["source"], meta["created_by"]) == (
         out["first"]["conversationId"], out["first"]["conversationId"], "chat", "agent")
     assert meta["session"].startswith("kcs:") and [e["type"] for e in meta["events"]][:2] == ["created", "comment"]
 
-    assert _owner(crew, "resolve", "weekly-report", out["comment_id"]) == f"Comment {out['comment_id']} resolved.\n"
-    assert store.comments("weekly-report", OWNER)[0]["status"] == "resolved"
+    assert out["resolved"] == f"Comment {out['comment_id']} resolved."
+    assert comment["status"] == "resolved"
     assert store.get("weekly-report", OWNER)[1] == "Revenue rose 5% (Q3 filing)."
