@@ -26,6 +26,14 @@ from kirocrew_testing.fixtures import kirocrew_argv
 from kirocrew_testing.requirements import unavailable
 
 
+ARTIFACT_TOOLS = (
+    "artifact_save", "artifact_get", "artifact_update", "artifact_revert", "artifact_list", "artifact_versions",
+    "artifact_delete", "artifact_move", "artifact_get_comments", "artifact_post_comment", "artifact_reply_comment",
+    "artifact_mark_review", "artifact_delete_comment", "artifact_folder_list", "artifact_folder_create",
+    "artifact_folder_rename", "artifact_folder_move", "artifact_folder_delete", "deploy_artifact",
+)
+
+
 @pytest.fixture
 def core_server(fake_kiro_cli: Any, tmp_path: Path) -> StdioServer:
     """Bare ``kirocrew mcp-core``: a relay to a host it starts, which serves the probe tools."""
@@ -51,6 +59,10 @@ def test_a_client_lists_and_calls_kirocrew_core_tools_and_reads_refusals_by_thei
         {"name": "get_chat_session", "arguments": {"session_key": "h1-0", "all_workspaces": True}},
         {"name": "list_sessions", "arguments": {"summarize": "yes"}},
         {"name": "list_sessions", "arguments": {"summarize": True, "all_workspaces": True}},
+        {"name": "artifact_save", "arguments": {"name": "Conformance note", "content": "# hi", "slug": "conf-note"}},
+        {"name": "artifact_get", "arguments": {"slug": "conf-note"}},
+        {"name": "artifact_get", "arguments": {"slug": "no-such-note"}},
+        {"name": "artifact_save", "arguments": {"name": "W", "content": "<b/>", "kind": "widget"}},
     ])
     if "serverInfo" in report:  # the TypeScript client reports it
         assert report["serverInfo"]["name"] == "kirocrew-core"
@@ -58,14 +70,19 @@ def test_a_client_lists_and_calls_kirocrew_core_tools_and_reads_refusals_by_thei
     assert "probe_echo" in names and "probe_whoami" in names and len(names) == len(set(names))
     assert {"select_crew", "route_crew", "resource_status", "list_sessions", "search_chat_history",
             "get_chat_session"} <= set(names)
+    assert set(ARTIFACT_TOOLS) <= set(names)  # and their descriptors validate, below
     assert report["schemaProblems"] == []
     echoed = call_result(report, 0)
     assert echoed.get("isError") is not True and text_of(echoed) == "hello"
     for index, code in ((1, "caller_unverified"), (2, "invalid_arguments"), (3, "unknown_crew"),
                         (6, "invalid_arguments"), (7, "workspace_unknown"), (8, "invalid_arguments"),
-                        (9, "session_not_found"), (10, "invalid_arguments")):
+                        (9, "session_not_found"), (10, "invalid_arguments"), (14, "artifact_not_found"),
+                        (15, "kind_unsupported")):
         assert_refused(report, index, code)
     assert text_of(call_result(report, 11)) == "No sessions found."  # summarize is in the schema both SDKs read
+    assert text_of(call_result(report, 12)).startswith("Saved artifact: slug=conf-note version=1")
+    assert text_of(call_result(report, 13)).splitlines()[:4] == [
+        "slug: conf-note", "name: Conformance note", "kind: markdown", "version: 1"]
     assert json.loads(text_of(call_result(report, 4)))["ranked"] == []  # no crews configured
     assert "h1-0" not in text_of(call_result(report, 9)), "an unknown key is named by its fingerprint only"
     status = text_of(call_result(report, 5))
@@ -131,3 +148,61 @@ def test_a_connection_whose_opener_exited_answers_calls_with_a_caller_gone_tool_
     assert "probe_echo" in [tool["name"] for tool in report["tools"]]  # listed before the opener exited
     for index in (0, 1):
         assert_refused(report, index, "caller_gone")
+
+
+def test_sessions_typescript_clients_read_the_artifact_results_and_refusals_of_their_own_tree(
+        node_sdk_problem: str | None, fake_kiro_cli: Any, tmp_path: Path) -> None:
+    """Two sessions' TypeScript clients: one saves, revises, comments and files an artifact and reads every
+    refusal by its code; the other, of another conversation tree, cannot see it."""
+    from kirocrew_mcp.render import rebuild_agent_config
+
+    from kirocrew_testing.aio import run_bounded
+
+    if node_sdk_problem:
+        unavailable(node_sdk_problem)
+    crew = CrewHarness(tmp_path, {**os.environ, "KIRO_CLI_PATH": str(fake_kiro_cli.sandboxable_path)},
+                       rebuild_agent_config)
+    crew.render_agent()
+    slug = {"slug": "ts-note"}
+    writer = [
+        {"name": "artifact_save", "arguments": {"name": "TS note", "content": "alpha beta", **slug}},
+        {"name": "artifact_update", "arguments": {**slug, "content": "alpha gamma"}},
+        {"name": "artifact_revert", "arguments": {**slug, "target_version": 1}},
+        {"name": "artifact_versions", "arguments": slug},
+        {"name": "artifact_list", "arguments": {}},
+        {"name": "artifact_post_comment", "arguments": {**slug, "text": "check beta", "quote": "beta"}},
+        {"name": "artifact_get_comments", "arguments": slug},
+        {"name": "artifact_folder_create", "arguments": {"name": "Notes"}},
+        {"name": "artifact_move", "arguments": {**slug, "folder": "Notes"}},
+        {"name": "artifact_get", "arguments": slug},
+        {"name": "artifact_save", "arguments": {"name": "Again", "content": "x", **slug}},
+        {"name": "artifact_mark_review", "arguments": {**slug, "comment_id": "c-000000000000"}},
+        {"name": "artifact_folder_move", "arguments": {"folder": "Notes", "new_parent": "Notes"}},
+        {"name": "deploy_artifact", "arguments": {"site_id": "ts", "artifact_slug": "ts-note"}},
+        {"name": "artifact_save", "arguments": {"name": "Big", "content": "x", "kind": "webapp"}},
+    ]
+    reader = [{"name": "artifact_get", "arguments": slug}, {"name": "artifact_list", "arguments": {}}]
+
+    async def main() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with crew.conversations() as conv:
+            mine = await run_typescript_client_in_a_session(crew, conv, kirocrew_argv("mcp-core"), writer,
+                                                            name="writer")
+            theirs = await run_typescript_client_in_a_session(crew, conv, kirocrew_argv("mcp-core"), reader,
+                                                              name="reader")
+        return mine, theirs
+
+    mine, theirs = run_bounded(main(), 120)
+    expected = ["Saved artifact: slug=ts-note version=1", "Updated artifact: slug=ts-note version=2",
+                "Reverted ts-note to v1's content. Live state is now v3 (snapshot of v1).",
+                "ts-note: versions v1, v2, v3", "ts-note  v3  markdown  []  TS note", "Comment posted (id=c-",
+                "• [agent] conversation:", "Created folder `/Notes` (id=", "Moved ts-note to folder ",
+                "slug: ts-note\nname: TS note\nkind: markdown\nversion: 3\n"]
+    for index, start in enumerate(expected):
+        result = call_result(mine, index)
+        assert result.get("isError") is not True and text_of(result).startswith(start), (index, text_of(result))
+    assert text_of(call_result(mine, 9)).endswith("--- content ---\nalpha beta")
+    for index, code in ((10, "slug_taken"), (11, "comment_not_found"), (12, "folder_cycle"),
+                        (13, "deploy_not_configured"), (14, "kind_unsupported")):
+        assert_refused(mine, index, code)
+    assert_refused(theirs, 0, "artifact_not_found")
+    assert text_of(call_result(theirs, 1)) == "No artifacts saved."

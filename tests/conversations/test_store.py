@@ -450,6 +450,17 @@ def test_a_conversation_descends_from_whoever_created_or_spawned_it_and_from_the
     assert len(everything) == 5
 
 
+def test_the_ancestry_hook_reads_who_spawned_or_created_a_conversation_nearest_first(store: Store) -> None:
+    """kirocrew-core's artifacts scope a session by the topmost conversation above it (its tree)."""
+    from kirocrew_conversations.plugin import conversation_ancestry
+
+    root = store.create_conversation(name="root", workspace=SHARED)
+    made = store.create_conversation(name="made", workspace=SHARED, created_by=root.id)
+    spawned = store.create_conversation(name="spawned", workspace=SHARED, parent_id=made.id, spawn_batch="b1")
+    assert conversation_ancestry(spawned.id) == [made.id, root.id]
+    assert conversation_ancestry(root.id) == [] and conversation_ancestry("conv_nowhere") == []
+
+
 def test_a_creator_that_no_longer_exists_leaves_the_conversation_the_persons(store: Store) -> None:
     made = store.create_conversation(name="orphan", workspace=SHARED, created_by="conv_gone")
     assert made.created_by is None

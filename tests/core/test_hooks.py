@@ -38,6 +38,7 @@ def test_the_hook_list_is_the_architecture_one():
         "governance_ceiling", "protected_paths", "doctor_checks", "host_services", "host_mcp_servers",
         "known_workspaces", "agent_file_ready", "secret_files", "worker_load", "history_sources",
         "history_summarizers",
+        "conversation_ancestry", "deploy_destinations",
     }
 
 
@@ -383,7 +384,7 @@ def test_hook_host_mcp_servers(plugin_manager):
         return host.pong(), await hello("mcp-roster"), await hello("mcp-other")
 
     pong, by_command, duplicate = _run_host(plugin_manager, body)
-    assert pong["servers"] == ["kirocrew-core", "kirocrew-roster"]  # the core builtin serves kirocrew-core
+    assert pong["servers"] == ["kirocrew-artifacts-admin", "kirocrew-core", "kirocrew-roster"]  # core serves two
     assert by_command["kirocrew"] == "welcome" and by_command["server"] == "kirocrew-roster"
     assert duplicate["code"] == "unknown_server"  # the second plugin to claim the name was refused
 
@@ -508,6 +509,38 @@ def test_hook_history_summarizers(plugin_manager, isolated_homes, tmp_path):
     index.refresh()
     listed = asyncio.run(tools.summarized_list(index, Scope.everything(), 5))
     assert "\nSummary: written by c\n" in listed + "\n" and asked == [("c", ["User: hello there"])]
+def test_hook_conversation_ancestry(plugin_manager):
+    """The first non-empty answer decides a session's tree (its topmost conversation); no answer: its own."""
+    from kirocrew_core.artifacts.access import session_actor
+    from kirocrew_core.coretools.contract import CrewSession
+
+    def parent_chain(conversation_id):
+        return {"child": ["parent", "top"]}.get(conversation_id, [])
+
+    _register(plugin_manager, "a-nobody", conversation_ancestry=lambda conversation_id: None)
+    _register(plugin_manager, "b-keeper", conversation_ancestry=parent_chain)
+    child = session_actor(CrewSession("kcs1-" + "1" * 32, "conversation", "child"))
+    alone = session_actor(CrewSession("kcs1-" + "2" * 32, "conversation", "alone"))
+    assert (child.tree, child.conversation, child.source) == ("top", "child", "subagent")
+    assert (alone.tree, alone.source) == ("alone", "chat")
+
+
+def test_hook_deploy_destinations(plugin_manager):
+    """Concatenated; a duplicate name keeps the first in call order, so tryfirst overrides the built-in local."""
+    from kirocrew_core.artifacts.deploy import destinations
+    from kirocrew_core.contributions import DeployDestination
+    from kirocrew_core.markers import hookimpl
+
+    class Edition:
+        @hookimpl(tryfirst=True)
+        def deploy_destinations(self):
+            return [DeployDestination("local", "the edition's own", lambda publication: "done"),
+                    DeployDestination("shelf", "a shelf", lambda publication: "shelved")]
+
+    assert destinations()["local"].description.startswith("Copies the artifact into a local directory")
+    plugin_manager.register(Edition(), name="edition")
+    found = destinations()
+    assert sorted(found) == ["local", "shelf"] and found["local"].description == "the edition's own"
 
 
 def test_hook_agent_file_ready(plugin_manager, isolated_homes):

@@ -120,6 +120,14 @@ def known_workspaces() -> list[Path]:
 
 
 @hookimpl
+def conversation_ancestry(conversation_id: str) -> list[str]:
+    """Who spawned or created the conversation, and so on up (kirocrew-core's artifacts scope by that tree)."""
+    from kirocrew_conversations.workspaces import conversation_ancestry as from_database
+
+    return from_database(conversation_id)
+
+
+@hookimpl
 def history_sources() -> list[HistorySource]:
     """The conversations (names, workspaces, run replies) for the history search and the History page."""
     from kirocrew_conversations.history_source import history_source

@@ -248,8 +248,9 @@ _DESCENDANTS = (
     " UNION SELECT c.id FROM conversations c JOIN tree t ON c.parent_id = t.id OR c.created_by = t.id)"
     " SELECT id FROM tree"
 )
-# The conversations above one (``?``): who created or spawned it, and so on up to one the person made.
-_ANCESTORS = (
+# The conversations above one (``?``), nearest first (SQLite walks a recursive CTE as a queue): who created or
+# spawned it, and so on up to one the person made. Public: the ``conversation_ancestry`` hook reads it too.
+ANCESTORS_QUERY = (
     "WITH RECURSIVE up(id) AS (SELECT COALESCE(parent_id, created_by) FROM conversations WHERE id = ?"
     " UNION SELECT COALESCE(c.parent_id, c.created_by) FROM conversations c JOIN up ON c.id = up.id)"
     " SELECT id FROM up WHERE id IS NOT NULL"
@@ -474,7 +475,7 @@ class Store:
         False for a conversation and itself, and for an id that does not exist.
         """
         with self._read() as db:
-            row = db.execute(f"SELECT 1 FROM ({_ANCESTORS}) WHERE id = ? LIMIT 1",
+            row = db.execute(f"SELECT 1 FROM ({ANCESTORS_QUERY}) WHERE id = ? LIMIT 1",
                              (conversation_id, ancestor_id)).fetchone()
         return row is not None
 

@@ -1,4 +1,5 @@
-"""The workspaces conversations ran in, for the core ``known_workspaces()`` hook.
+"""The workspaces conversations ran in and who made whom, for the core ``known_workspaces()`` and
+``conversation_ancestry()`` hooks.
 
 kirocrew-connections' Disconnect reads each workspace's ``.kiro/agents`` for a
 project agent sharing a grant; the conversations database is where those
@@ -42,3 +43,24 @@ def known_workspaces(database: Path | None = None) -> list[Path]:
             if isinstance(value, str) and value and os.path.isabs(value):
                 seen.setdefault(value)
     return [Path(value) for value in seen]
+
+
+def conversation_ancestry(conversation_id: str, database: Path | None = None) -> list[str]:
+    """The conversations above ``conversation_id``, nearest first (the core ``conversation_ancestry()`` hook).
+
+    The same read-only connection as :func:`known_workspaces`; no database is no ancestors, one that
+    cannot be read raises (the caller shows nothing on a guess).
+    """
+    from kirocrew_conversations.store import ANCESTORS_QUERY
+
+    path = database if database is not None else database_file()
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return []
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=READ_TIMEOUT_SECS)
+    try:
+        rows = conn.execute(ANCESTORS_QUERY, (conversation_id,)).fetchall()
+    finally:
+        conn.close()
+    return [str(row[0]) for row in rows]

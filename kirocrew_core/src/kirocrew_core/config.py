@@ -289,6 +289,25 @@ register_key(
     )
 )
 
+
+
+def _check_optional_directory(value: Any) -> str | None:
+    if value and not Path(value).expanduser().is_absolute():
+        return f'must be an absolute path (or ~/...), or "" for none, got {_literal(value)}'
+    return None
+
+
+register_key(
+    ConfigKey(
+        "artifacts.deploy_dir",
+        str,
+        "",
+        "The local web root deploy_artifact's built-in destination publishes into, once the owner confirms "
+        '(<dir>/<site_id>/index.<ext>); "" (the default) means no local deploys.',
+        _check_optional_directory,
+    )
+)
+
 # Read by kirocrew-connections' Disconnect. Declared here rather than by that plugin's
 # module because registering a key imports this module, which ``kirocrew --help`` must not pay for.
 register_key(

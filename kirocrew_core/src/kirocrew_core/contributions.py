@@ -294,6 +294,36 @@ class HistorySummarizer:
 
     name: str
     summarize: Callable[[Sequence[SummaryRequest]], AsyncGenerator[tuple[str, str], None]]
+class Publication:
+    """One artifact version a deploy destination publishes (what the owner confirmed).
+
+    ``site_id`` is the deploy's name (lowercase letters, digits, ``-``), ``content`` the version's
+    bytes, ``ttl_hours`` how long the requester asked it to stay up (0: for good).
+    """
+
+    site_id: str
+    slug: str
+    version: int
+    kind: str
+    content: bytes
+    ttl_hours: int
+
+
+@dataclass(frozen=True)
+class DeployDestination:
+    """Where ``deploy_artifact`` may publish (``deploy_destinations()``).
+
+    ``name`` is what a deploy's ``profile`` names; ``publish`` runs when the owner confirms, in a
+    worker thread, and returns one sentence saying where the artifact now is (or raises
+    :class:`~kirocrew_core.errors.KirocrewError` with a code: nothing was published); ``ready``
+    says why it cannot publish now (unconfigured), or None, and is asked before a deploy is
+    queued so a request that could never publish is refused at once.
+    """
+
+    name: str
+    description: str
+    publish: Callable[[Publication], str]
+    ready: Callable[[], str | None] = lambda: None
 
 
 @dataclass(frozen=True)

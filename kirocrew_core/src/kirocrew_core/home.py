@@ -111,6 +111,22 @@ def apps_dir() -> Path:
     return crew_home() / "apps"
 
 
+def artifacts_dir() -> Path:
+    """The artifact library: one folder per artifact, and the folder tree's file (``<crew home>/artifacts``)."""
+    return crew_home() / "artifacts"
+
+
+def artifact_uploads_dir() -> Path:
+    """Where ``kirocrew artifact save`` leaves content too large for one host message, for the host to read
+    (``<crew home>/state/artifact-uploads``; owner-only, each file removed once saved)."""
+    return crew_home() / "state" / "artifact-uploads"
+
+
+def pending_deploys_file() -> Path:
+    """Deploys waiting for the owner's confirmation (``<crew home>/deploy/pending-deploys.json``)."""
+    return crew_home() / "deploy" / "pending-deploys.json"
+
+
 def cli_index_file() -> Path:
     """The ``kirocrew`` root command's cached index of plugin commands (``<crew home>/state/cli/commands.json``).
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         AuthorityBackend,
         CoreMcpTool,
         DashboardPage,
+        DeployDestination,
         HostedMcpServer,
         HostService,
         DoctorCheck,
@@ -369,6 +370,36 @@ def history_summarizers() -> list[HistorySummarizer]:
     :return: a list of :class:`~kirocrew_core.contributions.HistorySummarizer`;
         concatenated; the first in call order is used, the others are not called. An
         implementation that raises is logged and skipped.
+def conversation_ancestry(conversation_id: str) -> list[str]:
+    """Return the conversations above ``conversation_id``, nearest first: who spawned or created it, and so on.
+
+    Why a hook: core decides which artifacts a crew session may see by its conversation tree (the
+    topmost conversation above it), but it imports no plugin; the plugin that keeps conversations
+    knows their parents. Called by :func:`kirocrew_core.artifacts.access.session_actor` inside the
+    host, on every ``artifact_*`` and ``deploy_artifact`` call from a session, in a worker thread.
+    kirocrew-conversations answers from its store; a plugin that does not know the id returns
+    ``[]`` or None. One indexed read, never the network.
+
+    :param conversation_id: the calling session's conversation (its verified identity).
+    :return: conversation ids, nearest first; every plugin is called and the first non-empty answer
+        in call order is used (only one plugin keeps conversations); none at all means the
+        conversation is its own tree. An
+        implementation that raises fails the call (``internal_error``): no artifact is shown on a guess.
+    """
+
+
+@hookspec
+def deploy_destinations() -> list[DeployDestination]:
+    """Return the places ``deploy_artifact`` may publish an artifact to, once the owner confirms.
+
+    Called by :mod:`kirocrew_core.artifacts.deploy` inside the host when ``deploy_artifact`` names a
+    ``profile`` (to refuse one that does not exist or is not ready before anything is queued), and
+    in the owner's ``kirocrew deploy confirm`` when it publishes. A destination that reaches the
+    network should say so in its description; the built-in ``local`` one copies into a directory.
+
+    :return: a list of :class:`~kirocrew_core.contributions.DeployDestination`; concatenated; for a
+        duplicate ``name`` the first in call order wins (a plugin overrides a built-in with
+        ``tryfirst``).
     """
 
 

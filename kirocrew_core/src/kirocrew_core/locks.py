@@ -39,6 +39,8 @@ LOCK_ORDER: tuple[str, ...] = (
     "conversations",  # conversation state outside SQLite's own locking
     "lessons",  # the lessons store and the lessons file the agent loads
     "notifications",  # the notification center's store
+    "artifacts",  # the artifact library (every artifact's folder and the folder tree)
+    "deploys",  # the pending deploys; claimed without holding the library's lock
     "audit",  # the SEL; last, so anyone may log while holding another lock
 )
 _RANK = {name: index for index, name in enumerate(LOCK_ORDER)}

@@ -62,6 +62,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "kirocrew_core.builtin.doctor",
     "kirocrew_core.builtin.agent_file",
     "kirocrew_core.builtin.api",
+    "kirocrew_core.builtin.artifacts",
     "kirocrew_core.builtin.coretools",
     "kirocrew_core.builtin.crews",
     "kirocrew_core.builtin.history",

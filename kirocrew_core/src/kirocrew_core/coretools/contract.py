@@ -78,6 +78,21 @@ class ToolCall:
 
         return self.origin == "person" and self.caller is not None and self.caller.session_type == SESSION_TYPE_CLI
 
+    def acting_session(self, doing: str) -> CrewSession | None:
+        """The caller's session, or None for the person; :class:`ToolRefused` ``caller_unverified`` for anyone else.
+
+        For a tool that serves both the owner and sessions (``lenient``): a verified session acts as
+        itself, the person (by ancestry: no session's descendant, not the host's) as the owner, and a
+        caller that is neither (the host's own children, an unreadable ancestry) as nobody.
+        ``doing`` completes the refusal: "<tool> <doing>, and this caller ...".
+        """
+        if self.session is not None:
+            return self.session
+        if self.origin == "person":
+            return None
+        raise ToolRefused(f"{self.tool} {doing}, and this caller could not be verified as a kirocrew session or the "
+                          "owner, so it may not", code="caller_unverified")
+
     def require_session(self) -> CrewSession:
         """The caller's session, or :class:`ToolRefused` ``caller_unverified``."""
         if self.session is None:

@@ -85,18 +85,16 @@ def scope_of(call: ToolCall, all_workspaces: bool) -> Scope:
     """The sessions this caller may read (see the module docstring); :class:`ToolRefused` when none."""
     from kirocrew_core.coretools.contract import ToolRefused
 
-    if call.session is not None:
+    session = call.acting_session("reads past sessions")
+    if session is not None:
         if all_workspaces:
             raise ToolRefused(f"{call.tool}: all_workspaces is not available to a kirocrew session: it reads only "
                               "its own workspace's history", code="scope_denied")
-        return session_scope(call.session.workspace)
-    if call.origin == "person":
-        if not all_workspaces:
-            raise ToolRefused(f"{call.tool}: this caller is no kirocrew session, so it has no workspace to read; "
-                              "pass all_workspaces=true to read every workspace's history", code="workspace_unknown")
-        return Scope.everything()
-    raise ToolRefused(f"{call.tool} reads past sessions, and this caller could not be verified as a kirocrew "
-                      "session or the owner, so it reads none", code="caller_unverified")
+        return session_scope(session.workspace)
+    if not all_workspaces:
+        raise ToolRefused(f"{call.tool}: this caller is no kirocrew session, so it has no workspace to read; "
+                          "pass all_workspaces=true to read every workspace's history", code="workspace_unknown")
+    return Scope.everything()
 
 
 def session_scope(workspace: str | None) -> Scope:

@@ -1,0 +1,169 @@
+"""The owner's artifact decisions: resolve a comment, share an artifact, confirm or discard a deploy.
+
+These are no model's to make, so they are not ``kirocrew-core`` tools: they are the tools of a
+separate host server, ``kirocrew-artifacts-admin``, that no agent config names, and each refuses
+any caller but the person's own ``kirocrew`` command (:attr:`ToolCall.is_person_command`: decided by
+process ancestry, so the same command run from a session's shell is that session and is refused
+``person_only_command``). ``kirocrew artifact resolve|share``, ``kirocrew deploy`` and a ``kirocrew artifact
+save`` too large for one host message call them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kirocrew_core.artifacts import names
+
+if TYPE_CHECKING:
+    from kirocrew_core.contributions import CoreMcpTool, HostedMcpServer
+    from kirocrew_core.coretools.contract import ToolCall
+
+ADMIN_SERVER = "kirocrew-artifacts-admin"
+ADMIN_COMMAND = "mcp-artifacts-admin"
+INSTRUCTIONS = "The owner's artifact decisions (resolve, share, deploy confirm/discard); not for models."
+_SLUG = {"type": "string", "maxLength": names.SLUG_MAX_CHARS, "pattern": names.SLUG_PATTERN}
+_PENDING = {"type": "string", "pattern": r"^d-[0-9a-f]{12}$"}
+
+
+def _schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
+
+
+def require_person(call: ToolCall, verb: str) -> None:
+    """Refuse anyone but the person's own ``kirocrew`` command: a session by name, anyone else as nobody."""
+    from kirocrew_core.coretools.contract import ToolRefused
+
+    if call.is_person_command:
+        return
+    if call.origin == "session":
+        raise ToolRefused(f"only the owner may {verb}: a session's kirocrew command cannot (run it from your own "
+                          "shell)", code="person_only_command")
+    raise ToolRefused(f"only the owner's kirocrew command may {verb}", code="caller_unverified")
+
+
+def resolve_comment(args: dict[str, Any]) -> str:
+    from kirocrew_core.artifacts import store
+    from kirocrew_core.artifacts.access import OWNER_CLI
+
+    store.resolve_comment(args["slug"], OWNER_CLI, args["comment_id"])
+    return f"Comment {args['comment_id']} resolved."
+
+
+def share(args: dict[str, Any]) -> str:
+    from kirocrew_core.artifacts import store
+    from kirocrew_core.artifacts.access import OWNER_CLI
+
+    shared = bool(args.get("shared", True))
+    store.update(args["slug"], OWNER_CLI, shared=shared)
+    return (f"{args['slug']} is shared with every session." if shared
+            else f"{args['slug']} is back to its own conversation tree.")
+
+
+#: An upload's name: what :func:`kirocrew_core.artifacts.cli.save` makes (``up-`` and 24 hex digits).
+UPLOAD_PATTERN = r"^up-[0-9a-f]{24}$"
+
+
+def save_upload(args: dict[str, Any]) -> str:
+    """``artifact_save`` for content the owner's CLI left in the uploads folder (too large for one message).
+
+    Only a name inside that folder is taken, never a path, and the file is read with the 25 MiB cap
+    (refused while it is read); it is removed whatever the outcome.
+    """
+    from kirocrew_core import home
+    from kirocrew_core.artifacts import store
+    from kirocrew_core.artifacts.access import OWNER_CLI
+
+    upload = home.artifact_uploads_dir() / args["upload"]
+    try:
+        kind = names.check_kind(args.get("kind", "markdown"))
+        new = store.NewArtifact(
+            name=names.check_name(args["name"]), content=store.read_content(str(upload)),
+            kind=kind, slug=args.get("slug"), description=names.check_description(args.get("description", "")),
+            tags=tuple(names.check_tags(args.get("tags", []))), folder=args.get("folder"))
+        meta = store.save(new, OWNER_CLI).meta
+    finally:
+        upload.unlink(missing_ok=True)
+    return f"Saved artifact: slug={meta['slug']} version={meta['version']}\nsource={meta['source']}"
+
+
+def confirm(args: dict[str, Any]) -> str:
+    from kirocrew_core.artifacts import deploy
+
+    return deploy.confirm(args["id"])
+
+
+def discard(args: dict[str, Any]) -> str:
+    from kirocrew_core.artifacts import deploy
+
+    entry = deploy.discard(args["id"])
+    return f"Discarded deploy {entry.id} ({entry.slug} v{entry.version} -> {entry.profile}:{entry.site_id})."
+
+
+def pending(args: dict[str, Any]) -> str:
+    import json
+
+    from kirocrew_core.artifacts import deploy
+
+    entries = deploy.pending()
+    if args.get("json"):
+        return json.dumps([e.as_dict() for e in entries], indent=2)
+    if not entries:
+        return "No deploys wait for confirmation."
+    return "\n".join(e.line() for e in entries)
+
+
+def admin_tools() -> dict[str, CoreMcpTool]:
+    from kirocrew_core.contributions import CoreMcpTool
+
+    def tool(name: str, verb: str, schema: dict[str, Any], fn: Callable[[dict[str, Any]], str],
+             read_only: bool = False) -> CoreMcpTool:
+        async def handler(args: dict[str, Any], call: ToolCall) -> str:
+            require_person(call, verb)
+            return await asyncio.to_thread(fn, args)
+
+        return CoreMcpTool(name, f"The owner's: {verb}.", schema, handler, read_only=read_only, identity="lenient")
+
+    found = [
+        tool("artifact_resolve_comment", "resolve a review comment",
+             _schema({"slug": _SLUG, "comment_id": {"type": "string", "pattern": names.COMMENT_ID_PATTERN}},
+                     ("slug", "comment_id")), resolve_comment),
+        tool("artifact_share", "share an artifact with every session (or stop)",
+             _schema({"slug": _SLUG, "shared": {"type": "boolean", "default": True}}, ("slug",)), share),
+        tool("artifact_save_upload", "save an artifact from an upload of the owner's command",
+             _schema({"upload": {"type": "string", "pattern": UPLOAD_PATTERN},
+                      "name": {"type": "string", "minLength": 1, "maxLength": names.NAME_MAX_CHARS},
+                      "slug": _SLUG, "kind": {"type": "string"},
+                      "description": {"type": "string", "maxLength": names.DESCRIPTION_MAX_CHARS},
+                      "tags": {"type": "array", "maxItems": names.MAX_TAGS, "items": {"type": "string"}},
+                      "folder": {"type": "string", "maxLength": names.FOLDER_REF_MAX_CHARS}},
+                     ("upload", "name")), save_upload),
+        tool("deploy_confirm", "confirm a pending deploy", _schema({"id": _PENDING}, ("id",)), confirm),
+        tool("deploy_discard", "discard a pending deploy", _schema({"id": _PENDING}, ("id",)), discard),
+        tool("deploy_list", "list the pending deploys", _schema({"json": {"type": "boolean"}}), pending,
+             read_only=True),
+    ]
+    return {t.name: t for t in found}
+
+
+class _AdminServer:
+    """The SDK server, built on first use (the mcp SDK is not imported when the plugin loads)."""
+
+    def __init__(self) -> None:
+        self._server: Any = None
+
+    def __call__(self) -> Any:
+        if self._server is None:
+            from kirocrew_core.coretools.server import CoreToolsServer, build_server
+
+            core = CoreToolsServer(tool_source=admin_tools, server_name=ADMIN_SERVER)
+            self._server = build_server(core, instructions=INSTRUCTIONS)
+        return self._server
+
+
+def hosted_server() -> HostedMcpServer:
+    from kirocrew_core.contributions import HostedMcpServer
+
+    return HostedMcpServer(ADMIN_SERVER, ADMIN_COMMAND, _AdminServer(),
+                           "The owner's artifact decisions (resolve, share, deploy); no agent config names it.")
