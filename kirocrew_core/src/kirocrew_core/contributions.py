@@ -294,6 +294,9 @@ class HistorySummarizer:
 
     name: str
     summarize: Callable[[Sequence[SummaryRequest]], AsyncGenerator[tuple[str, str], None]]
+
+
+@dataclass(frozen=True)
 class Publication:
     """One artifact version a deploy destination publishes (what the owner confirmed).
 

@@ -370,6 +370,10 @@ def history_summarizers() -> list[HistorySummarizer]:
     :return: a list of :class:`~kirocrew_core.contributions.HistorySummarizer`;
         concatenated; the first in call order is used, the others are not called. An
         implementation that raises is logged and skipped.
+    """
+
+
+@hookspec
 def conversation_ancestry(conversation_id: str) -> list[str]:
     """Return the conversations above ``conversation_id``, nearest first: who spawned or created it, and so on.
 
