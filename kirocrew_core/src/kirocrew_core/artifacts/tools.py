@@ -239,10 +239,10 @@ def get_comments_text(args: dict[str, Any], actor: Actor) -> str:
     found = store.comments(args["slug"], actor, exclude_resolved=bool(args.get("exclude_resolved", False)))
     if not found:
         return f"No comments on {args['slug']}."
-    return _redacted("\n".join(comment_lines(_threaded(found))))
+    return _redacted("\n".join(comment_lines(threaded(found))))
 
 
-def _threaded(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def threaded(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Roots in order, each followed by its thread's replies."""
     replies: dict[Any, list[dict[str, Any]]] = {}
     for comment in found:
