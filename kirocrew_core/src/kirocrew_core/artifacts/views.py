@@ -206,3 +206,20 @@ def stamp(slug: str | None = None) -> str:
             continue
         digest.update(f"{path.parent.name}/{path.name}:{info.st_mtime_ns}:{info.st_size};".encode())
     return digest.hexdigest()
+
+
+def of_conversation(conversation_id: str) -> list[dict[str, Any]]:
+    """The artifacts ``conversation_id``'s sessions saved (newest change first), for its page to link.
+
+    Public for the plugin that shows conversations (core imports no plugin; the plugin calls this).
+    An unreadable library answers ``[]``: the conversation's page is not the place to report it.
+    """
+    from kirocrew_core.artifacts import store
+    from kirocrew_core.artifacts.access import OWNER
+    from kirocrew_core.errors import KirocrewError
+
+    try:
+        found = [m for m in store.listing(OWNER) if m.get("conversation") == conversation_id]
+        return [summary(meta, folder_paths()) for meta in found] if found else []
+    except KirocrewError:
+        return []

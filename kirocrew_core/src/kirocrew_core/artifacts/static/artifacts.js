@@ -8,7 +8,7 @@ import { api, announce, clearFieldErrors, fetchPage, showFieldError } from "/sta
 const live = document.getElementById("live");
 const slug = live?.dataset.watch || "";
 const REGIONS = slug
-  ? ["artifact-head", "versions", "diff", "content", "comment-list", "actions", "deploys", "activity"]
+  ? ["artifact-head", "versions", "diff", "content", "comments-open", "comment-list", "actions", "deploys", "activity"]
   : ["library", "deploys"];
 const path = (rest = "") => `/api/artifacts/${encodeURIComponent(slug)}${rest}`;
 
