@@ -123,7 +123,9 @@ async def list_artifacts(request: Request) -> Response:
     params = {k: request.query_params.get(k, "")[:4096] for k in views.FILTERS}
 
     def work() -> dict[str, Any]:
-        return {"artifacts": views.listing(views.Filters.parse(params)), "library": views.library()}
+        filters = views.Filters.parse(params)
+        every = views.everything()
+        return {"artifacts": views.listing(filters, every), "library": views.library(every)}
 
     return await _json(work)
 

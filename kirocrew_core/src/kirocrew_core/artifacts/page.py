@@ -53,14 +53,16 @@ def _list_data(params: dict[str, str]) -> dict[str, Any]:
     from kirocrew_core.artifacts.api import pending_view
 
     error = None
+    every = views.everything()
     try:
-        rows = views.listing(views.Filters.parse(params))
+        rows = views.listing(views.Filters.parse(params), every, redact=False)
     except KirocrewError as exc:
         error, rows = f"{exc.message} ({exc.code})", []
     page = _int(params.get("page"))
     pages = max(1, -(-len(rows) // PAGE_SIZE))
-    return {"rows": rows[(page - 1) * PAGE_SIZE:page * PAGE_SIZE], "total": len(rows), "page": page, "pages": pages,
-            "library": views.library(), "error": error, "pending": pending_view(), "stamp": views.stamp()}
+    shown = views.redact_summaries(rows[(page - 1) * PAGE_SIZE:page * PAGE_SIZE])
+    return {"rows": shown, "total": len(rows), "page": page, "pages": pages,
+            "library": views.library(every), "error": error, "pending": pending_view(), "stamp": views.stamp()}
 
 
 def rendered(view: dict[str, Any]) -> Any:
@@ -95,7 +97,7 @@ def _detail_data(slug: str, params: dict[str, str]) -> dict[str, Any]:
         except KirocrewError as exc:
             diff_error = f"{exc.message} ({exc.code})"
     return {"a": view, "body": rendered(view), "diff": diff, "diff_error": diff_error, "compare": compare,
-            "live": view["shown_version"] == view["version"], "library": views.library(),
+            "live": view["shown_version"] == view["version"], "folders": sorted(views.folder_paths().values()),
             "pending": [p for p in pending_view() if p["slug"] == slug], "stamp": views.stamp(slug),
             "open_comments": sum(1 for c in view["comments"] if c["status"] != "resolved")}
 
