@@ -9,6 +9,7 @@ role and accessible name; screenshots land in the module's ``screenshots`` folde
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -78,8 +79,10 @@ def save(slug: str, content: str, *, kind: str = "markdown", actor: Any = None, 
     store.save(new, actor or OWNER)
 
 
-def clean(opened: OpenedPage) -> None:
-    assert opened.csp_violations() == [] and opened.console_errors == []
+def clean(opened: OpenedPage, refused: int = 0) -> None:
+    """No policy violation, and no console error but the ``refused`` requests the test meant to be refused."""
+    expected = ["Failed to load resource: the server responded with a status of 400 (Bad Request)"] * refused
+    assert opened.csp_violations() == [] and opened.console_errors == expected
 
 
 def no_sideways_scroll(opened: OpenedPage) -> None:
@@ -90,19 +93,25 @@ def select_text(opened: OpenedPage, text: str) -> None:
     """Select ``text`` in the rendered content as a mouse would, ending with the mouse button's release."""
     opened.page.evaluate("""(text) => {
         const area = document.getElementById("artifact-text");
+        const nodes = [];
         const walker = document.createTreeWalker(area, NodeFilter.SHOW_TEXT);
-        for (let node = walker.nextNode(); node; node = walker.nextNode()) {
-          const at = node.data.indexOf(text);
-          if (at < 0) continue;
-          const range = document.createRange();
-          range.setStart(node, at);
-          range.setEnd(node, at + text.length);
-          window.getSelection().removeAllRanges();
-          window.getSelection().addRange(range);
-          area.dispatchEvent(new MouseEvent("mouseup", {bubbles: true}));
-          return;
-        }
-        throw new Error("not in the content: " + text);
+        for (let node = walker.nextNode(); node; node = walker.nextNode()) nodes.push(node);
+        const whole = nodes.map((node) => node.data).join("");
+        const at = whole.indexOf(text);
+        if (at < 0) throw new Error("not in the content: " + text);
+        const place = (offset) => {  // the text node and the offset in it of a character of `whole`
+          for (const node of nodes) {
+            if (offset <= node.data.length) return [node, offset];
+            offset -= node.data.length;
+          }
+          throw new Error("past the end");
+        };
+        const range = document.createRange();
+        range.setStart(...place(at));
+        range.setEnd(...place(at + text.length));
+        window.getSelection().removeAllRanges();
+        window.getSelection().addRange(range);
+        area.dispatchEvent(new MouseEvent("mouseup", {bubbles: true}));
     }""", text)
 
 
@@ -114,7 +123,7 @@ def test_the_owner_comments_on_a_selected_passage_resolves_it_and_compares_versi
     save("weekly-report", "# Weekly report\n\nSignups **grew** this week.\n\n- churn fell\n", actor=agent,
          tags=("report",), folder="/reports", description="What changed this week")
     store.update("weekly-report", agent, content="# Weekly report\n\nRevenue grew 5% this week.\n\n- churn fell\n"
-                 "- <script>alert(1)</script> stays text\n")
+                 "- <script>alert(1)</script> stays text\n\nThe **canary** passed.\n")
     opened = dashboard.open("/artifacts")
     page = opened.page
     expect(page.get_by_role("heading", name="Artifacts", level=1)).to_be_visible()
@@ -128,6 +137,11 @@ def test_the_owner_comments_on_a_selected_passage_resolves_it_and_compares_versi
     content = page.locator("#artifact-text")
     expect(content.get_by_role("heading", name="Weekly report")).to_be_visible()  # Markdown, rendered
     expect(content).to_contain_text("<script>alert(1)</script> stays text")  # raw HTML shown as text
+    select_text(opened, "The canary passed")  # rendered text whose saved form has markup in it
+    page.get_by_label("Comment", exact=True).fill("Which canary?")
+    page.get_by_role("button", name="Comment", exact=True).click()
+    expect(page.get_by_label("On the passage")).to_have_accessible_description(re.compile("quote_not_found"))
+    assert store.comments("weekly-report", OWNER) == []  # refused: nothing posted
     select_text(opened, "grew 5%")
     expect(page.get_by_label("On the passage")).to_have_value("grew 5%")
     page.get_by_label("Comment", exact=True).fill("Cite the source of this figure")
@@ -154,7 +168,7 @@ def test_the_owner_comments_on_a_selected_passage_resolves_it_and_compares_versi
     expect(diff.locator(".op-add").first).to_contain_text("Revenue grew 5% this week.")
     expect(diff.locator(".op-del")).to_contain_text("Signups **grew** this week.")
     dashboard.screenshot(opened, "artifact-diff-light")
-    clean(opened)
+    clean(opened, refused=1)
 
 
 def test_hostile_html_stays_inside_its_sandbox(dashboard: Dashboard) -> None:

@@ -17,19 +17,24 @@ async function redraw() {
   for (const id of REGIONS) {
     const current = document.getElementById(id);
     const fresh = page.getElementById(id);
-    if (current && fresh) current.replaceWith(fresh);
-    else if (current && !fresh) current.remove();
+    if (current && fresh && current.outerHTML !== fresh.outerHTML) current.replaceWith(fresh); // an unchanged
+    else if (current && !fresh) current.remove(); // region keeps its frame, its selection and its focus
   }
   const stamp = page.getElementById("live")?.dataset.stamp;
   if (live && stamp) live.dataset.stamp = stamp;
 }
 
-async function act(button, work, done) {
+// Run one change, say what happened, redraw; a button the redraw took away leaves the keyboard at `landing`.
+async function act(button, work, done, landing) {
   if (button) button.disabled = true;
   try {
     const answer = await work();
     announce(done(answer));
     await redraw();
+    if (button && !document.contains(button)) {
+      const target = [landing, "actions-heading"].map((id) => id && document.getElementById(id)).find(Boolean);
+      target?.focus();
+    }
     return answer;
   } catch (err) {
     if (button) button.disabled = false;
@@ -42,15 +47,15 @@ async function act(button, work, done) {
 
 const ACTIONS = {
   resolve: (b) => act(b, () => api(path(`/comments/${encodeURIComponent(b.dataset.id)}/resolve`), { method: "POST" }),
-    () => "Comment resolved."),
+    () => "Comment resolved.", "comments-heading"),
   star: (b) => act(b, () => api(path("/star"), { method: "POST", body: { starred: b.dataset.starred === "true" } }),
-    (a) => (a.starred ? "Starred." : "Unstarred.")),
+    (a) => (a.starred ? "Starred." : "Unstarred."), "actions-heading"),
   revert: (b) => act(b, () => api(path("/revert"), { method: "POST", body: { version: Number(b.dataset.version) } }),
-    (a) => `Reverted to v${a.reverted_to}: the live version is now v${a.version}.`),
+    (a) => `Reverted to v${a.reverted_to}: the live version is now v${a.version}.`, "content-heading"),
   confirm: (b) => act(b, () => api(`/api/deploys/${encodeURIComponent(b.dataset.id)}/confirm`, { method: "POST" }),
-    (a) => a.published),
+    (a) => a.published, "deploys-heading"),
   discard: (b) => act(b, () => api(`/api/deploys/${encodeURIComponent(b.dataset.id)}/discard`, { method: "POST" }),
-    () => "Deploy discarded."),
+    () => "Deploy discarded.", "deploys-heading"),
   reply: (b) => {
     const form = document.getElementById(`reply-${b.dataset.id}`);
     form.hidden = !form.hidden;
@@ -85,25 +90,31 @@ document.addEventListener("submit", async (event) => {
     const text = form.elements.namedItem("text");
     const quote = form.elements.namedItem("quote");
     const error = document.getElementById("comment-form-error");
+    const button = form.querySelector("button[type=submit]");
     if (!text.value.trim()) {
       showFieldError(text, "Write the comment first.", { error });
       return;
     }
-    const body = { text: text.value, quote: quote.value.trim() || null };
-    const posted = await act(form.querySelector("button[type=submit]"),
-      () => api(path("/comments"), { method: "POST", body }), () => "Comment posted.");
-    if (posted) {
+    button.disabled = true;
+    try {
+      await api(path("/comments"), { method: "POST", body: { text: text.value, quote: quote.value.trim() || null } });
       form.reset();
-      form.querySelector("button[type=submit]").disabled = false;
-    } else {
-      form.querySelector("button[type=submit]").disabled = false;
+      announce("Comment posted.");
+      await redraw();
+    } catch (err) {
+      const hint = err.code === "quote_not_found"
+        ? " Select plain words: markup such as **bold** is in the saved text, not in what the page shows." : "";
+      showFieldError(err.code === "quote_not_found" ? quote : text, `${err.message} (${err.code}).${hint}`, { error });
+    } finally {
+      button.disabled = false;
     }
   } else if (form.classList.contains("reply-form")) {
     event.preventDefault();
     const text = form.elements.namedItem("text");
     if (!text.value.trim()) return;
     await act(form.querySelector("button[type=submit]"), () => api(path("/comments"),
-      { method: "POST", body: { text: text.value, parent_id: form.dataset.parent } }), () => "Reply posted.");
+      { method: "POST", body: { text: text.value, parent_id: form.dataset.parent } }), () => "Reply posted.",
+    "comments-heading");
   } else if (form.id === "move-form") {
     event.preventDefault();
     clearFieldErrors(form);
