@@ -273,6 +273,10 @@ def test_the_sandbox_route_sends_only_its_own_strict_policy_and_the_pages_render
         assert stranger.get("/api/artifacts").status_code == 401
         assert stranger.get("/artifacts/sb-proto/sandbox").status_code in (303, 401)
         assert stranger.post("/api/artifacts/sb-proto/star", json={"starred": True}).status_code == 401
+    foreign = owner.post("/api/artifacts/sb-proto/star", json={"starred": True},
+                         headers={"Origin": "http://evil.example"})
+    assert refusal(foreign)[:2] == (403, "foreign_origin")
+    assert owner.get("/api/artifacts/sb-proto").json()["starred"] is False
 
 
 def test_the_change_stamp_moves_when_an_artifact_or_its_comments_change(owner: httpx.Client) -> None:
@@ -284,3 +288,17 @@ def test_the_change_stamp_moves_when_an_artifact_or_its_comments_change(owner: h
     assert owner.get("/api/artifact-changes", params={"slug": "st-doc"}).json()["stamp"] != one
     assert owner.get("/api/artifact-changes").json()["stamp"] != library
     assert refusal(owner.get("/api/artifact-changes", params={"slug": "../x"}))[:2] == (400, "invalid_slug")
+
+
+def test_a_version_past_the_pages_share_is_cut_at_whitespace_with_its_length_and_the_secret_after_it_stays_out(
+        owner: httpx.Client) -> None:
+    from kirocrew_core.artifacts.views import PAGE_MAX_CHARS
+
+    words = "lorem ipsum " * (PAGE_MAX_CHARS // 12 + 1000)
+    save("cut-long", words + SECRET)
+    shown = owner.get("/api/artifacts/cut-long").json()
+    assert shown["cut"] == len(words) + len(SECRET) and len(shown["content"]) <= PAGE_MAX_CHARS
+    assert shown["content"].endswith("ipsum") and SECRET not in shown["content"]
+    assert "Only the first" in owner.get("/artifacts/cut-long").text
+    assert owner.get("/api/artifacts/cut-long/diff",
+                     params={"from": "1", "to": "1"}).json()["cut"] is True

@@ -313,7 +313,8 @@ async def sandbox(request: Request) -> Response:
         return PlainTextResponse("only html and svg artifacts are shown in the sandbox (not_sandboxed)",
                                  status_code=400, headers=headers)
     media = "text/html; charset=utf-8" if kind == "html" else "image/svg+xml"
-    return Response(await asyncio.to_thread(views.redacted, content), media_type=media, headers=headers)
+    shown, _ = await asyncio.to_thread(views.page_content, content)
+    return Response(shown, media_type=media, headers=headers)
 
 
 def routes() -> list[BaseRoute]:

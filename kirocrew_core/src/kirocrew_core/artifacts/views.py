@@ -18,6 +18,9 @@ from kirocrew_core.errors import BadInputError
 
 #: A diff longer than this many lines is cut (a note says so): the page stays light with 25 MiB versions.
 DIFF_MAX_LINES = 5000
+#: The most of a version the page shows, renders, frames or diffs (cut at whitespace, a note says so):
+#: redacting and rendering all 25 MiB an artifact may hold would take the page many seconds.
+PAGE_MAX_CHARS = 1_000_000
 #: The filters the list takes, each a query parameter of ``GET /api/artifacts`` and of the page.
 FILTERS = ("q", "folder", "tag", "kind", "source", "starred")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
@@ -175,10 +178,18 @@ def detail(slug: str, version: int | None = None) -> dict[str, Any]:
 
     meta, content = store.get(slug, OWNER, version)
     view = redact_summaries([summary(meta, folder_paths())])[0]
+    shown, cut = page_content(content)
     view.update(versions=list(meta.get("versions", [])), shown_version=version or meta.get("version"),
-                events=meta.get("events", [])[-20:][::-1], content=redacted(content),
-                comments=comments(slug))
+                events=meta.get("events", [])[-20:][::-1], content=shown, cut=cut, comments=comments(slug))
     return view
+
+
+def page_content(content: str) -> tuple[str, int | None]:
+    """``content`` redacted, at most :data:`PAGE_MAX_CHARS` of it; and its whole length when it was cut."""
+    from kirocrew_core.artifacts.tools import shown_content
+
+    shown, cut = shown_content(content, PAGE_MAX_CHARS)
+    return redacted(shown), len(content) if cut else None
 
 
 def diff(slug: str, older: int, newer: int) -> dict[str, Any]:
@@ -186,11 +197,11 @@ def diff(slug: str, older: int, newer: int) -> dict[str, Any]:
     from kirocrew_core.artifacts import store
     from kirocrew_core.artifacts.access import OWNER
 
-    _, before = store.get(slug, OWNER, older)
-    _, after = store.get(slug, OWNER, newer)
+    before, before_cut = page_content(store.get(slug, OWNER, older)[1])
+    after, after_cut = page_content(store.get(slug, OWNER, newer)[1])
     lines: list[dict[str, str]] = []
-    cut = False
-    produced = difflib.unified_diff(redacted(before).splitlines(), redacted(after).splitlines(),
+    cut = bool(before_cut or after_cut)
+    produced = difflib.unified_diff(before.splitlines(), after.splitlines(),
                                     f"v{older}", f"v{newer}", lineterm="", n=3)
     for number, line in enumerate(produced):
         if number < 2:
