@@ -91,6 +91,7 @@ def no_sideways_scroll(opened: OpenedPage) -> None:
 
 def select_text(opened: OpenedPage, text: str) -> None:
     """Select ``text`` in the rendered content as a mouse would, ending with the mouse button's release."""
+    expect(opened.page.get_by_role("button", name="Comment", exact=True)).to_be_enabled()  # the script listens
     opened.page.evaluate("""(text) => {
         const area = document.getElementById("artifact-text");
         const nodes = [];
@@ -138,6 +139,7 @@ def test_the_owner_comments_on_a_selected_passage_resolves_it_and_compares_versi
     expect(content.get_by_role("heading", name="Weekly report")).to_be_visible()  # Markdown, rendered
     expect(content).to_contain_text("<script>alert(1)</script> stays text")  # raw HTML shown as text
     select_text(opened, "The canary passed")  # rendered text whose saved form has markup in it
+    expect(page.get_by_label("On the passage")).to_have_value("The canary passed")
     page.get_by_label("Comment", exact=True).fill("Which canary?")
     page.get_by_role("button", name="Comment", exact=True).click()
     expect(page.get_by_label("On the passage")).to_have_accessible_description(re.compile("quote_not_found"))
@@ -256,6 +258,7 @@ def test_dark_and_narrow_without_sideways_scrolling_and_by_keyboard(dashboard: D
     wide = dashboard.open("/artifacts/narrow-notes", color_scheme="dark")
     dashboard.screenshot(wide, "artifact-dark")
     field = wide.page.get_by_label("Comment", exact=True)
+    expect(wide.page.get_by_role("button", name="Comment", exact=True)).to_be_enabled()  # the script listens
     wide.page.locator("body").focus()
     for _ in range(40):
         wide.page.keyboard.press("Tab")

@@ -63,6 +63,7 @@ def test_a_run_saves_the_owner_comments_on_the_page_a_second_run_revises_and_the
     page = opened.page
     page.get_by_role("region", name="Artifacts").get_by_role("link", name="Weekly report").click()
     expect(page.get_by_role("heading", name="Weekly report", level=1)).to_be_visible()
+    expect(page.get_by_role("button", name="Comment", exact=True)).to_be_enabled()  # the page's script listens
     page.locator("#artifact-text").get_by_text("Revenue grew 5% this quarter.").select_text()
     page.locator("#artifact-text").dispatch_event("mouseup")
     expect(page.get_by_label("On the passage")).to_have_value("Revenue grew 5% this quarter.")

@@ -12,13 +12,22 @@ const REGIONS = slug
   : ["library", "deploys"];
 const path = (rest = "") => `/api/artifacts/${encodeURIComponent(slug)}${rest}`;
 
+// The server renders the script's buttons disabled: they work once this module listens.
+function ready(root) {
+  for (const button of root.querySelectorAll("button[data-ready]")) button.disabled = false;
+}
+
 async function redraw() {
   const page = await fetchPage();
   for (const id of REGIONS) {
     const current = document.getElementById(id);
     const fresh = page.getElementById(id);
-    if (current && fresh && current.outerHTML !== fresh.outerHTML) current.replaceWith(fresh); // an unchanged
-    else if (current && !fresh) current.remove(); // region keeps its frame, its selection and its focus
+    if (current && fresh) {
+      ready(fresh);
+      if (current.outerHTML !== fresh.outerHTML) current.replaceWith(fresh); // an unchanged region keeps its
+    } else if (current) {                                                     // frame, selection and focus
+      current.remove();
+    }
   }
   const stamp = page.getElementById("live")?.dataset.stamp;
   if (live && stamp) live.dataset.stamp = stamp;
@@ -161,4 +170,5 @@ async function poll() {
   window.setTimeout(poll, Number(live.dataset.pollSeconds || 3) * 1000);
 }
 
+ready(document);
 if (live) window.setTimeout(poll, Number(live.dataset.pollSeconds || 3) * 1000);
