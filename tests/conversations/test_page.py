@@ -371,3 +371,21 @@ def test_the_kiro_session_routes_release_and_repair_for_the_owner_and_refuse_unk
     assert [(r["fields"]["tool"], r["outcome"]) for r in records] == [
         ("hand_over", "ok"), ("repair_session", "ok"), ("hand_over", "refused"), ("repair_session", "refused"),
         ("hand_over", "ok")]
+
+
+def test_a_conversations_page_links_the_artifacts_its_sessions_saved(owner_client: httpx.Client,
+                                                                    workspace: Path) -> None:
+    from kirocrew_core.artifacts import store
+    from kirocrew_core.artifacts.access import OWNER, Actor
+
+    started = start(owner_client, workspace, "reporter", "!say saved")
+    detail_when(owner_client, started["conversationId"], settled)
+    cid = started["conversationId"]
+    mine = Actor(tree=cid, conversation=cid, source="chat")
+    store.save(store.NewArtifact(name="Weekly <b>report</b>", content="# hi", kind="markdown", slug="cv-weekly"), mine)
+    store.save(store.NewArtifact(name="Someone else's", content="x", kind="text", slug="cv-other"), OWNER)
+
+    html = owner_client.get(f"/conversations/{cid}").text
+    assert '<h2 id="artifacts-heading">Artifacts</h2>' in html
+    assert '<a href="/artifacts/cv-weekly">Weekly &lt;b&gt;report&lt;/b&gt;</a>' in html
+    assert "/artifacts/cv-other" not in html

@@ -15,6 +15,7 @@ little and shows a permission request within two seconds. Starlette is imported 
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from kirocrew_core.errors import KirocrewError
@@ -97,6 +98,7 @@ async def conversation_page(request: Request) -> Response:
     from kirocrew_core.gateway.shell import render_page
 
     from kirocrew_conversations.api import conversation_detail
+    from kirocrew_core.artifacts.views import of_conversation
     from kirocrew_core.gateway.markdown import render_markdown
 
     try:
@@ -107,5 +109,6 @@ async def conversation_page(request: Request) -> Response:
                            status_code=status, detail=None, problem=exc, **_choices())
     replies = {run["runId"]: render_markdown(run["reply"]["text"], heading_offset=REPLY_HEADING_OFFSET)
                for run in detail["runs"] if run["reply"]}
+    artifacts = await asyncio.to_thread(of_conversation, request.path_params["conversation_id"])  # its saves
     return render_page(request, f"{PACKAGE}/conversation.html", title=detail["name"], detail=detail,
-                       replies=replies, problem=None, poll_seconds=POLL_SECONDS, **_choices())
+                       replies=replies, artifacts=artifacts, problem=None, poll_seconds=POLL_SECONDS, **_choices())

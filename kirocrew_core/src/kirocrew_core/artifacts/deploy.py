@@ -168,7 +168,7 @@ def publish_local(publication: Publication) -> str:
     if isinstance(previous, str) and previous != target.name and re.match(r"^index\.[a-z]{2,4}$", previous):
         (site / previous).unlink(missing_ok=True)
     write_json_atomic(marker, {"slug": publication.slug, "version": publication.version, "file": target.name,
-                               "published_at": _iso(time.time())}, mode=0o644)
+                               "published_at": iso_time(time.time())}, mode=0o644)
     return (f"Published {publication.slug} v{publication.version} into the local web root: {target}. kirocrew "
             "serves nothing itself; it is public to whoever can read that directory or whatever serves it.")
 
@@ -214,7 +214,7 @@ class Pending:
                 f"expires in {left} min")
 
 
-def _iso(stamp: float) -> str:
+def iso_time(stamp: float) -> str:
     return datetime.fromtimestamp(stamp, timezone.utc).isoformat(timespec="seconds")
 
 
@@ -328,7 +328,7 @@ async def deploy_artifact(args: dict[str, Any], call: ToolCall) -> str:
                               int(args.get("ttl_hours", 72)))
         chosen = destinations()[entry.profile]
         return "\n".join([
-            f"Deploy pending the owner's confirmation (id={entry.id}, expires {_iso(entry.expires_at)}):",
+            f"Deploy pending the owner's confirmation (id={entry.id}, expires {iso_time(entry.expires_at)}):",
             f"  {entry.slug} v{entry.version} ({meta['kind']}, {meta.get('size', 0)} bytes) -> {entry.profile} as "
             f"site {entry.site_id}",
             f"  destination: {chosen.description}",

@@ -350,19 +350,21 @@ def revert(slug: str, actor: Actor, target_version: int) -> dict[str, Any]:
 def listing(actor: Actor, *, tag: str | None = None, kind: str | None = None, q: str | None = None,
             folder_id: str | None = None) -> list[dict[str, Any]]:
     """What ``actor`` may see, newest change first, filtered (``q``: case-insensitive in name, slug, description)."""
-    words = (q or "").lower().split()
-    found = []
-    for meta in _all_meta(actor):
-        if tag is not None and tag not in meta.get("tags", []):
-            continue
-        if kind is not None and meta.get("kind") != kind:
-            continue
-        if folder_id is not None and meta.get("folder_id") != folder_id:
-            continue
-        haystack = " ".join(str(meta.get(f, "")) for f in ("name", "slug", "description")).lower()
-        if all(word in haystack for word in words):
-            found.append(meta)
+    found = [meta for meta in _all_meta(actor) if matches(meta, tag=tag, kind=kind, q=q, folder_id=folder_id)]
     return sorted(found, key=lambda m: (str(m.get("updated_at", "")), m["slug"]), reverse=True)
+
+
+def matches(meta: dict[str, Any], *, tag: str | None = None, kind: str | None = None, q: str | None = None,
+            folder_id: str | None = None) -> bool:
+    """Whether one artifact passes :func:`listing`'s filters (the page filters one read of the library with it)."""
+    if tag is not None and tag not in meta.get("tags", []):
+        return False
+    if kind is not None and meta.get("kind") != kind:
+        return False
+    if folder_id is not None and meta.get("folder_id") != folder_id:
+        return False
+    haystack = " ".join(str(meta.get(f, "")) for f in ("name", "slug", "description")).lower()
+    return all(word in haystack for word in (q or "").lower().split())
 
 
 def delete(slug: str, actor: Actor) -> None:

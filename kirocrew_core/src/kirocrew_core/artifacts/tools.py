@@ -141,12 +141,12 @@ def get_text(args: dict[str, Any], actor: Actor) -> str:
 SHOWN_MAX_CHARS = 90_000
 
 
-def shown_content(content: str) -> tuple[str, bool]:
-    """The content up to :data:`SHOWN_MAX_CHARS`, cut at whitespace so no piece of a secret is left at the end
+def shown_content(content: str, limit: int = SHOWN_MAX_CHARS) -> tuple[str, bool]:
+    """The content up to ``limit`` characters, cut at whitespace so no piece of a secret is left at the end
     for redaction to miss; and whether it was cut. Redacting only what is shown keeps a 25 MiB get cheap."""
-    if len(content) <= SHOWN_MAX_CHARS:
+    if len(content) <= limit:
         return content, False
-    piece = content[:SHOWN_MAX_CHARS]
+    piece = content[:limit]
     end = max(piece.rfind(" "), piece.rfind("\n"), piece.rfind("\t"))
     return (piece[:end] if end > 0 else ""), True
 
@@ -239,10 +239,10 @@ def get_comments_text(args: dict[str, Any], actor: Actor) -> str:
     found = store.comments(args["slug"], actor, exclude_resolved=bool(args.get("exclude_resolved", False)))
     if not found:
         return f"No comments on {args['slug']}."
-    return _redacted("\n".join(comment_lines(_threaded(found))))
+    return _redacted("\n".join(comment_lines(threaded(found))))
 
 
-def _threaded(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def threaded(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Roots in order, each followed by its thread's replies."""
     replies: dict[Any, list[dict[str, Any]]] = {}
     for comment in found:

@@ -45,7 +45,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from kirocrew_core import home
 from kirocrew_core.errors import MalformedFileError, UnreadableFileError
-from kirocrew_core.gateway.shell import CONTENT_SECURITY_POLICY, PUBLIC_STATIC_PATHS
+from kirocrew_core.gateway.shell import CONTENT_SECURITY_POLICY, PUBLIC_STATIC_PATHS, SANDBOX_CONTENT_SECURITY_POLICY
 from kirocrew_core.jsonfile import write_bytes_atomic
 
 if TYPE_CHECKING:
@@ -69,6 +69,8 @@ _SECURITY_HEADERS = (
 )
 # Added even when the app set a policy of its own: a browser enforces both, so a page can only tighten it.
 _CSP_HEADER = (b"content-security-policy", CONTENT_SECURITY_POLICY.encode("ascii"))
+# The one answer that goes without the dashboard's policy: sandboxed artifact content, under a stricter one.
+_SANDBOX_CSP_HEADER = (b"content-security-policy", SANDBOX_CONTENT_SECURITY_POLICY.encode("ascii"))
 
 
 class TokenFileWarning(UserWarning):
@@ -328,14 +330,18 @@ def _refusal(scope: Scope, status: int, code: str, message: str, *, json: bool =
 
 
 def _with_security_headers(send: Send) -> Send:
-    """Add anti-framing, no-sniff and no-referrer headers unless the app set its own, and the CSP always."""
+    """Add anti-framing, no-sniff and no-referrer headers unless the app set its own, and the CSP always
+    (but to an answer whose own policy is exactly the sandbox's, which only the dashboard may frame)."""
 
     async def send_with_headers(message: MutableMapping[str, Any]) -> None:
         if message["type"] == "http.response.start":
             headers = list(message.get("headers", []))
             present = {bytes(name).lower() for name, _ in headers}
             headers.extend(h for h in _SECURITY_HEADERS if h[0] not in present)
-            headers.append(_CSP_HEADER)
+            sandboxed = any(bytes(n).lower() == _SANDBOX_CSP_HEADER[0] and bytes(v) == _SANDBOX_CSP_HEADER[1]
+                            for n, v in headers)
+            if not sandboxed:
+                headers.append(_CSP_HEADER)
             message = {**message, "headers": headers}
         await send(message)
 

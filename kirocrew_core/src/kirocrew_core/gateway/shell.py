@@ -38,6 +38,15 @@ CONTENT_SECURITY_POLICY = (
     "base-uri 'none'; form-action 'self'"
 )
 
+#: The one policy an answer may send *instead of* the dashboard's: an artifact's own HTML or SVG, shown in
+#: the Artifacts page's ``<iframe sandbox>``. Stricter in everything (no script, no request, no form, an
+#: opaque origin by its ``sandbox`` directive, so no cookie and no reach into the dashboard) but one: the
+#: dashboard's own pages may frame it.
+SANDBOX_CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; img-src data:; style-src 'unsafe-inline'; font-src data:; form-action 'none'; "
+    "frame-ancestors 'self'; base-uri 'none'; sandbox"
+)
+
 #: The static files served without the owner's credential: the sign-in page's stylesheet and icon.
 #: They hold no data, and without them the page that tells a stranger how to sign in is unstyled.
 PUBLIC_STATIC_PATHS = frozenset({"/static/core/shell.css", "/static/core/favicon.svg"})
