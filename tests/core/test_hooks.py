@@ -38,7 +38,7 @@ def test_the_hook_list_is_the_architecture_one():
         "governance_ceiling", "protected_paths", "doctor_checks", "host_services", "host_mcp_servers",
         "known_workspaces", "agent_file_ready", "secret_files", "worker_load", "history_sources",
         "history_summarizers",
-        "conversation_ancestry", "deploy_destinations",
+        "conversation_ancestry", "conversation_origin", "deploy_destinations",
     }
 
 
@@ -523,6 +523,22 @@ def test_hook_conversation_ancestry(plugin_manager):
     alone = session_actor(CrewSession("kcs1-" + "2" * 32, "conversation", "alone"))
     assert (child.tree, child.conversation, child.source) == ("top", "child", "subagent")
     assert (alone.tree, alone.source) == ("alone", "chat")
+
+
+def test_hook_conversation_origin(plugin_manager):
+    """The first answer that is not None says a cron job started the conversation: its artifacts' source is cron."""
+    from kirocrew_core.artifacts.access import session_actor
+    from kirocrew_core.coretools.contract import CrewSession
+
+    _register(plugin_manager, "a-nobody", conversation_origin=lambda conversation_id: None)
+    _register(plugin_manager, "b-jobs", conversation_origin=lambda conversation_id: (
+        "cron" if conversation_id == "job-run" else None))
+    _register(plugin_manager, "c-tree", conversation_ancestry=lambda conversation_id: (
+        ["session-conv"] if conversation_id == "job-run" else []))
+    job_run = session_actor(CrewSession("kcs1-" + "3" * 32, "conversation", "job-run"))
+    chat = session_actor(CrewSession("kcs1-" + "4" * 32, "conversation", "chat-conv"))
+    assert (job_run.source, job_run.tree) == ("cron", "session-conv")  # a session's job: in its tree, made by cron
+    assert chat.source == "chat"
 
 
 def test_hook_deploy_destinations(plugin_manager):

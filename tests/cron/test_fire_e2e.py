@@ -54,11 +54,15 @@ def _cron_rows(sql: str, *params: Any) -> list[tuple[Any, ...]]:
         db.close()
 
 
-def test_an_agent_job_that_names_no_agent_runs_as_the_kirocrew_agent(
+REPORT = {"name": "Weekly report", "content": "# This week", "slug": "weekly-report"}
+
+
+def test_an_agent_job_that_names_no_agent_runs_as_the_kirocrew_agent_and_what_it_saves_is_crons(
         cron_crew: CrewHarness, run_async: Any, conversations_rows: Any) -> None:
     async def main() -> str:
         async with person(cron_crew) as owner:
-            added, code = await owner.call("cron_add", name="plain", message="!settings", every=3600,
+            message = f"!mcp kirocrew-core artifact_save {json.dumps(REPORT)}\n!settings"
+            added, code = await owner.call("cron_add", name="plain", message=message, every=3600,
                                            cwd=str(cron_crew.workspace), json=True)
             assert code is None, added
             job = json.loads(added)
@@ -71,8 +75,15 @@ def test_an_agent_job_that_names_no_agent_runs_as_the_kirocrew_agent(
     [(mode, reply)] = run_async(eventually("the job's run", lambda: conversations_rows(
         "SELECT r.mode, r.reply_text FROM runs r JOIN conversations c ON c.id = r.conversation_id"
         " WHERE c.name = ? AND r.status = 'completed'", f"cron-{job_id}")))
-    assert mode == "kirocrew" and reply.startswith("settings: model=") and " mode=kirocrew " in reply
+    assert mode == "kirocrew" and "settings: model=" in reply and " mode=kirocrew " in reply
     assert conversations_rows("SELECT created_by FROM conversations WHERE name = ?", f"cron-{job_id}") == [(None,)]
+    # The job's report is recorded as cron's, decided from the verified caller (the job's conversation).
+    from kirocrew_core.artifacts import store
+    from kirocrew_core.artifacts.access import OWNER
+
+    [(conversation_id,)] = conversations_rows("SELECT id FROM conversations WHERE name = ?", f"cron-{job_id}")
+    meta, content = store.get(REPORT["slug"], OWNER)
+    assert (meta["source"], meta["conversation"], content) == ("cron", conversation_id, REPORT["content"])
 
 
 def test_a_sessions_jobs_fire_as_conversation_runs_time_out_and_catch_up_after_a_restart(

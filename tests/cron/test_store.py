@@ -202,6 +202,17 @@ def test_a_run_is_recorded_running_then_finished(store: CronStore) -> None:
     assert store.history(job.id) == [finished]
 
 
+def test_a_conversation_is_a_jobs_when_it_is_the_jobs_persistent_one_or_a_recorded_runs(store: CronStore) -> None:
+    persistent = store.add(_job("00000001", conversation_id="conv_kept"))
+    once = store.add(_job("00000002"))
+    run = store.start_run(once.id, "manual", due_ts=None, started_at=1.0)
+    store.finish_run(run.id, "success", finished_at=2.0, conversation_id="conv_once")
+    assert store.job_of_conversation("conv_kept") == persistent.id
+    assert store.job_of_conversation("conv_once") == once.id
+    assert store.job_of_conversation("conv_person") is None
+    assert store.job_of_conversation("") is None  # a run not linked to a conversation names none
+
+
 def test_finishing_a_run_of_a_removed_job_answers_none(store: CronStore) -> None:
     job = store.add(_job())
     started = store.start_run(job.id, "manual", due_ts=None, started_at=1.0)

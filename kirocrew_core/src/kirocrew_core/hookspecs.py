@@ -393,6 +393,23 @@ def conversation_ancestry(conversation_id: str) -> list[str]:
 
 
 @hookspec
+def conversation_origin(conversation_id: str) -> str | None:
+    """Return what started ``conversation_id`` when neither the person nor a session did: ``"cron"``.
+
+    Why a hook: an artifact records where it came from (its ``source``), decided from the verified
+    caller, never from the arguments; a cron job's agent run is a conversation like any other, and
+    only the plugin that runs the jobs knows which conversations are its. Called by
+    :func:`kirocrew_core.artifacts.access.session_actor` inside the host, in a worker thread, on
+    every ``artifact_*`` and ``deploy_artifact`` call from a conversation's session.
+    kirocrew-cron answers from its runs in progress and its store (one read, never the network).
+
+    :param conversation_id: the calling session's conversation (its verified identity).
+    :return: ``"cron"`` or None; every plugin is called and the first answer that is not None in
+        call order is used. An implementation that raises fails the call (``internal_error``).
+    """
+
+
+@hookspec
 def deploy_destinations() -> list[DeployDestination]:
     """Return the places ``deploy_artifact`` may publish an artifact to, once the owner confirms.
 

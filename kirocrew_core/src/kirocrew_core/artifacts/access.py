@@ -11,7 +11,8 @@ it, but only the owner deletes it. A cron job's run that is no conversation's is
 
 Who the caller is comes from :class:`~kirocrew_core.coretools.contract.ToolCall` (its process
 ancestry, never a claim in the arguments) through :meth:`ToolCall.acting_session`; the tree from the
-plugins that keep conversations (the ``conversation_ancestry`` hook).
+plugins that keep conversations (the ``conversation_ancestry`` hook), and whether a cron job started
+the conversation from the plugin that runs the jobs (``conversation_origin``).
 """
 
 from __future__ import annotations
@@ -84,8 +85,20 @@ def session_actor(session: CrewSession) -> Actor:
         return Actor(tree=f"{session.kind}:{session.target_id}", session=fingerprint(session.key),
                      source="cron" if session.kind == "cron" else "chat")
     above = ancestry(session.target_id)
+    source = "cron" if origin(session.target_id) == "cron" else "subagent" if above else "chat"
     return Actor(tree=above[-1] if above else session.target_id, conversation=session.target_id,
-                 session=fingerprint(session.key), source="subagent" if above else "chat")
+                 session=fingerprint(session.key), source=source)
+
+
+def origin(conversation_id: str) -> str | None:
+    """What started ``conversation_id`` when no person or session did (``"cron"``), or None: the first answer."""
+    from kirocrew_core.plugins import call_hook, get_plugin_manager
+
+    call = call_hook(get_plugin_manager(), "conversation_origin", on_error="raise", conversation_id=conversation_id)
+    for contribution in call.contributions:
+        if contribution.value is not None:
+            return str(contribution.value)
+    return None
 
 
 def ancestry(conversation_id: str) -> list[str]:

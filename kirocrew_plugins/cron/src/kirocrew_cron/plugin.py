@@ -63,6 +63,20 @@ async def _hosted_server() -> object:
 
 
 @hookimpl
+def conversation_origin(conversation_id: str) -> str | None:
+    """``cron`` for a conversation a job's agent run uses or used (an artifact it saves is recorded as cron's)."""
+    from kirocrew_core.coretools.contract import ToolRefused
+
+    from kirocrew_cron.service import cron_host
+
+    try:
+        host = cron_host()
+    except ToolRefused:  # no host here, or its cron service has not started: no job runs in this process
+        return None
+    return "cron" if host.job_of_conversation(conversation_id) else None
+
+
+@hookimpl
 def host_services() -> list[HostService]:
     from kirocrew_cron.service import host_service
 

@@ -162,6 +162,13 @@ class CronHost:
     def running_jobs(self) -> list[str]:
         return list(self._active)
 
+    def job_of_conversation(self, conversation_id: str) -> str | None:
+        """The job whose agent run is in ``conversation_id`` now or was (its persistent one, a finished run's)."""
+        for job_id, active in list(self._active.items()):
+            if active.conversation_id == conversation_id:
+                return job_id
+        return self.store.job_of_conversation(conversation_id)
+
     def active_run(self, job_id: str) -> ActiveRun | None:
         """The job's run in progress (what it started: its conversation run, its process), or None."""
         return self._active.get(job_id)

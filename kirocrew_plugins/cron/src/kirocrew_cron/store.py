@@ -567,6 +567,16 @@ class CronStore:
             return self._insert_record(db, job_id, trigger, status, started_at, due_ts=due_ts,
                                        finished_at=started_at, error=error, summary=summary)
 
+    def job_of_conversation(self, conversation_id: str) -> str | None:
+        """The job whose persistent conversation, or one of whose recorded runs, is ``conversation_id``."""
+        if not conversation_id:
+            return None
+        with self._read() as db:
+            row = db.execute("SELECT id FROM jobs WHERE conversation_id = ? UNION ALL"
+                             " SELECT job_id FROM history WHERE conversation_id = ? LIMIT 1",
+                             (conversation_id, conversation_id)).fetchone()
+        return str(row[0]) if row else None
+
     def history(self, job_id: str, limit: int = 50) -> list[RunRecord]:
         """The job's newest ``limit`` rows, newest first."""
         with self._read() as db:
