@@ -142,6 +142,10 @@ async def client_session(stream: Any, *, buffered: Any = None,
     cleanly, so a command still prints its ``error[code]`` and exits with its status.
     """
     import anyio
+
+    from kirocrew_core.sdk_models import prepare as prepare_sdk_models
+
+    prepare_sdk_models()  # a twin command's first SDK import is usually this one
     from mcp import ClientSession
 
     from kirocrew_core.host.protocol import MAX_REPLY_LINE_BYTES
