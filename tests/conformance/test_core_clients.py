@@ -152,8 +152,9 @@ def test_a_connection_whose_opener_exited_answers_calls_with_a_caller_gone_tool_
 
 def test_sessions_typescript_clients_read_the_artifact_results_and_refusals_of_their_own_tree(
         node_sdk_problem: str | None, fake_kiro_cli: Any, tmp_path: Path) -> None:
-    """Two sessions' TypeScript clients: one saves, revises, comments and files an artifact and reads every
-    refusal by its code; the other, of another conversation tree, cannot see it."""
+    """Two sessions' TypeScript clients: one calls every artifact tool, reading each result or (where the
+    call needs an id only a result gives) its refusal by its code; the other, of another conversation tree,
+    cannot see the artifact."""
     from kirocrew_mcp.render import rebuild_agent_config
 
     from kirocrew_testing.aio import run_bounded
@@ -180,6 +181,13 @@ def test_sessions_typescript_clients_read_the_artifact_results_and_refusals_of_t
         {"name": "artifact_folder_move", "arguments": {"folder": "Notes", "new_parent": "Notes"}},
         {"name": "deploy_artifact", "arguments": {"site_id": "ts", "artifact_slug": "ts-note"}},
         {"name": "artifact_save", "arguments": {"name": "Big", "content": "x", "kind": "webapp"}},
+        {"name": "artifact_reply_comment", "arguments": {**slug, "parent_id": "c-000000000000", "text": "done"}},
+        {"name": "artifact_delete_comment", "arguments": {**slug, "comment_id": "c-000000000000", "reason": "applied"}},
+        {"name": "artifact_folder_rename", "arguments": {"folder": "Notes", "name": "Memos"}},
+        {"name": "artifact_folder_create", "arguments": {"name": "Scratch"}},
+        {"name": "artifact_folder_list", "arguments": {}},
+        {"name": "artifact_folder_delete", "arguments": {"folder": "Scratch"}},
+        {"name": "artifact_delete", "arguments": slug},
     ]
     reader = [{"name": "artifact_get", "arguments": slug}, {"name": "artifact_list", "arguments": {}}]
 
@@ -202,7 +210,16 @@ def test_sessions_typescript_clients_read_the_artifact_results_and_refusals_of_t
         assert result.get("isError") is not True and text_of(result).startswith(start), (index, text_of(result))
     assert text_of(call_result(mine, 9)).endswith("--- content ---\nalpha beta")
     for index, code in ((10, "slug_taken"), (11, "comment_not_found"), (12, "folder_cycle"),
-                        (13, "deploy_not_configured"), (14, "kind_unsupported")):
+                        (13, "deploy_not_configured"), (14, "kind_unsupported"), (15, "comment_not_found"),
+                        (16, "comment_not_found")):
         assert_refused(mine, index, code)
+    # Every other tool's result too: the TypeScript client read each one without a validation error.
+    for index, start in ((17, "Renamed folder to `/Memos` (id="), (18, "Created folder `/Scratch` (id="),
+                         (20, "Deleted the folder; its subfolders and 0 artifacts moved up to its parent."),
+                         (21, "Deleted artifact: ts-note")):
+        result = call_result(mine, index)
+        assert result.get("isError") is not True and text_of(result).startswith(start), (index, text_of(result))
+    listed = text_of(call_result(mine, 19))
+    assert "/Memos" in listed and "/Scratch" in listed, listed
     assert_refused(theirs, 0, "artifact_not_found")
     assert text_of(call_result(theirs, 1)) == "No artifacts saved."
