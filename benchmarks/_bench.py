@@ -147,6 +147,25 @@ INIT_PARAMS = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo"
 ANSWER_TIMEOUT_SECS = 120.0
 
 
+def page_load_times(chromium: str, base: str, token: str, targets: Sequence[tuple[str, str]],
+                    rounds: int) -> dict[str, list[float]]:
+    """Navigation → load event (ms) of each ``(label, path)`` in one signed-in headless chromium tab, in turns."""
+    from playwright.sync_api import sync_playwright
+
+    samples: dict[str, list[float]] = {label: [] for label, _ in targets}
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium)
+        page = browser.new_page()
+        page.goto(f"{base}/?token={token}")
+        for _ in range(rounds):
+            for label, path in targets:
+                start = time.perf_counter()
+                page.goto(base + path, wait_until="load")
+                samples[label].append((time.perf_counter() - start) * 1000)
+        browser.close()
+    return samples
+
+
 def machine_load() -> str:
     """``N CPUs, load average a b c``: printed with figures taken on a machine others may be using."""
     one, five, fifteen = os.getloadavg()

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _bench import fake_kiro_environment, machine_load, row, serve_gateway
+from _bench import page_load_times, fake_kiro_environment, machine_load, row, serve_gateway
 
 
 def _fill(library: int) -> None:
@@ -51,7 +51,6 @@ def main() -> int:
     if chromium is None:
         print("needs chromium (apt: chromium)", file=sys.stderr)
         return 2
-    from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory(prefix="kirocrew-bench-") as tmp:
         root = Path(tmp)
@@ -78,17 +77,7 @@ def main() -> int:
             targets = [("list, page 1 (100 rows)", "/artifacts"), ("search, one word", "/artifacts?q=week+77"),
                        ("big artifact, diff v1 → v3", "/artifacts/big-report?compare=1")]
             sizes = {label: len(client.get(path).content) for label, path in targets}
-            with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path=chromium)
-                page = browser.new_page()
-                page.goto(f"{base}/?token={token}")
-                samples: dict[str, list[float]] = {label: [] for label, _ in targets}
-                for _ in range(args.runs + 1):
-                    for label, path in targets:
-                        start = time.perf_counter()
-                        page.goto(base + path, wait_until="load")
-                        samples[label].append((time.perf_counter() - start) * 1000)
-                browser.close()
+            samples = page_load_times(chromium, base, token, targets, args.runs + 1)
     print(f"{machine_load()}; {count} artifacts")
     print(f"\nHTTP round trip to the server, {args.runs} each (first run dropped)")
     for label, measured in server.items():

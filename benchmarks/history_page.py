@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _bench import fake_kiro_environment, row, serve_gateway
+from _bench import page_load_times, fake_kiro_environment, row, serve_gateway
 
 
 def main() -> int:
@@ -33,7 +33,6 @@ def main() -> int:
     if chromium is None:
         print("needs chromium (apt: chromium)", file=sys.stderr)
         return 2
-    from playwright.sync_api import sync_playwright
 
     from kirocrew_testing.kiro_store_files import vocabulary, write_corpus
 
@@ -56,17 +55,7 @@ def main() -> int:
                        ("search, a common word", f"/history?q={words[0]}"),
                        ("one session (newest 50 messages)", f"/history?session={key}")]
             sizes = {label: len(client.get(path).content) for label, path in targets}
-            with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path=chromium)
-                page = browser.new_page()
-                page.goto(f"{base}/?token={token}")
-                samples: dict[str, list[float]] = {label: [] for label, _ in targets}
-                for _ in range(args.runs + 1):
-                    for label, path in targets:
-                        start = time.perf_counter()
-                        page.goto(base + path, wait_until="load")
-                        samples[label].append((time.perf_counter() - start) * 1000)
-                browser.close()
+            samples = page_load_times(chromium, base, token, targets, args.runs + 1)
     print(f"\nnavigation → load event in headless chromium, {args.runs} each (first run dropped)")
     for label, measured in samples.items():
         print(f"{row(label, measured[1:], width=36)}   HTML {sizes[label] / 1024:6.1f} KiB")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from kirocrew_conversations.state_paths import database_file
 
@@ -27,16 +28,7 @@ def known_workspaces(database: Path | None = None) -> list[Path]:
     cannot be read raises (``sqlite3.Error``, ``OSError``): the caller must not
     mistake "unknown" for "none".
     """
-    path = database if database is not None else database_file()
-    try:
-        os.stat(path)
-    except FileNotFoundError:
-        return []
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=READ_TIMEOUT_SECS)
-    try:
-        rows = conn.execute("SELECT workspace_path, worktree_path FROM conversations").fetchall()
-    finally:
-        conn.close()
+    rows = _read_only_rows(database, "SELECT workspace_path, worktree_path FROM conversations")
     seen: dict[str, None] = {}
     for row in rows:
         for value in row:
@@ -53,6 +45,11 @@ def conversation_ancestry(conversation_id: str, database: Path | None = None) ->
     """
     from kirocrew_conversations.store import ANCESTORS_QUERY
 
+    return [str(row[0]) for row in _read_only_rows(database, ANCESTORS_QUERY, (conversation_id,))]
+
+
+def _read_only_rows(database: Path | None, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """``sql``'s rows over a read-only connection to the store (default: this host's); none without a database."""
     path = database if database is not None else database_file()
     try:
         os.stat(path)
@@ -60,7 +57,6 @@ def conversation_ancestry(conversation_id: str, database: Path | None = None) ->
         return []
     conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=READ_TIMEOUT_SECS)
     try:
-        rows = conn.execute(ANCESTORS_QUERY, (conversation_id,)).fetchall()
+        return conn.execute(sql, params).fetchall()
     finally:
         conn.close()
-    return [str(row[0]) for row in rows]

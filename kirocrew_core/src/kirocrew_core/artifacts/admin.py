@@ -147,23 +147,9 @@ def admin_tools() -> dict[str, CoreMcpTool]:
     return {t.name: t for t in found}
 
 
-class _AdminServer:
-    """The SDK server, built on first use (the mcp SDK is not imported when the plugin loads)."""
-
-    def __init__(self) -> None:
-        self._server: Any = None
-
-    def __call__(self) -> Any:
-        if self._server is None:
-            from kirocrew_core.coretools.server import CoreToolsServer, build_server
-
-            core = CoreToolsServer(tool_source=admin_tools, server_name=ADMIN_SERVER)
-            self._server = build_server(core, instructions=INSTRUCTIONS)
-        return self._server
-
-
 def hosted_server() -> HostedMcpServer:
     from kirocrew_core.contributions import HostedMcpServer
+    from kirocrew_core.coretools.server import LazyToolServer
 
-    return HostedMcpServer(ADMIN_SERVER, ADMIN_COMMAND, _AdminServer(),
+    return HostedMcpServer(ADMIN_SERVER, ADMIN_COMMAND, LazyToolServer(admin_tools, ADMIN_SERVER, INSTRUCTIONS),
                            "The owner's artifact decisions (resolve, share, deploy); no agent config names it.")

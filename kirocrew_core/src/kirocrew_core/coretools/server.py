@@ -270,6 +270,27 @@ def _short(message: str) -> str:
     return message if len(message) <= 300 else message[:297] + "..."
 
 
+class LazyToolServer:
+    """A host-served SDK server over a tool set of its own, built on first use (the host's ``make_server``).
+
+    A plugin that serves tools the core way (``kirocrew-cron``, core's artifact admin) hands this to
+    :class:`~kirocrew_core.contributions.HostedMcpServer`, so the mcp SDK is not imported when the
+    plugin loads, only when a client first connects.
+    """
+
+    def __init__(self, tool_source: Callable[[], dict[str, CoreMcpTool]], server_name: str, instructions: str) -> None:
+        self._tool_source = tool_source
+        self._server_name = server_name
+        self._instructions = instructions
+        self._server: Any = None
+
+    def __call__(self) -> Any:
+        if self._server is None:
+            core = CoreToolsServer(tool_source=self._tool_source, server_name=self._server_name)
+            self._server = build_server(core, instructions=self._instructions)
+        return self._server
+
+
 def build_server(core: CoreToolsServer | None = None, *, instructions: str = INSTRUCTIONS) -> Server[Any]:
     """The SDK server for ``core`` (the host's one :class:`CoreToolsServer` by default), named ``core.server_name``."""
     from mcp import types

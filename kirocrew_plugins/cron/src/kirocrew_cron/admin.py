@@ -223,23 +223,10 @@ async def _conversation_placement(conversation_id: str) -> tuple[str, str]:
         raise cron_error("conversation_not_found", f"no conversation {conversation_id!r} in this host") from None
 
 
-class _AdminServer:
-    """The SDK server, built on first use (the mcp SDK is not imported when the plugin loads)."""
-
-    def __init__(self) -> None:
-        self._server: Any = None
-
-    def __call__(self) -> Any:
-        if self._server is None:
-            from kirocrew_core.coretools.server import CoreToolsServer, build_server
-
-            core = CoreToolsServer(tool_source=admin_tools, server_name=ADMIN_SERVER)
-            self._server = build_server(core, instructions=INSTRUCTIONS)
-        return self._server
-
-
 def hosted_server() -> HostedMcpServer:
-    return HostedMcpServer(ADMIN_SERVER, ADMIN_COMMAND, _AdminServer(),
+    from kirocrew_core.coretools.server import LazyToolServer
+
+    return HostedMcpServer(ADMIN_SERVER, ADMIN_COMMAND, LazyToolServer(admin_tools, ADMIN_SERVER, INSTRUCTIONS),
                            "The kirocrew cron commands that are not tools (history, import, adopt, preview); "
                            "no agent config names it.")
 
