@@ -19,6 +19,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from kirocrew_core.errors import KirocrewError
+from kirocrew_core.gateway.paging import page_number, page_query
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -26,26 +27,12 @@ if TYPE_CHECKING:
 
 PACKAGE = "kirocrew_core.artifacts"
 PAGE_SIZE = 100
-MAX_PAGE = 100_000
 #: How often an open page asks whether anything changed (one small stat-only request).
 POLL_SECONDS = 3
 #: Markdown headings start at h3 under the page's own h1 and h2s.
 HEADING_OFFSET = 2
 
 
-def _int(value: str | None, default: int = 1) -> int:
-    try:
-        number = int(value) if value else default
-    except ValueError:
-        return default
-    return min(max(number, 1), MAX_PAGE)
-
-
-def _query(params: dict[str, str], **changes: Any) -> str:
-    from urllib.parse import urlencode
-
-    merged = {**params, **{k: str(v) for k, v in changes.items()}}
-    return "?" + urlencode({k: v for k, v in merged.items() if v})
 
 
 def _list_data(params: dict[str, str]) -> dict[str, Any]:
@@ -58,7 +45,7 @@ def _list_data(params: dict[str, str]) -> dict[str, Any]:
         rows = views.listing(views.Filters.parse(params), every, redact=False)
     except KirocrewError as exc:
         error, rows = f"{exc.message} ({exc.code})", []
-    page = _int(params.get("page"))
+    page = page_number(params.get("page"))
     pages = max(1, -(-len(rows) // PAGE_SIZE))
     shown = views.redact_summaries(rows[(page - 1) * PAGE_SIZE:page * PAGE_SIZE])
     return {"rows": shown, "total": len(rows), "page": page, "pages": pages,
@@ -86,9 +73,9 @@ def _detail_data(slug: str, params: dict[str, str]) -> dict[str, Any]:
     from kirocrew_core.artifacts import views
     from kirocrew_core.artifacts.api import pending_view
 
-    version = _int(params["version"]) if params.get("version") else None
+    version = page_number(params["version"]) if params.get("version") else None
     view = views.detail(slug, version)
-    compare = _int(params["compare"]) if params.get("compare") else None
+    compare = page_number(params["compare"]) if params.get("compare") else None
     diff, diff_error = None, None
     if compare is not None and compare != view["shown_version"]:
         try:
@@ -108,7 +95,7 @@ async def artifacts_page(request: Request) -> Response:
 
     params = {k: v[:500] for k, v in request.query_params.items() if k in (*views.FILTERS, "page")}
     data = await asyncio.to_thread(_list_data, params)
-    return render_page(request, f"{PACKAGE}/artifacts.html", title="Artifacts", params=params, query=_query,
+    return render_page(request, f"{PACKAGE}/artifacts.html", title="Artifacts", params=params, query=page_query,
                        poll_seconds=POLL_SECONDS, **data)
 
 

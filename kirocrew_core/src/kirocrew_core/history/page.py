@@ -19,6 +19,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from kirocrew_core.errors import KirocrewError
+from kirocrew_core.gateway.paging import page_number, page_query
 
 if TYPE_CHECKING:
     from markupsafe import Markup
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 PACKAGE = "kirocrew_core.history"
 PAGE_SIZE = 50
 MESSAGES_PAGE = 50
-MAX_PAGE = 100_000
 
 
 def marked(snippet: str) -> Markup:
@@ -45,13 +45,6 @@ def marked(snippet: str) -> Markup:
         return Markup(escape(snippet))
     return escape(before) + Markup("<mark>") + escape(match) + Markup("</mark>") + escape(after)
 
-
-def _int(value: str | None, default: int = 1) -> int:
-    try:
-        number = int(value) if value else default
-    except ValueError:
-        return default
-    return min(max(number, 1), MAX_PAGE)
 
 
 def _page_data(params: dict[str, str]) -> dict[str, Any]:
@@ -83,7 +76,7 @@ def _page_data(params: dict[str, str]) -> dict[str, Any]:
         data["hits"] = [(hit.session, found) for hit in hits
                         if (found := next((s for s in (text.snippet(t, words) for t in hit.texts) if s), None))]
         return data
-    page = _int(params.get("page"))
+    page = page_number(params.get("page"))
     data["total"] = index.count(scope, after=bounds["after"], before=bounds["before"])
     data["rows"] = index.sessions(scope, limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE, after=bounds["after"],
                                   before=bounds["before"])
@@ -105,12 +98,6 @@ def _session_data(index: HistoryIndex, key: str, mpage: int) -> dict[str, Any] |
             "short_time": text.short_time, "shown": text.shown}
 
 
-def _query(params: dict[str, str], **changes: Any) -> str:
-    from urllib.parse import urlencode
-
-    merged = {**params, **{k: str(v) for k, v in changes.items()}}
-    return "?" + urlencode({k: v for k, v in merged.items() if v})
-
 
 async def history_page(request: Request) -> Response:
     from starlette.responses import Response
@@ -125,12 +112,12 @@ async def history_page(request: Request) -> Response:
         def load() -> dict[str, Any] | None:
             index = shared()
             index.refresh()
-            return _session_data(index, key, _int(params.get("mpage")))
+            return _session_data(index, key, page_number(params.get("mpage")))
 
         view = await asyncio.to_thread(load)
         if view is None:
             return render_page(request, f"{PACKAGE}/history.html", title="History", status_code=404,
-                               missing=True, query=_query, params=params)
+                               missing=True, query=page_query, params=params)
         if params.get("export") == "md":
             from kirocrew_core.history.cli import export_markdown
 
@@ -138,7 +125,7 @@ async def history_page(request: Request) -> Response:
             return Response(document, media_type="text/markdown; charset=utf-8",
                             headers={"Content-Disposition": f'attachment; filename="session-{key}.md"',
                                      "Cache-Control": "no-store"})
-        return render_page(request, f"{PACKAGE}/session.html", title="History", query=_query, params=params, **view)
+        return render_page(request, f"{PACKAGE}/session.html", title="History", query=page_query, params=params, **view)
     data = await asyncio.to_thread(_page_data, params)
     if data["summaries"] is not None and params.get("summarize") == "1":
         # The owner asked for this page's missing summaries: written now, within the tool's limits and budget.
@@ -146,4 +133,4 @@ async def history_page(request: Request) -> Response:
 
         outcome, wanted = data["summaries"]
         await summaries.write(shared(), wanted, outcome)
-    return render_page(request, f"{PACKAGE}/history.html", title="History", query=_query, missing=False, **data)
+    return render_page(request, f"{PACKAGE}/history.html", title="History", query=page_query, missing=False, **data)
