@@ -9,7 +9,6 @@ does not exist is 404, and a refused change leaves the artifact's files byte for
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,26 +19,11 @@ from kirocrew_testing.homes import IsolatedHomes, isolate_homes
 SECRET = "ghp_" + "Zq8rT2vW9xY4bN6mK1pL3sD5fG7hJ0aC2eE4"
 
 
-@pytest.fixture(scope="module")
-def module_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("artifact-routes")
-
-
-@pytest.fixture(scope="module")
-def served(module_served_homes: tuple[ServedGateway, IsolatedHomes]) -> ServedGateway:
-    return module_served_homes[0]
-
-
-@pytest.fixture(scope="module")
-def homes(module_served_homes: tuple[ServedGateway, IsolatedHomes]) -> IsolatedHomes:
-    return module_served_homes[1]
-
-
 @pytest.fixture
-def owner(module_owner: httpx.Client, homes: IsolatedHomes) -> Iterator[httpx.Client]:
+def owner(module_owner: httpx.Client, module_homes: IsolatedHomes) -> Iterator[httpx.Client]:
     """The owner's client, with this process in the served homes (so the store writes what the host reads)."""
     with pytest.MonkeyPatch.context() as patch:
-        isolate_homes(patch, homes.root)
+        isolate_homes(patch, module_homes.root)
         yield module_owner
 
 
@@ -60,8 +44,8 @@ def update(slug: str, content: str) -> None:
     store.update(slug, OWNER, content=content)
 
 
-def files(homes: IsolatedHomes, slug: str) -> dict[str, bytes]:
-    folder = homes.crew_home / "artifacts" / slug
+def files(module_homes: IsolatedHomes, slug: str) -> dict[str, bytes]:
+    folder = module_homes.crew_home / "artifacts" / slug
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
@@ -75,7 +59,8 @@ def slugs(answer: httpx.Response) -> list[str]:
     return sorted(a["slug"] for a in answer.json()["artifacts"])
 
 
-def test_the_list_filters_by_words_folder_tag_kind_source_and_star(owner: httpx.Client, homes: IsolatedHomes) -> None:
+def test_the_list_filters_by_words_folder_tag_kind_source_and_star(owner: httpx.Client,
+                                                                   module_homes: IsolatedHomes) -> None:
     from kirocrew_core.artifacts import store
     from kirocrew_core.artifacts.access import OWNER, Actor
 
@@ -131,7 +116,7 @@ def test_one_artifact_its_versions_and_a_diff_redacted(owner: httpx.Client) -> N
 
 
 def test_comments_anchor_reply_and_resolve_and_every_malformed_body_changes_nothing(
-        owner: httpx.Client, homes: IsolatedHomes) -> None:
+        owner: httpx.Client, module_homes: IsolatedHomes) -> None:
     save("cm-report", "Revenue grew 5% this week.\n")
     posted = owner.post("/api/artifacts/cm-report/comments", json={"text": "cite the source", "quote": "grew 5%"})
     assert posted.status_code == 200, posted.text
@@ -141,7 +126,7 @@ def test_comments_anchor_reply_and_resolve_and_every_malformed_body_changes_noth
     reply = owner.post("/api/artifacts/cm-report/comments", json={"text": "and the date", "parent_id": comment["id"]})
     assert reply.json()["comment"]["parent_id"] == comment["id"]
 
-    before = files(homes, "cm-report")
+    before = files(module_homes, "cm-report")
     refused = [
         (owner.post("/api/artifacts/cm-report/comments", content=b"{not json"), (400, "bad_json", None)),
         (owner.post("/api/artifacts/cm-report/comments", json=["text"]), (400, "bad_json", None)),
@@ -161,7 +146,7 @@ def test_comments_anchor_reply_and_resolve_and_every_malformed_body_changes_noth
     ]
     for answer, expected in refused:
         assert refusal(answer) == expected, answer.text
-    assert files(homes, "cm-report") == before
+    assert files(module_homes, "cm-report") == before
 
     resolved = owner.post(f"/api/artifacts/cm-report/comments/{comment['id']}/resolve")
     assert resolved.json()["comment"]["status"] == "resolved"
@@ -176,7 +161,7 @@ def test_comments_anchor_reply_and_resolve_and_every_malformed_body_changes_noth
 
 
 def test_revert_move_star_and_delete_and_their_refusals_change_nothing(owner: httpx.Client,
-                                                                        homes: IsolatedHomes) -> None:
+                                                                        module_homes: IsolatedHomes) -> None:
     from kirocrew_core.artifacts import store
     from kirocrew_core.artifacts.access import OWNER
 
@@ -184,7 +169,7 @@ def test_revert_move_star_and_delete_and_their_refusals_change_nothing(owner: ht
     update("rm-doc", "second\n")
     store.folder_create("rm-archive", None, OWNER)
 
-    before = files(homes, "rm-doc")
+    before = files(module_homes, "rm-doc")
     refused = [
         (owner.post("/api/artifacts/rm-doc/revert", json={"version": "1"}), (400, "bad_request", "version")),
         (owner.post("/api/artifacts/rm-doc/revert", json={"version": True}), (400, "bad_request", "version")),
@@ -198,7 +183,7 @@ def test_revert_move_star_and_delete_and_their_refusals_change_nothing(owner: ht
     ]
     for answer, expected in refused:
         assert refusal(answer) == expected, answer.text
-    assert files(homes, "rm-doc") == before
+    assert files(module_homes, "rm-doc") == before
 
     reverted = owner.post("/api/artifacts/rm-doc/revert", json={"version": 1}).json()
     assert reverted == {"slug": "rm-doc", "version": 3, "reverted_to": 1}
@@ -211,16 +196,16 @@ def test_revert_move_star_and_delete_and_their_refusals_change_nothing(owner: ht
 
     assert owner.delete("/api/artifacts/rm-doc").json() == {"deleted": "rm-doc"}
     assert refusal(owner.get("/api/artifacts/rm-doc"))[:2] == (404, "artifact_not_found")
-    assert not (homes.crew_home / "artifacts" / "rm-doc").exists()
+    assert not (module_homes.crew_home / "artifacts" / "rm-doc").exists()
 
 
 def test_a_pending_deploy_is_confirmed_once_into_the_web_root_or_discarded(owner: httpx.Client,
-                                                                            homes: IsolatedHomes) -> None:
+                                                                            module_homes: IsolatedHomes) -> None:
     from kirocrew_core.artifacts import deploy
     from kirocrew_core.artifacts.access import Actor
     from kirocrew_core.config import set_value
 
-    web_root = homes.root / "web-root"
+    web_root = module_homes.root / "web-root"
     web_root.mkdir(exist_ok=True)
     set_value(deploy.DEPLOY_DIR_KEY, str(web_root))
     session = Actor(tree="dp-conv", conversation="dp-conv", source="chat")
@@ -248,7 +233,7 @@ def test_a_pending_deploy_is_confirmed_once_into_the_web_root_or_discarded(owner
 
 
 def test_the_sandbox_route_sends_only_its_own_strict_policy_and_the_pages_render_safely(
-        owner: httpx.Client, served: ServedGateway) -> None:
+        owner: httpx.Client, module_served: ServedGateway) -> None:
     from kirocrew_core.gateway.shell import CONTENT_SECURITY_POLICY, SANDBOX_CONTENT_SECURITY_POLICY
 
     save("sb-proto", "<script>parent.document.title='x'</script><p>proto</p>", kind="html")
@@ -269,7 +254,7 @@ def test_the_sandbox_route_sends_only_its_own_strict_policy_and_the_pages_render
     assert '<iframe class="sandboxed" src="/artifacts/sb-proto/sandbox?version=1" sandbox ' in owner.get(
         "/artifacts/sb-proto").text
     assert owner.get("/artifacts/sb-none").status_code == 404
-    with httpx.Client(base_url=served.url, timeout=30) as stranger:
+    with httpx.Client(base_url=module_served.url, timeout=30) as stranger:
         assert stranger.get("/api/artifacts").status_code == 401
         assert stranger.get("/artifacts/sb-proto/sandbox").status_code in (303, 401)
         assert stranger.post("/api/artifacts/sb-proto/star", json={"starred": True}).status_code == 401

@@ -22,41 +22,26 @@ from kirocrew_testing.homes import IsolatedHomes, isolate_homes
 
 
 @pytest.fixture(scope="module")
-def module_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("policy-routes")
-
-
-@pytest.fixture(scope="module")
-def served(module_served_homes: tuple[ServedGateway, IsolatedHomes]) -> ServedGateway:
-    return module_served_homes[0]
-
-
-@pytest.fixture(scope="module")
-def homes(module_served_homes: tuple[ServedGateway, IsolatedHomes]) -> IsolatedHomes:
-    return module_served_homes[1]
-
-
-@pytest.fixture(scope="module")
 def owner(module_owner: httpx.Client) -> httpx.Client:
     return module_owner
 
 
 @contextlib.contextmanager
-def at_served_homes(homes: IsolatedHomes) -> Iterator[None]:
+def at_served_homes(module_homes: IsolatedHomes) -> Iterator[None]:
     """This process (and the commands it runs) on the served gateway's homes until the block ends."""
     with pytest.MonkeyPatch.context() as patch:
-        isolate_homes(patch, homes.root)
+        isolate_homes(patch, module_homes.root)
         yield
 
 
-def policy_file(homes: IsolatedHomes) -> Path:
-    return homes.crew_home / "policy.toml"
+def policy_file(module_homes: IsolatedHomes) -> Path:
+    return module_homes.crew_home / "policy.toml"
 
 
-def sel_events(homes: IsolatedHomes, event: str) -> list[dict[str, Any]]:
+def sel_events(module_homes: IsolatedHomes, event: str) -> list[dict[str, Any]]:
     from kirocrew_core import audit
 
-    return [r for r in audit.tail(10_000, homes.crew_home / "audit" / "sel.jsonl") if r.get("event") == event]
+    return [r for r in audit.tail(10_000, module_homes.crew_home / "audit" / "sel.jsonl") if r.get("event") == event]
 
 
 def add(owner: httpx.Client, **fields: Any) -> dict[str, Any]:
@@ -71,9 +56,9 @@ def refusal(answer: httpx.Response) -> tuple[int, str, str | None]:
     return answer.status_code, body["code"], body.get("field")
 
 
-def test_every_policy_route_refuses_a_caller_without_the_owner_token(served: ServedGateway,
-                                                                      homes: IsolatedHomes) -> None:
-    with httpx.Client(base_url=served.url, timeout=30) as stranger:
+def test_every_policy_route_refuses_a_caller_without_the_owner_token(module_served: ServedGateway,
+                                                                      module_homes: IsolatedHomes) -> None:
+    with httpx.Client(base_url=module_served.url, timeout=30) as stranger:
         answers = [stranger.get("/api/policy"), stranger.get("/api/policy/decisions"),
                    stranger.post("/api/policy/rules", json={"decision": "allow", "tool": "*"}),
                    stranger.delete("/api/policy/rules/r-00000000"),
@@ -82,16 +67,16 @@ def test_every_policy_route_refuses_a_caller_without_the_owner_token(served: Ser
     assert [(a.status_code, a.json()["code"]) for a in answers[:5]] == [(401, "unauthenticated")] * 5
     assert answers[5].status_code == 401 and "Sign in" in answers[5].text
     assert not any(r.get("fields", {}).get("decision") == "allow" and r.get("fields", {}).get("tool") == "*"
-                   for r in sel_events(homes, "policy_rule_added"))
+                   for r in sel_events(module_homes, "policy_rule_added"))
 
 
 def test_a_rule_added_over_the_route_is_listed_in_precedence_order_as_the_cli_lists_it(
-        owner: httpx.Client, homes: IsolatedHomes) -> None:
+        owner: httpx.Client, module_homes: IsolatedHomes) -> None:
     rule = add(owner, decision="deny", tool="shell", command=["rm", "git push"], reason="ask me before deleting")
     assert rule["id"].startswith("r-") and rule["tier"] == "owner" and rule["removable"] is True
     assert (rule["command"], rule["description"]) == (["rm", "git push"], "deny shell command rm, git push")
-    assert f'id = "{rule["id"]}"' in policy_file(homes).read_text()
-    added = [r for r in sel_events(homes, "policy_rule_added") if r["fields"]["rule"] == rule["id"]]
+    assert f'id = "{rule["id"]}"' in policy_file(module_homes).read_text()
+    added = [r for r in sel_events(module_homes, "policy_rule_added") if r["fields"]["rule"] == rule["id"]]
     assert len(added) == 1 and added[0]["actor"] == "owner"
 
     view = owner.get("/api/policy").json()
@@ -104,11 +89,11 @@ def test_a_rule_added_over_the_route_is_listed_in_precedence_order_as_the_cli_li
         dict.fromkeys((r["id"] for r in view["rules"] if r["tier"] != "owner"), False)
     protect = next(r for r in view["rules"] if r["id"] == "builtin:protect-secrets")
     assert protect["tools"] == ["read", "glob", "grep"]
-    assert view["file"] == {"path": str(policy_file(homes)), "state": "ok", "problems": []}
+    assert view["file"] == {"path": str(policy_file(module_homes)), "state": "ok", "problems": []}
     assert view["fallback"] is None and view["problems"] == []
     assert view["defaults"] == {"unrestricted": "allow", "read_only": "ask", "workspace_write": "ask"}
 
-    with at_served_homes(homes):
+    with at_served_homes(module_homes):
         listing = run_kirocrew("policy", "list", "--json")
     assert listing.returncode == 0, listing.stderr
     assert [r["id"] for r in json.loads(listing.stdout)["rules"]] == [r["id"] for r in view["rules"]]
@@ -130,17 +115,17 @@ def test_a_rule_added_over_the_route_is_listed_in_precedence_order_as_the_cli_li
     ({"decision": "deny", "tool": "shell", "tier": "builtin"}, ("policy_invalid", "tier")),
 ])
 def test_a_rule_that_does_not_check_is_refused_at_its_field_and_changes_nothing(
-        owner: httpx.Client, homes: IsolatedHomes, fields: dict[str, Any], expected: tuple[str, str]) -> None:
+        owner: httpx.Client, module_homes: IsolatedHomes, fields: dict[str, Any], expected: tuple[str, str]) -> None:
     add(owner, decision="ask", tool="@github/delete_repo")  # the file exists, so "unchanged" means something
-    before = policy_file(homes).read_bytes()
-    events = len(sel_events(homes, "policy_rule_added"))
+    before = policy_file(module_homes).read_bytes()
+    events = len(sel_events(module_homes, "policy_rule_added"))
     assert refusal(owner.post("/api/policy/rules", json=fields)) == (400, *expected)
-    assert policy_file(homes).read_bytes() == before
-    assert len(sel_events(homes, "policy_rule_added")) == events
+    assert policy_file(module_homes).read_bytes() == before
+    assert len(sel_events(module_homes, "policy_rule_added")) == events
 
 
 def test_a_body_that_is_not_a_json_object_or_is_too_large_is_refused(owner: httpx.Client,
-                                                                     homes: IsolatedHomes) -> None:
+                                                                     module_homes: IsolatedHomes) -> None:
     headers = {"Content-Type": "application/json"}
     for path in ("/api/policy/rules", "/api/policy/check"):
         for body in (b"{not json", b"[1, 2]", b"", b"[" * 100_000):
@@ -154,22 +139,22 @@ def test_a_body_that_is_not_a_json_object_or_is_too_large_is_refused(owner: http
 
 
 def test_removing_a_rule_records_it_and_an_unknown_or_built_in_id_is_not_found(owner: httpx.Client,
-                                                                                homes: IsolatedHomes) -> None:
+                                                                                module_homes: IsolatedHomes) -> None:
     rule = add(owner, decision="ask", tool="web_fetch", domain="*.example.com")
     answer = owner.delete(f"/api/policy/rules/{rule['id']}")
     assert answer.status_code == 200 and answer.json()["removed"]["id"] == rule["id"]
-    assert rule["id"] not in policy_file(homes).read_text()
+    assert rule["id"] not in policy_file(module_homes).read_text()
     assert rule["id"] not in [r["id"] for r in owner.get("/api/policy").json()["rules"]]
-    removed = [r for r in sel_events(homes, "policy_rule_removed") if r["fields"]["rule"] == rule["id"]]
+    removed = [r for r in sel_events(module_homes, "policy_rule_removed") if r["fields"]["rule"] == rule["id"]]
     assert len(removed) == 1 and removed[0]["actor"] == "owner"
 
-    before = policy_file(homes).read_bytes()
+    before = policy_file(module_homes).read_bytes()
     for unknown in (rule["id"], "r-nothere", "builtin:protect-secrets", "default:unrestricted"):
         assert refusal(owner.delete(f"/api/policy/rules/{unknown}"))[:2] == (400, "policy_rule_not_found"), unknown
-    assert policy_file(homes).read_bytes() == before
+    assert policy_file(module_homes).read_bytes() == before
 
 
-def test_a_check_answers_the_verdict_kirocrew_policy_check_prints(owner: httpx.Client, homes: IsolatedHomes,
+def test_a_check_answers_the_verdict_kirocrew_policy_check_prints(owner: httpx.Client, module_homes: IsolatedHomes,
                                                                   module_root: Path) -> None:
     rule = add(owner, decision="deny", tool="shell", command="mkfs", reason="no formatting here")
     workspace = module_root / "check-work"
@@ -182,7 +167,7 @@ def test_a_check_answers_the_verdict_kirocrew_policy_check_prints(owner: httpx.C
     assert "no formatting here" in verdict["reason"]
     assert [(p["label"], p["decision"]) for p in verdict["parts"]] == [("git status", "allow"),
                                                                        ("mkfs -t ext4 x", "deny")]
-    with at_served_homes(homes):
+    with at_served_homes(module_homes):
         printed = run_kirocrew("policy", "check", "--tool", "shell", "--input", json.dumps(body["input"]),
                                "--workspace", str(workspace))
     assert printed.returncode == 1, printed.stderr
@@ -211,7 +196,7 @@ def test_a_check_with_bad_fields_is_refused_at_the_field(owner: httpx.Client, bo
 
 
 def test_a_workspace_adds_its_projects_rules_and_stricter_defaults_to_the_list_and_to_a_check(
-        owner: httpx.Client, homes: IsolatedHomes, module_root: Path) -> None:
+        owner: httpx.Client, module_homes: IsolatedHomes, module_root: Path) -> None:
     add(owner, decision="ask", tool="shell", command="npm")  # an owner rule for the project's to follow
     workspace = module_root / "project"
     (workspace / ".kiro" / "crew").mkdir(parents=True, exist_ok=True)
@@ -238,17 +223,17 @@ def test_a_workspace_adds_its_projects_rules_and_stricter_defaults_to_the_list_a
     ls = {"tool": "shell", "input": {"command": "ls"}, "workspace": str(workspace)}
     verdict = owner.post("/api/policy/check", json=ls).json()
     assert (verdict["decision"], verdict["rule"]["id"]) == ("ask", "default:unrestricted")
-    with at_served_homes(homes):
+    with at_served_homes(module_homes):
         printed = run_kirocrew("policy", "check", "--tool", "shell", "--input", '{"command": "ls"}',
                                "--workspace", str(workspace))
     assert printed.returncode == 3 and json.loads(printed.stdout) == verdict, printed.stderr
 
 
 def test_recent_decisions_come_from_the_security_event_log_newest_first(owner: httpx.Client,
-                                                                        homes: IsolatedHomes) -> None:
+                                                                        module_homes: IsolatedHomes) -> None:
     from kirocrew_core.gate import decisions
 
-    with at_served_homes(homes):
+    with at_served_homes(module_homes):
         for n in range(3):
             decisions.record("deny" if n == 2 else "allow", rule=f"r-test{n}", tool="shell",
                              fingerprint=f"{n:016x}", conversation=f"conv-{n}")
@@ -262,14 +247,15 @@ def test_recent_decisions_come_from_the_security_event_log_newest_first(owner: h
 
 
 def test_a_malformed_policy_file_is_reported_and_every_edit_is_refused_without_touching_it(
-        owner: httpx.Client, homes: IsolatedHomes) -> None:
+        owner: httpx.Client, module_homes: IsolatedHomes) -> None:
     kept = add(owner, decision="deny", tool="shell", command="shred")
     owner.get("/api/policy")  # read whole and sound: the last good copy is this file
-    good = policy_file(homes).read_bytes()
+    good = policy_file(module_homes).read_bytes()
     broken = good + b"\n[[rule]\nthis is not toml\n"
-    policy_file(homes).write_bytes(broken)
+    policy_file(module_homes).write_bytes(broken)
     try:
-        events = len(sel_events(homes, "policy_rule_added")) + len(sel_events(homes, "policy_rule_removed"))
+        events = (len(sel_events(module_homes, "policy_rule_added"))
+                  + len(sel_events(module_homes, "policy_rule_removed")))
         view = owner.get("/api/policy").json()
         assert view["file"]["state"] == "malformed" and view["fallback"] == "last_good"
         assert any("not valid TOML" in p for p in view["file"]["problems"])
@@ -280,10 +266,11 @@ def test_a_malformed_policy_file_is_reported_and_every_edit_is_refused_without_t
         assert refusal(owner.post("/api/policy/rules", json={"decision": "deny", "tool": "shell"}))[:2] == \
             (400, "policy_file_malformed")
         assert refusal(owner.delete(f"/api/policy/rules/{kept['id']}"))[:2] == (400, "policy_file_malformed")
-        assert policy_file(homes).read_bytes() == broken
-        assert len(sel_events(homes, "policy_rule_added")) + len(sel_events(homes, "policy_rule_removed")) == events
+        assert policy_file(module_homes).read_bytes() == broken
+        assert (len(sel_events(module_homes, "policy_rule_added"))
+                + len(sel_events(module_homes, "policy_rule_removed"))) == events
         verdict = owner.post("/api/policy/check", json={"tool": "shell", "input": {"command": "shred x"}}).json()
         assert (verdict["decision"], verdict["rule"]["id"]) == ("deny", kept["id"]), "the last good rules apply"
     finally:
-        policy_file(homes).write_bytes(good)
+        policy_file(module_homes).write_bytes(good)
     assert owner.get("/api/policy").json()["file"]["state"] == "ok"

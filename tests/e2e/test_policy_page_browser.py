@@ -31,28 +31,13 @@ TIMEOUT_MS = 30_000
 
 
 @pytest.fixture(scope="module")
-def module_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("policy-page-browser")
-
-
-@pytest.fixture(scope="module")
-def served(module_served_homes: tuple[ServedGateway, IsolatedHomes]) -> ServedGateway:
-    return module_served_homes[0]
-
-
-@pytest.fixture(scope="module")
-def homes(module_served_homes: tuple[ServedGateway, IsolatedHomes]) -> IsolatedHomes:
-    return module_served_homes[1]
-
-
-@pytest.fixture(scope="module")
 def owner(module_owner: httpx.Client) -> httpx.Client:
     return module_owner
 
 
 @pytest.fixture(scope="module")
-def module_dashboard(served: ServedGateway, module_root: Path, chromium_path: str) -> Iterator[Dashboard]:
-    with shared_dashboard(served, module_root / "screenshots", chromium_path, "/policy") as shared:
+def module_dashboard(module_served: ServedGateway, module_root: Path, chromium_path: str) -> Iterator[Dashboard]:
+    with shared_dashboard(module_served, module_root / "screenshots", chromium_path, "/policy") as shared:
         yield shared
 
 
@@ -151,8 +136,8 @@ def test_remove_asks_first_and_removes_only_when_confirmed(dashboard: Dashboard,
 
 
 def test_a_projects_rules_are_listed_for_its_workspace_and_stay_listed_after_an_edit(
-        dashboard: Dashboard, owner: httpx.Client, homes: IsolatedHomes) -> None:
-    project = homes.user_home / "projects" / "shop"
+        dashboard: Dashboard, owner: httpx.Client, module_homes: IsolatedHomes) -> None:
+    project = module_homes.user_home / "projects" / "shop"
     (project / ".kiro" / "crew").mkdir(parents=True, exist_ok=True)
     (project / ".kiro" / "crew" / "policy.toml").write_text(
         '[[rule]]\nid = "no-publish"\ndecision = "deny"\ntool = "shell"\ncommand = "npm publish"\n')
@@ -224,10 +209,10 @@ def test_would_this_be_allowed_shows_deny_for_a_chained_rm_with_the_rule_and_eac
 
 
 def test_a_malformed_policy_file_shows_the_banner_and_the_last_good_rules(
-        dashboard: Dashboard, owner: httpx.Client, homes: IsolatedHomes) -> None:
+        dashboard: Dashboard, owner: httpx.Client, module_homes: IsolatedHomes) -> None:
     kept = add(owner, decision="deny", tool="shell", command="shred", reason="kept by the last good copy")
     owner.get("/api/policy")  # read whole and sound: the last good copy is this file
-    path = homes.crew_home / "policy.toml"
+    path = module_homes.crew_home / "policy.toml"
     good = path.read_bytes()
     path.write_bytes(good + b"\n[[rule]\nnot toml at all\n")
     try:
@@ -258,17 +243,17 @@ def test_a_malformed_policy_file_shows_the_banner_and_the_last_good_rules(
 
 
 def test_the_page_reads_well_in_light_and_dark_and_at_400_px(dashboard: Dashboard, owner: httpx.Client,
-                                                            homes: IsolatedHomes) -> None:
+                                                            module_homes: IsolatedHomes) -> None:
     from kirocrew_core.gate import decisions
 
     project = "~/projects/a-project-with-a-long-name/and-a-deeper-folder-that-is-long-too"
-    (homes.user_home / project.removeprefix("~/")).mkdir(parents=True, exist_ok=True)
+    (module_homes.user_home / project.removeprefix("~/")).mkdir(parents=True, exist_ok=True)
     add(owner, decision="allow", tool="shell", command=["git status", "git diff", "npm run test:*"],
-        workspace=str(homes.user_home / project.removeprefix("~/")),
+        workspace=str(module_homes.user_home / project.removeprefix("~/")),
         reason="everyday read-only commands in this project")
     add(owner, decision="ask", tool="@github/create_pull_request", authority="workspace_write")
     with pytest.MonkeyPatch.context() as patch:
-        isolate_homes(patch, homes.root)
+        isolate_homes(patch, module_homes.root)
         decisions.record("deny", rule="r-example", tool="shell", fingerprint="f6ced0ca65cf1af4",
                          conversation="conv-0a1b2c3d")
         decisions.record("owner_allow", rule="default:workspace_write", tool="@github/create_pull_request",

@@ -251,13 +251,28 @@ def serving_in_own_homes(module_root: Path) -> Iterator[tuple[ServedGateway, Iso
 
 
 @pytest.fixture(scope="module")
-def module_served_homes(module_root: Path) -> Iterator[tuple[ServedGateway, IsolatedHomes]]:
-    """One ``kirocrew serve`` shared by a test module's tests, and its homes (:func:`serving_in_own_homes`).
+def module_root(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder for a test module's shared host and homes, named after the module (a module may define its own)."""
+    return tmp_path_factory.mktemp(request.module.__name__.rpartition(".")[2].replace("_", "-"))
 
-    The module defines the module-scoped ``module_root`` it lives under.
-    """
+
+@pytest.fixture(scope="module")
+def module_served_homes(module_root: Path) -> Iterator[tuple[ServedGateway, IsolatedHomes]]:
+    """One ``kirocrew serve`` shared by a test module's tests, and its homes (:func:`serving_in_own_homes`)."""
     with serving_in_own_homes(module_root) as pair:
         yield pair
+
+
+@pytest.fixture(scope="module")
+def module_served(module_served_homes: tuple[ServedGateway, IsolatedHomes]) -> ServedGateway:
+    """:func:`module_served_homes`' gateway."""
+    return module_served_homes[0]
+
+
+@pytest.fixture(scope="module")
+def module_homes(module_served_homes: tuple[ServedGateway, IsolatedHomes]) -> IsolatedHomes:
+    """:func:`module_served_homes`' homes."""
+    return module_served_homes[1]
 
 
 @pytest.fixture(scope="module")
