@@ -1,0 +1,66 @@
+"""``kirocrew knowledge …``: the owner fills the library sessions search, and searches it too.
+
+``add``, ``remove``, ``reindex`` and ``list`` call the owner-only ``kirocrew-knowledge-admin`` server
+(:mod:`.admin`: refused from a session's shell); ``search`` reads the library directly, as
+``local_knowledge_search`` does (with up to 50 results). Registered lazily by
+:mod:`kirocrew_core.builtin.knowledge`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+
+def _admin(tool: str, arguments: dict[str, object]) -> None:
+    from kirocrew_core.knowledge.admin import call
+
+    click.echo(call(tool, arguments).rstrip("\n"))
+
+
+@click.group()
+def knowledge() -> None:
+    """The knowledge library: folders and files sessions search with local_knowledge_search."""
+
+
+@knowledge.command("add")
+@click.argument("path", type=click.Path(exists=True, file_okay=True, dir_okay=True))
+def add(path: str) -> None:
+    """Add a folder or file and read it in (a folder is re-read as its files change)."""
+    _admin("knowledge_add", {"path": os.path.abspath(path)})
+
+
+@knowledge.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print the sources and their state as JSON.")
+def list_(as_json: bool) -> None:
+    """List the sources: kind, documents, chunks, skipped files, state."""
+    _admin("knowledge_sources", {"json": as_json})
+
+
+@knowledge.command("remove")
+@click.argument("source")
+def remove(source: str) -> None:
+    """Remove a source (its id from `list`, or its path) and everything read from it."""
+    _admin("knowledge_remove", {"source": source if source.isdigit() else os.path.abspath(source)})
+
+
+@knowledge.command("reindex")
+@click.argument("source", required=False)
+def reindex(source: str | None) -> None:
+    """Re-read one source, or every one: only files that changed are read and chunked again."""
+    _admin("knowledge_reindex", {"source": source if source is None or source.isdigit()
+                                 else os.path.abspath(source)} if source else {})
+
+
+@knowledge.command("search")
+@click.argument("query")
+@click.option("--limit", type=click.IntRange(1, 50), default=5, show_default=True)
+def search(query: str, limit: int) -> None:
+    """Search the library as local_knowledge_search does (redacted)."""
+    from kirocrew_core.knowledge.store import shared
+    from kirocrew_core.knowledge.tools import search_text
+
+    if len(query) > 500:
+        raise click.BadParameter("at most 500 characters", param_hint="QUERY")
+    click.echo(search_text(shared(), query, limit))
