@@ -123,7 +123,7 @@ def digest(data: bytes) -> str:
 
 
 class _Text(html.parser.HTMLParser):
-    _HIDDEN = frozenset({"script", "style", "template"})
+    _HIDDEN = frozenset({"script", "style", "template", "title"})
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
