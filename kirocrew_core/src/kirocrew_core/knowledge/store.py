@@ -159,6 +159,8 @@ class Library:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or database_path()
         self.lock = threading.RLock()
+        #: One reindex at a time (the host's pass and an owner's command): two would both add a new file.
+        self.reindexing = threading.Lock()
         self.conn = self._open()
 
     def _open(self) -> sqlite3.Connection:
@@ -262,7 +264,11 @@ class Library:
     def reindex(self, ref: str, stop: threading.Event | None = None,
                 progress: Callable[[int, int], None] | None = None) -> Report:
         """Re-read one source (see the module docstring); ``stop`` set ends it between two files."""
-        source = self.need(ref)
+        with self.reindexing:
+            return self._reindex(self.need(ref), stop, progress)
+
+    def _reindex(self, source: Source, stop: threading.Event | None,
+                 progress: Callable[[int, int], None] | None) -> Report:
         report = Report()
         root = Path(source.location)
         try:
