@@ -76,7 +76,7 @@ def render_hits(hits: list[Hit]) -> str:
 
 
 def search_text(library: Library, query: str, limit: int) -> str:
-    if not library.sources():
+    if library.empty():
         return NOT_CONFIGURED
     return render_hits(library.search(query, limit, vector_rankings(query, limit)))
 
