@@ -126,3 +126,27 @@ def test_an_unverified_caller_reads_nothing(callers: Callers) -> None:
     nobody = CallerContext("", "relay", 0, None, {})
     text, code = asyncio.run(callers.core.call("local_knowledge_search", {"query": "x"}, nobody))
     assert code == "caller_unverified"
+
+
+def test_an_artifact_and_the_global_lessons_are_sources_read_again_when_they_change(callers: Callers) -> None:
+    from kirocrew_core.artifacts import store as artifacts
+    from kirocrew_core.artifacts.access import OWNER
+    from kirocrew_core.lessons import store as lessons
+
+    artifacts.save(artifacts.NewArtifact("Tide tables", "# Tides\nspring tide at noon\n", "markdown",
+                                         slug="tides"), OWNER)
+    lessons.add(lessons.validate_new("always check the tide tables before sailing"), author="owner")
+    lessons.add(lessons.validate_new("tide secrets of this repo only", scope="workspace", workspace="/elsewhere"),
+                author="owner")
+    assert "1 read and chunked" in callers.ok("person-cli", "knowledge_add", artifact="tides")
+    assert "1 read and chunked" in callers.ok("person-cli", "knowledge_add", lessons=True)
+    assert callers("person-cli", "knowledge_add", artifact="no-such")[1] == "artifact_not_found"
+    assert callers("person-cli", "knowledge_add", lessons=True, artifact="tides")[1] == "invalid_arguments"
+    found = callers.ok("session", "local_knowledge_search", query="tide", limit=5)
+    assert "## Tide tables\n**Source:** [artifact] tides — Tides (lines 1-2)\n**Artifact:** tides" in found
+    assert "**Source:** [lessons] lessons.md" in found and "before sailing" in found
+    assert "this repo only" not in found  # a workspace's lesson is not every session's
+    artifacts.update("tides", OWNER, content="# Tides\nneap tide at dusk\n")
+    assert "1 read and chunked" in callers.ok("person-cli", "knowledge_reindex", source="artifact:tides")
+    assert "0 read and chunked" in callers.ok("person-cli", "knowledge_reindex", source="lessons:global")
+    assert "neap tide" in callers.ok("session", "local_knowledge_search", query="neap")

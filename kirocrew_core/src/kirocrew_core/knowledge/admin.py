@@ -15,6 +15,8 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from kirocrew_core.artifacts import names
+
 if TYPE_CHECKING:
     from kirocrew_core.contributions import CoreMcpTool, HostedMcpServer
     from kirocrew_core.coretools.contract import ToolCall
@@ -38,11 +40,20 @@ def report_text(location: str, report: Report) -> str:
 
 
 def add(args: dict[str, Any]) -> str:
-    """Add the source and read it in now (the owner sees what was read and skipped)."""
+    """Add the source (a path, an artifact or the lessons) and read it in now (the owner sees what was read)."""
+    from kirocrew_core.errors import BadInputError
     from kirocrew_core.knowledge.store import shared
 
     library = shared()
-    source = library.add(args["path"])
+    chosen = [name for name in ("path", "artifact", "lessons") if args.get(name)]
+    if len(chosen) != 1:
+        raise BadInputError("name one source: a path, an artifact's slug, or the lessons", code="invalid_arguments")
+    if args.get("artifact"):
+        source = library.add_artifact(args["artifact"])
+    elif args.get("lessons"):
+        source = library.add_lessons()
+    else:
+        source = library.add(args["path"])
     return f"Added {source.kind} source {source.id}.\n" + report_text(source.location, library.reindex(str(source.id)))
 
 
@@ -95,7 +106,9 @@ def admin_tools() -> dict[str, CoreMcpTool]:
         return CoreMcpTool(name, f"The owner's: {verb}.", schema, handler, read_only=read_only, identity="lenient")
 
     found = [
-        tool("knowledge_add", "add a folder or file to the knowledge library", _schema({"path": _REF}, ("path",)), add),
+        tool("knowledge_add", "add a folder, a file, an artifact or the lessons to the knowledge library",
+             _schema({"path": _REF, "artifact": {"type": "string", "pattern": names.SLUG_PATTERN},
+                      "lessons": {"type": "boolean"}}), add),
         tool("knowledge_remove", "remove a knowledge source", _schema({"source": _REF}, ("source",)), remove),
         tool("knowledge_reindex", "re-read knowledge sources", _schema({"source": _REF}), reindex),
         tool("knowledge_sources", "list the knowledge sources and their state",

@@ -21,14 +21,19 @@ def _admin(tool: str, arguments: dict[str, object]) -> None:
 
 @click.group()
 def knowledge() -> None:
-    """The knowledge library: folders and files sessions search with local_knowledge_search."""
+    """The knowledge library: folders, files, artifacts and lessons sessions search with local_knowledge_search."""
 
 
 @knowledge.command("add")
-@click.argument("path", type=click.Path(exists=True, file_okay=True, dir_okay=True))
-def add(path: str) -> None:
-    """Add a folder or file and read it in (a folder is re-read as its files change)."""
-    _admin("knowledge_add", {"path": os.path.abspath(path)})
+@click.argument("path", required=False, type=click.Path(exists=True, file_okay=True, dir_okay=True))
+@click.option("--artifact", "slug", default=None, help="Add this artifact (by slug) instead of a path.")
+@click.option("--lessons", is_flag=True, help="Add the global lessons instead of a path.")
+def add(path: str | None, slug: str | None, lessons: bool) -> None:
+    """Add a folder, a file, an artifact or the lessons and read it in (re-read as it changes)."""
+    if sum((path is not None, slug is not None, lessons)) != 1:
+        raise click.UsageError("give one of PATH, --artifact SLUG or --lessons")
+    _admin("knowledge_add", {"path": os.path.abspath(path)} if path else {"artifact": slug} if slug
+           else {"lessons": True})
 
 
 @knowledge.command("list")

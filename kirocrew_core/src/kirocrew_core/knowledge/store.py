@@ -3,7 +3,8 @@
 Kept in ``<crew home>/state/knowledge/library.sqlite3`` (owner-only, WAL, through
 :mod:`kirocrew_core.sqlite_db`). :meth:`Library.reindex` re-reads a source: a file whose size and
 mtime are unchanged is not opened, one whose content hash is unchanged is not re-chunked, a file
-gone is dropped. Every database failure of a public method is :class:`KnowledgeError`
+gone is dropped; an artifact or the lessons (one document each) is chunked again when its content
+hash changes. Every database failure of a public method is :class:`KnowledgeError`
 ``knowledge_library_unusable``.
 """
 
@@ -28,9 +29,12 @@ from kirocrew_core.knowledge import files
 _F = TypeVar("_F", bound=Callable[..., Any])
 STATE = "knowledge"
 DATABASE = "library.sqlite3"
-Kind = Literal["folder", "file"]
+Kind = Literal["folder", "file", "artifact", "lessons"]
 #: Which copy of a duplicate document is kept: the more persistent source's (higher wins).
-PERSISTENCE: dict[str, int] = {"folder": 2, "file": 1}
+PERSISTENCE: dict[str, int] = {"folder": 3, "file": 2, "artifact": 1, "lessons": 1}
+#: The location of the lessons source, and the prefix of an artifact source's (``artifact:<slug>``).
+LESSONS_LOCATION = "lessons:global"
+ARTIFACT_PREFIX = "artifact:"
 #: Keyword hits a search fuses (before the vector leg's, when a plugin gives one).
 CANDIDATES = 50
 #: A query matching more chunks than this ranks only the first this many it finds (oldest chunks first): a
@@ -41,7 +45,7 @@ RRF_K = 60
 MIGRATIONS: list[list[str]] = [[
     """CREATE TABLE sources (
         id INTEGER PRIMARY KEY,
-        kind TEXT NOT NULL CHECK (kind IN ('folder', 'file')),
+        kind TEXT NOT NULL CHECK (kind IN ('folder', 'file', 'artifact', 'lessons')),
         location TEXT NOT NULL UNIQUE,
         added TEXT NOT NULL,
         indexed TEXT NOT NULL DEFAULT '',
@@ -207,12 +211,27 @@ class Library:
             kind = "file"
         else:
             raise BadInputError(f"{location} is neither a folder nor a regular file", code="source_unreadable")
-        location = location.resolve()
+        return self._insert(kind, str(location.resolve()))
+
+    def add_artifact(self, slug: str) -> Source:
+        """Add an artifact (by slug) as a source: its live content, re-read when it changes."""
+        from kirocrew_core.artifacts import store as artifacts
+        from kirocrew_core.artifacts.access import OWNER
+
+        artifacts.get(slug, OWNER)  # artifact_not_found (or a bad slug) before anything is added
+        return self._insert("artifact", ARTIFACT_PREFIX + slug)
+
+    def add_lessons(self) -> Source:
+        """Add the global lessons (the rules every session follows) as one document, re-read when they change."""
+        return self._insert("lessons", LESSONS_LOCATION)
+
+    @_usable
+    def _insert(self, kind: Kind, location: str) -> Source:
         with sqlite_db.immediate(self.conn, self.lock) as conn:
-            if conn.execute("SELECT 1 FROM sources WHERE location = ?", (str(location),)).fetchone():
+            if conn.execute("SELECT 1 FROM sources WHERE location = ?", (location,)).fetchone():
                 raise BadInputError(f"{location} is already a source", code="source_exists")
-            conn.execute("INSERT INTO sources (kind, location, added) VALUES (?, ?, ?)", (kind, str(location), _now()))
-        found = self.source(str(location))
+            conn.execute("INSERT INTO sources (kind, location, added) VALUES (?, ?, ?)", (kind, location, _now()))
+        found = self.source(location)
         assert found is not None
         return found
 
@@ -236,9 +255,9 @@ class Library:
 
     def source(self, ref: str) -> Source | None:
         """The source with this id (as text) or location (a path, made absolute); None when there is none."""
-        wanted = os.path.abspath(ref) if not ref.isdigit() else ref
+        wanted = os.path.abspath(ref) if not ref.isdigit() and ":" not in ref else ref
         for source in self.sources():
-            if str(source.id) == ref or source.location in (wanted, str(Path(wanted).resolve())):
+            if str(source.id) == ref or source.location in (ref, wanted, str(Path(wanted).resolve())):
                 return source
         return None
 
@@ -279,6 +298,8 @@ class Library:
     def _reindex(self, source: Source, stop: threading.Event | None,
                  progress: Callable[[int, int], None] | None) -> Report:
         report = Report()
+        if source.kind in ("artifact", "lessons"):
+            return self._reindex_text(source, report)
         root = Path(source.location)
         try:
             entries, report.skipped = files.walk(root)
@@ -327,12 +348,35 @@ class Library:
             progress(len(entries), len(entries))
         return report
 
+    def _reindex_text(self, source: Source, report: Report) -> Report:
+        """An artifact's or the lessons' one document, chunked again only when its content hash changed."""
+        try:
+            name, title, text = _stored_text(source)
+        except KirocrewError as exc:
+            self._set_problem(source.id, exc.message)
+            return report
+        data = text.encode("utf-8")
+        sha = files.digest(data)
+        with self.lock:
+            old = self.conn.execute("SELECT id, sha256 FROM documents WHERE source = ?", (source.id,)).fetchone()
+        report.files = 1
+        if old is not None and old["sha256"] == sha:
+            report.unchanged = 1
+        else:
+            entry = files.Entry(Path(name), name, len(data), 0)
+            self._store(source.id, entry, sha, text, old["id"] if old is not None else None, title=title)
+            report.rechunked = 1
+        with sqlite_db.immediate(self.conn, self.lock) as conn:
+            conn.execute("UPDATE sources SET indexed = ?, problem = '' WHERE id = ?", (_now(), source.id))
+        return report
+
     def _set_problem(self, source: int, problem: str) -> None:
         with sqlite_db.immediate(self.conn, self.lock) as conn:
             conn.execute("UPDATE sources SET indexed = ?, problem = ? WHERE id = ?", (_now(), problem, source))
 
-    def _store(self, source: int, entry: files.Entry, sha: str, text: str, document: int | None) -> None:
-        title = chunks_.title_of(text, entry.path.name)
+    def _store(self, source: int, entry: files.Entry, sha: str, text: str, document: int | None, *,
+               title: str = "") -> None:
+        title = title or chunks_.title_of(text, entry.path.name)
         parts = chunks_.split(text)
         with sqlite_db.immediate(self.conn, self.lock) as conn:
             if document is None:
@@ -435,7 +479,21 @@ class Library:
 
 
 def _label(row: sqlite3.Row) -> str:
-    return row["location"] if row["kind"] == "file" else f"{row['location']}/{row['name']}"
+    return row["location"] if row["kind"] != "folder" else f"{row['location']}/{row['name']}"
+
+
+def _stored_text(source: Source) -> tuple[str, str, str]:
+    """``(document name, title, text)`` of an artifact or the lessons source; a :class:`KirocrewError` if gone."""
+    if source.kind == "lessons":
+        from kirocrew_core.lessons.store import all_lessons, global_text
+
+        return "lessons.md", "Lessons kept by kirocrew", global_text(all_lessons())
+    from kirocrew_core.artifacts import store as artifacts
+    from kirocrew_core.artifacts.access import OWNER
+
+    slug = source.location.removeprefix(ARTIFACT_PREFIX)
+    meta, content = artifacts.get(slug, OWNER)
+    return slug, str(meta.get("name") or slug), content
 
 
 _shared: Library | None = None

@@ -67,11 +67,12 @@ def render_hits(hits: list[Hit]) -> str:
         return NOTHING
     blocks = [HEADER]
     for hit in hits:
-        where = hit.location if hit.kind == "file" else f"{hit.location}/{hit.name}"
+        where = {"folder": f"**File:** {hit.location}/{hit.name}", "file": f"**File:** {hit.location}",
+                 "artifact": f"**Artifact:** {hit.name}"}.get(hit.kind, "**Lessons:** the global lessons")
         section = f" — {shown(hit.section)}" if hit.section else ""
         blocks.append(f"## {shown(hit.title)}\n"
                       f"**Source:** [{hit.kind}] {shown(hit.name)}{section} (lines {hit.line_start}-{hit.line_end})\n"
-                      f"**File:** {shown(where)}\n\n{shown(hit.text)}")
+                      f"{shown(where)}\n\n{shown(hit.text)}")
     return "\n\n".join(blocks)
 
 
