@@ -57,6 +57,9 @@ def test_the_owner_adds_lists_searches_reindexes_and_removes(offline: Any, tmp_p
     gone = offline("remove", "1")
     assert gone.returncode != 0 and "source_not_found" in gone.stderr
     assert offline("search", "x" * 501).returncode != 0
+    assert offline("add").returncode != 0 and offline("add", str(root), "--lessons").returncode != 0
+    assert "Added lessons source 2." in _ok(offline("add", "--lessons"))
+    assert "Removed source 2 (lessons:global)" in _ok(offline("remove", "lessons:global"))
 
 
 def test_the_installed_command_lists_knowledge_in_its_help(kirocrew: Any) -> None:
@@ -83,3 +86,5 @@ def test_a_host_pass_reads_every_source_and_reports_its_state(isolated_homes: An
                                           "detail": "1 file(s) read again, 0 skipped"}
     assert states["good"]["chunks"] == 1
     assert states["broken"]["problem"].startswith("cannot be read")
+    assert states["broken"]["progress"]["state"] == "failed"
+    assert states["broken"]["progress"]["detail"] == states["broken"]["problem"]

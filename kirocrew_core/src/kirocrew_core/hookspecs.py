@@ -434,7 +434,8 @@ def knowledge_vector_search(query: str, limit: int) -> list[int]:
     rank (k = 60). Called by :func:`kirocrew_core.knowledge.tools.vector_rankings` inside the host,
     in a worker thread, on every ``local_knowledge_search`` call and ``kirocrew knowledge search``.
     Ids come from the library's ``chunks`` table (``<crew home>/state/knowledge/library.sqlite3``,
-    read it read-only); an id that names no chunk is passed over.
+    read it read-only); ids are never reused, so an id a plugin stored for a chunk that was since
+    re-chunked or removed names no chunk, and is passed over.
 
     :param query: the search words as the caller gave them (at most 500 characters).
     :param limit: how many ids are used at most (more are ignored).

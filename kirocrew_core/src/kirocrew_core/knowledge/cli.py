@@ -19,6 +19,15 @@ def _admin(tool: str, arguments: dict[str, object]) -> None:
     click.echo(call(tool, arguments).rstrip("\n"))
 
 
+def _ref(source: str) -> str:
+    """A source as the library names it: an id, ``artifact:<slug>``, ``lessons:global``, or a path made absolute."""
+    from kirocrew_core.knowledge.store import ARTIFACT_PREFIX, LESSONS_LOCATION
+
+    if source.isdigit() or source.startswith(ARTIFACT_PREFIX) or source == LESSONS_LOCATION:
+        return source
+    return os.path.abspath(source)
+
+
 @click.group()
 def knowledge() -> None:
     """The knowledge library: folders, files, artifacts and lessons sessions search with local_knowledge_search."""
@@ -46,16 +55,15 @@ def list_(as_json: bool) -> None:
 @knowledge.command("remove")
 @click.argument("source")
 def remove(source: str) -> None:
-    """Remove a source (its id from `list`, or its path) and everything read from it."""
-    _admin("knowledge_remove", {"source": source if source.isdigit() else os.path.abspath(source)})
+    """Remove a source (its id from `list`, its path, artifact:SLUG or lessons:global) and what was read from it."""
+    _admin("knowledge_remove", {"source": _ref(source)})
 
 
 @knowledge.command("reindex")
 @click.argument("source", required=False)
 def reindex(source: str | None) -> None:
     """Re-read one source, or every one: only files that changed are read and chunked again."""
-    _admin("knowledge_reindex", {"source": source if source is None or source.isdigit()
-                                 else os.path.abspath(source)} if source else {})
+    _admin("knowledge_reindex", {"source": _ref(source)} if source else {})
 
 
 @knowledge.command("search")

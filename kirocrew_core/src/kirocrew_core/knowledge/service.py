@@ -49,6 +49,8 @@ def source_states() -> list[dict[str, Any]]:
             live = _progress.get(source.id)
             progress = Progress(**live.__dict__) if live is not None else Progress("ready" if source.indexed else
                                                                                     "waiting")
+        if source.problem and progress.state != "indexing":  # the source itself could not be read
+            progress.state, progress.detail = "failed", source.problem
         states.append(source.as_dict() | {"progress": dict(progress.__dict__)})
     return states
 

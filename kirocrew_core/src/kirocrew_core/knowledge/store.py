@@ -43,8 +43,10 @@ MATCHES_RANKED = 5000
 RRF_K = 60
 
 MIGRATIONS: list[list[str]] = [[
+    # AUTOINCREMENT: an id is never reused, so a removed source's id or a re-chunked file's old chunk ids
+    # (which a knowledge_vector_search plugin may have stored) never name something else.
     """CREATE TABLE sources (
-        id INTEGER PRIMARY KEY,
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
         kind TEXT NOT NULL CHECK (kind IN ('folder', 'file', 'artifact', 'lessons')),
         location TEXT NOT NULL UNIQUE,
         added TEXT NOT NULL,
@@ -64,7 +66,7 @@ MIGRATIONS: list[list[str]] = [[
     )""",
     "CREATE INDEX documents_by_hash ON documents (sha256)",
     """CREATE TABLE chunks (
-        id INTEGER PRIMARY KEY,
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
         document INTEGER NOT NULL REFERENCES documents (id) ON DELETE CASCADE,
         seq INTEGER NOT NULL,
         section TEXT NOT NULL,
