@@ -157,3 +157,28 @@ def test_duplicates_keep_the_folders_copy_and_stay_removed_across_a_reindex(libr
     assert library.reindex(str(lone.id)).rechunked == 0 and library.duplicates() == []
     single.write_text("# Same\nshared words, now edited\n")
     assert library.reindex(str(lone.id)).rechunked == 1 and len(library.search("shared", 5)) == 2
+
+
+def test_files_an_unfinished_walk_did_not_see_are_kept_not_taken_for_gone(
+        library: Library, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _folder(tmp_path / "notes", {f"n{i}.md": f"note{i} words\n" for i in range(5)})
+    ref = str(library.add(root).id)
+    library.reindex(ref)
+    monkeypatch.setattr(files, "MAX_FILES", 3)
+    report = library.reindex(ref)
+    assert report.removed == 0 and report.skipped == {"…": "more than 3 files: the rest are not read"}
+    assert len(library.search("words", 5)) == 5
+    monkeypatch.setattr(files, "MAX_FILES", 20_000)
+    (root / "n4.md").unlink()
+    assert library.reindex(ref).removed == 1
+
+
+def test_a_source_that_cannot_be_read_keeps_what_was_read_and_says_why(library: Library, tmp_path: Path) -> None:
+    root = _folder(tmp_path / "notes", {"a.md": "kept words\n"})
+    ref = str(library.add(root).id)
+    library.reindex(ref)
+    (root / "a.md").rename(tmp_path / "a.md")
+    root.rmdir()
+    library.reindex(ref)
+    [source] = library.sources()
+    assert source.problem == "cannot be read: No such file or directory" and source.documents == 1

@@ -34,38 +34,59 @@ class Entry:
 
 
 class Skipped(Exception):
-    """A file not read, with the reason recorded for the owner."""
+    """A file not read, with the reason recorded for the owner.
 
-    def __init__(self, reason: str) -> None:
+    ``unknowable``: it could not be looked at (an error opening or listing it), which says nothing about
+    what it holds now, so what was read of it before is kept; otherwise what it holds was seen and refused.
+    """
+
+    def __init__(self, reason: str, *, unknowable: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.unknowable = unknowable
 
 
-def walk(root: Path) -> tuple[list[Entry], dict[str, str]]:
-    """The regular files under ``root`` (a folder, or one file) and the skipped ones' reasons, by relative name."""
-    entries: list[Entry] = []
-    skipped: dict[str, str] = {}
+@dataclass
+class Walk:
+    """A source's regular files, the skipped ones' reasons, and whether every file was seen (``complete``)."""
+
+    entries: list[Entry]
+    skipped: dict[str, str]
+    complete: bool = True
+
+
+def walk(root: Path) -> Walk:
+    """The regular files under ``root`` (a folder, or one file) and the skipped ones' reasons, by relative name.
+
+    Incomplete when a folder could not be listed or there were more than :data:`MAX_FILES` files: then
+    no file unseen may be taken for gone.
+    """
+    found = Walk([], {})
     try:
         top = os.lstat(root)
     except OSError as exc:
-        raise Skipped(f"cannot be read: {exc.strerror}") from exc
+        raise Skipped(f"cannot be read: {exc.strerror}", unknowable=True) from exc
     if stat.S_ISREG(top.st_mode):
-        return [Entry(root, root.name, top.st_size, top.st_mtime_ns)], skipped
+        found.entries.append(Entry(root, root.name, top.st_size, top.st_mtime_ns))
+        return found
     if not stat.S_ISDIR(top.st_mode):
         raise Skipped("not a regular file or folder")
-    for entry in _scan(root, root, skipped):
-        if len(entries) >= MAX_FILES:
-            skipped["…"] = f"more than {MAX_FILES} files: the rest are not read"
+    for entry in _scan(root, root, found):
+        if len(found.entries) >= MAX_FILES:
+            found.skipped["…"] = f"more than {MAX_FILES} files: the rest are not read"
+            found.complete = False
             break
-        entries.append(entry)
-    return entries, skipped
+        found.entries.append(entry)
+    return found
 
 
-def _scan(root: Path, folder: Path, skipped: dict[str, str]) -> Iterator[Entry]:
+def _scan(root: Path, folder: Path, found: Walk) -> Iterator[Entry]:
+    skipped = found.skipped
     try:
         listing = sorted(os.scandir(folder), key=lambda e: e.name)
     except OSError as exc:
         skipped[str(folder.relative_to(root)) or "."] = f"cannot be listed: {exc.strerror}"
+        found.complete = False
         return
     for item in listing:
         path = Path(item.path)
@@ -74,7 +95,7 @@ def _scan(root: Path, folder: Path, skipped: dict[str, str]) -> Iterator[Entry]:
             skipped[name] = "symlink leading out of the source" if _outside(root, path) else "symlink (not followed)"
         elif item.is_dir(follow_symlinks=False):
             if item.name not in SKIPPED_DIRS:
-                yield from _scan(root, path, skipped)
+                yield from _scan(root, path, found)
         elif item.is_file(follow_symlinks=False):
             info = item.stat(follow_symlinks=False)
             yield Entry(path, name, info.st_size, info.st_mtime_ns)
@@ -99,7 +120,7 @@ def read(entry: Entry) -> tuple[bytes, str]:
     try:
         fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
-        raise Skipped(f"cannot be opened: {exc.strerror}") from exc
+        raise Skipped(f"cannot be opened: {exc.strerror}", unknowable=True) from exc
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode):

@@ -304,10 +304,11 @@ class Library:
             return self._reindex_text(source, report)
         root = Path(source.location)
         try:
-            entries, report.skipped = files.walk(root)
+            walk = files.walk(root)
         except files.Skipped as skip:
-            self._set_problem(source.id, skip.reason)
+            self._set_problem(source.id, skip.reason)  # what was read of it is kept
             return report
+        entries, report.skipped = walk.entries, walk.skipped
         with self.lock:
             known = {r["name"]: r for r in self.conn.execute(
                 "SELECT id, name, size, mtime_ns, sha256 FROM documents WHERE source = ?", (source.id,))}
@@ -325,7 +326,7 @@ class Library:
                 data, text = files.read(entry)
             except files.Skipped as skip:
                 report.skipped[entry.name] = skip.reason
-                if old is not None:
+                if old is not None and not skip.unknowable:
                     known[entry.name] = old  # dropped below: what it held is no longer what the file holds
                 continue
             sha = files.digest(data)
@@ -337,6 +338,8 @@ class Library:
                 continue
             self._store(source.id, entry, sha, text, old["id"] if old is not None else None)
             report.rechunked += 1
+        if not walk.complete:
+            known.clear()  # a file not seen in an unfinished walk may still be there: kept
         with sqlite_db.immediate(self.conn, self.lock) as conn:
             for old in known.values():
                 self._drop_chunks(conn, old["id"])
