@@ -566,6 +566,10 @@ def test_hook_knowledge_vector_search(plugin_manager, tmp_path):
     _register(plugin_manager, "c-vectors", knowledge_vector_search=lambda query, limit: [beta, 999_999])
     found = search_text(library, "harbour", 5)
     assert "## Alpha" in found and "## Beta" in found
+    _register(plugin_manager, "d-vectors", knowledge_vector_search=lambda query, limit: [beta])
+    # Two legs put Beta first, so fusion keeps it alone; the keyword leg's first hit is appended all the same.
+    assert [hit.title for hit in library.search("harbour", 1, [[beta], [beta]])] == ["Beta", "Alpha"]
+    assert search_text(library, "harbour", 1).index("## Beta") < search_text(library, "harbour", 1).index("## Alpha")
 
 
 def test_hook_deploy_destinations(plugin_manager):

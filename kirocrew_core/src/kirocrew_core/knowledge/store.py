@@ -420,26 +420,38 @@ class Library:
 
     @_usable
     def search(self, query: str, limit: int, extra: list[list[int]] | None = None) -> list[Hit]:
-        """The best ``limit`` chunks: the keyword ranking fused with each ``extra`` ranking by reciprocal rank."""
-        rankings = [self.keyword_ranking(query), *(extra or [])]
+        """The best ``limit`` chunks: the keyword ranking fused with each ``extra`` ranking by reciprocal rank.
+
+        The keyword ranking's first chunk is always kept (appended when fusion left it out, as the reference
+        does): an exact match the vector legs did not see stays in the answer.
+        """
+        keyword = self.keyword_ranking(query)
         scores: dict[int, float] = {}
-        for ranking in rankings:
+        for ranking in [keyword, *(extra or [])]:
             for rank, chunk in enumerate(ranking[:CANDIDATES]):
                 scores[chunk] = scores.get(chunk, 0.0) + 1.0 / (RRF_K + rank + 1)
         best = sorted(scores, key=lambda c: -scores[c])
         hits: list[Hit] = []
         with self.lock:
             for chunk in best:
-                row = self.conn.execute(
-                    """SELECT c.id AS chunk, d.title, s.kind, s.location, d.name, c.section, c.line_start, c.line_end,
-                              c.text
-                       FROM chunks c JOIN documents d ON c.document = d.id JOIN sources s ON d.source = s.id
-                       WHERE c.id = ?""", (chunk,)).fetchone()
-                if row is not None:  # a plugin's id that names no chunk (any more) is passed over
-                    hits.append(Hit(**dict(row), score=scores[chunk]))
+                hits += self._hits([chunk], scores)
                 if len(hits) == limit:
                     break
+            if keyword and keyword[0] not in {hit.chunk for hit in hits}:
+                hits += self._hits([keyword[0]], scores)
         return hits
+
+    def _hits(self, chunks: list[int], scores: dict[int, float]) -> list[Hit]:
+        found = []
+        for chunk in chunks:
+            row = self.conn.execute(
+                """SELECT c.id AS chunk, d.title, s.kind, s.location, d.name, c.section, c.line_start, c.line_end,
+                          c.text
+                   FROM chunks c JOIN documents d ON c.document = d.id JOIN sources s ON d.source = s.id
+                   WHERE c.id = ?""", (chunk,)).fetchone()
+            if row is not None:  # a plugin's id that names no chunk (any more) is passed over
+                found.append(Hit(**dict(row), score=scores[chunk]))
+        return found
 
     # --- duplicates -----------------------------------------------------------------------------
 
