@@ -63,13 +63,16 @@ def test_a_client_lists_and_calls_kirocrew_core_tools_and_reads_refusals_by_thei
         {"name": "artifact_get", "arguments": {"slug": "conf-note"}},
         {"name": "artifact_get", "arguments": {"slug": "no-such-note"}},
         {"name": "artifact_save", "arguments": {"name": "W", "content": "<b/>", "kind": "widget"}},
+        {"name": "local_knowledge_search", "arguments": {"query": 'harbour "NEAR(*'}},
+        {"name": "local_knowledge_search", "arguments": {"query": "harbour", "limit": 6}},
+        {"name": "knowledge_dedup", "arguments": {}},
     ])
     if "serverInfo" in report:  # the TypeScript client reports it
         assert report["serverInfo"]["name"] == "kirocrew-core"
     names = [tool["name"] for tool in report["tools"]]
     assert "probe_echo" in names and "probe_whoami" in names and len(names) == len(set(names))
     assert {"select_crew", "route_crew", "resource_status", "list_sessions", "search_chat_history",
-            "get_chat_session"} <= set(names)
+            "get_chat_session", "local_knowledge_search", "knowledge_dedup"} <= set(names)
     assert set(ARTIFACT_TOOLS) <= set(names)  # and their descriptors validate, below
     assert report["schemaProblems"] == []
     echoed = call_result(report, 0)
@@ -77,12 +80,14 @@ def test_a_client_lists_and_calls_kirocrew_core_tools_and_reads_refusals_by_thei
     for index, code in ((1, "caller_unverified"), (2, "invalid_arguments"), (3, "unknown_crew"),
                         (6, "invalid_arguments"), (7, "workspace_unknown"), (8, "invalid_arguments"),
                         (9, "session_not_found"), (10, "invalid_arguments"), (14, "artifact_not_found"),
-                        (15, "kind_unsupported")):
+                        (15, "kind_unsupported"), (17, "invalid_arguments")):
         assert_refused(report, index, code)
     assert text_of(call_result(report, 11)) == "No sessions found."  # summarize is in the schema both SDKs read
     assert text_of(call_result(report, 12)).startswith("Saved artifact: slug=conf-note version=1")
     assert text_of(call_result(report, 13)).splitlines()[:4] == [
         "slug: conf-note", "name: Conformance note", "kind: markdown", "version: 1"]
+    assert text_of(call_result(report, 16)).startswith("Knowledge Library is not configured.")
+    assert text_of(call_result(report, 18)) == "No duplicate documents found."
     assert json.loads(text_of(call_result(report, 4)))["ranked"] == []  # no crews configured
     assert "h1-0" not in text_of(call_result(report, 9)), "an unknown key is named by its fingerprint only"
     status = text_of(call_result(report, 5))

@@ -38,7 +38,7 @@ def test_the_hook_list_is_the_architecture_one():
         "governance_ceiling", "protected_paths", "doctor_checks", "host_services", "host_mcp_servers",
         "known_workspaces", "agent_file_ready", "secret_files", "worker_load", "history_sources",
         "history_summarizers",
-        "conversation_ancestry", "conversation_origin", "deploy_destinations",
+        "conversation_ancestry", "conversation_origin", "deploy_destinations", "knowledge_vector_search",
     }
 
 
@@ -348,9 +348,10 @@ def test_hook_host_services(plugin_manager):
         return host.pong()
 
     pong = _run_host(plugin_manager, body)
-    # The core builtins' own services (kirocrew-core's sidecar sweep, the history index's start-time refresh)
-    # run beside the test's.
-    assert pong["services"] == ["kept", "coretools", "history"] and "no database" in pong["failedServices"]["broken"]
+    # The core builtins' own services (kirocrew-core's sidecar sweep, the history index's start-time refresh,
+    # the knowledge library's ingestion) run beside the test's.
+    assert pong["services"] == ["kept", "coretools", "history", "knowledge"]
+    assert "no database" in pong["failedServices"]["broken"]
     assert pong["busy"] == ["kept: 3 runs"]
     # Started in call order (a-svc first), stopped in reverse, the one that failed to start included.
     assert events == ["kept started", "kept stopped", "broken stopped"]
@@ -384,7 +385,8 @@ def test_hook_host_mcp_servers(plugin_manager):
         return host.pong(), await hello("mcp-roster"), await hello("mcp-other")
 
     pong, by_command, duplicate = _run_host(plugin_manager, body)
-    assert pong["servers"] == ["kirocrew-artifacts-admin", "kirocrew-core", "kirocrew-roster"]  # core serves two
+    assert pong["servers"] == ["kirocrew-artifacts-admin", "kirocrew-core", "kirocrew-knowledge-admin",
+                               "kirocrew-roster"]  # core serves three
     assert by_command["kirocrew"] == "welcome" and by_command["server"] == "kirocrew-roster"
     assert duplicate["code"] == "unknown_server"  # the second plugin to claim the name was refused
 
@@ -539,6 +541,35 @@ def test_hook_conversation_origin(plugin_manager):
     chat = session_actor(CrewSession("kcs1-" + "4" * 32, "conversation", "chat-conv"))
     assert (job_run.source, job_run.tree) == ("cron", "session-conv")  # a session's job: in its tree, made by cron
     assert chat.source == "chat"
+
+
+def test_hook_knowledge_vector_search(plugin_manager, tmp_path):
+    """Every list of chunk ids is fused with the keyword ranking: a chunk no keyword finds comes back; a plugin
+    that raises or answers garbage is passed over."""
+    from kirocrew_core.knowledge.store import shared
+    from kirocrew_core.knowledge.tools import search_text
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("# Alpha\n\nthe harbour opens at dawn\n")
+    (folder / "b.md").write_text("# Beta\n\nboats need fuel\n")
+    library = shared()
+    library.reindex(str(library.add(folder).id))
+    beta = library.keyword_ranking("boats")[0]
+
+    def broken(query, limit):
+        raise RuntimeError("no model")
+
+    _register(plugin_manager, "a-broken", knowledge_vector_search=broken)
+    _register(plugin_manager, "b-garbage", knowledge_vector_search=lambda query, limit: ["not", "ids"])
+    assert "## Beta" not in search_text(library, "harbour", 5)
+    _register(plugin_manager, "c-vectors", knowledge_vector_search=lambda query, limit: [beta, 999_999])
+    found = search_text(library, "harbour", 5)
+    assert "## Alpha" in found and "## Beta" in found
+    _register(plugin_manager, "d-vectors", knowledge_vector_search=lambda query, limit: [beta])
+    # Two legs put Beta first, so fusion keeps it alone; the keyword leg's first hit is appended all the same.
+    assert [hit.title for hit in library.search("harbour", 1, [[beta], [beta]])] == ["Beta", "Alpha"]
+    assert search_text(library, "harbour", 1).index("## Beta") < search_text(library, "harbour", 1).index("## Alpha")
 
 
 def test_hook_deploy_destinations(plugin_manager):

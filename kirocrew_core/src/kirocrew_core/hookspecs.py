@@ -424,6 +424,26 @@ def deploy_destinations() -> list[DeployDestination]:
     """
 
 
+@hookspec
+def knowledge_vector_search(query: str, limit: int) -> list[int]:
+    """Return the knowledge library's chunk ids nearest in meaning to ``query``, best first.
+
+    Why a hook: ``local_knowledge_search`` ranks chunks by keywords (FTS5, BM25); a vector leg
+    needs an embedding model, which core does not ship (none can be fetched at run time), so a
+    plugin that has one answers here. Each answer is fused with the keyword ranking by reciprocal
+    rank (k = 60). Called by :func:`kirocrew_core.knowledge.tools.vector_rankings` inside the host,
+    in a worker thread, on every ``local_knowledge_search`` call and ``kirocrew knowledge search``.
+    Ids come from the library's ``chunks`` table (``<crew home>/state/knowledge/library.sqlite3``,
+    read it read-only); ids are never reused, so an id a plugin stored for a chunk that was since
+    re-chunked or removed names no chunk, and is passed over.
+
+    :param query: the search words as the caller gave them (at most 500 characters).
+    :param limit: how many ids are used at most (more are ignored).
+    :return: a list of chunk ids, best first; every plugin's list is fused. An implementation that
+        raises is logged and skipped: the search answers by keywords alone.
+    """
+
+
 # --- Sessions -------------------------------------------------------------
 
 

@@ -66,6 +66,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "kirocrew_core.builtin.coretools",
     "kirocrew_core.builtin.crews",
     "kirocrew_core.builtin.history",
+    "kirocrew_core.builtin.knowledge",
     "kirocrew_core.builtin.lessons",
     "kirocrew_core.builtin.notifications",
     "kirocrew_core.builtin.policy",

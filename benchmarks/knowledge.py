@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""The knowledge library: ingest files/s and peak RSS, search latency over many chunks, one touched file.
+
+    .venv/bin/python benchmarks/knowledge.py [--files 2000] [--chunks 100000] [--searches 200]
+
+* ingests a folder of ``--files`` Markdown files (about 1,500 words each, three headings; words
+  from a 5,000-word vocabulary with a Zipf-like skew): ``add`` + ``reindex`` (files/s, chunks,
+  this process's peak RSS);
+* touches one file and reindexes (the time, and how many files were chunked again: 1 is the target),
+  and reindexes with nothing changed;
+* fills a second library with ``--chunks`` chunks of 100 words (written straight into its tables,
+  as a reindex would, to keep the set-up short) and searches it for a rare word, two words and a
+  common word (``Library.search``, and ``search_text``: the tool's whole answer with redaction;
+  median/p99; target ≤ 20 ms median).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import resource
+import tempfile
+import time
+from pathlib import Path
+
+from _bench import machine_load, row
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def vocabulary(size: int = 5000) -> tuple[list[str], list[float]]:
+    rng = random.Random(7)
+    words = sorted({"".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(4, 9)))
+                    for _ in range(size * 2)})[:size]
+    return words, [1 / (rank + 1) for rank in range(len(words))]
+
+
+def text(rng: random.Random, words: list[str], weights: list[float], count: int) -> str:
+    return " ".join(rng.choices(words, weights, k=count))
+
+
+def ingest(root: Path, files: int) -> None:
+    from kirocrew_core.knowledge.store import Library
+
+    words, weights = vocabulary()
+    rng = random.Random(1)
+    folder = root / "notes"
+    for index in range(files):
+        path = folder / f"d{index % 20:02d}" / f"note{index:05d}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        body = [f"# Note {index}"]
+        for section in range(3):
+            body += [f"## Part {section}", *(text(rng, words, weights, 25) for _ in range(20))]
+        path.write_text("\n".join(body) + "\n")
+    library = Library(root / "ingest.sqlite3")
+    before = peak_rss_mib()
+    start = time.perf_counter()
+    source = library.add(folder)
+    report = library.reindex(str(source.id))
+    took = time.perf_counter() - start
+    chunks = library.sources()[0].chunks
+    print(f"ingest: {report.rechunked} files, {chunks} chunks in {took:.1f} s = {report.rechunked / took:.0f} files/s; "
+          f"peak RSS {before:.0f} -> {peak_rss_mib():.0f} MiB")
+    touched = folder / "d07" / "note00007.md"
+    touched.write_text(touched.read_text() + "appended words\n")
+    start = time.perf_counter()
+    again = library.reindex(str(source.id))
+    print(f"reindex after touching one file: {(time.perf_counter() - start) * 1000:.0f} ms, "
+          f"{again.rechunked} file(s) chunked again, {again.unchanged} unchanged")
+    start = time.perf_counter()
+    library.reindex(str(source.id))
+    print(f"reindex with nothing changed: {(time.perf_counter() - start) * 1000:.0f} ms")
+    library.close()
+
+
+def fill(root: Path, chunks: int) -> object:
+    from kirocrew_core.knowledge.store import Library
+
+    words, weights = vocabulary()
+    rng = random.Random(2)
+    library = Library(root / "search.sqlite3")
+    source = library.add(root)
+    start = time.perf_counter()
+    with library.lock:
+        conn = library.conn
+        conn.execute("BEGIN")
+        per_document = 50
+        for document in range(chunks // per_document):
+            doc = conn.execute("INSERT INTO documents (source, name, title, size, mtime_ns, sha256) "
+                               "VALUES (?, ?, ?, 0, 0, ?)",
+                               (source.id, f"doc{document}.md", f"Document {document}", f"{document:064x}")).lastrowid
+            for seq in range(per_document):
+                body = text(rng, words, weights, 100)
+                chunk = conn.execute("INSERT INTO chunks (document, seq, section, line_start, line_end, text) "
+                                     "VALUES (?, ?, ?, ?, ?, ?)",
+                                     (doc, seq, f"Part {seq}", seq * 10 + 1, seq * 10 + 10, body)).lastrowid
+                conn.execute("INSERT INTO chunks_fts (rowid, title, section, text) VALUES (?, ?, ?, ?)",
+                             (chunk, f"Document {document}", f"Part {seq}", body))
+        conn.execute("COMMIT")
+    print(f"filled {chunks} chunks in {time.perf_counter() - start:.1f} s; peak RSS {peak_rss_mib():.0f} MiB")
+    return library
+
+
+def search(library: object, searches: int) -> None:
+    from kirocrew_core.knowledge.tools import search_text
+
+    words, _ = vocabulary()
+    queries = {"rare word": words[4000], "two words": f"{words[40]} {words[300]}", "common word": words[0]}
+    for label, query in queries.items():
+        for name, fn in (("search", lambda q: library.search(q, 5)),  # type: ignore[attr-defined]
+                         ("search_text", lambda q: search_text(library, q, 5))):  # type: ignore[arg-type]
+            samples = []
+            for _ in range(searches):
+                start = time.perf_counter()
+                fn(query)
+                samples.append((time.perf_counter() - start) * 1000)
+            p99 = sorted(samples)[int(0.99 * (len(samples) - 1))]
+            print(row(f"{name} {label}", samples, extremes=("max",)) + f"   p99 {p99:7.2f} ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=2000)
+    parser.add_argument("--chunks", type=int, default=100_000)
+    parser.add_argument("--searches", type=int, default=200)
+    args = parser.parse_args()
+    print(f"machine: {machine_load()}")
+    with tempfile.TemporaryDirectory() as temp:
+        root = Path(temp)
+        os.environ["KIROCREW_HOME"] = str(root / "crew")
+        ingest(root, args.files)
+        library = fill(root, args.chunks)
+        search(library, args.searches)
+
+
+if __name__ == "__main__":
+    main()

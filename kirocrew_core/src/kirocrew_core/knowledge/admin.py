@@ -1,0 +1,150 @@
+"""The owner's library changes: add, remove and reindex sources, and list them with their state.
+
+These are no model's to make, so they are not ``kirocrew-core`` tools: they are the tools of a
+separate host server, ``kirocrew-knowledge-admin``, that no agent config names, and each refuses
+any caller but the person's own ``kirocrew`` command (decided by process ancestry: the same command
+run from a session's shell is that session, refused ``person_only_command``; the one check is
+:func:`kirocrew_core.artifacts.admin.require_person`). ``kirocrew knowledge add|remove|reindex|list``
+call them; with ``KIROCREW_NO_HOST=1`` the same handlers run in that process as the person.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kirocrew_core.artifacts import names
+
+if TYPE_CHECKING:
+    from kirocrew_core.contributions import CoreMcpTool, HostedMcpServer
+    from kirocrew_core.coretools.contract import ToolCall
+    from kirocrew_core.knowledge.store import Report
+
+ADMIN_SERVER = "kirocrew-knowledge-admin"
+ADMIN_COMMAND = "mcp-knowledge-admin"
+INSTRUCTIONS = "The owner's knowledge library changes (add, remove, reindex sources); not for models."
+_REF = {"type": "string", "minLength": 1, "maxLength": 4096}
+
+
+def _schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
+
+
+def report_text(location: str, report: Report) -> str:
+    lines = [f"{location}: {report.files} file(s), {report.rechunked} read and chunked, {report.unchanged} unchanged, "
+             f"{report.removed} gone, {len(report.skipped)} skipped"]
+    lines += [f"  skipped {name}: {reason}" for name, reason in sorted(report.skipped.items())]
+    return "\n".join(lines)
+
+
+def add(args: dict[str, Any]) -> str:
+    """Add the source (a path, an artifact or the lessons) and read it in now (the owner sees what was read)."""
+    from kirocrew_core.errors import BadInputError
+    from kirocrew_core.knowledge.store import shared
+
+    library = shared()
+    chosen = [name for name in ("path", "artifact", "lessons") if args.get(name)]
+    if len(chosen) != 1:
+        raise BadInputError("name one source: a path, an artifact's slug, or the lessons", code="invalid_arguments")
+    if args.get("artifact"):
+        source = library.add_artifact(args["artifact"])
+    elif args.get("lessons"):
+        source = library.add_lessons()
+    else:
+        source = library.add(args["path"])
+    return f"Added {source.kind} source {source.id}.\n" + report_text(source.location, library.reindex(str(source.id)))
+
+
+def remove(args: dict[str, Any]) -> str:
+    from kirocrew_core.knowledge.store import shared
+
+    source = shared().remove(args["source"])
+    return f"Removed source {source.id} ({source.location}) and its {source.chunks} chunk(s); its files are untouched."
+
+
+def reindex(args: dict[str, Any]) -> str:
+    from kirocrew_core.knowledge.store import shared
+
+    library = shared()
+    chosen = [library.need(args["source"])] if args.get("source") else library.sources()
+    if not chosen:
+        return "The knowledge library has no sources."
+    return "\n".join(report_text(s.location, library.reindex(str(s.id))) for s in chosen)
+
+
+def sources(args: dict[str, Any]) -> str:
+    from kirocrew_core.knowledge.service import source_states
+
+    states = source_states()
+    if args.get("json"):
+        return json.dumps(states, indent=2)
+    if not states:
+        return "The knowledge library has no sources (`kirocrew knowledge add PATH`)."
+    lines = []
+    for s in states:
+        progress = s["progress"]
+        state = progress["state"] + (f" {progress['done']}/{progress['total']}" if progress["state"] == "indexing"
+                                     else "")
+        lines.append(f"{s['id']:>3}  {s['kind']:<6} {s['documents']:>5} docs {s['chunks']:>6} chunks "
+                     f"{s['skipped']:>4} skipped  {state:<10} {s['location']}"
+                     + (f"  ({s['problem']})" if s["problem"] else ""))
+    return "\n".join(lines)
+
+
+def admin_tools() -> dict[str, CoreMcpTool]:
+    from kirocrew_core.artifacts.admin import require_person
+    from kirocrew_core.contributions import CoreMcpTool
+
+    def tool(name: str, verb: str, schema: dict[str, Any], fn: Callable[[dict[str, Any]], str],
+             read_only: bool = False) -> CoreMcpTool:
+        async def handler(args: dict[str, Any], call: ToolCall) -> str:
+            require_person(call, verb)
+            return await asyncio.to_thread(fn, args)
+
+        return CoreMcpTool(name, f"The owner's: {verb}.", schema, handler, read_only=read_only, identity="lenient")
+
+    found = [
+        tool("knowledge_add", "add a folder, a file, an artifact or the lessons to the knowledge library",
+             _schema({"path": _REF, "artifact": {"type": "string", "pattern": names.SLUG_PATTERN},
+                      "lessons": {"type": "boolean"}}), add),
+        tool("knowledge_remove", "remove a knowledge source", _schema({"source": _REF}, ("source",)), remove),
+        tool("knowledge_reindex", "re-read knowledge sources", _schema({"source": _REF}), reindex),
+        tool("knowledge_sources", "list the knowledge sources and their state",
+             _schema({"json": {"type": "boolean"}}), sources, read_only=True),
+    ]
+    return {t.name: t for t in found}
+
+
+def hosted_server() -> HostedMcpServer:
+    from kirocrew_core.contributions import HostedMcpServer
+    from kirocrew_core.coretools.server import LazyToolServer
+
+    return HostedMcpServer(ADMIN_SERVER, ADMIN_COMMAND, LazyToolServer(admin_tools, ADMIN_SERVER, INSTRUCTIONS),
+                           "The owner's knowledge library changes (add, remove, reindex); no agent config names it.")
+
+
+def call(tool: str, arguments: dict[str, Any]) -> str:
+    """One admin tool call through the host, or in this process as the person without one; a refusal raised."""
+    from kirocrew_core.host.mcp_client import call_tool_text, host_disabled
+
+    if not host_disabled():
+        return asyncio.run(call_tool_text(ADMIN_SERVER, tool, arguments))
+    text, code = asyncio.run(_in_process(tool, arguments))
+    if code is not None:
+        from kirocrew_core.errors import BadInputError, KirocrewError
+        from kirocrew_core.host.mcp_client import BAD_INPUT_CODES
+
+        raise (BadInputError if code in BAD_INPUT_CODES else KirocrewError)(text, code=code)
+    return text
+
+
+async def _in_process(tool: str, arguments: dict[str, Any]) -> tuple[str, str | None]:
+    from kirocrew_core.coretools.server import CoreToolsServer
+    from kirocrew_core.host.caller import CallerContext
+    from kirocrew_core.host.protocol import SESSION_TYPE_CLI
+
+    caller = CallerContext(session_key="", session_type=SESSION_TYPE_CLI, relay_pid=0, host_pid=None, raw={})
+    core = CoreToolsServer(tool_source=admin_tools, server_name=ADMIN_SERVER)
+    return await core.call(tool, arguments, caller, as_person=True)
