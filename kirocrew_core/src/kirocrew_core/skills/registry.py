@@ -155,12 +155,10 @@ def get_json(url: str, *, allow_private: bool | None = None) -> Any:
 
 
 def search(query: str, limit: int) -> list[RegistrySkill]:
-    """Skills matching ``query`` (redacted before it is sent)."""
+    """Skills matching ``query`` (already redacted: :func:`discover_text` redacts before anything is sent)."""
     from urllib.parse import urlencode
 
-    from kirocrew_core.redaction import redact_secrets
-
-    data = get_json(f"{registry_url()}/api/search?{urlencode({'q': redact_secrets(query), 'limit': limit})}")
+    data = get_json(f"{registry_url()}/api/search?{urlencode({'q': query, 'limit': limit})}")
     entries = data.get("skills") if isinstance(data, dict) else None
     if not isinstance(entries, list):
         raise RegistryError("the registry's answer has no skills list", "registry_error")
@@ -169,10 +167,16 @@ def search(query: str, limit: int) -> list[RegistrySkill]:
         if not isinstance(entry, dict) or not isinstance(entry.get("id"), str) or not SKILL_ID.match(entry["id"]):
             continue
         installs = entry.get("installs")
-        found.append(RegistrySkill(entry["id"], str(entry.get("name") or entry["id"].rsplit("/", 1)[1]),
-                                   str(entry.get("description") or ""),
+        found.append(RegistrySkill(entry["id"], _one_line(entry.get("name") or entry["id"].rsplit("/", 1)[1]),
+                                   _one_line(entry.get("description") or ""),
                                    installs if isinstance(installs, int) else None))
     return found
+
+
+def _one_line(value: object, limit: int = 200) -> str:
+    """A registry's text as one line of at most ``limit`` characters: it may not forge lines of the result."""
+    text = " ".join(str(value).split())
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def fetch(skill_id: str) -> list[SkillFile]:
@@ -204,6 +208,9 @@ def safe_relative(path: str) -> bool:
 
 
 def discover_text(query: str, limit: int) -> str:
+    from kirocrew_core.redaction import redact_secrets
+
+    query = redact_secrets(query)
     found = search(query, limit)
     shown = query if len(query) <= 80 else query[:80] + "…"
     lines = [f"Registry skills matching '{shown}' ({len(found)}) — NOT installed."]
@@ -225,7 +232,7 @@ def fetch_text(skill_id: str) -> str:
     if cut:
         instructions = data[:INSTRUCTIONS_CAP].decode("utf-8", "ignore") + "\n…[cut at 32 KiB]"
     others = [f"- {f.path} ({len(f.content.encode('utf-8'))} bytes)" for f in files if f.path != "SKILL.md"]
-    text = f"Skill {skill_id} from the registry — NOT installed (only the owner installs).\n\n{instructions}"
+    text = f"Skill {skill_id} from the registry — NOT installed (only the owner installs).\n\n{instructions.rstrip()}"
     if others:
         text += "\n\nOther files:\n" + "\n".join(others)
     return redact_secrets(text)
