@@ -384,7 +384,8 @@ def test_hook_host_mcp_servers(plugin_manager):
         return host.pong(), await hello("mcp-roster"), await hello("mcp-other")
 
     pong, by_command, duplicate = _run_host(plugin_manager, body)
-    assert pong["servers"] == ["kirocrew-artifacts-admin", "kirocrew-core", "kirocrew-roster"]  # core serves two
+    assert pong["servers"] == ["kirocrew-artifacts-admin", "kirocrew-core", "kirocrew-roster",
+                              "kirocrew-skills-admin"]  # core serves three
     assert by_command["kirocrew"] == "welcome" and by_command["server"] == "kirocrew-roster"
     assert duplicate["code"] == "unknown_server"  # the second plugin to claim the name was refused
 

@@ -88,6 +88,8 @@ def _page(skills: list[Skill], offset: int, limit: int, header: str) -> str:
 
 
 def list_text(catalog: Catalog, offset: int, limit: int) -> str:
+    if not catalog.skills and not catalog.problems:
+        return "No skills found."
     text = _page(catalog.skills, offset, limit, "Skills")
     if catalog.problems:
         text += "\n\nNot loaded:\n" + "\n".join(f"- `{p.key}` ({p.source.kind}, {p.state}): {p.reason}"
