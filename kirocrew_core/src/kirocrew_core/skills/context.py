@@ -40,13 +40,28 @@ def context_text(workspace: str | None) -> str:
     return redact_secrets("# Agent Skills\n\n" + "\n\n".join(blocks) + "\n")
 
 
+def project_root(directory: str) -> str:
+    """The nearest folder from ``directory`` up that holds ``.kirocrew/skills``; else ``directory`` itself.
+
+    A session may start in a subfolder of its project; its project skills still count.
+    """
+    current = os.path.abspath(directory)
+    while True:
+        if os.path.isdir(os.path.join(current, ".kirocrew", "skills")):
+            return current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return os.path.abspath(directory)
+        current = parent
+
+
 def print_context() -> None:
     """Print the skills block for the hook event's directory (else the current one); never raise."""
     from kirocrew_core.lessons.context import event_cwd
 
     directory = event_cwd() or os.getcwd()
     try:
-        text = context_text(directory)
+        text = context_text(project_root(directory))
     except Exception:  # noqa: BLE001 - a session must start even with an unreadable config or source
         text = ""
     sys.stdout.write(text)
