@@ -195,3 +195,25 @@ def test_only_the_owners_command_installs_and_the_skill_then_reaches_sessions(cr
     assert crew.admin("person", id="acme/tools/pdf-forms")[1] == "install_refused"  # never replaced
     assert crew.admin("person", id="acme/tools/broken")[1] == "install_refused"
     assert sorted(p.name for p in installed.parent.iterdir()) == ["pdf-forms"]  # no staging left behind
+
+
+@pytest.mark.parametrize("address", ["10.0.0.1", "169.254.169.254", "::1", "::ffff:127.0.0.1", "100.64.0.1",
+                                     "0.0.0.0", "fd00::1"])
+def test_every_non_public_address_is_refused_before_any_connection(address: str) -> None:
+    from kirocrew_core.skills.registry import RegistryError, checked_address
+
+    with pytest.raises(RegistryError) as refused:
+        checked_address(address, 443, allow_private=False)
+    assert refused.value.code == "address_refused"
+    assert checked_address(address, 443, allow_private=True) == address
+    assert checked_address("8.8.8.8", 443, allow_private=False) == "8.8.8.8"  # a literal: no lookup leaves
+
+
+def test_a_skill_whose_files_collide_is_refused_and_leaves_nothing_behind() -> None:
+    from kirocrew_core.skills.install import InstallError, install
+    from kirocrew_core.skills.registry import SkillFile
+
+    good = "---\nname: twin\ndescription: twice\n---\n"
+    with pytest.raises(InstallError, match="could not be written"):
+        install("acme/tools/twin", [SkillFile("SKILL.md", good), SkillFile("a", "1"), SkillFile("a", "2")])
+    assert list((home.crew_home() / "skills").iterdir()) == []

@@ -64,6 +64,9 @@ def install(skill_id: str, files: list[SkillFile]) -> Path:
                 handle.write(entry.content)
         os.chmod(staging, 0o755)
         os.rename(staging, target)
+    except OSError as exc:  # two files at one path, a file where a folder must go, a full disk
+        shutil.rmtree(staging, ignore_errors=True)
+        raise InstallError(f"{skill_id} could not be written ({exc.strerror or exc}); nothing was installed") from exc
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -125,6 +125,9 @@ def read_text(catalog: Catalog, key: str, offset: int, limit: int) -> str:
         fresh = load(skill.source, skill.key, skill.path.parent)
     except SkillFileError as exc:
         raise _refused(f"skill_search: skill {key} cannot be read now: {exc}", "unreadable") from exc
+    if fresh.size > READ_CAP_BYTES:  # it grew since it was listed
+        raise _refused(f"skill_search: skill {key}'s SKILL.md is {fresh.size} bytes, over the {READ_CAP_BYTES}-byte "
+                       "read cap", "over_capacity")
     lines = fresh.body.splitlines()
     shown = lines[offset:offset + limit]
     head = (f"# {fresh.name} (`{fresh.key}`, {fresh.source.kind})\n{fresh.description}\n"
