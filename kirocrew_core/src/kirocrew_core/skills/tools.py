@@ -5,7 +5,7 @@ project skills and every shared source; the owner's own process (no workspace) s
 sources only; anyone else is refused (``caller_unverified``). Ranking matches the query's words
 against name and description first, and reads bodies only when nothing matched there (no
 embeddings). A read pages by lines; a ``SKILL.md`` over :data:`READ_CAP_BYTES` is refused
-``over_capacity`` rather than cut mid-instruction. Bodies are redacted before they are shown.
+``over_capacity`` rather than cut mid-instruction. Every answer is redacted before it is shown.
 """
 
 from __future__ import annotations
@@ -150,11 +150,13 @@ def answer(args: dict[str, Any], workspace: str | None) -> str:
         if not args.get("key"):
             raise _refused("skill_search: action=read needs key", "invalid_arguments")
         return read_text(catalog_of(workspace), str(args["key"]), offset, limit)
+    from kirocrew_core.redaction import redact_secrets
+
     if action == "list":
-        return list_text(catalog_of(workspace), offset, limit)
+        return redact_secrets(list_text(catalog_of(workspace), offset, limit))
     if not args.get("query"):
         raise _refused("skill_search: action=search needs query", "invalid_arguments")
-    return search_text(catalog_of(workspace), str(args["query"]), offset, limit)
+    return redact_secrets(search_text(catalog_of(workspace), str(args["query"]), offset, limit))
 
 
 async def skill_search(args: dict[str, Any], call: ToolCall) -> str:
