@@ -33,6 +33,8 @@ ARTIFACT_TOOLS = (
     "artifact_folder_rename", "artifact_folder_move", "artifact_folder_delete", "deploy_artifact",
 )
 
+SKILL_TOOLS = ("skill_search", "skill_discover", "skill_fetch", "browse_outline", "browse_search")
+
 
 @pytest.fixture
 def core_server(fake_kiro_cli: Any, tmp_path: Path) -> StdioServer:
@@ -66,6 +68,10 @@ def test_a_client_lists_and_calls_kirocrew_core_tools_and_reads_refusals_by_thei
         {"name": "local_knowledge_search", "arguments": {"query": 'harbour "NEAR(*'}},
         {"name": "local_knowledge_search", "arguments": {"query": "harbour", "limit": 6}},
         {"name": "knowledge_dedup", "arguments": {}},
+        {"name": "skill_search", "arguments": {"action": "list"}},
+        {"name": "skill_search", "arguments": {"action": "read", "key": "../etc"}},
+        {"name": "browse_search", "arguments": {"snapshot": "- heading \"Hi\" [ref=e1]\n- text: x", "query": "hi"}},
+        {"name": "skill_discover", "arguments": {"query": "pdf"}},
     ])
     if "serverInfo" in report:  # the TypeScript client reports it
         assert report["serverInfo"]["name"] == "kirocrew-core"
@@ -74,13 +80,15 @@ def test_a_client_lists_and_calls_kirocrew_core_tools_and_reads_refusals_by_thei
     assert {"select_crew", "route_crew", "resource_status", "list_sessions", "search_chat_history",
             "get_chat_session", "local_knowledge_search", "knowledge_dedup"} <= set(names)
     assert set(ARTIFACT_TOOLS) <= set(names)  # and their descriptors validate, below
+    assert set(SKILL_TOOLS) <= set(names)
     assert report["schemaProblems"] == []
     echoed = call_result(report, 0)
     assert echoed.get("isError") is not True and text_of(echoed) == "hello"
     for index, code in ((1, "caller_unverified"), (2, "invalid_arguments"), (3, "unknown_crew"),
                         (6, "invalid_arguments"), (7, "workspace_unknown"), (8, "invalid_arguments"),
                         (9, "session_not_found"), (10, "invalid_arguments"), (14, "artifact_not_found"),
-                        (15, "kind_unsupported"), (17, "invalid_arguments")):
+                        (15, "kind_unsupported"), (17, "invalid_arguments"), (20, "outside_scope"),
+                        (22, "registry_unconfigured")):
         assert_refused(report, index, code)
     assert text_of(call_result(report, 11)) == "No sessions found."  # summarize is in the schema both SDKs read
     assert text_of(call_result(report, 12)).startswith("Saved artifact: slug=conf-note version=1")
@@ -88,6 +96,8 @@ def test_a_client_lists_and_calls_kirocrew_core_tools_and_reads_refusals_by_thei
         "slug: conf-note", "name: Conformance note", "kind: markdown", "version: 1"]
     assert text_of(call_result(report, 16)).startswith("Knowledge Library is not configured.")
     assert text_of(call_result(report, 18)) == "No duplicate documents found."
+    assert text_of(call_result(report, 19)) == "No skills found."  # the owner's view: no project, nothing installed
+    assert text_of(call_result(report, 21)) == 'Found 1 matches:\nL1: - heading "Hi" [ref=e1]'
     assert json.loads(text_of(call_result(report, 4)))["ranked"] == []  # no crews configured
     assert "h1-0" not in text_of(call_result(report, 9)), "an unknown key is named by its fingerprint only"
     status = text_of(call_result(report, 5))

@@ -386,7 +386,7 @@ def test_hook_host_mcp_servers(plugin_manager):
 
     pong, by_command, duplicate = _run_host(plugin_manager, body)
     assert pong["servers"] == ["kirocrew-artifacts-admin", "kirocrew-core", "kirocrew-knowledge-admin",
-                               "kirocrew-roster"]  # core serves three
+                               "kirocrew-roster", "kirocrew-skills-admin"]  # core serves four
     assert by_command["kirocrew"] == "welcome" and by_command["server"] == "kirocrew-roster"
     assert duplicate["code"] == "unknown_server"  # the second plugin to claim the name was refused
 

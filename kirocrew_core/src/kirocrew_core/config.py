@@ -321,6 +321,44 @@ register_key(
     )
 )
 
+register_key(
+    ConfigKey(
+        "skills.extra_paths",
+        "list[str]",
+        [],
+        "More folders of Agent Skills (absolute paths or ~/...) skill_search reads, after the project's and "
+        "the crew's skills and before kiro-cli's own folders.",
+        _check_absolute_paths,
+    )
+)
+
+
+def _check_registry_url(value: Any) -> str | None:
+    if value and not re.match(r"^https?://[^\s/]+(/\S*)?$", value):
+        return f'must be an http(s) URL, or "" for no registry, got {_literal(value)}'
+    return None
+
+
+register_key(
+    ConfigKey(
+        "skills.registry_url",
+        str,
+        "",
+        'The skills registry skill_discover and skill_fetch search (its API base URL); "" (the default) means '
+        "no registry: both tools refuse with registry_unconfigured.",
+        _check_registry_url,
+    )
+)
+register_key(
+    ConfigKey(
+        "skills.registry_allow_private",
+        bool,
+        False,
+        "Whether the skills registry may be at a private, loopback or link-local address (refused by default, so "
+        "a registry answer cannot steer a fetch into the local network).",
+    )
+)
+
 # --- tables of named entries ---------------------------------------------------
 
 # An entry's name is a TOML key the owner typed and a name tools and pages echo: no dots, slashes or spaces.

@@ -3,8 +3,8 @@
 MCP clients start ``kirocrew mcp-conversations`` (and the other servers) for every session,
 so that form must start in a few tens of milliseconds: it goes straight to the relay
 (:mod:`kirocrew_core.relay`, standard library only) without importing click or any plugin.
-``kirocrew learn context`` (run by the agent's ``agentSpawn`` hook at every session start)
-skips click and the plugins too. Every other command line, and a server the host does not
+``kirocrew learn context`` and ``kirocrew skills context`` (run by the agent's ``agentSpawn`` hooks at every
+session start) skip click and the plugins too. Every other command line, and a server the host does not
 serve, goes to :func:`kirocrew_core.cli.main` unchanged. Standard library only.
 """
 
@@ -15,6 +15,7 @@ import sys
 RELAY_PREFIX = "mcp-"
 #: What the rendered agent's ``agentSpawn`` hook runs at every session start: as cheap as the relay.
 LESSONS_CONTEXT = ["learn", "context"]
+SKILLS_CONTEXT = ["skills", "context"]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -30,6 +31,11 @@ def main(argv: list[str] | None = None) -> None:
         from kirocrew_core.lessons.context import print_context
 
         print_context()
+        return
+    if args == SKILLS_CONTEXT:
+        from kirocrew_core.skills.context import print_context as print_skills
+
+        print_skills()
         return
     from kirocrew_core.cli import main as cli_main
 

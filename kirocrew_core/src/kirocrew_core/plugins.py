@@ -72,6 +72,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "kirocrew_core.builtin.policy",
     "kirocrew_core.builtin.resources",
     "kirocrew_core.builtin.secrets",
+    "kirocrew_core.builtin.skills",
 )
 
 
