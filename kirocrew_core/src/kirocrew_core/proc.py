@@ -136,13 +136,17 @@ def spawn(
 
 def run(
     argv: Sequence[str | os.PathLike[str]], *, env: Mapping[str, str], timeout: float, reason: str = "",
+    stdin: int | IO[Any] = DEVNULL,
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run ``argv`` to completion (no stdin, output captured) as :func:`spawn` starts it.
+    """Run ``argv`` to completion (output captured) as :func:`spawn` starts it.
 
+    ``stdin``: none by default, or a file (descriptor) the child reads, never a pipe to feed.
     Past ``timeout`` or interrupted, the whole group is torn down before the error
     (:class:`subprocess.TimeoutExpired`, say) propagates: a short probe never leaves a child behind.
     """
-    child = spawn(argv, env=env, stdin=DEVNULL)
+    if stdin == PIPE:
+        raise ValueError("run() feeds no pipe: pass a file or DEVNULL")
+    child = spawn(argv, env=env, stdin=stdin)
     try:
         stdout, stderr = child.communicate(timeout=timeout)
     except BaseException:

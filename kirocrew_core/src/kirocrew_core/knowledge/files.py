@@ -2,12 +2,14 @@
 
 Nothing is followed: a symlink is skipped (one pointing out of the source says so), a file is opened
 with ``O_NOFOLLOW | O_NONBLOCK`` and must then be a regular file (a FIFO never blocks the reader),
-at most :data:`MAX_FILE_BYTES`, without NUL bytes and valid UTF-8. PDFs are skipped: no PDF text
-extractor is a dependency of kirocrew-core.
+at most :data:`MAX_FILE_BYTES`, without NUL bytes and valid UTF-8. A PDF (up to :data:`MAX_PDF_BYTES`)
+is hashed here and its text extracted only when asked (:meth:`Content.text`), in a child process held
+to hard limits (:mod:`.pdf`): a file whose hash did not change is never parsed again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import html.parser
 import os
@@ -17,10 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MAX_FILE_BYTES = 5 * 1024 * 1024
+#: A PDF is streamed through the hash and parsed by a child process, not held in the host: a larger cap.
+MAX_PDF_BYTES = 200 * 1024 * 1024
 #: Files a folder source holds beyond this are not read (a reason is recorded once).
 MAX_FILES = 20_000
 SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", ".tox"})
-PDF_REASON = "pdf text extraction not installed"
 
 
 @dataclass(frozen=True)
@@ -111,32 +114,66 @@ def _outside(root: Path, link: Path) -> bool:
     return not target.is_relative_to(root.resolve())
 
 
-def read(entry: Entry) -> tuple[bytes, str]:
-    """The file's bytes and its text (HTML as its text), or :class:`Skipped` with why."""
-    if entry.path.suffix.lower() == ".pdf":
-        raise Skipped(PDF_REASON)
-    if entry.size > MAX_FILE_BYTES:
-        raise Skipped(f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
+@contextlib.contextmanager
+def opened(entry: Entry) -> Iterator[Content]:
+    """The file, opened without following anything and hashed; :class:`Skipped` when it must not be read."""
+    limit = MAX_PDF_BYTES if _is_pdf(entry) else MAX_FILE_BYTES
+    if entry.size > limit:
+        raise Skipped(_too_large(limit))
     try:
         fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise Skipped(f"cannot be opened: {exc.strerror}", unknowable=True) from exc
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise Skipped("not a regular file (FIFO, socket or device)")
-        data = handle.read(MAX_FILE_BYTES + 1)
-    if len(data) > MAX_FILE_BYTES:
-        raise Skipped(f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
-    if b"\0" in data[:8192]:
-        raise Skipped("binary (holds NUL bytes)")
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise Skipped(f"not valid UTF-8 (byte {exc.start})") from exc
-    if entry.path.suffix.lower() in (".html", ".htm"):
-        text = html_text(text)
-    return data, text
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise Skipped("not a regular file (FIFO, socket or device)")
+        yield Content(entry, fd, limit)
+    finally:
+        os.close(fd)
+
+
+class Content:
+    """An opened file's content hash (``sha256``) and, on demand, its text (:meth:`text`)."""
+
+    def __init__(self, entry: Entry, fd: int, limit: int) -> None:
+        self.entry = entry
+        self._fd = fd
+        self._data = b""
+        hashed = hashlib.sha256()
+        size = 0
+        while block := os.read(fd, 1024 * 1024 if _is_pdf(entry) else limit + 1 - size):
+            size += len(block)
+            if size > limit:
+                raise Skipped(_too_large(limit))
+            hashed.update(block)
+            if not _is_pdf(entry):
+                self._data += block
+        self.sha256 = hashed.hexdigest()
+
+    def text(self) -> str:
+        """The file's text (HTML as its visible text, a PDF's pages), or :class:`Skipped` with why."""
+        if _is_pdf(self.entry):
+            from kirocrew_core.knowledge import pdf
+
+            return pdf.extract(self._fd, self.sha256)
+        data = self._data
+        if b"\0" in data[:8192]:
+            raise Skipped("binary (holds NUL bytes)")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise Skipped(f"not valid UTF-8 (byte {exc.start})") from exc
+        if self.entry.path.suffix.lower() in (".html", ".htm"):
+            text = html_text(text)
+        return text
+
+
+def _is_pdf(entry: Entry) -> bool:
+    return entry.path.suffix.lower() == ".pdf"
+
+
+def _too_large(limit: int) -> str:
+    return f"larger than {limit // (1024 * 1024)} MiB"
 
 
 def digest(data: bytes) -> str:

@@ -323,18 +323,19 @@ class Library:
                 report.unchanged += 1
                 continue
             try:
-                data, text = files.read(entry)
+                with files.opened(entry) as content:
+                    sha = content.sha256
+                    if old is not None and old["sha256"] == sha:  # its text (a PDF's parse) is not needed
+                        report.unchanged += 1
+                        with sqlite_db.immediate(self.conn, self.lock) as conn:
+                            conn.execute("UPDATE documents SET size = ?, mtime_ns = ? WHERE id = ?",
+                                         (entry.size, entry.mtime_ns, old["id"]))
+                        continue
+                    text = content.text()
             except files.Skipped as skip:
                 report.skipped[entry.name] = skip.reason
                 if old is not None and not skip.unknowable:
                     known[entry.name] = old  # dropped below: what it held is no longer what the file holds
-                continue
-            sha = files.digest(data)
-            if old is not None and old["sha256"] == sha:
-                report.unchanged += 1
-                with sqlite_db.immediate(self.conn, self.lock) as conn:
-                    conn.execute("UPDATE documents SET size = ?, mtime_ns = ? WHERE id = ?",
-                                 (entry.size, entry.mtime_ns, old["id"]))
                 continue
             self._store(source.id, entry, sha, text, old["id"] if old is not None else None)
             report.rechunked += 1
