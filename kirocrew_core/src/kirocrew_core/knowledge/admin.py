@@ -42,6 +42,7 @@ def report_text(location: str, report: Report) -> str:
 def add(args: dict[str, Any]) -> str:
     """Add the source (a path, an artifact or the lessons) and read it in now (the owner sees what was read)."""
     from kirocrew_core.errors import BadInputError
+    from kirocrew_core.knowledge.service import wake
     from kirocrew_core.knowledge.store import shared
 
     library = shared()
@@ -54,7 +55,9 @@ def add(args: dict[str, Any]) -> str:
         source = library.add_lessons()
     else:
         source = library.add(args["path"])
-    return f"Added {source.kind} source {source.id}.\n" + report_text(source.location, library.reindex(str(source.id)))
+    report = library.reindex(str(source.id))
+    wake()  # the host's ingestion watches the new source from now on
+    return f"Added {source.kind} source {source.id}.\n" + report_text(source.location, report)
 
 
 def remove(args: dict[str, Any]) -> str:
