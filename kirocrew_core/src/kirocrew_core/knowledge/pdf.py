@@ -12,8 +12,8 @@ before the rlimits bite; the rlimits hold where pypdf's limits miss a case. Wher
 applied, no PDF is parsed (fail closed).
 
 Every way it ends is a :class:`~kirocrew_core.knowledge.files.Skipped` with a stable reason, or the
-pages' text. A refusal is remembered by content hash for this process, so an unchanged hostile
-PDF costs one hash per pass, not one child.
+pages' text. A refusal is remembered by content hash (and limits) for this process, so an unchanged
+hostile PDF costs one hash per pass, not one child.
 """
 
 from __future__ import annotations
@@ -56,20 +56,22 @@ def extract(fd: int, sha256: str) -> str:
 
     ``sha256`` is its content's hash: a PDF refused before is refused again without a child.
     """
-    if (reason := _refused.get(sha256)) is not None:
+    limits = _limits()
+    key = f"{sha256} {json.dumps(limits, sort_keys=True)}"  # a verdict holds for these bytes under these limits
+    if (reason := _refused.get(key)) is not None:
         raise Skipped(reason)
     try:
-        pages = _run_child(fd)
+        pages = _run_child(fd, limits)
     except Skipped as skip:
         if not skip.unknowable:
-            _refused[sha256] = skip.reason
+            _refused[key] = skip.reason
             while len(_refused) > _REMEMBERED:
                 _refused.popitem(last=False)
         raise
     return PAGE_BREAK.join(page.replace(PAGE_BREAK, "\n") for page in pages)
 
 
-def _run_child(fd: int) -> list[str]:
+def _run_child(fd: int, limits: dict[str, int]) -> list[str]:
     import subprocess
 
     from kirocrew_core import proc
@@ -78,7 +80,7 @@ def _run_child(fd: int) -> list[str]:
     os.lseek(fd, 0, os.SEEK_SET)
     try:
         # -I: no PYTHONPATH, user site or current folder; the environment is the child's whole one.
-        done = proc.run([sys.executable, "-I", "-m", __name__, json.dumps(_limits())], env={"LC_ALL": "C.UTF-8"},
+        done = proc.run([sys.executable, "-I", "-m", __name__, json.dumps(limits)], env={"LC_ALL": "C.UTF-8"},
                         stdin=fd, timeout=WALL_SECONDS, reason="a pdf text extraction")
     except subprocess.TimeoutExpired:
         # the machine may just be busy (the CPU cap did not fire): not a verdict on the file
