@@ -23,7 +23,8 @@ def register_commands(cli: KirocrewCLI) -> None:
 
 @hookimpl
 def host_services() -> list[HostService]:
-    """Re-reads every knowledge source in a worker thread while the host runs (never awaited by its start)."""
+    """Re-reads the knowledge sources in a worker thread while the host runs, as their files change (never
+    awaited by its start)."""
     from kirocrew_core.contributions import HostService
     from kirocrew_core.knowledge.service import ingestor
 
