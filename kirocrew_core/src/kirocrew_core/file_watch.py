@@ -244,7 +244,8 @@ class FileWatcher:
                     wait_ms = 1 if turn else left if len(notifies) == 1 else min(left, 100)
                     got = notify.watch(GROUP_MS, QUIET_MS, wait_ms, stop)
                     if isinstance(got, set):
-                        got_any = self._record(got, None) or True
+                        self._record(got, None)
+                        got_any = True
                 if got_any:
                     return
         except (OSError, RuntimeError) as exc:
