@@ -7,6 +7,7 @@ import contextlib
 import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kirocrew_core.knowledge import service
@@ -70,3 +71,32 @@ def test_a_changed_file_is_searchable_without_a_reindex_while_the_host_runs(
         assert found_in_time("narwhals") == ["single.md"]
         (notes / "harbour.md").unlink()
         assert found_in_time("boats", gone=True) == []
+
+
+def test_the_ingestion_service_watches_its_sources_and_leaves_no_thread_when_stopped(
+        isolated_homes: IsolatedHomes, tmp_path: Path) -> None:
+    import asyncio
+
+    import psutil
+    from kirocrew_core.knowledge.store import shared
+
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.md").write_text("first words\n")
+    shared().add(notes)
+    before = psutil.Process().num_threads()  # the watcher's thread is native, unseen by ``threading``
+
+    async def service_life() -> list[str]:
+        await service.ingestor.start()
+        try:
+            assert await asyncio.to_thread(found_in_time, "first") == ["a.md"]
+            (notes / "b.md").write_text("a heron\n")
+            return await asyncio.to_thread(found_in_time, "heron")
+        finally:
+            await service.ingestor.stop()
+
+    assert asyncio.run(service_life()) == ["b.md"]
+    deadline = time.monotonic() + BOUND_SECONDS
+    while psutil.Process().num_threads() > before:  # the native thread ends soon after its watcher is closed
+        assert time.monotonic() < deadline, "the knowledge watcher's thread outlived the service"
+        time.sleep(0.02)
