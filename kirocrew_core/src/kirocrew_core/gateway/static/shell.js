@@ -106,12 +106,13 @@ export function showFieldError(inputs, message, { error = null, focus = true, al
   if (alert) announce(alert, { urgent: true });
 }
 
-// This page fetched again (its own address and query, the session cookie, never cached) and parsed, so a page
-// swaps a region of it in by id: what a state looks like is decided by the server's template alone.
-export async function fetchPage() {
+// This page fetched again (its own address and query, or `path` of the same origin; the session cookie, never
+// cached) and parsed, so a page swaps a region of it in by id: what a state looks like is decided by the server's
+// template alone.
+export async function fetchPage(path = window.location.pathname + window.location.search) {
   let response;
   try {
-    response = await fetch(window.location.pathname + window.location.search, { credentials: "same-origin",
+    response = await fetch(path, { credentials: "same-origin",
       cache: "no-store", headers: { Accept: "text/html" } });
   } catch (err) {
     throw new ApiError(`the gateway could not be reached (${err.message})`, "network_error", 0);
