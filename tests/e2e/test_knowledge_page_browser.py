@@ -55,11 +55,11 @@ def no_sideways_scroll(opened: OpenedPage) -> None:
 
 
 def test_a_folder_is_read_with_progress_searched_and_a_removed_document_stays_removed(
-        dashboard: Dashboard, served: tuple[ServedGateway, IsolatedHomes], tmp_path: Path) -> None:
+        dashboard: Dashboard, served: tuple[ServedGateway, IsolatedHomes]) -> None:
     from kirocrew_core.knowledge.store import shared
 
     homes = served[1]
-    root = tmp_path / "a-rather-long-folder-name-for-the-ships-log-and-its-harbour-notes" / "notes"
+    root = homes.user_home / "a-rather-long-folder-name-for-the-ships-log-and-its-harbour-notes" / "notes"
     (root / "zz-bulk").mkdir(parents=True)
     for n in range(FILES):
         (root / "zz-bulk" / f"entry-{n:04d}.md").write_text(f"# Entry {n}\nroutine log line {n}\n")
