@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kirocrew_testing.browser import Dashboard, OpenedPage, ServedGateway, pages_for_a_test, serving_in_own_homes
+from kirocrew_testing.browser import Dashboard, OpenedPage, ServedGateway, pages_for_a_test
 from kirocrew_testing.browser import shared_dashboard
 from kirocrew_testing.homes import IsolatedHomes, isolate_homes
 from kirocrew_testing.skill_folders import write_skill
@@ -26,22 +26,15 @@ FILES = 3000
 
 
 @pytest.fixture(scope="module")
-def served(module_root: Path) -> Iterator[tuple[ServedGateway, IsolatedHomes]]:
-    with serving_in_own_homes(module_root) as pair:
-        yield pair
-
-
-@pytest.fixture(scope="module")
-def module_dashboard(served: tuple[ServedGateway, IsolatedHomes], module_root: Path,
-                     chromium_path: str) -> Iterator[Dashboard]:
-    with shared_dashboard(served[0], module_root / "screenshots", chromium_path, "/") as shared:
+def module_dashboard(module_served: ServedGateway, module_root: Path, chromium_path: str) -> Iterator[Dashboard]:
+    with shared_dashboard(module_served, module_root / "screenshots", chromium_path, "/") as shared:
         yield shared
 
 
 @pytest.fixture
-def dashboard(module_dashboard: Dashboard, served: tuple[ServedGateway, IsolatedHomes]) -> Iterator[Dashboard]:
+def dashboard(module_dashboard: Dashboard, module_homes: IsolatedHomes) -> Iterator[Dashboard]:
     with pytest.MonkeyPatch.context() as patch:
-        isolate_homes(patch, served[1].root)
+        isolate_homes(patch, module_homes.root)  # the library in this process is the one the host reads
         with pages_for_a_test(module_dashboard) as pages:
             yield pages
 
@@ -55,10 +48,10 @@ def no_sideways_scroll(opened: OpenedPage) -> None:
 
 
 def test_a_folder_is_read_with_progress_searched_and_a_removed_document_stays_removed(
-        dashboard: Dashboard, served: tuple[ServedGateway, IsolatedHomes]) -> None:
+        dashboard: Dashboard, module_homes: IsolatedHomes) -> None:
     from kirocrew_core.knowledge.store import shared
 
-    homes = served[1]
+    homes = module_homes
     root = homes.user_home / "a-rather-long-folder-name-for-the-ships-log-and-its-harbour-notes" / "notes"
     (root / "zz-bulk").mkdir(parents=True)
     for n in range(FILES):

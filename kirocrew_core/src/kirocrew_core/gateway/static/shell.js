@@ -122,3 +122,29 @@ export async function fetchPage(path = window.location.pathname + window.locatio
   }
   return new DOMParser().parseFromString(await response.text(), "text/html");
 }
+
+// The server renders a page's script-only buttons disabled (data-ready): they work once its module listens.
+export function ready(root) {
+  for (const button of root.querySelectorAll("button[data-ready]")) button.disabled = false;
+}
+
+// This page (or `path`) fetched again and each region of `ids` swapped for its fresh copy: an unchanged region
+// keeps its frame, selection and focus; a region gone from the fresh page is removed. The #live element's
+// data-stamp (a page's poll compares it) takes the fresh page's.
+export async function redrawRegions(ids, path = undefined) {
+  const page = await fetchPage(path);
+  for (const id of ids) {
+    const current = document.getElementById(id);
+    const fresh = page.getElementById(id);
+    if (current && fresh) {
+      ready(fresh);
+      if (current.outerHTML !== fresh.outerHTML) current.replaceWith(fresh);
+    } else if (current) {
+      current.remove();
+    }
+  }
+  const live = document.getElementById("live");
+  const stamp = page.getElementById("live")?.dataset.stamp;
+  if (live && stamp) live.dataset.stamp = stamp;
+  return page;
+}

@@ -1,34 +1,18 @@
 // The Knowledge page and a source's page. Every change goes through the owner-authenticated /api/knowledge and
-// /api/skills routes; then the page's regions are swapped for fresh server-rendered copies (fetchPage), so what a
-// state looks like is decided by the templates alone. While the page is open and visible it polls
+// /api/skills routes; then the page's regions are swapped for fresh server-rendered copies (shell.js's
+// redrawRegions), so what a state looks like is decided by the templates alone. While the page is open and visible it polls
 // /api/knowledge-changes (a stat of the library and the host's progress) and redraws when it moved: ingestion's
 // progress shows without a reload. The list page redraws from /knowledge itself, so a registry search or a
 // skill's files on the page are not fetched from the registry again at every poll.
-import { api, announce, clearFieldErrors, fetchPage, showFieldError } from "/static/core/shell.js";
+import { api, announce, clearFieldErrors, ready, redrawRegions, showFieldError } from "/static/core/shell.js";
 
 const live = document.getElementById("live");
 const source = live?.dataset.source || "";
 const LIVE_REGIONS = source ? ["source-head", "documents", "skipped", "excluded"] : ["sources", "add"];
 
-// The server renders the script's buttons disabled: they work once this module listens.
-function ready(root) {
-  for (const button of root.querySelectorAll("button[data-ready]")) button.disabled = false;
-}
-
+// The list page redraws from /knowledge itself: a registry search on it is not fetched again at every poll.
 async function redraw() {
-  const page = await fetchPage(source ? undefined : "/knowledge");
-  for (const id of LIVE_REGIONS) {
-    const current = document.getElementById(id);
-    const fresh = page.getElementById(id);
-    if (current && fresh) {
-      ready(fresh);
-      if (current.outerHTML !== fresh.outerHTML) current.replaceWith(fresh);
-    } else if (current) {
-      current.remove();
-    }
-  }
-  const stamp = page.getElementById("live")?.dataset.stamp;
-  if (live && stamp) live.dataset.stamp = stamp;
+  await redrawRegions(LIVE_REGIONS, source ? undefined : "/knowledge");
 }
 
 // Run one change, say what happened, redraw; a button the redraw took away leaves the keyboard at `landing`.
@@ -81,9 +65,7 @@ const ACTIONS = {
     try {
       const a = await post("/api/skills/install", { id: b.dataset.id, digest: b.dataset.digest });
       announce(`Installed ${a.installed} as ${a.path}.`);
-      const page = await fetchPage();
-      for (const id of ["skills", "registry"]) document.getElementById(id)?.replaceWith(page.getElementById(id));
-      ready(document);
+      await redrawRegions(["skills", "registry"]);
       document.getElementById("skills-heading")?.focus();
     } catch (err) {
       b.disabled = false;
