@@ -225,3 +225,15 @@ def test_only_a_folder_source_excludes_one_document(library: Library, tmp_path: 
     with pytest.raises(BadInputError) as refused:
         library.exclude(str(source.id), "one.md")
     assert refused.value.code == "source_single_document" and library.documents(str(source.id))[1] == 1
+
+
+def test_documents_are_found_by_a_part_of_their_name_wildcards_taken_literally(library: Library,
+                                                                                tmp_path: Path) -> None:
+    root = _folder(tmp_path / "notes", {"a_b.md": "x\n", "axb.md": "y\n", "100%.md": "z\n", "Deep/Guide.md": "w\n"})
+    source = str(library.add(root).id)
+    library.reindex(source)
+    assert [d.name for d in library.documents(source, named="a_b")[0]] == ["a_b.md"]
+    assert library.documents(source, named="%") == (library.documents(source, named="100%")[0], 1)
+    assert [d.name for d in library.documents(source, named="deep/guide")[0]] == ["Deep/Guide.md"]
+    assert library.documents(source, named="nothing") == ([], 0)
+    assert library.documents(source, limit=2, offset=2)[1] == 4 and len(library.documents(source, limit=2)[0]) == 2

@@ -9,7 +9,7 @@ waits for it to be read; the page shows the progress.
 - ``GET /api/knowledge/sources``: ``{"sources"}``, each with its counts and live ``progress``;
 - ``POST /api/knowledge/sources`` ``{path | artifact | lessons}``: ``{"source"}`` (read in the background);
 - ``DELETE /api/knowledge/sources/{id}``; ``POST /api/knowledge/sources/{id}/reindex``;
-- ``GET /api/knowledge/sources/{id}/documents?page=N``: ``{"documents", "total", "skipped", "excluded"}``;
+- ``GET /api/knowledge/sources/{id}/documents?page=N&named=TEXT``: ``{"documents", "total", "skipped", "excluded"}``;
 - ``POST /api/knowledge/sources/{id}/exclude`` ``{document}`` and ``/include`` ``{document}``;
 - ``GET /api/knowledge/search?q&limit``: ``{"hits"}``, redacted, as ``local_knowledge_search`` ranks them;
 - ``GET /api/knowledge-changes[?source=ID]``: ``{"stamp"}``, which moves when the library or progress does;
@@ -127,12 +127,13 @@ async def reindex(request: Request) -> Response:
     return await json_answer(work)
 
 
-def source_detail(ref: str, page: int) -> dict[str, Any]:
-    """One source's page of documents, its skipped files (with why) and its excluded documents."""
+def source_detail(ref: str, page: int, named: str = "") -> dict[str, Any]:
+    """One source's page of documents (those whose name holds ``named``), its skipped files (with why) and its
+    excluded documents."""
     from kirocrew_core.knowledge.store import shared
 
     library = shared()
-    documents, total = library.documents(ref, offset=(page - 1) * DOCUMENTS_PAGE, limit=DOCUMENTS_PAGE)
+    documents, total = library.documents(ref, offset=(page - 1) * DOCUMENTS_PAGE, limit=DOCUMENTS_PAGE, named=named)
     return {"documents": [dict(d.__dict__) for d in documents], "total": total, "page": page,
             "pages": max(1, -(-total // DOCUMENTS_PAGE)), "skipped": library.skipped(ref),
             "excluded": library.excluded(ref)}
@@ -143,7 +144,7 @@ async def documents(request: Request) -> Response:
     from kirocrew_core.gateway.paging import page_number
 
     ref, page = _source(request), page_number(request.query_params.get("page"))
-    return await json_answer(source_detail, ref, page)
+    return await json_answer(source_detail, ref, page, request.query_params.get("named", "")[:4096])
 
 
 async def _document(request: Request) -> str:

@@ -6,10 +6,10 @@ The page lists the library's sources with their live state (the host reads them 
 lessons, and the Skills section: every skill the owner's sessions see (source, always or summary) and
 the broken or skipped ones with why, and the configured registry (``registry``: a search; ``skill``:
 one skill's files, shown before the owner installs it). One source's page lists its documents
-(:data:`~kirocrew_core.knowledge.api.DOCUMENTS_PAGE` a page), the files skipped with why, and the
-documents the owner removed, each with **Include again**. The script (``static/knowledge.js``) only
-calls the JSON routes (:mod:`.api`) and swaps in fresh server-rendered regions; it polls
-``/api/knowledge-changes`` to do the same while something changes.
+(:data:`~kirocrew_core.knowledge.api.DOCUMENTS_PAGE` a page, ``named`` narrowing them by name), the
+files skipped with why, and the documents the owner removed, each with **Include again**. The
+script (``static/knowledge.js``) only calls the JSON routes (:mod:`.api`) and swaps in fresh
+server-rendered regions; it polls ``/api/knowledge-changes`` to do the same while something changes.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 PACKAGE = "kirocrew_core.knowledge"
 #: How often an open page asks whether anything changed (one stat-only request).
-POLL_SECONDS = 2
+POLL_SECONDS = 1
 SEARCH_SHOWN = 10
 _PARAMS = ("q", "registry", "skill")
 
@@ -78,22 +78,23 @@ async def knowledge_page(request: Request) -> Response:
                        poll_seconds=POLL_SECONDS, **data)
 
 
-def _source_data(ref: str, page: int) -> dict[str, Any] | None:
+def _source_data(ref: str, page: int, named: str) -> dict[str, Any] | None:
     from kirocrew_core.knowledge import api
     from kirocrew_core.knowledge.service import source_states
 
     state = next((s for s in source_states() if str(s["id"]) == ref), None)
     if state is None:
         return None
-    return {"s": state, "stamp": api.stamp(ref), **api.source_detail(ref, page)}
+    return {"s": state, "stamp": api.stamp(ref), **api.source_detail(ref, page, named)}
 
 
 async def source_page(request: Request) -> Response:
     from kirocrew_core.gateway.shell import render_page
 
     ref = str(request.path_params["id"])
-    params = {k: v[:20] for k, v in request.query_params.items() if k == "page"}
-    data = await asyncio.to_thread(_source_data, ref, page_number(params.get("page"))) if ref.isdigit() else None
+    params = {k: v[:500] for k, v in request.query_params.items() if k in ("page", "named")}
+    named = params.get("named", "").strip()
+    data = await asyncio.to_thread(_source_data, ref, page_number(params.get("page")), named) if ref.isdigit() else None
     if data is None:
         return render_page(request, f"{PACKAGE}/source.html", title="Knowledge source not found", status_code=404,
                            s=None, ref=ref)

@@ -314,17 +314,22 @@ class Library:
         return {r["name"]: r["reason"] for r in rows}
 
     @_usable
-    def documents(self, ref: str, *, offset: int = 0, limit: int = 100) -> tuple[list[Document], int]:
-        """A page of the source's documents by name, and how many it holds."""
+    def documents(self, ref: str, *, offset: int = 0, limit: int = 100, named: str = "") -> tuple[list[Document], int]:
+        """A page of the source's documents by name (those whose name holds ``named``, ASCII case ignored), and how
+        many there are."""
         source = self.need(ref)
+        pattern = "%" + named.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        where = "d.source = ? AND d.name LIKE ? ESCAPE '\\'"
         with self.lock:
             rows = self.conn.execute(
-                """SELECT d.id, d.name, d.title, d.size, d.duplicate_of IS NOT NULL AS duplicate,
+                f"""SELECT d.id, d.name, d.title, d.size, d.duplicate_of IS NOT NULL AS duplicate,
                           (SELECT count(*) FROM chunks c WHERE c.document = d.id) AS chunks
-                   FROM documents d WHERE d.source = ? ORDER BY d.name LIMIT ? OFFSET ?""",
-                (source.id, limit, offset)).fetchall()
+                   FROM documents d WHERE {where} ORDER BY d.name LIMIT ? OFFSET ?""",
+                (source.id, pattern, limit, offset)).fetchall()
+            total = source.documents if not named else self.conn.execute(
+                f"SELECT count(*) FROM documents d WHERE {where}", (source.id, pattern)).fetchone()[0]
         return [Document(r["id"], r["name"], r["title"], r["size"], r["chunks"], bool(r["duplicate"]))
-                for r in rows], source.documents
+                for r in rows], total
 
     @_usable
     def excluded(self, ref: str) -> dict[str, str]:
