@@ -72,6 +72,11 @@ def test_a_folder_is_added_read_in_the_background_searched_and_one_document_remo
     detail = owner.get(f"/api/knowledge/sources/{source}/documents").json()
     assert [d["name"] for d in detail["documents"]] == ["keep.md", "sub/drop.md"]
     assert detail["skipped"] == {"blob.bin": "binary (holds NUL bytes)"}
+    named = owner.get(f"/api/knowledge/sources/{source}/documents", params={"named": "SUB/"}).json()
+    assert ([d["name"] for d in named["documents"]], named["total"]) == (["sub/drop.md"], 1)
+    assert owner.get(f"/api/knowledge/sources/{source}/documents", params={"named": "%"}).json()["total"] == 0
+    assert owner.get(f"/api/knowledge/sources/{source}/documents", params={"page": "99999999"}).json()[
+        "documents"] == []
 
     stamp = owner.get("/api/knowledge-changes").json()["stamp"]
     assert owner.post(f"/api/knowledge/sources/{source}/exclude", json={"document": "sub/drop.md"}).json() == {

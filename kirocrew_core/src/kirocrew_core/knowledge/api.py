@@ -254,10 +254,10 @@ async def changes(request: Request) -> Response:
 def skills_view() -> dict[str, Any]:
     """The skills the owner's sessions see, by precedence, and the broken or skipped ones with why."""
     from kirocrew_core.gateway.shell import home_relative
-    from kirocrew_core.skills.discovery import catalog, summary
+    from kirocrew_core.skills.discovery import catalog, short_description
 
     found = catalog(None)
-    return {"skills": [{"key": s.key, "name": s.name, "description": summary(s).split(" — ", 1)[1],
+    return {"skills": [{"key": s.key, "name": s.name, "description": short_description(s),
                         "always": s.always, "source": s.source.kind, "path": home_relative(str(s.path))}
                        for s in found.skills],
             "problems": [{"key": p.key, "state": p.state, "reason": p.reason, "source": p.source.kind,

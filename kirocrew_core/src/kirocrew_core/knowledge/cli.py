@@ -1,7 +1,7 @@
 """``kirocrew knowledge …``: the owner fills the library sessions search, and searches it too.
 
-``add``, ``remove`` (a source, or one document of a folder source), ``include``, ``reindex`` and
-``list`` call the owner-only ``kirocrew-knowledge-admin`` server (:mod:`.admin`: refused from a
+``add``, ``remove`` (a source, or one document of a folder source), ``include``, ``reindex``,
+``list`` and ``show`` call the owner-only ``kirocrew-knowledge-admin`` server (:mod:`.admin`: refused from a
 session's shell); ``search`` reads the library directly, as
 ``local_knowledge_search`` does (with up to 50 results). Registered lazily by
 :mod:`kirocrew_core.builtin.knowledge`.
@@ -51,6 +51,14 @@ def add(path: str | None, slug: str | None, lessons: bool) -> None:
 def list_(as_json: bool) -> None:
     """List the sources: kind, documents, chunks, skipped files, state."""
     _admin("knowledge_sources", {"json": as_json})
+
+
+@knowledge.command("show")
+@click.argument("source")
+@click.option("--named", default="", metavar="TEXT", help="Only the documents whose path holds TEXT.")
+def show(source: str, named: str) -> None:
+    """One source's documents (their names are what `remove --document` takes), skipped files and removed ones."""
+    _admin("knowledge_documents", {"source": _ref(source), "named": named})
 
 
 @knowledge.command("remove")
