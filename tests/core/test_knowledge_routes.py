@@ -190,4 +190,7 @@ def test_the_skills_and_a_registry_install_only_what_was_shown(owner: httpx.Clie
         assert refusal(owner.post("/api/skills/install", json={"id": "acme/tools/broken", "digest": broken["digest"]}))[
             :2] == (409, "install_refused")
     assert not (crew / "broken").exists()
+    set_value("skills.registry_url", f"https://someone:{SECRET}@registry.invalid/?token={SECRET}")
+    page = owner.get("/knowledge").text
+    assert "registry.invalid" in page and SECRET not in page and "someone" not in page
     set_value("skills.registry_url", "")

@@ -35,14 +35,31 @@ def _problem(exc: KirocrewError) -> str:
     return f"{exc.message} ({exc.code})"
 
 
+def _shown_url(url: str) -> str:
+    """The registry's address as the page shows it: no user or password, secrets in it redacted."""
+    from urllib.parse import urlsplit
+
+    from kirocrew_core.redaction import redact_secrets
+
+    if not url:
+        return ""
+    try:
+        parts = urlsplit(url)
+        url = parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]).geturl()
+    except ValueError:
+        pass
+    return redact_secrets(url)
+
+
 def _registry_data(params: dict[str, str]) -> dict[str, Any]:
     """The Skills section's registry part: configured or not, a search's results, one skill's files."""
     from kirocrew_core.config import get_value
     from kirocrew_core.knowledge import api
 
-    data: dict[str, Any] = {"registry_url": str(get_value("skills.registry_url")), "registry_hits": None,
-                            "registry_error": None, "preview": None}
-    if not data["registry_url"]:
+    url = str(get_value("skills.registry_url"))
+    data: dict[str, Any] = {"registry_url": _shown_url(url), "registry_hits": None, "registry_error": None,
+                            "preview": None}
+    if not url:
         return data
     try:
         if params.get("skill"):
