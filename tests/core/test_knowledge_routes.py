@@ -130,6 +130,21 @@ def test_bad_sources_and_queries_are_refused_with_their_codes(owner: httpx.Clien
     assert refusal(owner.post("/api/knowledge/sources", json={"path": str(tmp_path / "added")}))[:2] == (
         400, "source_exists")
 
+    from kirocrew_core.artifacts import store
+    from kirocrew_core.artifacts.access import OWNER
+
+    store.save(store.NewArtifact("Harbour guide", "# Harbour guide\nmoor at the north quay\n", "markdown",
+                                 slug="harbour-guide"), OWNER)
+    artifact = owner.post("/api/knowledge/sources", json={"artifact": "harbour-guide"}).json()["source"]
+    assert (artifact["kind"], artifact["location"]) == ("artifact", "artifact:harbour-guide")
+    assert owner.post("/api/knowledge/sources", json={"lessons": True}).json()["source"]["kind"] == "lessons"
+    assert refusal(owner.post("/api/knowledge/sources", json={"lessons": True}))[:2] == (400, "source_exists")
+    ready(owner, artifact["id"])
+    assert refusal(owner.post(f"/api/knowledge/sources/{artifact['id']}/exclude", json={"document": "harbour-guide"})
+                   ) == (400, "source_single_document", "document")
+    assert [h["kind"] for h in owner.get("/api/knowledge/search", params={"q": "north quay"}).json()["hits"]] == [
+        "artifact"]
+
     assert refusal(owner.get("/api/knowledge/sources/999999/documents"))[:2] == (404, "source_not_found")
     assert refusal(owner.post("/api/knowledge/sources/999999/reindex"))[:2] == (404, "source_not_found")
     assert owner.get("/api/knowledge/sources/abc/documents").status_code == 404
