@@ -88,3 +88,27 @@ def test_a_host_pass_reads_every_source_and_reports_its_state(isolated_homes: An
     assert states["broken"]["problem"].startswith("cannot be read")
     assert states["broken"]["progress"]["state"] == "failed"
     assert states["broken"]["progress"]["detail"] == states["broken"]["problem"]
+
+
+def test_the_owner_removes_one_document_and_includes_it_again(offline: Any, tmp_path: Path) -> None:
+    root = tmp_path / "docs"
+    (root / "sub").mkdir(parents=True)
+    (root / "keep.md").write_text("# Keep\nlighthouse keeper\n")
+    (root / "sub" / "drop.md").write_text("# Drop\nlighthouse lamp\n")
+    _ok(offline("add", str(root)))
+    shown = _ok(offline("show", str(root)))
+    assert shown.splitlines()[1:] == ["  keep.md  (1 chunk(s), 25 bytes)", "  sub/drop.md  (1 chunk(s), 23 bytes)"]
+    assert _ok(offline("show", "1", "--named", "DROP")).splitlines()[1:] == ["  sub/drop.md  (1 chunk(s), 23 bytes)"]
+    removed = _ok(offline("remove", str(root), "--document", "sub/drop.md"))
+    assert "Removed sub/drop.md from source 1; it stays out at every reindex" in removed
+    _ok(offline("reindex"))
+    assert "sub/drop.md" not in _ok(offline("search", "lighthouse"))
+    assert "1 excluded" in _ok(offline("list"))
+    assert _ok(offline("show", "1")).splitlines()[-1].startswith("removed sub/drop.md (since ")
+    missing = offline("remove", "1", "--document", "../etc/passwd")
+    assert missing.returncode != 0 and "document_not_found" in missing.stderr
+    assert "Included sub/drop.md in source 1 again" in _ok(offline("include", "1", "sub/drop.md"))
+    _ok(offline("reindex", "1"))
+    assert "sub/drop.md" in _ok(offline("search", "lighthouse"))
+    again = offline("include", "1", "sub/drop.md")
+    assert again.returncode != 0 and "excluded_not_found" in again.stderr

@@ -182,3 +182,58 @@ def test_a_source_that_cannot_be_read_keeps_what_was_read_and_says_why(library: 
     library.reindex(ref)
     [source] = library.sources()
     assert source.problem == "cannot be read: No such file or directory" and source.documents == 1
+
+
+def test_a_removed_document_stays_out_across_reindexes_until_included_again(library: Library, tmp_path: Path) -> None:
+    root = _folder(tmp_path / "notes", {"keep.md": "# Keep\nharbour lights\n", "drop/me.md": "# Drop\nharbour fog\n"})
+    (root / "pipe").symlink_to("/etc/passwd")
+    source = library.add(root)
+    library.reindex(str(source.id))
+    assert [d.name for d in library.documents(str(source.id))[0]] == ["drop/me.md", "keep.md"]
+
+    library.exclude(str(source.id), "drop/me.md")
+    library.exclude(str(source.id), "pipe")  # a skipped file may be excluded too: it stops being reported
+    assert [h.name for h in library.search("harbour", 5)] == ["keep.md"]
+    (root / "drop" / "me.md").write_text("# Drop\nharbour fog, edited\n")  # a change does not bring it back
+    report = library.reindex(str(source.id))
+    assert (report.files, report.rechunked, report.skipped) == (1, 0, {})
+    assert [h.name for h in library.search("harbour", 5)] == ["keep.md"]
+    assert list(library.excluded(str(source.id))) == ["drop/me.md", "pipe"]
+    assert (library.sources()[0].documents, library.sources()[0].excluded, library.sources()[0].skipped) == (1, 2, 0)
+
+    for name, code in (("keep.md/../drop/me.md", "document_not_found"), ("nothing.md", "document_not_found"),
+                       ("\x00", "document_not_found")):
+        with pytest.raises(BadInputError) as refused:
+            library.exclude(str(source.id), name)
+        assert refused.value.code == code
+    with pytest.raises(BadInputError) as refused:
+        library.include(str(source.id), "keep.md")
+    assert refused.value.code == "excluded_not_found"
+    assert library.documents(str(source.id))[1] == 1 and len(library.excluded(str(source.id))) == 2
+
+    library.include(str(source.id), "drop/me.md")
+    assert library.reindex(str(source.id)).rechunked == 1
+    assert sorted(h.name for h in library.search("harbour", 5)) == ["drop/me.md", "keep.md"]
+    assert library.skipped(str(source.id)) == {} and list(library.excluded(str(source.id))) == ["pipe"]
+
+
+def test_only_a_folder_source_excludes_one_document(library: Library, tmp_path: Path) -> None:
+    single = tmp_path / "one.md"
+    single.write_text("# One\n")
+    source = library.add(single)
+    library.reindex(str(source.id))
+    with pytest.raises(BadInputError) as refused:
+        library.exclude(str(source.id), "one.md")
+    assert refused.value.code == "source_single_document" and library.documents(str(source.id))[1] == 1
+
+
+def test_documents_are_found_by_a_part_of_their_name_wildcards_taken_literally(library: Library,
+                                                                                tmp_path: Path) -> None:
+    root = _folder(tmp_path / "notes", {"a_b.md": "x\n", "axb.md": "y\n", "100%.md": "z\n", "Deep/Guide.md": "w\n"})
+    source = str(library.add(root).id)
+    library.reindex(source)
+    assert [d.name for d in library.documents(source, named="a_b")[0]] == ["a_b.md"]
+    assert library.documents(source, named="%") == (library.documents(source, named="100%")[0], 1)
+    assert [d.name for d in library.documents(source, named="deep/guide")[0]] == ["Deep/Guide.md"]
+    assert library.documents(source, named="nothing") == ([], 0)
+    assert library.documents(source, limit=2, offset=2)[1] == 4 and len(library.documents(source, limit=2)[0]) == 2

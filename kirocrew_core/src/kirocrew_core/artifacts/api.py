@@ -26,11 +26,10 @@ Refusals are ``{"error", "code", "field"?}``: 400 ``bad_json`` / ``body_too_larg
 from __future__ import annotations
 
 import asyncio
-import functools
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from kirocrew_core.errors import BadInputError, KirocrewError
+from kirocrew_core.errors import KirocrewError
+from kirocrew_core.gateway.fields import FieldError, answers, json_answer, read_fields
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -44,53 +43,12 @@ NOT_FOUND_CODES = frozenset({"artifact_not_found", "version_not_found", "comment
 _VERSION_MAX = 1_000_000_000
 
 
-class FieldError(BadInputError):
-    """Bad input about one request field, named in the answer's ``field``."""
-
-    def __init__(self, message: str, *, field: str, code: str = "bad_request") -> None:
-        super().__init__(message, code=code)
-        self.field = field
-
-
-def _answers(route: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
-    """Refusals as JSON, 404 for what does not exist, ``field`` when one field is at fault."""
-
-    @functools.wraps(route)
-    async def wrapped(request: Request) -> Response:
-        from starlette.responses import JSONResponse
-
-        from kirocrew_core.gateway.errors import error_response
-
-        try:
-            return await route(request)
-        except KirocrewError as exc:
-            if exc.code in NOT_FOUND_CODES:
-                return JSONResponse(exc.as_dict(), status_code=404)
-            field = getattr(exc, "field", None)
-            return error_response(exc, extra={"field": field} if field else None)
-
-    return wrapped
+_answers = answers(NOT_FOUND_CODES)
 
 
 async def _body(request: Request, fields: dict[str, tuple[type, ...]], required: tuple[str, ...] = ()
                 ) -> dict[str, Any]:
-    """The JSON object body with only ``fields`` (each of its types), ``required`` present; else refused."""
-    from kirocrew_core.gateway.body import read_json_object
-
-    body = await read_json_object(request, limit=BODY_LIMIT, default={} if not required else None)
-    for key in body:
-        if key not in fields:
-            raise FieldError(f"unknown field {str(key)[:40]!r}; this takes {', '.join(fields) or 'no field'}",
-                             field=str(key)[:40])
-    for key in required:
-        if key not in body:
-            raise FieldError(f"{key} is required", field=key)
-    for key, value in body.items():
-        types = fields[key]
-        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-            wanted = " or ".join("null" if t is type(None) else t.__name__ for t in types)
-            raise FieldError(f"{key} must be {wanted}", field=key)
-    return body
+    return await read_fields(request, fields, required, limit=BODY_LIMIT)
 
 
 def _version(raw: str | None, field: str) -> int | None:
@@ -107,10 +65,7 @@ def _slug(request: Request) -> str:
     return names.check_slug(request.path_params["slug"])
 
 
-async def _json(fn: Callable[..., Any], *args: Any) -> Response:
-    from starlette.responses import JSONResponse
-
-    return JSONResponse(await asyncio.to_thread(fn, *args), headers={"Cache-Control": "no-store"})
+_json = json_answer
 
 
 # --- reading ----------------------------------------------------------------------------------------

@@ -24,12 +24,11 @@ imported inside the functions.
 from __future__ import annotations
 
 import asyncio
-import functools
 import os
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from kirocrew_core.errors import BadInputError, KirocrewError
+from kirocrew_core.errors import BadInputError
+from kirocrew_core.gateway.fields import FieldError, answers
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -49,28 +48,7 @@ CHECK_FIELDS = ("tool", "input", "authority", "agent", "workspace")
 RULE_FIELDS = ("decision", "tool", "command", "path", "domain", "authority", "agent", "workspace", "reason")
 
 
-class FieldError(BadInputError):
-    """Bad input about one request field, named in the answer's ``field``."""
-
-    def __init__(self, message: str, *, field: str, code: str = "bad_request") -> None:
-        super().__init__(message, code=code)
-        self.field = field
-
-
-def _answers_fields(route: Callable[[Request], Awaitable[JSONResponse]]) -> Callable[[Request], Awaitable[Any]]:
-    """A route whose refusals carry the ``field`` they are about (a rule's, a check's) when there is one."""
-
-    @functools.wraps(route)
-    async def wrapped(request: Request) -> Any:
-        from kirocrew_core.gateway.errors import error_response
-
-        try:
-            return await route(request)
-        except KirocrewError as exc:
-            field = getattr(exc, "field", None)
-            return error_response(exc, extra={"field": field} if field else None)
-
-    return wrapped
+_answers_fields = answers()
 
 
 def absolute_workspace(value: Any, *, field: str = "workspace") -> str | None:

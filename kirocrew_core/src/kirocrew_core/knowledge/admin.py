@@ -24,8 +24,11 @@ if TYPE_CHECKING:
 
 ADMIN_SERVER = "kirocrew-knowledge-admin"
 ADMIN_COMMAND = "mcp-knowledge-admin"
-INSTRUCTIONS = "The owner's knowledge library changes (add, remove, reindex sources); not for models."
+INSTRUCTIONS = "The owner's knowledge library changes (sources and their documents); not for models."
 _REF = {"type": "string", "minLength": 1, "maxLength": 4096}
+#: ``kirocrew knowledge show`` lists at most this many documents (``--named`` narrows them).
+SHOWN_DOCUMENTS = 500
+_NAME = {"type": "string", "minLength": 1, "maxLength": 4096, "description": "The document's path in its source."}
 
 
 def _schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -67,6 +70,40 @@ def remove(args: dict[str, Any]) -> str:
     return f"Removed source {source.id} ({source.location}) and its {source.chunks} chunk(s); its files are untouched."
 
 
+def documents(args: dict[str, Any]) -> str:
+    """One source's documents (those whose name holds ``named``), skipped files with why, and removed ones."""
+    from kirocrew_core.knowledge.store import shared
+
+    library = shared()
+    source = library.need(args["source"])
+    named = str(args.get("named", ""))
+    found, total = library.documents(str(source.id), limit=SHOWN_DOCUMENTS, named=named)
+    lines = [f"Source {source.id} ({source.location}): {total} document(s)" + (f" named *{named}*" if named else "")
+             + (f", the first {len(found)} shown" if total > len(found) else "")]
+    lines += [f"  {d.name}  ({d.chunks} chunk(s), {d.size} bytes){'  [duplicate]' if d.duplicate else ''}"
+              for d in found]
+    lines += [f"skipped {name}: {reason}" for name, reason in library.skipped(str(source.id)).items()]
+    lines += [f"removed {name} (since {since})" for name, since in library.excluded(str(source.id)).items()]
+    return "\n".join(lines)
+
+
+def exclude(args: dict[str, Any]) -> str:
+    from kirocrew_core.knowledge.store import shared
+
+    source = shared().exclude(args["source"], args["document"])
+    return (f"Removed {args['document']} from source {source.id}; it stays out at every reindex "
+            f"(`kirocrew knowledge include {source.id} DOCUMENT` reads it in again).")
+
+
+def include(args: dict[str, Any]) -> str:
+    from kirocrew_core.knowledge.service import wake
+    from kirocrew_core.knowledge.store import shared
+
+    source = shared().include(args["source"], args["document"])
+    wake()
+    return f"Included {args['document']} in source {source.id} again; the next reindex reads it."
+
+
 def reindex(args: dict[str, Any]) -> str:
     from kirocrew_core.knowledge.store import shared
 
@@ -91,7 +128,7 @@ def sources(args: dict[str, Any]) -> str:
         state = progress["state"] + (f" {progress['done']}/{progress['total']}" if progress["state"] == "indexing"
                                      else "")
         lines.append(f"{s['id']:>3}  {s['kind']:<6} {s['documents']:>5} docs {s['chunks']:>6} chunks "
-                     f"{s['skipped']:>4} skipped  {state:<10} {s['location']}"
+                     f"{s['skipped']:>4} skipped {s['excluded']:>4} excluded  {state:<10} {s['location']}"
                      + (f"  ({s['problem']})" if s["problem"] else ""))
     return "\n".join(lines)
 
@@ -113,6 +150,13 @@ def admin_tools() -> dict[str, CoreMcpTool]:
              _schema({"path": _REF, "artifact": {"type": "string", "pattern": names.SLUG_PATTERN},
                       "lessons": {"type": "boolean"}}), add),
         tool("knowledge_remove", "remove a knowledge source", _schema({"source": _REF}, ("source",)), remove),
+        tool("knowledge_documents", "list one source's documents, skipped files and removed documents",
+             _schema({"source": _REF, "named": {"type": "string", "maxLength": 4096}}, ("source",)), documents,
+             read_only=True),
+        tool("knowledge_exclude", "remove one document of a folder source and keep it out",
+             _schema({"source": _REF, "document": _NAME}, ("source", "document")), exclude),
+        tool("knowledge_include", "read an excluded document of a folder source in again",
+             _schema({"source": _REF, "document": _NAME}, ("source", "document")), include),
         tool("knowledge_reindex", "re-read knowledge sources", _schema({"source": _REF}), reindex),
         tool("knowledge_sources", "list the knowledge sources and their state",
              _schema({"json": {"type": "boolean"}}), sources, read_only=True),

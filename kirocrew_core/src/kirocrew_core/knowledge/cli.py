@@ -1,7 +1,8 @@
 """``kirocrew knowledge …``: the owner fills the library sessions search, and searches it too.
 
-``add``, ``remove``, ``reindex`` and ``list`` call the owner-only ``kirocrew-knowledge-admin`` server
-(:mod:`.admin`: refused from a session's shell); ``search`` reads the library directly, as
+``add``, ``remove`` (a source, or one document of a folder source), ``include``, ``reindex``,
+``list`` and ``show`` call the owner-only ``kirocrew-knowledge-admin`` server (:mod:`.admin`: refused from a
+session's shell); ``search`` reads the library directly, as
 ``local_knowledge_search`` does (with up to 50 results). Registered lazily by
 :mod:`kirocrew_core.builtin.knowledge`.
 """
@@ -52,11 +53,32 @@ def list_(as_json: bool) -> None:
     _admin("knowledge_sources", {"json": as_json})
 
 
+@knowledge.command("show")
+@click.argument("source")
+@click.option("--named", default="", metavar="TEXT", help="Only the documents whose path holds TEXT.")
+def show(source: str, named: str) -> None:
+    """One source's documents (their names are what `remove --document` takes), skipped files and removed ones."""
+    _admin("knowledge_documents", {"source": _ref(source), "named": named})
+
+
 @knowledge.command("remove")
 @click.argument("source")
-def remove(source: str) -> None:
+@click.option("--document", default=None, metavar="NAME",
+              help="Remove only this document of a folder source (its path in the folder); it stays out at reindex.")
+def remove(source: str, document: str | None) -> None:
     """Remove a source (its id from `list`, its path, artifact:SLUG or lessons:global) and what was read from it."""
-    _admin("knowledge_remove", {"source": _ref(source)})
+    if document is None:
+        _admin("knowledge_remove", {"source": _ref(source)})
+    else:
+        _admin("knowledge_exclude", {"source": _ref(source), "document": document})
+
+
+@knowledge.command("include")
+@click.argument("source")
+@click.argument("document")
+def include(source: str, document: str) -> None:
+    """Read a document removed with `remove SOURCE --document NAME` in again (at the next reindex)."""
+    _admin("knowledge_include", {"source": _ref(source), "document": document})
 
 
 @knowledge.command("reindex")

@@ -53,6 +53,12 @@ def _set(source: int, **changes: Any) -> None:
             setattr(current, name, value)
 
 
+def progress_snapshot(source: int | None = None) -> dict[int, dict[str, Any]]:
+    """The live progress of every source (or of one) this process knows, as plain values."""
+    with _progress_lock:
+        return {sid: dict(p.__dict__) for sid, p in _progress.items() if source in (None, sid)}
+
+
 def source_states() -> list[dict[str, Any]]:
     """Every source as a dict: what the library holds (counts, last indexed, problem) and its live progress."""
     from kirocrew_core.knowledge.store import shared

@@ -4,8 +4,9 @@ Kept in ``<crew home>/state/knowledge/library.sqlite3`` (owner-only, WAL, throug
 :mod:`kirocrew_core.sqlite_db`). :meth:`Library.reindex` re-reads a source: a file whose size and
 mtime are unchanged is not opened, one whose content hash is unchanged is not re-chunked, a file
 gone is dropped; an artifact or the lessons (one document each) is chunked again when its content
-hash changes. Every database failure of a public method is :class:`KnowledgeError`
-``knowledge_library_unusable``.
+hash changes. A document the owner removed from a folder source (:meth:`Library.exclude`) is kept
+as an exclusion of that source, so no reindex reads it in again until the owner includes it again.
+Every database failure of a public method is :class:`KnowledgeError` ``knowledge_library_unusable``.
 """
 
 from __future__ import annotations
@@ -83,7 +84,17 @@ MIGRATIONS: list[list[str]] = [[
     )""",
     "CREATE VIRTUAL TABLE chunks_fts USING fts5(title, section, text, "
     "tokenize='unicode61 remove_diacritics 2')",
+], [
+    # A folder source's file the owner removed: never read in again until included again.
+    """CREATE TABLE excluded (
+        source INTEGER NOT NULL REFERENCES sources (id) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        since TEXT NOT NULL,
+        PRIMARY KEY (source, name)
+    )""",
 ]]
+#: A document name an owner may give: a path relative to its source (what the library stores).
+NAME_MAX_CHARS = 4096
 
 
 class KnowledgeError(KirocrewError):
@@ -113,9 +124,22 @@ class Source:
     documents: int
     chunks: int
     skipped: int
+    excluded: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Document:
+    """One document of a source: its name (relative to the source), title, size and chunk count."""
+
+    id: int
+    name: str
+    title: str
+    size: int
+    chunks: int
+    duplicate: bool
 
 
 @dataclass(frozen=True)
@@ -250,10 +274,11 @@ class Library:
                 """SELECT s.*, (SELECT count(*) FROM documents d WHERE d.source = s.id) AS documents,
                           (SELECT count(*) FROM chunks c JOIN documents d ON c.document = d.id
                            WHERE d.source = s.id) AS chunks,
-                          (SELECT count(*) FROM skipped k WHERE k.source = s.id) AS skipped
+                          (SELECT count(*) FROM skipped k WHERE k.source = s.id) AS skipped,
+                          (SELECT count(*) FROM excluded x WHERE x.source = s.id) AS excluded
                    FROM sources s ORDER BY s.id""").fetchall()
         return [Source(r["id"], r["kind"], r["location"], r["added"], r["indexed"], r["problem"], r["documents"],
-                       r["chunks"], r["skipped"]) for r in rows]
+                       r["chunks"], r["skipped"], r["excluded"]) for r in rows]
 
     def source(self, ref: str) -> Source | None:
         """The source with this id (as text) or location (a path, made absolute); None when there is none."""
@@ -288,6 +313,69 @@ class Library:
                                      (source.id,)).fetchall()
         return {r["name"]: r["reason"] for r in rows}
 
+    @_usable
+    def documents(self, ref: str, *, offset: int = 0, limit: int = 100, named: str = "") -> tuple[list[Document], int]:
+        """A page of the source's documents by name (those whose name holds ``named``, ASCII case ignored), and how
+        many there are."""
+        source = self.need(ref)
+        pattern = "%" + named.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        where = "d.source = ? AND d.name LIKE ? ESCAPE '\\'"
+        with self.lock:
+            rows = self.conn.execute(
+                f"""SELECT d.id, d.name, d.title, d.size, d.duplicate_of IS NOT NULL AS duplicate,
+                          (SELECT count(*) FROM chunks c WHERE c.document = d.id) AS chunks
+                   FROM documents d WHERE {where} ORDER BY d.name LIMIT ? OFFSET ?""",
+                (source.id, pattern, limit, offset)).fetchall()
+            total = source.documents if not named else self.conn.execute(
+                f"SELECT count(*) FROM documents d WHERE {where}", (source.id, pattern)).fetchone()[0]
+        return [Document(r["id"], r["name"], r["title"], r["size"], r["chunks"], bool(r["duplicate"]))
+                for r in rows], total
+
+    @_usable
+    def excluded(self, ref: str) -> dict[str, str]:
+        """The source's excluded document names, each with when it was excluded."""
+        source = self.need(ref)
+        with self.lock:
+            rows = self.conn.execute("SELECT name, since FROM excluded WHERE source = ? ORDER BY name",
+                                     (source.id,)).fetchall()
+        return {r["name"]: r["since"] for r in rows}
+
+    @_usable
+    def exclude(self, ref: str, name: str) -> Source:
+        """Remove one document (or a skipped file) of a folder source and keep it out of every later reindex.
+
+        Refused: a source of one document (``source_single_document``: remove the source), a name the
+        source neither holds nor skipped (``document_not_found``); nothing changes then.
+        """
+        source = self.need(ref)
+        if source.kind != "folder":
+            raise BadInputError(f"source {source.id} is one {source.kind}: remove the source instead",
+                                code="source_single_document")
+        with sqlite_db.immediate(self.conn, self.lock) as conn:
+            document = conn.execute("SELECT id FROM documents WHERE source = ? AND name = ?",
+                                    (source.id, name)).fetchone()
+            skipped = conn.execute("SELECT 1 FROM skipped WHERE source = ? AND name = ?", (source.id, name)).fetchone()
+            if document is None and skipped is None:
+                raise BadInputError(f"source {source.id} holds no document {name[:200]!r}", code="document_not_found")
+            if document is not None:
+                self._drop_chunks(conn, document["id"])
+                conn.execute("DELETE FROM documents WHERE id = ?", (document["id"],))
+            conn.execute("DELETE FROM skipped WHERE source = ? AND name = ?", (source.id, name))
+            conn.execute("INSERT OR IGNORE INTO excluded (source, name, since) VALUES (?, ?, ?)",
+                         (source.id, name, _now()))
+        return source
+
+    @_usable
+    def include(self, ref: str, name: str) -> Source:
+        """Lift an exclusion: the next reindex reads the file again (``excluded_not_found`` if it was not excluded)."""
+        source = self.need(ref)
+        with sqlite_db.immediate(self.conn, self.lock) as conn:
+            gone = conn.execute("DELETE FROM excluded WHERE source = ? AND name = ?", (source.id, name)).rowcount
+            if not gone:
+                raise BadInputError(f"source {source.id} excludes no document {name[:200]!r}",
+                                    code="excluded_not_found")
+        return source
+
     # --- reading sources in ---------------------------------------------------------------------
 
     @_usable
@@ -308,7 +396,10 @@ class Library:
         except files.Skipped as skip:
             self._set_problem(source.id, skip.reason)  # what was read of it is kept
             return report
-        entries, report.skipped = walk.entries, walk.skipped
+        with self.lock:
+            excluded = {r[0] for r in self.conn.execute("SELECT name FROM excluded WHERE source = ?", (source.id,))}
+        entries = [entry for entry in walk.entries if entry.name not in excluded]
+        report.skipped = {name: reason for name, reason in walk.skipped.items() if name not in excluded}
         with self.lock:
             known = {r["name"]: r for r in self.conn.execute(
                 "SELECT id, name, size, mtime_ns, sha256 FROM documents WHERE source = ?", (source.id,))}
@@ -385,6 +476,8 @@ class Library:
         title = title or chunks_.title_of(text, entry.path.name)
         parts = chunks_.split(text)
         with sqlite_db.immediate(self.conn, self.lock) as conn:
+            if conn.execute("SELECT 1 FROM excluded WHERE source = ? AND name = ?", (source, entry.name)).fetchone():
+                return  # excluded by the owner while this reindex was under way
             if document is None:
                 document = conn.execute(
                     "INSERT INTO documents (source, name, title, size, mtime_ns, sha256) VALUES (?, ?, ?, ?, ?, ?)",

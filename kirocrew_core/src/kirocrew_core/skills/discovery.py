@@ -246,7 +246,12 @@ def catalog(workspace: str | None, extra_paths: list[str] | None = None) -> Cata
     return result
 
 
+def short_description(skill: Skill) -> str:
+    """The description cut at :data:`SUMMARY_CHARS`, as listings show it."""
+    text = skill.description
+    return text if len(text) <= SUMMARY_CHARS else text[:SUMMARY_CHARS] + "…"
+
+
 def summary(skill: Skill) -> str:
     """One line: ``key — description`` (cut), the line a session sees for a skill it has not read."""
-    text = skill.description if len(skill.description) <= SUMMARY_CHARS else skill.description[:SUMMARY_CHARS] + "…"
-    return f"{skill.key} — {text}"
+    return f"{skill.key} — {short_description(skill)}"

@@ -1,9 +1,9 @@
 // The Artifacts page. Every change goes through the owner-authenticated /api/artifacts and /api/deploys routes;
-// then the page's regions are swapped for their fresh server-rendered copies (fetchPage), so what a state looks
-// like is decided by the templates alone. While the page is open and visible it polls /api/artifact-changes
+// then the page's regions are swapped for their fresh server-rendered copies (shell.js's redrawRegions), so what a
+// state looks like is decided by the templates alone. While the page is open and visible it polls /api/artifact-changes
 // every few seconds (a stat-only digest) and redraws the same way when something else changed the artifact.
 // Selecting text in the content fills in the comment's quote, which anchors the comment to that passage.
-import { api, announce, clearFieldErrors, fetchPage, showFieldError } from "/static/core/shell.js";
+import { api, announce, clearFieldErrors, ready, redrawRegions, showFieldError } from "/static/core/shell.js";
 
 const live = document.getElementById("live");
 const slug = live?.dataset.watch || "";
@@ -12,25 +12,8 @@ const REGIONS = slug
   : ["library", "deploys"];
 const path = (rest = "") => `/api/artifacts/${encodeURIComponent(slug)}${rest}`;
 
-// The server renders the script's buttons disabled: they work once this module listens.
-function ready(root) {
-  for (const button of root.querySelectorAll("button[data-ready]")) button.disabled = false;
-}
-
 async function redraw() {
-  const page = await fetchPage();
-  for (const id of REGIONS) {
-    const current = document.getElementById(id);
-    const fresh = page.getElementById(id);
-    if (current && fresh) {
-      ready(fresh);
-      if (current.outerHTML !== fresh.outerHTML) current.replaceWith(fresh); // an unchanged region keeps its
-    } else if (current) {                                                     // frame, selection and focus
-      current.remove();
-    }
-  }
-  const stamp = page.getElementById("live")?.dataset.stamp;
-  if (live && stamp) live.dataset.stamp = stamp;
+  await redrawRegions(REGIONS);
 }
 
 // Run one change, say what happened, redraw; a button the redraw took away leaves the keyboard at `landing`.

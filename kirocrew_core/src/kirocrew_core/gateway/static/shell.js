@@ -106,12 +106,13 @@ export function showFieldError(inputs, message, { error = null, focus = true, al
   if (alert) announce(alert, { urgent: true });
 }
 
-// This page fetched again (its own address and query, the session cookie, never cached) and parsed, so a page
-// swaps a region of it in by id: what a state looks like is decided by the server's template alone.
-export async function fetchPage() {
+// This page fetched again (its own address and query, or `path` of the same origin; the session cookie, never
+// cached) and parsed, so a page swaps a region of it in by id: what a state looks like is decided by the server's
+// template alone.
+export async function fetchPage(path = window.location.pathname + window.location.search) {
   let response;
   try {
-    response = await fetch(window.location.pathname + window.location.search, { credentials: "same-origin",
+    response = await fetch(path, { credentials: "same-origin",
       cache: "no-store", headers: { Accept: "text/html" } });
   } catch (err) {
     throw new ApiError(`the gateway could not be reached (${err.message})`, "network_error", 0);
@@ -120,4 +121,30 @@ export async function fetchPage() {
     throw new ApiError(`the page could not be reloaded (HTTP ${response.status})`, "page_reload", response.status);
   }
   return new DOMParser().parseFromString(await response.text(), "text/html");
+}
+
+// The server renders a page's script-only buttons disabled (data-ready): they work once its module listens.
+export function ready(root) {
+  for (const button of root.querySelectorAll("button[data-ready]")) button.disabled = false;
+}
+
+// This page (or `path`) fetched again and each region of `ids` swapped for its fresh copy: an unchanged region
+// keeps its frame, selection and focus; a region gone from the fresh page is removed. The #live element's
+// data-stamp (a page's poll compares it) takes the fresh page's.
+export async function redrawRegions(ids, path = undefined) {
+  const page = await fetchPage(path);
+  for (const id of ids) {
+    const current = document.getElementById(id);
+    const fresh = page.getElementById(id);
+    if (current && fresh) {
+      ready(fresh);
+      if (current.outerHTML !== fresh.outerHTML) current.replaceWith(fresh);
+    } else if (current) {
+      current.remove();
+    }
+  }
+  const live = document.getElementById("live");
+  const stamp = page.getElementById("live")?.dataset.stamp;
+  if (live && stamp) live.dataset.stamp = stamp;
+  return page;
 }
