@@ -53,6 +53,8 @@ class HostError(KirocrewError):
     quotes ``host.log``). ``host_dir_unsafe``: the socket's directory or the listening
     process is not this user's alone. ``host_refused``: the host answered with a refusal or
     something that is not the wire format (a refusal's own code is used when it has one).
+    After the welcome (:mod:`kirocrew_core.host.tool_client`): ``host_disconnected`` when the host
+    closes before it answers a request, ``host_timeout`` when ``initialize`` is not answered in time.
     """
 
     code = "host_unavailable"
