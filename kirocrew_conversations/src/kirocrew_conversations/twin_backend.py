@@ -109,8 +109,12 @@ def _standalone_session(directory: Path) -> ToolSession | None:
     except TimeoutError:  # (an OSError too, so it comes first)
         raise conversation_error("state_dir_in_use", "a server owns the state directory but its control "
                                                      "socket does not answer") from None
-    except (OSError, HostError):
-        return None  # a stale socket from a server that died (or is dying): look further
+    except OSError:
+        return None  # a stale socket from a server that died: look further
+    except HostError as exc:
+        if exc.code != "host_disconnected":
+            raise
+        return None  # a server on its way out closed the connection: look further
 
 
 def _host_session(directory: Path) -> ToolSession | None:
