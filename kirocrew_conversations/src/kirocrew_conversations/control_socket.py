@@ -6,18 +6,21 @@ a server runs. The owning server therefore also serves the same tools on
 ``<state dir>/control.sock``: the socket lives in the 0700 state directory, is
 itself 0600, and a peer whose uid differs from ours is dropped (``SO_PEERCRED``).
 
-Framing is the stdio transport's: one JSON-RPC message per line.
+Framing is the stdio transport's: one JSON-RPC message per line. The twins connect with the
+standard-library client (:class:`~kirocrew_core.host.tool_client.ToolSession`), no SDK import.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+import socket
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from kirocrew_core.host.mcp_client import client_session
+from kirocrew_core.host.client import HostError
+from kirocrew_core.host.tool_client import ToolSession
 from kirocrew_core.host.transport import line_transport, owner_only_listener, peer_credentials
 
 SOCKET_NAME = "control.sock"
@@ -48,18 +51,25 @@ async def serve(path: Path, handle: Callable[[Any, Any], Awaitable[None]]) -> No
             os.unlink(path)
 
 
-@contextlib.asynccontextmanager
-async def connect(path: Path) -> AsyncIterator[Any]:
-    """An initialized MCP ``ClientSession`` to the server owning ``path``'s state directory.
+def connect(path: Path) -> ToolSession:
+    """An initialized MCP session (the standard-library client) to the server owning ``path``'s state directory.
 
-    Raises ``OSError`` when nothing listens there (no server, or a stale socket). An error raised
-    in the ``with`` body (a tool's :class:`~kirocrew_core.errors.KirocrewError`, say) leaves as
-    itself, not wrapped in the ``ExceptionGroup`` of the SDK's task groups, so the CLI still
-    prints its ``error[code]`` and exits with its status.
+    Raises ``OSError`` when nothing listens there (no server, or a stale socket), ``TimeoutError``
+    when the server does not accept or answer ``initialize`` within :data:`CONNECT_TIMEOUT_SECS`,
+    and :class:`~kirocrew_core.host.client.HostError` ``host_disconnected`` when it closes first.
     """
-    import anyio
-
-    with anyio.fail_after(CONNECT_TIMEOUT_SECS):
-        stream = await anyio.connect_unix(path)
-    async with client_session(stream, timeout=CONNECT_TIMEOUT_SECS) as session:
-        yield session
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(CONNECT_TIMEOUT_SECS)
+        sock.connect(os.fspath(path))
+        session = ToolSession(sock, peer="the conversations server")
+        session.initialize(CONNECT_TIMEOUT_SECS)
+    except HostError as exc:
+        sock.close()
+        if exc.code == "host_timeout":
+            raise TimeoutError(exc.message) from None
+        raise
+    except BaseException:
+        sock.close()
+        raise
+    return session

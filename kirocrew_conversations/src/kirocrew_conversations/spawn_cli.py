@@ -7,8 +7,8 @@ inside a crew session (a descendant of its kiro-cli, whatever its environment sa
 acts as that session, exactly as the tool would. Sub-agents run in the host, so there is no in-process
 mode: with ``KIROCREW_NO_HOST=1`` the commands refuse (``host_required``).
 
-Registered lazily by :mod:`kirocrew_conversations.plugin`; the mcp SDK is imported only when
-a command runs.
+Registered lazily by :mod:`kirocrew_conversations.plugin`; the calls go through the
+standard-library client (:mod:`kirocrew_core.host.tool_client`), so no command imports the mcp SDK.
 """
 
 from __future__ import annotations
@@ -28,20 +28,15 @@ _ATTENTION_RECHECK_SECS = 1.0
 _STARTED = re.compile(r"conversation (conv_[0-9a-f]+) \(.*\), run (run_[0-9a-f]+)\.")
 
 
-async def call_core(tool: str, arguments: dict[str, Any]) -> str:
+def call_core(tool: str, arguments: dict[str, Any]) -> str:
     """One ``kirocrew-core`` tool call through the host; its text, or its refusal as a :class:`KirocrewError`."""
-    from kirocrew_core.host.mcp_client import call_tool_text, host_disabled
+    from kirocrew_core.host.tool_client import call_text
+    from kirocrew_core.host.twin import host_disabled
 
     if host_disabled():
         raise KirocrewError("sub-agents and task runs live in the host; unset KIROCREW_NO_HOST to use this command",
                             code="host_required")
-    return await call_tool_text(CORE_SERVER, tool, arguments)
-
-
-def _run(coro: Any) -> Any:
-    import asyncio
-
-    return asyncio.run(coro)
+    return call_text(CORE_SERVER, tool, arguments)
 
 
 @click.group(name="spawn")
@@ -64,7 +59,7 @@ def spawn_run(tasks: tuple[str, ...], agent: str | None, cwd: str | None, model:
     for name, value in (("agent", agent), ("model", model), ("crew", crew)):
         if value:
             arguments[name] = value
-    click.echo(_run(call_core("spawn_run", arguments)))
+    click.echo(call_core("spawn_run", arguments))
 
 
 def _crew_has_workspace(name: str | None) -> bool:
@@ -82,7 +77,7 @@ def _crew_has_workspace(name: str | None) -> bool:
 @spawn.command(name="list")
 def spawn_list() -> None:
     """Every sub-agent with its status and parent conversation (yours only, inside a crew session)."""
-    click.echo(_run(call_core("spawn_list", {})))
+    click.echo(call_core("spawn_list", {}))
 
 
 @click.command(name="run")
@@ -95,14 +90,16 @@ def run_task(task_file: Path, name: str | None, cwd: str | None, wait_: bool) ->
     arguments: dict[str, Any] = {"spec": str(task_file.resolve()), "cwd": os.path.abspath(cwd or os.getcwd())}
     if name:
         arguments["name"] = name
-    started = _run(call_core("task_run", arguments))
+    started = call_core("task_run", arguments)
     match = _STARTED.search(started)
     if match is None:  # our own tool's wording changed: a bug, not the user's
         raise KirocrewError(f"unexpected task_run result: {started[:200]}", code="internal_error")
     conversation_id, run_id = match.groups()
     click.echo(conversation_id)
     if wait_:
-        run = _run(_wait(conversation_id, run_id))
+        import asyncio
+
+        run = asyncio.run(_wait(conversation_id, run_id))
         if run["reply"]:
             click.echo(run["reply"]["text"])
         if run["status"] != "completed":  # as `kirocrew conversations wait`: say how it ended, exit 1

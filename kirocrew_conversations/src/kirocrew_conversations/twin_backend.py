@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kirocrew_core.errors import KirocrewError
-from kirocrew_core.host.mcp_client import tool_refusal
+from kirocrew_core.host.client import HostError
+from kirocrew_core.host.tool_client import ToolSession, open_session
+from kirocrew_core.host.twin import host_disabled
 
 from kirocrew_conversations import control_socket
 from kirocrew_conversations.errors import CATALOGUE, conversation_error
@@ -56,17 +58,21 @@ class LocalBackend:
 class RemoteBackend:
     local = False
 
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: ToolSession) -> None:
         self.session = session
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """The tool's structured output, or its error raised with the stable code from the error text."""
-        result = await self.session.call_tool(tool, arguments)
+        """The tool's structured output, or its error raised with the stable code from the error text.
+
+        The call blocks this command's loop until it is answered: the loop runs nothing else meanwhile,
+        and Ctrl-C interrupts the read at once.
+        """
+        result = self.session.call(tool, arguments)
         if result.is_error:
-            raise tool_refusal(result)
-        payload = result.structured_content
+            raise result.refusal()
+        payload = result.structured
         if payload is None:  # a server without structured output still sends the same JSON as text
-            text = "".join(getattr(block, "text", "") for block in result.content)
+            text = result.text
             try:
                 payload = json.loads(text)
             except ValueError:
@@ -77,14 +83,13 @@ class RemoteBackend:
 @contextlib.asynccontextmanager
 async def open_backend(config: ServiceConfig) -> AsyncIterator[Backend]:
     """A standalone server over its socket, else the host, else an in-process service (module docstring)."""
-    from kirocrew_core.host.mcp_client import host_disabled
-
     directory = config.state_dir or default_state_dir()
-    async with contextlib.AsyncExitStack() as stack:
-        session = await _standalone_session(stack, directory)
+    with contextlib.ExitStack() as stack:
+        session = _standalone_session(directory)
         if session is None and not host_disabled():
-            session = await _host_session(stack, directory)
+            session = _host_session(directory)
         if session is not None:
+            stack.enter_context(session)
             yield RemoteBackend(session)
             return
     service = await ConversationsService.start(config)
@@ -94,21 +99,25 @@ async def open_backend(config: ServiceConfig) -> AsyncIterator[Backend]:
         await service.aclose()
 
 
-async def _standalone_session(stack: contextlib.AsyncExitStack, directory: Path) -> Any:
+def _standalone_session(directory: Path) -> ToolSession | None:
     """A session on the standalone server owning ``directory``, or ``None`` when none answers there."""
     path = control_socket.socket_path(directory)
     if not path.exists():
         return None
     try:
-        return await stack.enter_async_context(control_socket.connect(path))
+        return control_socket.connect(path)
     except TimeoutError:  # (an OSError too, so it comes first)
         raise conversation_error("state_dir_in_use", "a server owns the state directory but its control "
                                                      "socket does not answer") from None
     except OSError:
         return None  # a stale socket from a server that died: look further
+    except HostError as exc:
+        if exc.code != "host_disconnected":
+            raise
+        return None  # a server on its way out closed the connection: look further
 
 
-async def _host_session(stack: contextlib.AsyncExitStack, directory: Path) -> Any:
+def _host_session(directory: Path) -> ToolSession | None:
     """A session on the host when it owns ``directory``; ``None`` to work in process instead.
 
     A host this command starts gets ``directory`` (absolute: a host runs in its own working
@@ -116,13 +125,9 @@ async def _host_session(stack: contextlib.AsyncExitStack, directory: Path) -> An
     settings from the environment of whoever started it): then this directory is not served
     by it, and the command opens it itself as before the host.
     """
-    from kirocrew_core.host.client import HostError
-    from kirocrew_core.host.mcp_client import host_session
-
     env = {**os.environ, STATE_DIR_ENV: str(directory.absolute())}
-    inner = contextlib.AsyncExitStack()
     try:
-        hosted = await inner.enter_async_context(host_session(SERVER_NAME, env=env))
+        hosted = open_session(SERVER_NAME, env=env)
     except HostError as exc:
         if exc.code in CATALOGUE or exc.code == "unknown_server":
             # The host's conversations cannot start (state_dir_in_use, say) or it serves none: in process,
@@ -131,7 +136,6 @@ async def _host_session(stack: contextlib.AsyncExitStack, directory: Path) -> An
         raise KirocrewError(f"{exc.message} (KIROCREW_NO_HOST=1 makes this command work in process)",
                             code=exc.code) from None
     if recorded_owner(directory) != hosted.host_pid:
-        await inner.aclose()
+        hosted.close()
         return None
-    await stack.enter_async_context(inner)
-    return hosted.session
+    return hosted

@@ -18,8 +18,9 @@ and ``import mcp`` cost 0.3-0.4 s of CPU each, in pydantic, for
   wrong (``tests/core/test_sdk_models.py`` says so when it happens).
 
 :func:`prepare` must run before the first import of either SDK to help; it is idempotent and
-cheap after its first call. The host, the standalone servers, the ACP runtime and the twin
-commands' MCP client (:func:`kirocrew_core.host.mcp_client.client_session`) call it.
+cheap after its first call. The host, the standalone servers, the ACP runtime and the SDK's
+client session (:func:`kirocrew_core.host.mcp_client.client_session`) call it; the twin commands
+use a client without the SDK (:mod:`kirocrew_core.host.tool_client`).
 """
 
 from __future__ import annotations

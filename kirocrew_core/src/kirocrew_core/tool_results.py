@@ -58,12 +58,16 @@ def error_result(code: str, message: str) -> Any:
 
 
 def read_error(result: Any) -> tuple[str, str]:
-    """``(code, message)`` of an ``isError`` result, read from its text as :func:`error_result` wrote it.
+    """``(code, message)`` of an ``isError`` result, read from its text as :func:`error_result` wrote it."""
+    return error_from_text("".join(getattr(block, "text", "") for block in result.content))
+
+
+def error_from_text(text: str) -> tuple[str, str]:
+    """``(code, message)`` of an error result's text (``error[<code>]: <message>``).
 
     A text in any other form (a server that is not ours) is ``internal_error`` with that text,
     shortened, as the message: the caller still gets a code to branch on.
     """
-    text = "".join(getattr(block, "text", "") for block in result.content)
     matched = _ERROR_TEXT.fullmatch(text)
     if matched:
         return matched.group(1), matched.group(2)

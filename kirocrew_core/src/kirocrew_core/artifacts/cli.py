@@ -22,19 +22,9 @@ from kirocrew_core.coretools.directives import CORE_MCP_SERVER as CORE_SERVER
 
 def call(server: str, tool: str, arguments: dict[str, Any]) -> str:
     """One tool call through the host, or in process as the person without one; a refusal raised with its code."""
-    import asyncio
+    from kirocrew_core.host import twin
 
-    from kirocrew_core.host.mcp_client import call_tool_text, host_disabled
-
-    if not host_disabled():
-        return asyncio.run(call_tool_text(server, tool, arguments))
-    text, code = asyncio.run(_in_process(server, tool, arguments))
-    if code is not None:
-        from kirocrew_core.errors import BadInputError, KirocrewError
-        from kirocrew_core.host.mcp_client import BAD_INPUT_CODES
-
-        raise (BadInputError if code in BAD_INPUT_CODES else KirocrewError)(text, code=code)
-    return text
+    return twin.call(server, tool, arguments, lambda: _in_process(server, tool, arguments))
 
 
 async def _in_process(server: str, tool: str, arguments: dict[str, Any]) -> tuple[str, str | None]:

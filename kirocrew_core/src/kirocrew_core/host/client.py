@@ -53,6 +53,8 @@ class HostError(KirocrewError):
     quotes ``host.log``). ``host_dir_unsafe``: the socket's directory or the listening
     process is not this user's alone. ``host_refused``: the host answered with a refusal or
     something that is not the wire format (a refusal's own code is used when it has one).
+    After the welcome (:mod:`kirocrew_core.host.tool_client`): ``host_disconnected`` when the host
+    closes before it answers a request, ``host_timeout`` when ``initialize`` is not answered in time.
     """
 
     code = "host_unavailable"
@@ -141,29 +143,44 @@ def connect(timeout: float | None = CONNECT_TIMEOUT_SECS) -> socket.socket:
     return sock
 
 
-def read_line(sock: socket.socket, buffer: bytearray, limit: int = protocol.MAX_HELLO_BYTES) -> bytes:
-    """The next line from ``sock`` without its newline; bytes read past it stay in ``buffer``.
+def next_line(sock: socket.socket, buffer: bytearray, limit: int) -> bytes | None:
+    """The next line from ``sock`` without its newline, or None when the peer closed first.
 
-    :class:`HostError` ``host_unavailable`` when the host closes or times out first,
-    ``host_refused`` when the line is longer than ``limit``.
+    Bytes read past the line stay in ``buffer``. A line longer than ``limit`` is
+    :class:`HostError` ``host_refused`` (nothing more is read); the socket's own errors
+    (``TimeoutError``, ``OSError``) leave as they are, for the caller to word.
     """
+    scanned = 0
     while True:
-        end = buffer.find(b"\n")
+        end = buffer.find(b"\n", scanned)
+        if end > limit or (end < 0 and len(buffer) > limit):
+            raise HostError("host_refused", f"the host sent a line longer than {limit} bytes")
         if end >= 0:
             line = bytes(buffer[:end])
             del buffer[:end + 1]
             return line
-        if len(buffer) > limit:
-            raise HostError("host_refused", f"the host sent a line longer than {limit} bytes")
-        try:
-            chunk = sock.recv(65536)
-        except TimeoutError:
-            raise HostError("host_unavailable", "the host did not answer in time") from None
-        except OSError as exc:
-            raise HostError("host_unavailable", f"the host connection failed: {exc}") from None
+        scanned = len(buffer)
+        chunk = sock.recv(65536)
         if not chunk:
-            raise HostError("host_unavailable", "the host closed the connection without answering")
+            return None
         buffer += chunk
+
+
+def read_line(sock: socket.socket, buffer: bytearray, limit: int = protocol.MAX_HELLO_BYTES) -> bytes:
+    """The next line from ``sock`` (:func:`next_line`) for a hello's answer.
+
+    :class:`HostError` ``host_unavailable`` when the host closes or times out first,
+    ``host_refused`` when the line is longer than ``limit``.
+    """
+    try:
+        line = next_line(sock, buffer, limit)
+    except TimeoutError:
+        raise HostError("host_unavailable", "the host did not answer in time") from None
+    except OSError as exc:
+        raise HostError("host_unavailable", f"the host connection failed: {exc}") from None
+    if line is None:
+        raise HostError("host_unavailable", "the host closed the connection without answering")
+    return line
 
 
 def open_mcp(hello: bytes,

@@ -1,13 +1,11 @@
-"""An MCP ``ClientSession`` to a server the host serves: how kirocrew's own commands call hosted tools.
+"""The mcp SDK's ``ClientSession`` to a server the host serves, for code that wants the SDK's typed session.
 
-The ``kirocrew conversations …`` twins (and any later command that needs a live service)
-call the host the way a relay does, minus the relay: :func:`host_session` makes sure a host
-runs (starting one in the background, :func:`kirocrew_core.host.client.ensure_host`), says
-hello for one hosted server with a caller block of session type ``cli``, and runs the mcp
-SDK's client over the same line framing the host speaks (:mod:`.transport`).
-
-``KIROCREW_NO_HOST=1`` (:func:`host_disabled`) tells such commands to do their work in
-process instead, for environments where no background process may run.
+The twin commands call hosted tools through the standard-library client
+(:mod:`kirocrew_core.host.tool_client`), which costs no SDK import. :func:`host_session` is the
+SDK's session over the same hello (:func:`~kirocrew_core.host.tool_client.connect_hosted`,
+session type ``cli``) and the host's line framing (:mod:`.transport`), and :func:`call_tool_text`
+one call on it: for async code and tests that check hosted servers the way an SDK client sees
+them (typed results, output schemas re-checked), and for measuring what the light client saves.
 
 The mcp SDK is imported inside the functions; importing this module stays cheap.
 """
@@ -15,25 +13,15 @@ The mcp SDK is imported inside the functions; importing this module stays cheap.
 from __future__ import annotations
 
 import contextlib
-import os
-import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-NO_HOST_ENV = "KIROCREW_NO_HOST"
-# Bounds that only stop a hang; the host answers a hello and an initialize in milliseconds.
-CONNECT_TIMEOUT_SECS = 5.0
-INITIALIZE_TIMEOUT_SECS = 30.0
-_FALSE = frozenset({"", "0", "false", "no", "off"})
-# Refusals that mean "a host is on its way out": connect again (to the next host) shortly.
-TRANSIENT_CODES = frozenset({"host_stopping", "host_unavailable"})
-RETRY_DELAY_SECS = 0.05
+from kirocrew_core.host.tool_client import INITIALIZE_TIMEOUT_SECS, refusal
+from kirocrew_core.host.twin import NO_HOST_ENV, host_disabled
 
-
-def host_disabled(env: Mapping[str, str] | None = None) -> bool:
-    """True when ``KIROCREW_NO_HOST`` asks commands to work in process rather than through the host."""
-    return (os.environ if env is None else env).get(NO_HOST_ENV, "").strip().lower() not in _FALSE
+__all__ = ["NO_HOST_ENV", "HostSession", "call_tool_text", "client_session", "host_disabled", "host_session",
+           "tool_refusal"]
 
 
 @dataclass(frozen=True)
@@ -48,22 +36,19 @@ class HostSession:
         return int(self.welcome["pid"])
 
 
-#: Refusal codes that mean the caller's input was wrong: the same exit status as bad input given in process.
-BAD_INPUT_CODES = frozenset({"invalid_arguments", "unknown_tool"})
-
-
 def tool_refusal(result: Any) -> Exception:
-    """The :class:`~kirocrew_core.errors.KirocrewError` of an ``isError`` tool result, with its stable code."""
+    """The :class:`~kirocrew_core.errors.KirocrewError` of an SDK ``isError`` tool result, with its stable code."""
     from kirocrew_core import tool_results
-    from kirocrew_core.errors import BadInputError, KirocrewError
 
-    code, message = tool_results.read_error(result)
-    kind = BadInputError if code in BAD_INPUT_CODES else KirocrewError
-    return kind(message, code=code)
+    return refusal(*tool_results.read_error(result))
 
 
 async def call_tool_text(server: str, tool: str, arguments: dict[str, Any]) -> str:
-    """One tool call on the hosted ``server`` as a ``cli`` client (a twin command); its text, or its refusal raised."""
+    """One tool call on the hosted ``server`` as a ``cli`` client through the SDK; its text, or its refusal raised.
+
+    What :func:`kirocrew_core.host.tool_client.call_text` does without the SDK, for async code and
+    for comparing the two.
+    """
     async with host_session(server) as hosted:
         result = await hosted.session.call_tool(tool, arguments)
     if result.is_error:
@@ -88,9 +73,10 @@ async def host_session(server: str, *, env: dict[str, str] | None = None,
     from anyio.streams.buffered import BufferedByteReceiveStream
 
     from kirocrew_core.host import protocol
+    from kirocrew_core.host.tool_client import connect_hosted
 
     sock, welcome, leftover = await anyio.to_thread.run_sync(
-        lambda: _connect(server, session_type or protocol.SESSION_TYPE_CLI, env))
+        lambda: connect_hosted(server, session_type or protocol.SESSION_TYPE_CLI, env))
     try:
         sock.settimeout(None)
         sock.setblocking(False)
@@ -105,39 +91,11 @@ async def host_session(server: str, *, env: dict[str, str] | None = None,
         yield HostSession(session, welcome)
 
 
-def _connect(server: str, session_type: str, env: dict[str, str] | None) -> tuple[Any, dict[str, Any], bytes]:
-    """:func:`_say_hello` to a running host (started if needed), again while a stopping one makes way."""
-    from kirocrew_core.host import client
-
-    deadline = time.monotonic() + client.START_TIMEOUT_SECS
-    while True:
-        client.ensure_host(env)
-        try:
-            return _say_hello(server, session_type)
-        except client.HostError as exc:
-            if exc.code not in TRANSIENT_CODES or time.monotonic() >= deadline:
-                raise
-        time.sleep(RETRY_DELAY_SECS)
-
-
-def _say_hello(server: str, session_type: str) -> tuple[Any, dict[str, Any], bytes]:
-    """Connect (directory and peer checked), send the ``mcp`` hello, read the welcome (blocking)."""
-    from kirocrew_core.host import client, protocol
-    from kirocrew_core.host.fingerprint import code_fingerprint
-
-    caller = protocol.caller_block(os.environ.get(protocol.SESSION_KEY_ENV, ""), session_type, os.getpid(),
-                                   os.getppid(), protocol.env_pid(os.environ.get(protocol.HOST_PID_ENV)))
-    hello = protocol.hello(protocol.KIND_MCP, server=server, fingerprint=code_fingerprint(), caller=caller)
-    sock, welcome, leftover = client.open_mcp(hello, CONNECT_TIMEOUT_SECS)
-    return sock, welcome, bytes(leftover)
-
-
 @contextlib.asynccontextmanager
 async def client_session(stream: Any, *, buffered: Any = None,
                          timeout: float = INITIALIZE_TIMEOUT_SECS) -> AsyncIterator[Any]:
     """An initialized MCP ``ClientSession`` over a connected anyio byte stream, closed with it.
 
-    Shared by :func:`host_session` and the conversations control socket (standalone mode).
     An error raised in the ``with`` body is re-raised as itself once the session has closed
     cleanly, so a command still prints its ``error[code]`` and exits with its status.
     """
@@ -145,7 +103,7 @@ async def client_session(stream: Any, *, buffered: Any = None,
 
     from kirocrew_core.sdk_models import prepare as prepare_sdk_models
 
-    prepare_sdk_models()  # a twin command's first SDK import is usually this one
+    prepare_sdk_models()  # before the SDK's first import in this process
     from mcp import ClientSession
 
     from kirocrew_core.host.protocol import MAX_REPLY_LINE_BYTES

@@ -174,17 +174,9 @@ def hosted_server() -> HostedMcpServer:
 
 def call(tool: str, arguments: dict[str, Any]) -> str:
     """One admin tool call through the host, or in this process as the person without one; a refusal raised."""
-    from kirocrew_core.host.mcp_client import call_tool_text, host_disabled
+    from kirocrew_core.host import twin
 
-    if not host_disabled():
-        return asyncio.run(call_tool_text(ADMIN_SERVER, tool, arguments))
-    text, code = asyncio.run(_in_process(tool, arguments))
-    if code is not None:
-        from kirocrew_core.errors import BadInputError, KirocrewError
-        from kirocrew_core.host.mcp_client import BAD_INPUT_CODES
-
-        raise (BadInputError if code in BAD_INPUT_CODES else KirocrewError)(text, code=code)
-    return text
+    return twin.call(ADMIN_SERVER, tool, arguments, lambda: _in_process(tool, arguments))
 
 
 async def _in_process(tool: str, arguments: dict[str, Any]) -> tuple[str, str | None]:

@@ -38,16 +38,12 @@ SERVER_NAME = "kirocrew-cron"
 
 def call_tool(tool: str, arguments: dict[str, Any]) -> str:
     """One kirocrew-cron tool call, through the host or (``KIROCREW_NO_HOST=1``) in process; its text."""
-    import asyncio
+    from kirocrew_core.host import twin
 
-    from kirocrew_core.host.mcp_client import call_tool_text, host_disabled
-
-    if host_disabled():
-        return asyncio.run(_in_process(tool, arguments))
-    return asyncio.run(call_tool_text(SERVER_NAME, tool, arguments))
+    return twin.call(SERVER_NAME, tool, arguments, lambda: _in_process(tool, arguments))
 
 
-async def _in_process(tool: str, arguments: dict[str, Any]) -> str:
+async def _in_process(tool: str, arguments: dict[str, Any]) -> tuple[str, str | None]:
     """The tool in this process, validated and answered as the hosted server would, the owner lock held."""
     from kirocrew_cron import store as store_module
     from kirocrew_cron.offline import OfflineCronHost
@@ -56,13 +52,7 @@ async def _in_process(tool: str, arguments: dict[str, Any]) -> str:
     # Blocking while the lock is waited for is fine: this loop runs this one command.
     with store_module.owner_lock(), store_module.CronStore.open() as store:
         host = OfflineCronHost(store)
-        text, code = await call_as_person(lambda: host, tool, arguments)
-    if code is not None:
-        from kirocrew_core.errors import BadInputError, KirocrewError
-        from kirocrew_core.host.mcp_client import BAD_INPUT_CODES
-
-        raise (BadInputError if code in BAD_INPUT_CODES else KirocrewError)(text, code=code)
-    return text
+        return await call_as_person(lambda: host, tool, arguments)
 
 
 def _echo(text: str) -> None:
@@ -251,21 +241,12 @@ def remove_all(yes: bool) -> None:
 def call_admin(tool: str, arguments: dict[str, Any], *, write: bool = False) -> str:
     """One call of the host's ``kirocrew-cron-admin`` server (the commands that are not tools), or without a
     host (``KIROCREW_NO_HOST=1``) the same handler in process; its text, a refusal raised with its code."""
-    import asyncio
-
-    from kirocrew_core.host.mcp_client import call_tool_text, host_disabled
+    from kirocrew_core.host import twin
 
     from kirocrew_cron import admin
 
-    if not host_disabled():
-        return asyncio.run(call_tool_text(admin.ADMIN_SERVER, tool, arguments))
-    text, code = asyncio.run(admin.call_in_process(tool, arguments, write=write))
-    if code is not None:
-        from kirocrew_core.errors import BadInputError, KirocrewError
-        from kirocrew_core.host.mcp_client import BAD_INPUT_CODES
-
-        raise (BadInputError if code in BAD_INPUT_CODES else KirocrewError)(text, code=code)
-    return text
+    return twin.call(admin.ADMIN_SERVER, tool, arguments,
+                     lambda: admin.call_in_process(tool, arguments, write=write))
 
 
 @cron.command(name="history")
@@ -368,16 +349,14 @@ def import_jobs(path: Path | None, as_json: bool) -> None:
 
     Entries already imported are not added again; entries that cannot be imported are listed with why.
     """
-    import asyncio
-
-    from kirocrew_core.host.mcp_client import call_tool_text, host_disabled
+    from kirocrew_core.host import twin
 
     from kirocrew_cron import admin, importer
 
     source = (path or importer.default_path()).absolute()
-    arguments = {"path": str(source), "json": as_json}
-    if host_disabled():
-        text = admin.import_in_process(source, as_json)
-    else:
-        text = asyncio.run(call_tool_text(admin.ADMIN_SERVER, "cron_import", arguments))
+
+    async def in_process() -> tuple[str, None]:
+        return admin.import_in_process(source, as_json), None
+
+    text = twin.call(admin.ADMIN_SERVER, "cron_import", {"path": str(source), "json": as_json}, in_process)
     (_echo_json if as_json else _echo)(text)

@@ -5,8 +5,10 @@ lays out a throwaway distribution registering this module as the plugin ``echo-h
 and puts it on ``PYTHONPATH``, so only a host started with that environment serves it.
 
 Tools: ``whoami`` (the caller the host verified, and the caller block the tool's request
-carried), ``noop``, ``sleep`` (seconds; a request held in flight) and ``busy`` (marks the
-``echo`` service busy, or not, so tests can hold a host from idling out or retiring).
+carried), ``noop`` (with ``chat: true`` it first sends the client a notification, a ``ping``
+and a ``roots/list`` request, and answers how the client answered those), ``sleep`` (seconds;
+a request held in flight) and ``busy`` (marks the ``echo`` service busy, or not, so tests can
+hold a host from idling out or retiring).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def _server() -> Any:
                 "service": dict(_state),
             })
         if params.name == "noop":
-            return tool_results.structured_result({})
+            return tool_results.structured_result(await _chat(ctx.session) if arguments.get("chat") else {})
         if params.name == "sleep":
             await asyncio.sleep(float(arguments.get("seconds", 1)))
             return tool_results.structured_result({"slept": arguments.get("seconds", 1)})
@@ -64,6 +66,20 @@ def _server() -> Any:
         return tool_results.error_result("unknown_tool", "no such tool")
 
     return Server(SERVER_NAME, version="1.0.0", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def _chat(session: Any) -> dict[str, Any]:
+    """Talk to the client in the middle of a call: a notification, then two requests; how each was answered."""
+    from mcp import MCPError
+
+    await session.send_tool_list_changed()
+    answers: dict[str, Any] = {}
+    for name, request in (("ping", session.send_ping), ("roots", session.list_roots)):
+        try:
+            answers[name] = {"result": (await request()).model_dump(exclude_none=True)}
+        except MCPError as exc:
+            answers[name] = {"error": exc.code}
+    return answers
 
 
 _shared: list[Any] = []
