@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import statistics
 import sys
 import time
@@ -348,3 +349,29 @@ def host_session(server: str) -> tuple[Any, LinePeer]:
     peer = LinePeer(sock.fileno(), sock.fileno(), bytes(buffer))
     peer.name = f"host session {server}"
     return sock, peer
+
+
+# -- the corpus of the knowledge benchmarks --------------------------------------
+
+def vocabulary(size: int = 5000) -> tuple[list[str], list[float]]:
+    rng = random.Random(7)
+    words = sorted({"".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(4, 9)))
+                    for _ in range(size * 2)})[:size]
+    return words, [1 / (rank + 1) for rank in range(len(words))]
+
+
+def text(rng: random.Random, words: list[str], weights: list[float], count: int) -> str:
+    return " ".join(rng.choices(words, weights, k=count))
+
+
+def write_notes(folder: Path, files: int) -> None:
+    """``files`` Markdown notes of about 1,500 words in three parts, in 20 subfolders of ``folder``."""
+    words, weights = vocabulary()
+    rng = random.Random(1)
+    for index in range(files):
+        path = folder / f"d{index % 20:02d}" / f"note{index:05d}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        body = [f"# Note {index}"]
+        for section in range(3):
+            body += [f"## Part {section}", *(text(rng, words, weights, 25) for _ in range(20))]
+        path.write_text("\n".join(body) + "\n")

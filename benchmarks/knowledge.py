@@ -30,37 +30,18 @@ import tempfile
 import time
 from pathlib import Path
 
-from _bench import machine_load, row
+from _bench import machine_load, row, text, vocabulary, write_notes
 
 
 def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def vocabulary(size: int = 5000) -> tuple[list[str], list[float]]:
-    rng = random.Random(7)
-    words = sorted({"".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(4, 9)))
-                    for _ in range(size * 2)})[:size]
-    return words, [1 / (rank + 1) for rank in range(len(words))]
-
-
-def text(rng: random.Random, words: list[str], weights: list[float], count: int) -> str:
-    return " ".join(rng.choices(words, weights, k=count))
-
-
 def ingest(root: Path, files: int) -> None:
     from kirocrew_core.knowledge.store import Library
 
-    words, weights = vocabulary()
-    rng = random.Random(1)
     folder = root / "notes"
-    for index in range(files):
-        path = folder / f"d{index % 20:02d}" / f"note{index:05d}.md"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        body = [f"# Note {index}"]
-        for section in range(3):
-            body += [f"## Part {section}", *(text(rng, words, weights, 25) for _ in range(20))]
-        path.write_text("\n".join(body) + "\n")
+    write_notes(folder, files)
     library = Library(root / "ingest.sqlite3")
     before = peak_rss_mib()
     start = time.perf_counter()

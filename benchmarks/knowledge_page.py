@@ -3,12 +3,14 @@
 
     .venv/bin/python benchmarks/knowledge_page.py [--files 2000] [--runs 20]
 
-Writes ``--files`` Markdown files into a folder of a throwaway home, adds it as a source, starts
-``kirocrew serve`` (the host reads it in the background; the run waits until it is ready), and
-times, as the server answers them over HTTP: ``GET /api/knowledge-changes`` (the open page's poll),
-``GET /api/knowledge/sources``, a search, the Knowledge page and the source's page (100 documents).
-Then, in Debian's ``chromium`` through Playwright, navigation → load event of the page, a search and
-the source's page (median/p90/min), with each page's HTML size.
+Writes ``--files`` Markdown files (the notes ``knowledge.py`` ingests, about 1,500 words each) into
+a folder of a throwaway home, starts ``kirocrew serve`` and adds the folder through the page's route.
+The host reads it in the background and the run waits until it is ready: files/s, and the host's
+resident memory before and its peak after, from ``/proc``. Then it times, as the server answers them
+over HTTP: ``GET /api/knowledge-changes`` (the open page's poll), ``GET /api/knowledge/sources``, a
+search, the Knowledge page and the source's page (100 documents); and in Debian's ``chromium``
+through Playwright, navigation → load event of the page, a search and the source's page
+(median/p90/min), with each page's HTML size.
 """
 
 from __future__ import annotations
@@ -22,15 +24,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from _bench import fake_kiro_environment, machine_load, page_load_times, row, serve_gateway
+from _bench import fake_kiro_environment, machine_load, page_load_times, row, serve_gateway, vocabulary, write_notes
 
 
-def _fill(root: Path, files: int) -> None:
-    for n in range(files):
-        folder = root / f"part-{n % 20:02d}"
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"note-{n:05d}.md").write_text(f"# Note {n}\n\n## Harbour\nThe lighthouse log of day {n}: "
-                                                 f"{'calm sea and steady wind ' * 20}\n")
+def _status_mib(pid: int, field: str) -> float:
+    """A field of ``/proc/PID/status`` (``VmRSS``: resident now, ``VmHWM``: the peak so far) in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise SystemExit(f"no {field} for pid {pid}")
 
 
 def main() -> int:
@@ -42,28 +44,37 @@ def main() -> int:
     if chromium is None:
         print("needs chromium (apt: chromium)", file=sys.stderr)
         return 2
+    if not sys.platform.startswith("linux"):
+        print("reads the host's memory from /proc: Linux only", file=sys.stderr)
+        return 2
 
     with tempfile.TemporaryDirectory(prefix="kirocrew-bench-") as tmp:
         root = Path(tmp)
         env = fake_kiro_environment(root)
         os.environ.update({k: env[k] for k in ("HOME", "KIRO_HOME", "KIROCREW_HOME")})
-        _fill(root / "library", args.files)
-        from kirocrew_core.knowledge.store import shared
+        write_notes(root / "library", args.files)
+        word = vocabulary()[0][300]  # in many notes, not in most
+        from kirocrew_testing.host_lines import ping, socket_path
 
-        source = shared().add(root / "library").id
-        shared().close()
         with serve_gateway(env, root, timeout=300) as client:
+            host = (ping(socket_path(env)) or {})["pid"]
+            rss_before = _status_mib(host, "VmRSS")
             start = time.perf_counter()
+            added = client.post("/api/knowledge/sources", json={"path": str(root / "library")})
+            added.raise_for_status()
+            source = added.json()["source"]["id"]
             while True:
                 state = client.get("/api/knowledge/sources").json()["sources"][0]
                 if state["progress"]["state"] == "ready" and state["indexed"]:
                     break
-                time.sleep(0.2)
-            print(f"host read {state['documents']} files in the background: ready {time.perf_counter() - start:.1f} s "
-                  "after the gateway answered")
+                time.sleep(0.05)
+            took = time.perf_counter() - start
+            print(f"host read {state['documents']} files in the background: ready {took:.1f} s after the add "
+                  f"({state['documents'] / took:.0f} files/s); host RSS {rss_before:.0f} MiB before, "
+                  f"peak {_status_mib(host, 'VmHWM'):.0f} MiB")
             server_targets = [("GET /api/knowledge-changes", "/api/knowledge-changes"),
                               ("GET /api/knowledge/sources", "/api/knowledge/sources"),
-                              ("GET /api/knowledge/search?q=lighthouse", "/api/knowledge/search?q=lighthouse"),
+                              ("GET /api/knowledge/search?q=(a word)", f"/api/knowledge/search?q={word}"),
                               ("GET /knowledge", "/knowledge"),
                               (f"GET /knowledge/sources/{source}", f"/knowledge/sources/{source}")]
             server: dict[str, list[float]] = {label: [] for label, _ in server_targets}
@@ -75,7 +86,7 @@ def main() -> int:
                         server[label].append((time.perf_counter() - began) * 1000)
             base = str(client.base_url).rstrip("/")
             token = client.headers["authorization"].removeprefix("Bearer ")
-            targets = [("the page (sources, skills)", "/knowledge"), ("a search, 10 hits", "/knowledge?q=lighthouse"),
+            targets = [("the page (sources, skills)", "/knowledge"), ("a search, 10 hits", f"/knowledge?q={word}"),
                        ("a source (100 of its documents)", f"/knowledge/sources/{source}")]
             sizes = {label: len(client.get(path).content) for label, path in targets}
             samples = page_load_times(chromium, base, token, targets, args.runs + 1)
