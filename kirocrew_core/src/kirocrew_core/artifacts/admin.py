@@ -10,37 +10,19 @@ save`` too large for one host message call them.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kirocrew_core.artifacts import names
+from kirocrew_core.coretools.person_tools import object_schema as _schema
 
 if TYPE_CHECKING:
     from kirocrew_core.contributions import CoreMcpTool, HostedMcpServer
-    from kirocrew_core.coretools.contract import ToolCall
 
 ADMIN_SERVER = "kirocrew-artifacts-admin"
 ADMIN_COMMAND = "mcp-artifacts-admin"
 INSTRUCTIONS = "The owner's artifact decisions (resolve, share, deploy confirm/discard); not for models."
 _SLUG = {"type": "string", "maxLength": names.SLUG_MAX_CHARS, "pattern": names.SLUG_PATTERN}
 _PENDING = {"type": "string", "pattern": r"^d-[0-9a-f]{12}$"}
-
-
-def _schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
-
-
-def require_person(call: ToolCall, verb: str) -> None:
-    """Refuse anyone but the person's own ``kirocrew`` command: a session by name, anyone else as nobody."""
-    from kirocrew_core.coretools.contract import ToolRefused
-
-    if call.is_person_command:
-        return
-    if call.origin == "session":
-        raise ToolRefused(f"only the owner may {verb}: a session's kirocrew command cannot (run it from your own "
-                          "shell)", code="person_only_command")
-    raise ToolRefused(f"only the owner's kirocrew command may {verb}", code="caller_unverified")
 
 
 def resolve_comment(args: dict[str, Any]) -> str:
@@ -115,15 +97,7 @@ def pending(args: dict[str, Any]) -> str:
 
 
 def admin_tools() -> dict[str, CoreMcpTool]:
-    from kirocrew_core.contributions import CoreMcpTool
-
-    def tool(name: str, verb: str, schema: dict[str, Any], fn: Callable[[dict[str, Any]], str],
-             read_only: bool = False) -> CoreMcpTool:
-        async def handler(args: dict[str, Any], call: ToolCall) -> str:
-            require_person(call, verb)
-            return await asyncio.to_thread(fn, args)
-
-        return CoreMcpTool(name, f"The owner's: {verb}.", schema, handler, read_only=read_only, identity="lenient")
+    from kirocrew_core.coretools.person_tools import person_tool as tool
 
     found = [
         tool("artifact_resolve_comment", "resolve a review comment",

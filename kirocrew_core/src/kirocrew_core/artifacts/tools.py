@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from kirocrew_core.artifacts import names
 from kirocrew_core.contributions import CoreMcpTool
+from kirocrew_core.coretools.person_tools import object_schema as _schema
 
 if TYPE_CHECKING:
     from kirocrew_core.artifacts.access import Actor
@@ -30,10 +31,6 @@ _FOLDER = {"type": "string", "maxLength": names.FOLDER_REF_MAX_CHARS,
 _COMMENT_ID = {"type": "string", "pattern": names.COMMENT_ID_PATTERN, "maxLength": 128}
 _TEXT = {"type": "string", "minLength": 1, "maxLength": names.COMMENT_MAX_CHARS}
 _CONTENT = {"type": "string", "description": "The full content (at most 25 MiB)."}
-
-
-def _schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
 
 
 SAVE_SCHEMA = _schema({

@@ -4,22 +4,20 @@ These are no model's to make, so they are not ``kirocrew-core`` tools: they are 
 separate host server, ``kirocrew-knowledge-admin``, that no agent config names, and each refuses
 any caller but the person's own ``kirocrew`` command (decided by process ancestry: the same command
 run from a session's shell is that session, refused ``person_only_command``; the one check is
-:func:`kirocrew_core.artifacts.admin.require_person`). ``kirocrew knowledge add|remove|reindex|list``
+:func:`kirocrew_core.coretools.person_tools.require_person`). ``kirocrew knowledge add|remove|reindex|list``
 call them; with ``KIROCREW_NO_HOST=1`` the same handlers run in that process as the person.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kirocrew_core.artifacts import names
+from kirocrew_core.coretools.person_tools import object_schema as _schema
 
 if TYPE_CHECKING:
     from kirocrew_core.contributions import CoreMcpTool, HostedMcpServer
-    from kirocrew_core.coretools.contract import ToolCall
     from kirocrew_core.knowledge.store import Report
 
 ADMIN_SERVER = "kirocrew-knowledge-admin"
@@ -29,10 +27,6 @@ _REF = {"type": "string", "minLength": 1, "maxLength": 4096}
 #: ``kirocrew knowledge show`` lists at most this many documents (``--named`` narrows them).
 SHOWN_DOCUMENTS = 500
 _NAME = {"type": "string", "minLength": 1, "maxLength": 4096, "description": "The document's path in its source."}
-
-
-def _schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
 
 
 def report_text(location: str, report: Report) -> str:
@@ -52,13 +46,14 @@ def add(args: dict[str, Any]) -> str:
     chosen = [name for name in ("path", "artifact", "lessons") if args.get(name)]
     if len(chosen) != 1:
         raise BadInputError("name one source: a path, an artifact's slug, or the lessons", code="invalid_arguments")
-    if args.get("artifact"):
-        source = library.add_artifact(args["artifact"])
-    elif args.get("lessons"):
-        source = library.add_lessons()
-    else:
-        source = library.add(args["path"])
-    report = library.reindex(str(source.id))
+    with library.reindexing:  # the host's pass cannot read the new source first: this read is the one reported
+        if args.get("artifact"):
+            source = library.add_artifact(args["artifact"])
+        elif args.get("lessons"):
+            source = library.add_lessons()
+        else:
+            source = library.add(args["path"])
+        report = library.reindex(str(source.id))
     wake()  # the host's ingestion watches the new source from now on
     return f"Added {source.kind} source {source.id}.\n" + report_text(source.location, report)
 
@@ -134,16 +129,7 @@ def sources(args: dict[str, Any]) -> str:
 
 
 def admin_tools() -> dict[str, CoreMcpTool]:
-    from kirocrew_core.artifacts.admin import require_person
-    from kirocrew_core.contributions import CoreMcpTool
-
-    def tool(name: str, verb: str, schema: dict[str, Any], fn: Callable[[dict[str, Any]], str],
-             read_only: bool = False) -> CoreMcpTool:
-        async def handler(args: dict[str, Any], call: ToolCall) -> str:
-            require_person(call, verb)
-            return await asyncio.to_thread(fn, args)
-
-        return CoreMcpTool(name, f"The owner's: {verb}.", schema, handler, read_only=read_only, identity="lenient")
+    from kirocrew_core.coretools.person_tools import person_tool as tool
 
     found = [
         tool("knowledge_add", "add a folder, a file, an artifact or the lessons to the knowledge library",

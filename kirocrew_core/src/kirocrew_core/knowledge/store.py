@@ -193,7 +193,8 @@ class Library:
         self.path = path or database_path()
         self.lock = threading.RLock()
         #: One reindex at a time (the host's pass and an owner's command): two would both add a new file.
-        self.reindexing = threading.Lock()
+        #: Reentrant, so an owner's add holds it from adding a source to its first read (the report is that read's).
+        self.reindexing = threading.RLock()
         self.conn = self._open()
 
     def _open(self) -> sqlite3.Connection:

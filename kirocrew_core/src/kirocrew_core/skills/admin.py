@@ -34,7 +34,7 @@ def install_from_registry(args: dict[str, Any]) -> str:
 
 
 async def skill_install(args: dict[str, Any], call: ToolCall) -> str:
-    from kirocrew_core.artifacts.admin import require_person
+    from kirocrew_core.coretools.person_tools import require_person
 
     require_person(call, "install a skill")
     return await asyncio.to_thread(install_from_registry, args)
