@@ -215,7 +215,7 @@ def test_the_tools_scope_fail_closed_and_never_echo_a_key(stores: dict[str, Any]
     from kirocrew_core.history import index as index_module
 
     index: HistoryIndex = stores["index"]
-    monkeypatch.setattr(index_module, "_shared", index)
+    monkeypatch.setattr(index_module, "shared", lambda: index)
     monkeypatch.setattr(index_module, "index_path", lambda: index.path)
     in_a = CrewSession("kcs1-" + "1" * 32, "conversation", "conv-a", workspace=WS_A)
     in_none = CrewSession("kcs1-" + "2" * 32, "conversation", "conv-n", workspace=None)

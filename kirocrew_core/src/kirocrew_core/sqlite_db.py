@@ -14,10 +14,10 @@ import contextlib
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Literal
+from typing import Generic, Literal, Protocol, TypeVar
 
 BUSY_TIMEOUT_MS = 5000
 DATABASE_MODE = 0o600
@@ -145,3 +145,34 @@ def _apply(conn: sqlite3.Connection, version: int, statements: Sequence[str]) ->
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+class _Closable(Protocol):
+    path: Path
+
+    def close(self) -> None: ...
+
+
+_Db = TypeVar("_Db", bound=_Closable)
+
+
+class PerHome(Generic[_Db]):
+    """This process's one open database object for the crew home's file, reopened when that file moved.
+
+    The crew home moves only in tests (each has its own), but a long-lived process must then not keep
+    writing the old one: :meth:`get` compares the open object's ``path`` with ``where()`` each time.
+    """
+
+    def __init__(self, opener: Callable[[], _Db], where: Callable[[], Path]) -> None:
+        self._opener, self._where = opener, where
+        self._open: _Db | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> _Db:
+        with self._lock:
+            if self._open is None or self._open.path != self._where():
+                if self._open is not None:
+                    with contextlib.suppress(sqlite3.Error):
+                        self._open.close()
+                self._open = self._opener()
+            return self._open

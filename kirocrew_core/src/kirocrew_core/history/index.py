@@ -471,19 +471,12 @@ def _marks(values: Sequence[Any]) -> str:
     return ", ".join("?" * len(values))
 
 
-_shared: HistoryIndex | None = None
-_shared_lock = threading.Lock()
+_shared: sqlite_db.PerHome[HistoryIndex] = sqlite_db.PerHome(lambda: HistoryIndex(), lambda: index_path())
 
 
 def shared() -> HistoryIndex:
     """This process's index on the crew home's database (reopened when the crew home moved: tests)."""
-    global _shared
-    with _shared_lock:
-        if _shared is None or _shared.path != index_path():
-            if _shared is not None:
-                _shared.close()
-            _shared = HistoryIndex()
-        return _shared
+    return _shared.get()
 
 
 def _row(row: sqlite3.Row) -> SessionRow:

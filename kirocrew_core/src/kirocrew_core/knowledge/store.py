@@ -11,7 +11,6 @@ Every database failure of a public method is :class:`KnowledgeError` ``knowledge
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import sqlite3
@@ -608,17 +607,9 @@ def _stored_text(source: Source) -> tuple[str, str, str]:
     return slug, str(meta.get("name") or slug), content
 
 
-_shared: Library | None = None
-_shared_lock = threading.Lock()
+_shared: sqlite_db.PerHome[Library] = sqlite_db.PerHome(lambda: Library(), lambda: database_path())
 
 
 def shared() -> Library:
     """This process's library on the crew home's database (reopened when the crew home moved: tests)."""
-    global _shared
-    with _shared_lock:
-        if _shared is None or _shared.path != database_path():
-            if _shared is not None:
-                with contextlib.suppress(sqlite3.Error):
-                    _shared.close()
-            _shared = Library()
-        return _shared
+    return _shared.get()
