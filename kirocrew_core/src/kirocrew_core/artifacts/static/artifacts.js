@@ -3,7 +3,7 @@
 // state looks like is decided by the templates alone. While the page is open and visible it polls /api/artifact-changes
 // every few seconds (a stat-only digest) and redraws the same way when something else changed the artifact.
 // Selecting text in the content fills in the comment's quote, which anchors the comment to that passage.
-import { api, announce, clearFieldErrors, ready, redrawRegions, showFieldError } from "/static/core/shell.js";
+import { announce, api, clearFieldErrors, onButtons, ready, redrawRegions, showFieldError } from "/static/core/shell.js";
 
 const live = document.getElementById("live");
 const slug = live?.dataset.watch || "";
@@ -67,10 +67,7 @@ const ACTIONS = {
   },
 };
 
-document.addEventListener("click", (event) => {
-  const button = event.target.closest("button[data-do]");
-  if (button && ACTIONS[button.dataset.do]) ACTIONS[button.dataset.do](button);
-});
+onButtons(ACTIONS);
 
 // -- forms ------------------------------------------------------------------------------------------------------
 

@@ -123,6 +123,15 @@ export async function fetchPage(path = window.location.pathname + window.locatio
   return new DOMParser().parseFromString(await response.text(), "text/html");
 }
 
+// A page's buttons: a click on a button[data-do] runs actions[its data-do](button), for the buttons a redraw puts in
+// later too. Only the actions' own names count (a data-do of "constructor" runs nothing).
+export function onButtons(actions) {
+  document.addEventListener("click", (event) => {
+    const button = event.target.closest("button[data-do]");
+    if (button && Object.hasOwn(actions, button.dataset.do)) actions[button.dataset.do](button);
+  });
+}
+
 // The server renders a page's script-only buttons disabled (data-ready): they work once its module listens.
 export function ready(root) {
   for (const button of root.querySelectorAll("button[data-ready]")) button.disabled = false;

@@ -4,7 +4,7 @@
 // /api/knowledge-changes (a stat of the library and the host's progress) and redraws when it moved: ingestion's
 // progress shows without a reload. The list page redraws from /knowledge itself, so a registry search or a
 // skill's files on the page are not fetched from the registry again at every poll.
-import { api, announce, clearFieldErrors, ready, redrawRegions, showFieldError } from "/static/core/shell.js";
+import { announce, api, clearFieldErrors, onButtons, ready, redrawRegions, showFieldError } from "/static/core/shell.js";
 
 const live = document.getElementById("live");
 const source = live?.dataset.source || "";
@@ -74,10 +74,7 @@ const ACTIONS = {
   },
 };
 
-document.addEventListener("click", (event) => {
-  const button = event.target.closest("button[data-do]");
-  if (button && ACTIONS[button.dataset.do]) ACTIONS[button.dataset.do](button);
-});
+onButtons(ACTIONS);
 
 // -- adding a source ---------------------------------------------------------------------------------------------
 
