@@ -1,30 +1,73 @@
 """The dashboard's conversations routes and pages, without a browser.
 
-Most tests run a real ``kirocrew serve`` (the host, with the fake kiro-cli and the test's
+Most tests share one real ``kirocrew serve`` (the host, with the fake kiro-cli and the module's
 state directory) and talk HTTP to it with the owner's Bearer token, so every route reaches
-the same orchestrator the MCP tools use. The store is checked on disk (read-only SQLite).
+the same orchestrator the MCP tools use. The store is checked on disk (read-only SQLite). Each
+test works in a workspace of its own and asserts on what it changed: the conversations it
+started, and the security event log's records since it began.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from kirocrew_testing.browser import ServedGateway
+from kirocrew_testing.homes import IsolatedHomes, isolate_homes
 from kirocrew_testing.requirements import executable
 
 from kirocrew_core.gateway.markdown import render_markdown
 from kirocrew_conversations.state_paths import DATABASE_NAME
 
 
+@pytest.fixture(scope="module")
+def module_served_homes(module_hosted_homes: tuple[ServedGateway, IsolatedHomes]) -> tuple[ServedGateway,
+                                                                                          IsolatedHomes]:
+    """The module's one ``kirocrew serve``: its host runs conversations on the fake kiro-cli."""
+    return module_hosted_homes
+
 
 @pytest.fixture
-def gateway_env(hosted_gateway_env: dict[str, str]) -> dict[str, str]:
-    """``kirocrew serve`` with the fake kiro-cli; its host runs conversations in ``conversations_state_dir``."""
-    return hosted_gateway_env
+def owner_client(module_owner: httpx.Client, module_homes: IsolatedHomes) -> Iterator[httpx.Client]:
+    """The owner's client, with this process in the served homes (the audit log and stores the host writes)."""
+    with pytest.MonkeyPatch.context() as patch:
+        isolate_homes(patch, module_homes.root)
+        yield module_owner
+
+
+@pytest.fixture
+def gateway_env(module_served: ServedGateway) -> dict[str, str]:
+    """The served host's environment: a ``kirocrew`` command run with it asks that host."""
+    return module_served.env
+
+
+@pytest.fixture
+def conversations_state_dir(module_root: Path) -> Path:
+    """The served host's state directory (``module_hosted_homes``)."""
+    return module_root / "conversations-state"
+
+
+def audit_since(mark: int, event: str) -> list[dict[str, Any]]:
+    """The security event log's ``event`` records written after the record numbered ``mark``."""
+    from kirocrew_core import audit
+
+    return [r for r in audit.tail(500) if r.get("seq", 0) > mark and r.get("event") == event]
+
+
+def audit_mark() -> int:
+    """The newest record's number in the security event log (0 when empty): :func:`audit_since` reads past it."""
+    from kirocrew_core import audit
+
+    return max((r.get("seq", 0) for r in audit.tail(1)), default=0)
+
+
+def conversation_ids(owner: httpx.Client, archive: str = "active") -> set[str]:
+    return {c["conversationId"] for c in owner.get(f"/api/conversations?archive={archive}").json()["conversations"]}
 
 
 @pytest.fixture
@@ -111,6 +154,7 @@ def test_hostile_markdown_renders_as_text_and_web_links_only() -> None:
 def test_a_conversation_started_over_the_routes_runs_and_its_page_renders_the_reply_safely(
         owner_client: httpx.Client, workspace: Path, conversations_rows: Any) -> None:
     reply = "# Done\n\n<script>alert(1)</script> **safe** [x](javascript:alert(1)) ![i](https://e.example/i.png)"
+    before = conversation_ids(owner_client)
     started = start(owner_client, workspace, "first", "!say " + reply.replace("\n", "\\n"), effort="low")
     assert started["createdConversation"] is True and started["settings"]["effort"] == "low"
     detail = detail_when(owner_client, started["conversationId"], settled)
@@ -128,8 +172,8 @@ def test_a_conversation_started_over_the_routes_runs_and_its_page_renders_the_re
     assert "script-src 'self'" in page.headers["content-security-policy"]
 
     listing = owner_client.get("/api/conversations").json()
-    assert [(c["name"], c["state"], c["latestRun"]["status"]) for c in listing["conversations"]] == [
-        ("first", "idle", "completed")]
+    assert [(c["name"], c["state"], c["latestRun"]["status"]) for c in listing["conversations"]
+            if c["conversationId"] not in before] == [("first", "idle", "completed")]
     listed = owner_client.get("/conversations").text
     assert '<a href="/conversations/' + started["conversationId"] + '">first</a>' in listed
     assert conversations_rows("SELECT status FROM runs WHERE id = ?", started["runId"]) == [("completed",)]
@@ -155,6 +199,7 @@ def test_a_conversations_page_shows_the_agent_each_run_uses_and_warns_about_anot
 def test_a_permission_is_answered_over_the_routes_and_the_run_goes_on(
         owner_client: httpx.Client, workspace: Path, conversations_rows: Any) -> None:
     executable("bwrap", apt="bubblewrap")  # read_only runs in its sandbox
+    mark = audit_mark()
     started = start(owner_client, workspace, "asks", '!tool fs_write {"path": "notes.txt"}\n!say after the tool',
                     authority="read_only")
     cid, rid = started["conversationId"], started["runId"]
@@ -181,9 +226,7 @@ def test_a_permission_is_answered_over_the_routes_and_the_run_goes_on(
         ("decided", "allow_once")]
     assert error_of(owner_client.post(path, json={"decision": "allow_once"})) == (409, "permission_not_pending")
 
-    from kirocrew_core import audit
-
-    records = [r for r in audit.tail(50) if r["event"] == "conversations.dashboard"]
+    records = audit_since(mark, "conversations.dashboard")
     assert [(r["actor"], r["outcome"], r["fields"]["tool"], r["fields"]["code"]) for r in records] == [
         ("owner", "ok", "kiro_spawn", "ok"),
         ("owner", "refused", "kiro_permission_decide", "invalid_arguments"),
@@ -195,6 +238,7 @@ def test_a_permission_is_answered_over_the_routes_and_the_run_goes_on(
 
 def test_follow_up_cancel_archive_and_delete_with_the_exact_name(
         owner_client: httpx.Client, workspace: Path, conversations_rows: Any) -> None:
+    active_before, archived_before = conversation_ids(owner_client), conversation_ids(owner_client, "archived")
     started = start(owner_client, workspace, "chain", "!say one")
     cid = started["conversationId"]
     detail_when(owner_client, cid, settled)
@@ -222,8 +266,8 @@ def test_follow_up_cancel_archive_and_delete_with_the_exact_name(
     assert error_of(owner_client.post(f"{base}/messages", json={"message": "x", "delivery": "queue"})) == (
         409, "conversation_archived")
     archived = owner_client.get("/api/conversations?archive=archived").json()["conversations"]
-    assert [c["name"] for c in archived] == ["chain"]
-    assert owner_client.get("/api/conversations").json()["conversations"] == []
+    assert [c["name"] for c in archived if c["conversationId"] not in archived_before] == ["chain"]
+    assert conversation_ids(owner_client) == active_before
     archived_page = owner_client.get(f"/conversations/{cid}").text
     assert "Delete permanently" in archived_page and 'id="send-form"' not in archived_page
 
@@ -255,6 +299,13 @@ def test_an_interrupting_follow_up_replaces_the_running_run(owner_client: httpx.
 
 def test_bad_input_is_refused_with_stable_codes_and_changes_nothing(
         owner_client: httpx.Client, workspace: Path, conversations_rows: Any, conversations_state_dir: Path) -> None:
+    def stored() -> list[Any]:
+        if not (conversations_state_dir / DATABASE_NAME).exists():
+            return []
+        return conversations_rows("SELECT * FROM conversations ORDER BY id") + conversations_rows(
+            "SELECT * FROM runs ORDER BY id")
+
+    before = stored()
     refusals = [
         (owner_client.post("/api/conversations", content=b"{nope", headers={"Content-Type": "application/json"}),
          (400, "bad_json")),
@@ -281,8 +332,7 @@ def test_bad_input_is_refused_with_stable_codes_and_changes_nothing(
     ]
     for answer, expected in refusals:
         assert error_of(answer) == expected, answer.request.url
-    assert not (conversations_state_dir / DATABASE_NAME).exists() or conversations_rows(
-        "SELECT COUNT(*) FROM conversations") == [(0,)]
+    assert stored() == before
     page = owner_client.get("/conversations/%3Cscript%3Ealert(1)%3C%2Fscript%3E")
     assert page.status_code == 404 and "<script>alert(1)" not in page.text
 
@@ -347,8 +397,9 @@ def test_a_worktree_keeps_the_commit_its_base_ref_named_when_the_branch_moves_la
 
 def test_the_kiro_session_routes_release_and_repair_for_the_owner_and_refuse_unknown_ids(
         owner_client: httpx.Client, workspace: Path, kirocrew: Any, gateway_env: dict[str, str]) -> None:
-    from kirocrew_core import audit, kiro_sessions
+    from kirocrew_core import kiro_sessions
 
+    mark = audit_mark()
     started = start(owner_client, workspace, "by-hand", "!say ready")
     detail_when(owner_client, started["conversationId"], settled)
     base = f"/api/conversations/{started['conversationId']}"
@@ -366,8 +417,8 @@ def test_the_kiro_session_routes_release_and_repair_for_the_owner_and_refuse_unk
     done = kirocrew("conversations", "open", started["conversationId"], "--json", env=gateway_env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == out
-    records = [r for r in audit.tail(100) if r["event"] == "conversations.dashboard"
-               and r["fields"]["tool"] in ("hand_over", "repair_session")]
+    records = [r for r in audit_since(mark, "conversations.dashboard")
+               if r["fields"]["tool"] in ("hand_over", "repair_session")]
     assert [(r["fields"]["tool"], r["outcome"]) for r in records] == [
         ("hand_over", "ok"), ("repair_session", "ok"), ("hand_over", "refused"), ("repair_session", "refused"),
         ("hand_over", "ok")]

@@ -106,4 +106,4 @@ def test_an_active_override_is_announced_on_stderr_and_in_every_page_header(isol
         assert "Requests for <code>https://mcp.notion.com</code> go to <code>http://127.0.0.1:8123</code>" in page.text
     finally:
         proc.terminate()
-        proc.wait(timeout=60)
+        proc.communicate(timeout=60)  # reaps it and closes its stdout pipe

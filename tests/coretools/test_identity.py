@@ -176,7 +176,8 @@ def test_a_caller_whose_pinned_process_exited_or_whose_pid_names_another_is_gone
     reused = CallerContext("", "relay", tree.child, None, {}, peer_verified=True,
                            relay_started=pinned.relay_started - 1)  # what a reused pid looks like
     assert reg.resolve(reused).origin == "gone" and reg.resolve_strict(reused) is None
-    short = proc.spawn(["sleep", "0.2"], env=dict(os.environ), stdin=proc.DEVNULL)
+    short = proc.spawn(["sleep", "0.2"], env=dict(os.environ), stdin=proc.DEVNULL, stdout=proc.DEVNULL,
+                       stderr=proc.DEVNULL)  # no pipes left open when it is reaped
     pinned_short = caller(short.pid)
     assert reg.resolve(pinned_short).origin == "person"
     short.wait()

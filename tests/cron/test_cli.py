@@ -152,11 +152,10 @@ _HOLDER = textwrap.dedent("""
 @pytest.fixture
 def lock_holder() -> Iterator[subprocess.Popen[str]]:
     """Another process holding the store's owner lock (as a running host does)."""
-    holder = subprocess.Popen([sys.executable, "-c", _HOLDER], stdout=subprocess.PIPE, text=True)
-    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-    yield holder
-    holder.kill()
-    holder.wait()
+    with subprocess.Popen([sys.executable, "-c", _HOLDER], stdout=subprocess.PIPE, text=True) as holder:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        yield holder
+        holder.kill()  # leaving the block reaps it and closes its pipe
 
 
 def test_a_command_without_a_host_finds_the_store_busy_while_another_writer_holds_it(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import sqlite3
@@ -328,41 +329,39 @@ _HOLDER = textwrap.dedent("""
 """)
 
 
-def _holder(hold_secs: float) -> subprocess.Popen[str]:
-    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(hold_secs)], stdout=subprocess.PIPE, text=True)
-    assert holder.stdout is not None
-    assert holder.stdout.readline().strip() == "held"
-    return holder
+@contextlib.contextmanager
+def _holder(hold_secs: float) -> Iterator[subprocess.Popen[str]]:
+    """A process holding the owner lock for ``hold_secs``; killed, reaped and its pipe closed after the block."""
+    with subprocess.Popen([sys.executable, "-c", _HOLDER, str(hold_secs)], stdout=subprocess.PIPE,
+                          text=True) as holder:
+        try:
+            assert holder.stdout is not None
+            assert holder.stdout.readline().strip() == "held"
+            yield holder
+        finally:
+            holder.kill()
 
 
 def test_a_writer_finds_the_store_busy_while_another_process_holds_the_lock() -> None:
-    holder = _holder(60)
-    try:
+    with _holder(60) as holder:
         with pytest.raises(KirocrewError) as busy:
             acquire_owner_lock(wait=0.2)
         assert _code(busy) == "cron_store_busy"
         assert str(holder.pid) in str(busy.value)
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 def test_a_waiting_writer_gets_the_lock_when_the_holder_hands_it_over() -> None:
-    holder = _holder(0.3)
-    try:
+    with _holder(0.3):
         started = time.monotonic()
         with owner_lock(wait=10) as held:
             assert held.held
             assert time.monotonic() - started < 10
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 def test_the_lock_of_a_holder_that_died_is_free_at_once() -> None:
-    holder = _holder(60)
-    holder.kill()
-    holder.wait()
+    with _holder(60) as holder:
+        holder.kill()
+        holder.wait()
     held = acquire_owner_lock(wait=0)
     try:
         assert held.held

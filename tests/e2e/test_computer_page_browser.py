@@ -3,15 +3,33 @@
 The keystone is toggled and its app lists edited from the page and checked on disk; a refused
 list is shown at its field; the doctor's findings and an audited call (driven through the real
 chokepoint by the CLI harness) are read from the page. Elements are found by role and accessible name.
+The tests share one ``kirocrew serve`` and its homes; each starts with the keystone absent, as a fresh
+install has it. The long-path tests serve a crew home of their own.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
+from kirocrew_testing.browser import Dashboard, ServedGateway
+from kirocrew_testing.homes import IsolatedHomes, isolate_homes
 
 from kirocrew_computer.keystone import keystone_file
+
+
+@pytest.fixture
+def served_dashboard(module_chromium: Any, module_served: ServedGateway, module_homes: IsolatedHomes,
+                     tmp_path: Path) -> Iterator[Dashboard]:
+    """Pages of the module's gateway, with this process (and the CLI it runs) in the served homes and no keystone."""
+    with pytest.MonkeyPatch.context() as patch:
+        isolate_homes(patch, module_homes.root)
+        keystone_file().unlink(missing_ok=True)
+        with Dashboard(module_chromium, module_served, tmp_path / "screenshots") as pages:
+            yield pages
 
 
 def _open_computer(dashboard, **kwargs):
@@ -29,8 +47,8 @@ def _stored() -> dict:
     return json.loads(keystone_file().read_text())
 
 
-def test_the_keystone_is_switched_on_and_off_from_the_page_and_written_to_disk(dashboard) -> None:
-    opened = _open_computer(dashboard)
+def test_the_keystone_is_switched_on_and_off_from_the_page_and_written_to_disk(served_dashboard) -> None:
+    opened = _open_computer(served_dashboard)
     page = opened.page
     switch = page.get_by_role("switch", name="Computer use")
     assert not switch.is_checked()
@@ -54,8 +72,8 @@ def test_the_keystone_is_switched_on_and_off_from_the_page_and_written_to_disk(d
     assert opened.console_errors == []
 
 
-def test_the_app_lists_are_edited_and_a_refused_entry_is_shown_at_its_field(dashboard) -> None:
-    opened = _open_computer(dashboard)
+def test_the_app_lists_are_edited_and_a_refused_entry_is_shown_at_its_field(served_dashboard) -> None:
+    opened = _open_computer(served_dashboard)
     page = opened.page
     page.get_by_label("Allowed apps").fill("gedit\n\n  xterm  \ngedit")
     page.get_by_label("Denied apps").fill("Firefox")
@@ -87,11 +105,11 @@ def test_the_app_lists_are_edited_and_a_refused_entry_is_shown_at_its_field(dash
     assert [e for e in opened.console_errors if "400" not in e] == [], opened.console_errors
 
 
-def test_the_doctor_findings_and_an_audited_call_are_on_the_page(dashboard, kirocrew) -> None:
+def test_the_doctor_findings_and_an_audited_call_are_on_the_page(served_dashboard, kirocrew) -> None:
     refused = kirocrew("computer", "call", "computer_list_apps", "--json")
     assert refused.returncode == 1 and json.loads(refused.stdout)[0]["code"] == "keystone_off"
 
-    page = _open_computer(dashboard).page
+    page = _open_computer(served_dashboard).page
     doctor = page.get_by_role("region", name="Doctor")
     for check in ("Platform", "Keystone", "Display", "Accessibility bus", "Backend"):
         assert doctor.get_by_role("cell", name=check, exact=True).is_visible()
@@ -106,10 +124,10 @@ def test_the_doctor_findings_and_an_audited_call_are_on_the_page(dashboard, kiro
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_the_page_works_by_keyboard_at_400_px_in_light_and_dark(dashboard, kirocrew, scheme: str) -> None:
+def test_the_page_works_by_keyboard_at_400_px_in_light_and_dark(served_dashboard, kirocrew, scheme: str) -> None:
     kirocrew("computer", "keystone", "allow", "gedit")
     kirocrew("computer", "call", "computer_list_apps")
-    opened = _open_computer(dashboard, color_scheme=scheme, width=400)
+    opened = _open_computer(served_dashboard, color_scheme=scheme, width=400)
     page = opened.page
     too_wide = page.evaluate(
         "[...document.querySelectorAll('main *')].filter(e => e.getBoundingClientRect().right > 400)"
@@ -134,9 +152,9 @@ def test_the_page_works_by_keyboard_at_400_px_in_light_and_dark(dashboard, kiroc
     assert _stored()["enabled"] is True and _stored()["allowed_apps"] == ["gedit"]
     assert opened.csp_violations() == []
     page.reload()
-    dashboard.screenshot(opened, f"computer-{scheme}-400")
-    wide = _open_computer(dashboard, color_scheme=scheme)
-    dashboard.screenshot(wide, f"computer-{scheme}")
+    served_dashboard.screenshot(opened, f"computer-{scheme}-400")
+    wide = _open_computer(served_dashboard, color_scheme=scheme)
+    served_dashboard.screenshot(wide, f"computer-{scheme}")
 
 
 

@@ -20,6 +20,8 @@ Fixtures (``pytest_plugins = ["kirocrew_testing.fixtures"]`` brings them):
   ``conversations_rows`` fixture reads the served host's conversations store with it).
 * :func:`serving_gateway`, :func:`owner_http_client` and :func:`chromium_browser`: the same three as
   context managers, for a module that shares one gateway and one browser across its tests.
+* ``module_served_homes`` (``module_served``, ``module_homes``, ``module_owner``) and ``module_hosted_homes``
+  (the same with conversations on the fake kiro-cli): one ``kirocrew serve`` a test module's tests share.
 * ``dashboard``: a :class:`Dashboard` that opens signed-in pages in light or dark, at any
   width, and saves screenshots under ``<tmp_path>/screenshots`` (run pytest with
   ``--basetemp DIR`` to keep them somewhere known). Its browser is ``module_chromium``, one per
@@ -68,11 +70,13 @@ DEMO_PLUGIN_SOURCE = "from kirocrew_testing.dashboard_demo import dashboard_page
 
 @dataclass
 class ServedGateway:
-    """A running ``kirocrew serve``: its base ``url`` (no trailing slash) and ``sign_in_url``."""
+    """A running ``kirocrew serve``: its base ``url`` (no trailing slash), ``sign_in_url`` and the ``env`` it runs
+    with (a CLI run with it reaches this host)."""
 
     url: str
     sign_in_url: str
     process: subprocess.Popen[str]
+    env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -174,11 +178,21 @@ def hosted_gateway_env(fake_kiro_cli: Any, isolated_homes: IsolatedHomes,
                        conversations_state_dir: Path) -> dict[str, str]:
     """``kirocrew serve``'s environment with the fake kiro-cli first on PATH and its own host running conversations
     in ``conversations_state_dir``; a test module returns it from its ``gateway_env``."""
-    env = {key: value for key, value in os.environ.items()
+    # sandboxed runs must see the fake's interpreter: its sandboxable path
+    return conversations_on_fake_kiro(dict(os.environ), conversations_state_dir, fake_kiro_cli.sandboxable_path)
+
+
+def conversations_on_fake_kiro(env: dict[str, str], state_dir: Path, kiro_cli: Path) -> dict[str, str]:
+    """``env`` for a host running conversations on the fake ``kiro_cli`` in ``state_dir``.
+
+    No ``KIRO_CONVERSATIONS_*`` setting leaks in from outside, and the host is not told to stay away
+    (``KIROCREW_NO_HOST``).
+    """
+    out = {key: value for key, value in env.items()
            if not key.startswith("KIRO_CONVERSATIONS_") and key != "KIROCREW_NO_HOST"}
-    env["KIRO_CONVERSATIONS_STATE_DIR"] = str(conversations_state_dir)
-    env["KIRO_CLI_PATH"] = str(fake_kiro_cli.sandboxable_path)  # sandboxed runs must see its interpreter
-    return env
+    out["KIRO_CONVERSATIONS_STATE_DIR"] = str(state_dir)
+    out["KIRO_CLI_PATH"] = str(kiro_cli)
+    return out
 
 
 def sqlite_rows(database: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
@@ -222,30 +236,51 @@ def serving_gateway(env: dict[str, str], args: list[str], command: list[str], lo
         if not line.startswith("kirocrew gateway: http://127.0.0.1:"):
             pytest.fail(f"kirocrew serve printed {line!r}; stderr:\n{(logs / 'serve.stderr').read_text()[-2000:]}")
         sign_in_url = line.removeprefix("kirocrew gateway: ")
-        yield ServedGateway(sign_in_url.split("/?", 1)[0], sign_in_url, server)
+        yield ServedGateway(sign_in_url.split("/?", 1)[0], sign_in_url, server, dict(env))
     finally:
         _stop_gracefully(server)
         proc.terminate(server)
 
 
 @contextmanager
-def serving_in_own_homes(module_root: Path) -> Iterator[tuple[ServedGateway, IsolatedHomes]]:
+def serving_in_own_homes(module_root: Path, *,
+                         conversations: bool = False) -> Iterator[tuple[ServedGateway, IsolatedHomes]]:
     """``kirocrew serve`` in homes of its own under ``module_root``, and those homes, until the block ends.
 
     For a test module whose tests share one host (it costs seconds to start): call it from a
     module-scoped fixture. This process works in the same homes meanwhile (its environment is
     patched), so what a test writes there (a policy, a cron job) is what the host sees; the host is
-    stopped at the end, whoever started it.
+    stopped at the end, whoever started it. With ``conversations`` the host runs them on the fake
+    kiro-cli in ``<module_root>/conversations-state`` (as ``hosted_gateway_env``'s does), and its
+    process tree counts as shared infrastructure to the process guard: an idle conversation's
+    kiro-cli outlives the test that started it, by design, until the host stops.
     """
+    from kirocrew_testing import process_guard
     from kirocrew_testing.fixtures import kirocrew_argv
     from kirocrew_testing.homes import isolate_homes, stop_host
 
     with pytest.MonkeyPatch.context() as patch:
         homes = isolate_homes(patch, module_root)
         env = {key: value for key, value in os.environ.items() if key != "KIROCREW_NO_HOST"}
+        if conversations:
+            from kirocrew_testing.fake_kiro import switches
+            from kirocrew_testing.fixtures import fake_kiro_executable
+
+            kiro_cli = fake_kiro_executable(module_root / "fake-kiro-bin")
+            env = {key: value for key, value in env.items() if key not in (*switches.ALL, switches.ROLE)}
+            env = conversations_on_fake_kiro(env, module_root / "conversations-state", kiro_cli)
+            for key in set(os.environ) - set(env):
+                patch.delenv(key)
+            for key, value in env.items():
+                patch.setenv(key, value)
         try:
             with serving_gateway(env, [], kirocrew_argv(), module_root / "logs") as gateway:
-                yield gateway, homes
+                if conversations:
+                    process_guard.share(gateway.process.pid)
+                try:
+                    yield gateway, homes
+                finally:
+                    process_guard.unshare(gateway.process.pid)
         finally:
             stop_host(homes.crew_home)
 
@@ -260,6 +295,15 @@ def module_root(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
 def module_served_homes(module_root: Path) -> Iterator[tuple[ServedGateway, IsolatedHomes]]:
     """One ``kirocrew serve`` shared by a test module's tests, and its homes (:func:`serving_in_own_homes`)."""
     with serving_in_own_homes(module_root) as pair:
+        yield pair
+
+
+@pytest.fixture(scope="module")
+def module_hosted_homes(module_root: Path) -> Iterator[tuple[ServedGateway, IsolatedHomes]]:
+    """One ``kirocrew serve`` whose host runs conversations on the fake kiro-cli, shared by a test module's tests,
+    and its homes (:func:`serving_in_own_homes` with ``conversations``); the state directory is
+    ``<module_root>/conversations-state``."""
+    with serving_in_own_homes(module_root, conversations=True) as pair:
         yield pair
 
 

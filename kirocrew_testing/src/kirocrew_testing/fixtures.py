@@ -136,6 +136,7 @@ from kirocrew_testing.browser import (  # noqa: E402, F401 - the dashboard-in-a-
     hosted_gateway_env,
     module_chromium,
     module_homes,
+    module_hosted_homes,
     module_owner,
     module_root,
     module_served,
@@ -173,8 +174,7 @@ class FakeKiroCli:
         be hidden and the fake could not start. The console script lives in the environment it
         runs, so exposing its tree exposes both.
         """
-        console = Path(sys.executable).with_name("fake-kiro-cli")
-        return console if console.exists() else self.path
+        return fake_kiro_executable(self.bin_dir)
 
     @staticmethod
     def switch_name(name: str) -> str:
@@ -199,15 +199,31 @@ class FakeKiroCli:
                               env=env if env is not None else dict(os.environ), stdin=subprocess.DEVNULL)
 
 
+def fake_kiro_wrapper(bin_dir: Path) -> Path:
+    """An executable ``kiro-cli`` in ``bin_dir`` that runs the fake with this Python; its path.
+
+    A wrapper rather than a symlink to the console script: it works from a source checkout too.
+    """
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    path = bin_dir / "kiro-cli"
+    if not path.exists():
+        path.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m kirocrew_testing.fake_kiro "$@"\n')
+        path.chmod(0o755)
+    return path
+
+
+def fake_kiro_executable(bin_dir: Path) -> Path:
+    """The fake as a host or a sandboxed run should launch it: the console script next to this Python if
+    installed, else :func:`fake_kiro_wrapper` in ``bin_dir`` (see :attr:`FakeKiroCli.sandboxable_path`)."""
+    console = Path(sys.executable).with_name("fake-kiro-cli")
+    return console if console.exists() else fake_kiro_wrapper(bin_dir)
+
+
 @pytest.fixture
 def fake_kiro_cli(isolated_homes: IsolatedHomes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeKiroCli:
     """Put the fake kiro-cli first on PATH and in ``KIRO_CLI_PATH`` (see :class:`FakeKiroCli`)."""
-    bin_dir = tmp_path / "fake-kiro-bin"
-    bin_dir.mkdir(exist_ok=True)
-    path = bin_dir / "kiro-cli"
-    # A wrapper rather than a symlink to the console script: it works from a source checkout too.
-    path.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m kirocrew_testing.fake_kiro "$@"\n')
-    path.chmod(0o755)
+    path = fake_kiro_wrapper(tmp_path / "fake-kiro-bin")
+    bin_dir = path.parent
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
     monkeypatch.setenv("KIRO_CLI_PATH", str(path))
     from kirocrew_testing.fake_kiro import switches as fake_switches
