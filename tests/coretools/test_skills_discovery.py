@@ -95,3 +95,14 @@ def test_a_source_that_is_a_link_is_not_entered(tmp_path: Path) -> None:
     found = catalog(str(tmp_path / "ws"))
     assert found.skills == [] and [p.reason for p in found.problems] == [
         "the source is not a folder (links are not followed)"]
+
+
+def test_extra_paths_without_a_config_file_are_the_keys_default_and_with_one_are_read(tmp_path: Path) -> None:
+    """The agentSpawn hook skips the config module when there is no config.toml: that must equal the default."""
+    from kirocrew_core.config import lookup_key
+    from kirocrew_core.skills.discovery import configured_extra_paths
+
+    assert not home.config_file().exists()
+    assert configured_extra_paths() == lookup_key("skills.extra_paths").default == []
+    set_value("skills.extra_paths", f'["{tmp_path}"]')
+    assert configured_extra_paths() == [str(tmp_path)]

@@ -9,26 +9,11 @@ store is broken (``kirocrew learn list`` reports that).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
+from kirocrew_core.hook_event import event_cwd
 from kirocrew_core.lessons import store
-
-#: The hook event is a small JSON object; read no more than this.
-EVENT_MAX_BYTES = 64 * 1024
-
-
-def event_cwd() -> str | None:
-    """The ``cwd`` of the hook event on stdin, or None (no event, a terminal, not JSON, not absolute)."""
-    if sys.stdin is None or sys.stdin.isatty():
-        return None
-    try:
-        event = json.loads(sys.stdin.read(EVENT_MAX_BYTES) or "{}")
-    except (ValueError, OSError):
-        return None
-    cwd = event.get("cwd") if isinstance(event, dict) else None
-    return cwd if isinstance(cwd, str) and os.path.isabs(cwd) else None
 
 
 def print_context() -> None:

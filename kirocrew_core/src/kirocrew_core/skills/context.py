@@ -57,7 +57,7 @@ def project_root(directory: str) -> str:
 
 def print_context() -> None:
     """Print the skills block for the hook event's directory (else the current one); never raise."""
-    from kirocrew_core.lessons.context import event_cwd
+    from kirocrew_core.hook_event import event_cwd
 
     directory = event_cwd() or os.getcwd()
     try:

@@ -93,14 +93,27 @@ def crew_skills_dir() -> Path:
     return home.crew_home() / "skills"
 
 
+def configured_extra_paths() -> list[str]:
+    """``skills.extra_paths``; without a ``config.toml`` every key is at its default, read without the config module.
+
+    The agentSpawn hook runs this at every session start, and importing the config module (tomlkit) would be
+    most of its cost.
+    """
+    from kirocrew_core import home
+
+    if not home.config_file().exists():
+        return []  # the key's default
+    from kirocrew_core.config import get_value
+
+    return list(get_value("skills.extra_paths"))
+
+
 def sources(workspace: str | None, extra_paths: list[str] | None = None) -> list[Source]:
     """The sources in precedence order; ``workspace`` None (the owner) has no project folders."""
     from kirocrew_core import home
 
     if extra_paths is None:
-        from kirocrew_core.config import get_value
-
-        extra_paths = list(get_value("skills.extra_paths"))
+        extra_paths = configured_extra_paths()
     found: list[Source] = []
     if workspace:
         found.append(Source("project", Path(workspace) / ".kirocrew" / "skills"))
