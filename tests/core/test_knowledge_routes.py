@@ -123,7 +123,7 @@ def test_bad_sources_and_queries_are_refused_with_their_codes(owner: httpx.Clien
                            ({}, (400, "bad_request", "path")),
                            ({"lessons": "yes"}, (400, "bad_request", "lessons"))):
         assert refusal(owner.post("/api/knowledge/sources", json=body)) == expected, body
-    assert refusal(owner.post("/api/knowledge/sources", content=b"x" * 20000))[:2] == (400, "body_too_large")
+    assert refusal(owner.post("/api/knowledge/sources", content=b"x" * (64 * 1024 + 1)))[:2] == (400, "body_too_large")
     assert owner.get("/api/knowledge/sources").json()["sources"] == known
     first = owner.post("/api/knowledge/sources", json={"path": str(tmp_path / "added")})
     assert first.status_code == 200

@@ -230,7 +230,8 @@ def _json_routes(pm: KirocrewPluginManager) -> list[tuple[str, str]]:
     found = set()
     for route in app.routes:
         if isinstance(route, Route) and route.path.startswith("/api/"):
-            path = re.sub(r"\{[^}]+\}", "x", route.path)
+            # A path parameter is "x", or "1" where its converter takes only digits (an id no row has).
+            path = re.sub(r"\{[^}]+\}", "x", re.sub(r"\{[^}:]+:int\}", "1", route.path))
             found |= {(method, path) for method in (route.methods or ()) if method in {"POST", "PUT", "PATCH"}}
     return sorted(found)
 

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from kirocrew_core.skills.registry import SkillFile
 
-BODY_LIMIT = 16 * 1024
+BODY_LIMIT = 64 * 1024  # as the other pages' routes: far above a path or a slug, small enough to read at once
 SEARCH_LIMIT_MAX = 20
 DOCUMENTS_PAGE = 100
 _answers = answers({"source_not_found", "not_found"})
