@@ -229,6 +229,8 @@ class McpHub:
             except Exception as exc:  # noqa: BLE001 - a server that cannot start is a failed server
                 await self._failed(conn, _describe(exc))
                 return
+            if conn.settled.is_set() or self._closing.is_set():
+                return  # the deadline passed or the hub closed while the server was being spawned
             handshake = asyncio.ensure_future(_handshake(client))
             conn.cancel_init = handshake.cancel
             await asyncio.wait([handshake])
@@ -238,6 +240,8 @@ class McpHub:
             if failure is not None:
                 await self._failed(conn, _describe(failure))
                 return
+            if conn.settled.is_set():
+                return  # the deadline fired as the handshake ended: it has been reported failed
             if conn.deadline_handle is not None:
                 conn.deadline_handle.cancel()
             conn.session, conn.tools = client, list(handshake.result())
@@ -247,8 +251,10 @@ class McpHub:
             if handshake is not None and not handshake.done():
                 handshake.cancel()  # this task was cancelled: the hub gave up waiting
             conn.session = None
-            await self._ended(conn)
-            await client.aclose()
+            try:
+                await self._ended(conn)
+            finally:
+                await client.aclose()  # even when cancelled meanwhile: a cancelled close kills the group
 
     async def _run_sdk(self, conn: ServerConn) -> None:
         import anyio

@@ -153,9 +153,8 @@ class StdioClient:
                 await proc.terminate_async(process, reason="MCP server closed")
         finally:
             if self._reader is not None:
-                self._reader.cancel()
-                with contextlib.suppress(BaseException):
-                    await asyncio.wait([self._reader], timeout=1.0)
+                self._reader.cancel()  # a process outside the group may still hold stdout open
+                await asyncio.wait([self._reader], timeout=1.0)
             self._fail_pending()
 
     # -- the session ---------------------------------------------------------
