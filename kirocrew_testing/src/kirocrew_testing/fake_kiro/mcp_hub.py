@@ -1,4 +1,4 @@
-"""A session's MCP servers, connected for real with the mcp SDK client.
+"""A session's MCP servers, connected for real: stdio ones by the fake's own client, the rest by the mcp SDK's.
 
 kiro-cli starts every enabled server of the session's agent when the session
 starts, in the background: ``session/new`` answers at once, each server then
@@ -8,8 +8,14 @@ reports ``_kiro.dev/mcp/server_initialized`` or ``server_init_failure``
 so connecting, initialising and listing tools share one deadline (the entry's ``timeout``, else
 ``KIRO_FAKE_MCP_INIT_TIMEOUT``); only a pending OAuth consent extends it, because a person is in the loop then.
 
+stdio servers (nearly all the suite starts: kirocrew's relays, fixture servers) go through
+:mod:`~kirocrew_testing.fake_kiro.stdio_mcp`, a standard-library client that behaves as the
+SDK's does: importing the SDK cost every fake process about 0.3 CPU-s. SSE, streamable HTTP
+and OAuth servers use the SDK, imported only for them.
+
 Each connection lives in its own task: the SDK's transports are anyio task
-groups that must be entered and left by the same task.
+groups that must be entered and left by the same task. Whatever the client, a deadline or
+the hub's close cancels a connection still starting through ``ServerConn.cancel_init``.
 """
 
 from __future__ import annotations
@@ -18,13 +24,13 @@ import asyncio
 import contextlib
 import logging
 import os
-import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kirocrew_testing.fake_kiro.agents_dirs import McpServerSpec, expand_env
+from kirocrew_testing.fake_kiro.stdio_mcp import StdioClient, Tool
 
 if TYPE_CHECKING:
     import httpx2
@@ -45,6 +51,16 @@ OAUTH_CONSENT_SECS = 600.0
 CLOSE_WAIT_SECS = 5.0
 
 
+class ListedTool(Protocol):
+    """What the fake reads of a listed tool: a :class:`~stdio_mcp.Tool` or an SDK ``Tool``."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str | None: ...
+
+
 @dataclass
 class ServerConn:
     """One server's state, as ``/mcp`` reports it."""
@@ -52,8 +68,8 @@ class ServerConn:
     spec: McpServerSpec
     status: str = LOADING
     error: str = ""
-    tools: list[Any] = field(default_factory=list)  # mcp Tool objects, unfiltered
-    session: Any = None
+    tools: list[ListedTool] = field(default_factory=list)  # unfiltered
+    session: Any = None  # a StdioClient or an SDK ClientSession: call_tool(name, arguments) either way
     task: asyncio.Task[None] | None = None
     settled: asyncio.Event = field(default_factory=asyncio.Event)
     # Set once the client has been told where the server stands: its init notification,
@@ -61,7 +77,7 @@ class ServerConn:
     reported: asyncio.Event = field(default_factory=asyncio.Event)
     # Set once a consent URL is out: the server stays loading until a person decides.
     consent_pending: asyncio.Event = field(default_factory=asyncio.Event)
-    scope: Any = None  # the anyio CancelScope the connection runs in
+    cancel_init: Callable[[], object] | None = None  # stops the connection while it is still starting
     deadline_handle: asyncio.TimerHandle | None = None
     challenge: str = ""  # the WWW-Authenticate of a 401, if one was seen
     presented_token: bool = False
@@ -70,7 +86,7 @@ class ServerConn:
     def name(self) -> str:
         return self.spec.name
 
-    def usable_tools(self) -> list[Any]:
+    def usable_tools(self) -> list[ListedTool]:
         return [t for t in self.tools if t.name not in self.spec.disabled_tools]
 
 
@@ -156,8 +172,8 @@ class McpHub:
         for conn in self.conns.values():
             if conn.deadline_handle is not None:
                 conn.deadline_handle.cancel()
-            if not conn.settled.is_set() and conn.scope is not None:
-                conn.scope.cancel()  # still connecting (or waiting for a consent): give up now
+            if not conn.settled.is_set() and conn.cancel_init is not None:
+                conn.cancel_init()  # still connecting (or waiting for a consent): give up now
         if not tasks:
             return
         _, pending = await asyncio.wait(tasks, timeout=CLOSE_WAIT_SECS)
@@ -174,7 +190,7 @@ class McpHub:
                  "toolCount": len(c.usable_tools()) if c.status == RUNNING else 0}
                 for c in self.conns.values()]
 
-    def running_tools(self) -> list[tuple[str, Any]]:
+    def running_tools(self) -> list[tuple[str, ListedTool]]:
         """``(server, Tool)`` for every tool of a running server that is not disabled."""
         return [(c.name, t) for c in self.conns.values() if c.status == RUNNING for t in c.usable_tools()]
 
@@ -194,26 +210,71 @@ class McpHub:
     # -- connecting ----------------------------------------------------------
 
     async def _run(self, conn: ServerConn) -> None:
+        # An entry's own ``timeout`` (ms, kiro's per-request limit) bounds its initialize too.
+        deadline = conn.spec.timeout_ms / 1000 if conn.spec.timeout_ms else self._init_timeout
+        conn.deadline_handle = asyncio.get_running_loop().call_later(deadline, self._init_timed_out, conn)
+        if conn.spec.transport == "stdio":
+            await self._run_stdio(conn)
+        else:
+            await self._run_sdk(conn)
+
+    async def _run_stdio(self, conn: ServerConn) -> None:
+        spec = conn.spec
+        env = {**os.environ, **{k: expand_env(v) for k, v in spec.env.items()}}
+        client = StdioClient(spec.command or "", list(spec.args), env=env, cwd=self.cwd)
+        handshake: asyncio.Future[list[Tool]] | None = None
+        try:
+            try:
+                await client.start()  # not under the deadline's cancel: a spawn cut short could lose the child
+            except Exception as exc:  # noqa: BLE001 - a server that cannot start is a failed server
+                await self._failed(conn, _describe(exc))
+                return
+            if conn.settled.is_set() or self._closing.is_set():
+                return  # the deadline passed or the hub closed while the server was being spawned
+            handshake = asyncio.ensure_future(_handshake(client))
+            conn.cancel_init = handshake.cancel
+            await asyncio.wait([handshake])
+            if handshake.cancelled():
+                return  # the deadline (already reported) or the hub closing
+            failure = handshake.exception()
+            if failure is not None:
+                await self._failed(conn, _describe(failure))
+                return
+            if conn.settled.is_set():
+                return  # the deadline fired as the handshake ended: it has been reported failed
+            if conn.deadline_handle is not None:
+                conn.deadline_handle.cancel()
+            conn.session, conn.tools = client, list(handshake.result())
+            await self._settle(conn, RUNNING)
+            await _first_of(self._closing.wait(), client.closed.wait())
+        finally:
+            if handshake is not None and not handshake.done():
+                handshake.cancel()  # this task was cancelled: the hub gave up waiting
+            conn.session = None
+            try:
+                await self._ended(conn)
+            finally:
+                await client.aclose()  # even when cancelled meanwhile: a cancelled close kills the group
+
+    async def _run_sdk(self, conn: ServerConn) -> None:
         import anyio
         from mcp.client.session import ClientSession
 
-        conn.scope = anyio.CancelScope()
-        loop = asyncio.get_running_loop()
-        # An entry's own ``timeout`` (ms, kiro's per-request limit) bounds its initialize too.
-        deadline = conn.spec.timeout_ms / 1000 if conn.spec.timeout_ms else self._init_timeout
-        conn.deadline_handle = loop.call_later(deadline, self._init_timed_out, conn)
+        scope = anyio.CancelScope()
+        conn.cancel_init = scope.cancel
         try:
-            with conn.scope:
+            with scope:
                 async with contextlib.AsyncExitStack() as stack:
                     try:
-                        read, write = await self._open_transport(conn, stack)
+                        read, write = await self._open_http(conn, stack)
                         session = await stack.enter_async_context(ClientSession(read, write))
                         await session.initialize()
                         listed = await session.list_tools()
                     except Exception as exc:  # noqa: BLE001 - any start failure marks the server failed
                         await self._failed(conn, _describe(exc))
                         return
-                    conn.deadline_handle.cancel()
+                    if conn.deadline_handle is not None:
+                        conn.deadline_handle.cancel()
                     conn.session, conn.tools = session, list(listed.tools)
                     await self._settle(conn, RUNNING)
                     await self._closing.wait()
@@ -221,38 +282,30 @@ class McpHub:
             await self._failed(conn, _describe(exc))
         finally:
             conn.session = None
-            if conn.deadline_handle is not None:
-                conn.deadline_handle.cancel()
-            if not conn.settled.is_set():
-                await self._failed(conn, "connection ended")
-            elif conn.status == RUNNING and not self._closing.is_set():
-                conn.status, conn.error = FAILED, "connection closed"
-                await self._changed()
+            await self._ended(conn)
+
+    async def _ended(self, conn: ServerConn) -> None:
+        """The connection is over: a server that never settled failed; a running one closed under us."""
+        if conn.deadline_handle is not None:
+            conn.deadline_handle.cancel()
+        if not conn.settled.is_set():
+            await self._failed(conn, "connection ended")
+        elif conn.status == RUNNING and not self._closing.is_set():
+            conn.status, conn.error = FAILED, "connection closed"
+            await self._changed()
 
     def _init_timed_out(self, conn: ServerConn) -> None:
         if conn.settled.is_set():
             return
         self._mark_failed(conn, "timed out while initializing")
         asyncio.ensure_future(self._announce(conn))
-        if conn.scope is not None:
-            conn.scope.cancel()
+        if conn.cancel_init is not None:
+            conn.cancel_init()
 
     def _extend_deadline(self, conn: ServerConn, seconds: float) -> None:
         if conn.deadline_handle is not None:
             conn.deadline_handle.cancel()
         conn.deadline_handle = asyncio.get_running_loop().call_later(seconds, self._init_timed_out, conn)
-
-    async def _open_transport(self, conn: ServerConn, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
-        spec = conn.spec
-        if spec.transport == "stdio":
-            from mcp.client.stdio import StdioServerParameters, stdio_client
-
-            env = {**os.environ, **{k: expand_env(v) for k, v in spec.env.items()}}
-            params = StdioServerParameters(command=spec.command or "", args=list(spec.args), env=env,
-                                           cwd=str(self.cwd))
-            streams = await stack.enter_async_context(stdio_client(params, errlog=sys.stderr))
-            return streams[0], streams[1]
-        return await self._open_http(conn, stack)
 
     async def _open_http(self, conn: ServerConn, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
         spec = conn.spec
@@ -357,6 +410,21 @@ class McpHub:
             await self._notify(method, params)
         except Exception as exc:  # noqa: BLE001 - the client went away; nothing to tell
             log.debug("could not send %s: %s", method, exc)
+
+
+async def _handshake(client: StdioClient) -> list[Tool]:
+    await client.initialize()
+    return await client.list_tools()
+
+
+async def _first_of(*waits: Awaitable[Any]) -> None:
+    """Wait until one of ``waits`` is done; the others are cancelled."""
+    tasks = [asyncio.ensure_future(w) for w in waits]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
 
 
 def _hooked(hook: Callable[[Any], Awaitable[None]]) -> McpHttpClientFactory:
