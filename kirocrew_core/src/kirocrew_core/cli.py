@@ -5,11 +5,13 @@ command groups are named here with their import path and short help, and the
 module is imported only when the command actually runs (kedro's ``LazyGroup``).
 :class:`LazyGroup` is public: a plugin's own command group loads its subcommands the same way.
 The root lists the plugins' commands from a cached index (:mod:`kirocrew_core.command_index`),
-so the help imports no plugin at all while the install is unchanged.
+so the help imports no plugin at all while the install is unchanged, and running a plugin's
+command imports only the plugin module that adds it.
 """
 
 from __future__ import annotations
 
+import inspect
 import sys
 import warnings
 from collections.abc import Mapping
@@ -19,7 +21,7 @@ from typing import Any
 import click
 
 from kirocrew_core import __version__, command_index
-from kirocrew_core.command_index import IndexedCommand
+from kirocrew_core.command_index import CommandIndex, CommandOwner, IndexedCommand
 from kirocrew_core.errors import KirocrewError
 
 # name -> (import path "module:attribute", short help)
@@ -94,6 +96,8 @@ class KirocrewCLI(LazyGroup):
         self._registering = "kirocrew-core"
         # The plugin commands as the index lists them, once read; None until then or when not used.
         self._indexed: dict[str, IndexedCommand] | None = None
+        self._index_warnings: tuple[str, ...] = ()
+        self._index_warned = False
 
     # -- what plugins call -------------------------------------------------
 
@@ -143,6 +147,13 @@ class KirocrewCLI(LazyGroup):
 
         An index replays the warnings its listing printed (a broken plugin stays visible in every help).
         """
+        indexed = self._read_index()
+        if indexed is not None:
+            self._replay_index_warnings()
+        return indexed
+
+    def _read_index(self) -> dict[str, IndexedCommand] | None:
+        """:meth:`_indexed_commands` without the warnings: loads and re-indexes the plugins if it is stale."""
         if self._indexed is not None or self._plugins_loaded or not command_index.usable():
             return self._indexed
         expected = command_index.signature()
@@ -150,10 +161,59 @@ class KirocrewCLI(LazyGroup):
         if found is None:
             self._load_and_index(expected)
             return None
-        for text in found.warnings:
-            warnings.warn(text, stacklevel=2)
-        self._indexed = {command.name: command for command in found.commands}
+        self._use_index(found)
         return self._indexed
+
+    def _use_index(self, found: CommandIndex) -> None:
+        self._indexed = {command.name: command for command in found.commands}
+        self._index_warnings = found.warnings
+
+    def _replay_index_warnings(self) -> None:
+        if not self._index_warned:
+            self._index_warned = True
+            for text in self._index_warnings:
+                warnings.warn(text, stacklevel=3)
+
+    def _load_owner(self, name: str) -> bool:
+        """Add plugin command ``name`` by calling only the implementation the index names; whether that worked.
+
+        The listing's warnings are replayed, so the run shows what a full load would (a broken plugin stays
+        visible). Anything doubtful (no current index, no importable owner, an import or a call that fails,
+        a call that does not add ``name``) undoes what the call added and returns ``False``: the caller then
+        loads every plugin as before, which reports any failure as it always did.
+        """
+        indexed = self._read_index()
+        owner = indexed[name].owner if indexed is not None and name in indexed else None
+        if owner is None:
+            return False
+        before = (dict(self._lazy), dict(self.commands), dict(self._owners))
+        added = False
+        with warnings.catch_warnings(record=True) as caught:
+            try:
+                self._call_owner(owner)
+                added = name in self._lazy or name in self.commands
+            except KeyboardInterrupt:
+                raise
+            except BaseException:  # noqa: BLE001 - a plugin may raise anything; the full load reports it
+                added = False
+            finally:
+                self._registering = "kirocrew-core"
+        if not added:
+            self._lazy, self.commands, self._owners = before
+            return False
+        self._replay_index_warnings()
+        for shown in caught:
+            if str(shown.message) not in self._index_warnings:
+                warnings.showwarning(shown.message, shown.category, shown.filename, shown.lineno)
+        return True
+
+    def _call_owner(self, owner: CommandOwner) -> None:
+        """Import ``owner``'s module and call its ``register_commands`` with this root, crediting its plugin."""
+        function = getattr(import_module(owner.module), owner.function)
+        if not callable(function):
+            raise TypeError(f"{owner.module}:{owner.function} is not callable")
+        self._start_registering(owner.plugin)
+        function(self)
 
     def _load_and_index(self, expected: dict[str, Any]) -> None:
         """Load the plugins' commands as before, show what loading warned, and write the index of the result."""
@@ -169,15 +229,18 @@ class KirocrewCLI(LazyGroup):
         # The listing depends on each plugin's module (its entry point, imported or not: a broken one
         # may be fixed in place) and on the module of each register_commands implementation.
         manager = get_plugin_manager()
+        impls = ordered_hookimpls(manager, "register_commands")
         modules = [record.entry_point.partition(":")[0] for record in manager.records.values()]
-        modules += [impl.function.__module__ for impl in ordered_hookimpls(manager, "register_commands")]
-        command_index.write(expected, self._plugin_rows(), [str(shown.message) for shown in caught], modules)
+        modules += [impl.function.__module__ for impl in impls]
+        owners = {impl.plugin_name: owner for impl in impls
+                  if (owner := _module_level_owner(impl.plugin_name, impl.function)) is not None}
+        command_index.write(expected, self._plugin_rows(owners), [str(shown.message) for shown in caught], modules)
 
-    def _plugin_rows(self) -> list[IndexedCommand]:
-        """Every command a plugin added, as the root's help lists it (eager ones as at 80 columns)."""
-        rows = [IndexedCommand(name, short_help) for name, (_, short_help) in self._lazy.items()
-                if name not in CORE_COMMANDS]
-        rows += [IndexedCommand(name, command.get_short_help_str(78), command.hidden)
+    def _plugin_rows(self, owners: Mapping[str, CommandOwner]) -> list[IndexedCommand]:
+        """Every command a plugin added, as the root's help lists it (eager ones as at 80 columns), with its owner."""
+        rows = [IndexedCommand(name, short_help, False, owners.get(self._owners[name]))
+                for name, (_, short_help) in self._lazy.items() if name not in CORE_COMMANDS]
+        rows += [IndexedCommand(name, command.get_short_help_str(78), command.hidden, owners.get(self._owners[name]))
                  for name, command in self.commands.items() if name not in CORE_COMMANDS]
         return rows
 
@@ -191,7 +254,7 @@ class KirocrewCLI(LazyGroup):
         return super().list_commands(ctx)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.commands and cmd_name not in self._lazy:
+        if cmd_name not in self.commands and cmd_name not in self._lazy and not self._load_owner(cmd_name):
             self._load_plugin_commands()
         return super().get_command(ctx, cmd_name)
 
@@ -207,6 +270,17 @@ class KirocrewCLI(LazyGroup):
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(sorted(rows))
+
+
+def _module_level_owner(plugin: str, function: Any) -> CommandOwner | None:
+    """``function`` as an owner the root can import alone: a plain function its module names, else ``None``."""
+    module_name = getattr(function, "__module__", None)
+    name = getattr(function, "__name__", None)
+    if not (inspect.isfunction(function) and module_name and name and function.__qualname__ == name):
+        return None
+    if getattr(sys.modules.get(module_name), name, None) is not function:
+        return None
+    return CommandOwner(plugin, module_name, name)
 
 
 @click.group(

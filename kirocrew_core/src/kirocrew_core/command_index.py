@@ -3,7 +3,8 @@
 Listing the plugins' commands means building the plugin manager (pluggy, ``importlib.metadata``,
 every plugin module and what it imports): most of what a ``kirocrew --help`` spent. The index
 keeps what one such listing found (each command's name, one-line help and whether it is hidden,
-and the warnings loading printed) in :func:`kirocrew_core.home.cli_index_file`, with what decided it:
+which plugin's ``register_commands`` added it, and the warnings loading printed) in
+:func:`kirocrew_core.home.cli_index_file`, with what decided it:
 
 * the installed distributions: every ``*.dist-info`` and ``*.egg-info`` folder on ``sys.path``
   with its modification time (the folder's name carries the version; an install, an upgrade or a
@@ -13,9 +14,11 @@ and the warnings loading printed) in :func:`kirocrew_core.home.cli_index_file`, 
 
 If any differs, the root command loads the plugins as before and writes a new index. A cache is
 not worth a doubt: a missing, corrupt, unreadable or foreign-owned index is ignored and rebuilt,
-and a failed write leaves the next listing to try again. Running a command always loads the
-real one. Standard library only; the read path does not import :mod:`kirocrew_core.jsonfile`
-(its imports cost more than the read), the write path goes through it.
+and a failed write leaves the next listing to try again. Running a plugin command imports only the
+module of the implementation the index names as its owner (when that is a module-level function),
+and loads every plugin as before whenever that is in doubt. Standard library only; the read path
+does not import :mod:`kirocrew_core.jsonfile` (its imports cost more than the read), the write
+path goes through it.
 """
 
 from __future__ import annotations
@@ -30,19 +33,28 @@ from kirocrew_core import home
 from kirocrew_core.plugin_env import DISABLE_ENV, LOAD_ENV, STRICT_ENV, TRACE_ENV, truthy
 
 #: Bumped when the document's shape changes, so an older index is rebuilt rather than misread.
-FORMAT = 1
+FORMAT = 2
 #: A few hundred commands fit in a few KiB; anything this big is not an index we wrote.
 MAX_INDEX_BYTES = 1 << 20
 _METADATA_SUFFIXES = (".dist-info", ".egg-info")
 _SWITCHES = (LOAD_ENV, DISABLE_ENV, STRICT_ENV)
 
 
+class CommandOwner(NamedTuple):
+    """The ``register_commands`` implementation that added a command: a module-level function of a plugin."""
+
+    plugin: str
+    module: str
+    function: str
+
+
 class IndexedCommand(NamedTuple):
-    """One plugin command as the root's help lists it."""
+    """One plugin command as the root's help lists it, and who added it (``None``: not importable alone)."""
 
     name: str
     short_help: str
     hidden: bool = False
+    owner: CommandOwner | None = None
 
 
 class CommandIndex(NamedTuple):
@@ -109,13 +121,23 @@ def read(expected: Mapping[str, Any]) -> CommandIndex | None:
         return None
     parsed = []
     for row in commands:
-        if not (isinstance(row, list) and len(row) == 3 and isinstance(row[0], str) and row[0]
+        if not (isinstance(row, list) and len(row) == 4 and isinstance(row[0], str) and row[0]
                 and isinstance(row[1], str) and isinstance(row[2], bool)):
             return None
-        parsed.append(IndexedCommand(row[0], row[1], row[2]))
+        owner = _parse_owner(row[3])
+        if owner is None and row[3] is not None:
+            return None
+        parsed.append(IndexedCommand(row[0], row[1], row[2], owner))
     if not all(isinstance(text, str) for text in printed):
         return None
     return CommandIndex(tuple(parsed), tuple(printed))
+
+
+def _parse_owner(value: Any) -> CommandOwner | None:
+    if (isinstance(value, list) and len(value) == 3
+            and all(isinstance(part, str) and part for part in value)):
+        return CommandOwner(value[0], value[1], value[2])
+    return None
 
 
 def _read_document(path: str) -> Any:
@@ -168,8 +190,9 @@ def write(built_under: Mapping[str, Any], commands: Iterable[IndexedCommand], pr
     document = {
         "signature": dict(built_under),
         "sources": _source_files(modules),
-        "commands": [[command.name, command.short_help, command.hidden]
-                     for command in sorted(commands)],
+        "commands": [[command.name, command.short_help, command.hidden,
+                      list(command.owner) if command.owner is not None else None]
+                     for command in sorted(commands, key=lambda command: command.name)],
         "warnings": list(printed),
     }
     target = home.cli_index_file()
