@@ -239,3 +239,169 @@ def test_a_read_only_crew_home_still_gets_its_help(kirocrew, hello_site, isolate
     assert done.returncode == 0, done.stderr
     assert _hello_help(done.stdout) == "Say hello (version 1.0.0)."
     assert (isolated_homes.crew_home / "state").read_text() == "a file where the state folder would be\n"
+
+
+# -- running a plugin command: only the plugin that adds it is imported ---------------------------------
+
+RUN_PROBE = (
+    "import sys\nfrom kirocrew_core.cli import main\nargs = sys.argv[1:]\n"
+    "try:\n    main(args)\nexcept SystemExit as exc:\n    code = exc.code\n"
+    f"print('LOADED=' + ','.join(m for m in {PLUGIN_MACHINERY!r} if m in sys.modules))\n"
+    "print('EXIT=' + str(code))\n"
+)
+
+#: A plugin whose help does not read its own metadata, so running its command needs no importlib.metadata.
+PLAIN_PLUGIN = '''
+from kirocrew_core import hookimpl
+
+import kirocrew_hello_dependency
+
+@hookimpl
+def register_commands(cli):
+    cli.add_lazy_command("hello", "kirocrew_hello_commands:hello", kirocrew_hello_dependency.HELP)
+'''
+
+
+def _run_probe(env: dict[str, str], *args: str) -> tuple[str, str, list[str], str]:
+    """``kirocrew *args`` in a fresh interpreter: stdout, stderr, the plugin machinery it imported, exit code."""
+    done = subprocess.run([sys.executable, "-c", RUN_PROBE, *args], capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    output, _, tail = done.stdout.rpartition("LOADED=")
+    loaded, _, code = tail.partition("\nEXIT=")
+    return output, done.stderr, [name for name in loaded.strip().split(",") if name], code.strip()
+
+
+def _plugins(loaded: list[str]) -> list[str]:
+    """What ``loaded`` names besides pluggy (the plugin module's ``hookimpl`` marker is pluggy's)."""
+    return sorted(set(loaded) - {"pluggy"})
+
+
+@pytest.fixture
+def plain_site(tmp_path):
+    site = _hello_site(tmp_path / "site", source=PLAIN_PLUGIN)
+    (site / "kirocrew_hello_dependency.py").write_text('HELP = "Say hello."\n')
+    return site
+
+
+def _owner_of(name: str):
+    rows = {row[0]: row for row in json.loads(home.cli_index_file().read_text())["commands"]}
+    return rows[name][3]
+
+
+def test_the_index_names_the_implementation_that_added_each_command(kirocrew, plain_site):
+    assert kirocrew("--help", env=_env(plain_site)).returncode == 0
+    assert _owner_of("hello") == ["hello", "kirocrew_hello", "register_commands"]
+    assert _owner_of("cron") == ["cron", "kirocrew_cron.plugin", "register_commands"]
+    assert _owner_of("knowledge") == ["kirocrew_core.builtin.knowledge", "kirocrew_core.builtin.knowledge",
+                                      "register_commands"]
+
+
+def test_a_plugin_command_runs_with_only_its_plugin_imported(kirocrew, plain_site):
+    env = _env(plain_site)
+    assert kirocrew("--help", env=env).returncode == 0
+
+    output, stderr, loaded, code = _run_probe(env, "hello", "world")
+    assert (output, code) == ("hello world\n", "0"), stderr
+    assert _plugins(loaded) == ["kirocrew_hello", "kirocrew_hello_commands"]
+    output, stderr, loaded, code = _run_probe(env, "cron", "--help")
+    assert output.startswith("Usage: kirocrew cron ") and code == "0", stderr
+    # cron's plugin module declares its config keys, so kirocrew_core.config comes with it; no other plugin does.
+    assert _plugins(loaded) == ["kirocrew_core.config", "kirocrew_cron"]
+    # The command itself still reaches the full plugin manager when it calls hooks.
+    output, stderr, loaded, code = _run_probe(env, "cron", "list")
+    assert code == "0", stderr
+    assert "kirocrew_cron" in loaded
+
+
+@pytest.mark.parametrize("change", ["edited plugin source", "new distribution version"])
+def test_a_stale_index_falls_back_to_the_full_load_and_is_rebuilt(kirocrew, plain_site, change):
+    env = _env(plain_site)
+    assert kirocrew("--help", env=env).returncode == 0
+    module_file = plain_site / "kirocrew_hello.py"
+    stamp = module_file.stat().st_mtime_ns
+    if change == "edited plugin source":
+        module_file.write_text(PLAIN_PLUGIN.replace("HELP)", 'HELP + " Edited.")'))
+        os.utime(module_file, ns=(stamp + 10**9, stamp + 10**9))
+        expected = "Say hello. Edited."
+    else:
+        shutil.rmtree(plain_site / "kirocrew_hello-1.0.0.dist-info")
+        _hello_site(plain_site, version="2.0.0", source=PLAIN_PLUGIN)
+        os.utime(module_file, ns=(stamp, stamp))
+        expected = "Say hello."
+
+    output, stderr, loaded, code = _run_probe(env, "hello", "world")
+    assert (output, code) == ("hello world\n", "0"), stderr
+    assert "kirocrew_core.plugins" in loaded and "kirocrew_mcp" in loaded  # every plugin, as before
+    assert _hello_help(kirocrew("--help", env=env).stdout) == expected  # rebuilt by that run
+    _, _, loaded, _ = _run_probe(env, "hello", "world")
+    assert _plugins(loaded) == ["kirocrew_hello", "kirocrew_hello_commands"]
+
+
+def test_a_broken_owning_plugin_falls_back_to_the_full_load_and_its_warning(kirocrew, plain_site):
+    env = _env(plain_site)
+    assert kirocrew("--help", env=env).returncode == 0
+    # Its dependency breaks: neither a distribution nor a plugin module changed, so the index is still current.
+    (plain_site / "kirocrew_hello_dependency.py").write_text("raise ImportError('hello is broken')\n")
+
+    _, stderr, loaded, code = _run_probe(env, "hello", "world")
+    assert "kirocrew_core.plugins" in loaded
+    assert code == "2"
+    assert ("kirocrew: warning: skipped plugin 'hello' from distribution 'kirocrew-hello': failed to import: "
+            "ImportError: hello is broken") in stderr
+    assert "No such command 'hello'" in stderr
+    with_index = kirocrew("hello", "world", env=env)
+    home.cli_index_file().unlink()
+    without_index = kirocrew("hello", "world", env=env)
+    assert (with_index.returncode, with_index.stderr) == (without_index.returncode, without_index.stderr)
+
+
+def test_the_listings_warnings_are_replayed_when_a_command_runs_alone(kirocrew, plain_site, tmp_path):
+    broken = make_plugin_distribution(tmp_path / "broken", distribution="kirocrew-broken",
+                                      module="kirocrew_broken_plugin", source="raise ImportError('gone')")
+    env = _env(plain_site, PYTHONPATH=os.pathsep.join([str(plain_site), str(broken), os.environ.get("PYTHONPATH", "")]))
+    warning = "kirocrew: warning: skipped plugin 'broken' from distribution 'kirocrew-broken'"
+    assert warning in kirocrew("--help", env=env).stderr
+
+    output, stderr, loaded, _ = _run_probe(env, "hello", "world")
+    assert output == "hello world\n"
+    assert _plugins(loaded) == ["kirocrew_hello", "kirocrew_hello_commands"]
+    assert stderr.count(warning) == 1
+
+
+def test_an_owner_that_is_not_a_module_level_function_loads_every_plugin(kirocrew, tmp_path):
+    site = make_plugin_distribution(tmp_path / "site", distribution="kirocrew-hello", module="kirocrew_hello",
+                                    source=PLAIN_PLUGIN.replace("@hookimpl\ndef register_commands(cli):",
+                                                                "class Plugin:\n    @hookimpl\n"
+                                                                "    def register_commands(self, cli):")
+                                    .replace("    cli.add_lazy", "        cli.add_lazy") + "\nplugin = Plugin()\n")
+    (site / "kirocrew_hello_commands.py").write_text(COMMAND_MODULE)
+    (site / "kirocrew_hello_dependency.py").write_text('HELP = "Say hello."\n')
+    entry_points = site / "kirocrew_hello-1.0.0.dist-info" / "entry_points.txt"
+    entry_points.write_text(entry_points.read_text().replace("= kirocrew_hello", "= kirocrew_hello:plugin"))
+    env = _env(site)
+    assert _hello_help(kirocrew("--help", env=env).stdout) == "Say hello."
+    assert _owner_of("hello") is None
+
+    output, stderr, loaded, code = _run_probe(env, "hello", "world")
+    assert (output, code) == ("hello world\n", "0"), stderr
+    assert "kirocrew_core.plugins" in loaded
+
+
+def test_tracing_the_plugins_loads_every_plugin_to_run_a_command(kirocrew, plain_site):
+    env = _env(plain_site)
+    assert kirocrew("--help", env=env).returncode == 0
+    done = kirocrew("hello", "world", env=_env(plain_site, KIROCREW_TRACE_PLUGINS="1"))
+    assert done.stdout == "hello world\n"
+    assert "kirocrew trace: register_commands -> hello" in done.stderr
+
+
+def test_an_unknown_command_still_errors_as_click_does(kirocrew, plain_site):
+    env = _env(plain_site)
+    assert kirocrew("--help", env=env).returncode == 0
+    done = kirocrew("no-such-command", env=env)
+    assert done.returncode == 2
+    assert "Error: No such command 'no-such-command'." in done.stderr
+    _, _, loaded, code = _run_probe(env, "no-such-command")
+    assert code == "2"
+    assert "kirocrew_core.plugins" in loaded  # as before: an unknown name may be a plugin the index missed
