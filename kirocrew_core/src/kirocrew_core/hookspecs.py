@@ -79,10 +79,14 @@ def register_commands(cli: KirocrewCLI) -> None:
     each command's name and one-line help from a cached index, rebuilt by
     calling this hook whenever a distribution is added, removed or at another
     version, or a plugin module changed (see ``kirocrew_core.command_index``).
-    Keep it cheap and deterministic (the same install must list the same
-    commands): prefer ``cli.add_lazy_command("mcp", "kirocrew_mcp.cli:mcp",
-    "Manage MCP servers")``, which imports your command module only when the
-    command runs; ``cli.add_command(group)`` works too but imports it up front.
+    The index names the implementation that added each command: when it is a
+    module-level function, running that command imports only its module and
+    calls only it (every plugin is loaded when in doubt), so it must add its
+    commands on its own, without another plugin's help. Keep it cheap and
+    deterministic (the same install must list the same commands): prefer
+    ``cli.add_lazy_command("mcp", "kirocrew_mcp.cli:mcp", "Manage MCP servers")``,
+    which imports your command module only when the command runs;
+    ``cli.add_command(group)`` works too but imports it up front.
 
     :param cli: the root group; a name already taken is refused with a warning
         (core commands win, then plugins in call order).
