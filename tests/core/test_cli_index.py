@@ -405,3 +405,20 @@ def test_an_unknown_command_still_errors_as_click_does(kirocrew, plain_site):
     _, _, loaded, code = _run_probe(env, "no-such-command")
     assert code == "2"
     assert "kirocrew_core.plugins" in loaded  # as before: an unknown name may be a plugin the index missed
+
+
+def test_a_command_run_alone_still_reads_a_config_file_with_other_plugins_keys(kirocrew, plain_site):
+    env = _env(plain_site)
+    assert kirocrew("--help", env=env).returncode == 0
+    config = home.config_file()
+    config.parent.mkdir(parents=True, exist_ok=True)
+    # cron.timezone is declared by kirocrew-cron's plugin module, which `kirocrew crew` does not import.
+    config.write_text('[cron]\ntimezone = "Europe/Paris"\n')
+    done = kirocrew("crew", "list", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "No crews." in done.stdout
+
+    config.write_text('[cron]\ntimezone = "Europe/Paris"\nno_such_key = 1\n')
+    done = kirocrew("crew", "list", env=env)
+    assert done.returncode == 2
+    assert "error[config_invalid]" in done.stderr and "unknown key 'cron.no_such_key'" in done.stderr

@@ -12,8 +12,10 @@ A dotted name is a TOML table plus a key: ``gateway.port`` is ``port`` in the
 Plugins may add keys with :func:`register_key`, called at import time of the
 module their entry point names (``register_key(ConfigKey("myplugin.depth",
 int, 3, "How deep to look."))``). The ``kirocrew config`` commands load the
-plugins before reading the file, so those keys are known there; a key whose
-plugin is uninstalled becomes an unknown key and is reported as such.
+plugins before reading the file, so those keys are known there; elsewhere (a
+``kirocrew <plugin command>`` imports only its own plugin) a key nobody declared
+yet loads the plugins once before it is called unknown (:func:`_declare_plugin_keys`).
+A key whose plugin is uninstalled becomes an unknown key and is reported as such.
 
 Some tables hold named entries the owner defines rather than fixed keys:
 ``[crews.NAME]`` is one crew binding (:class:`ConfigTable`). Each entry's name
@@ -167,6 +169,23 @@ def _check_absolute_paths(value: Any) -> str | None:
 
 _REGISTRY: dict[str, ConfigKey] = {}
 _TABLES: dict[str, ConfigTable] = {}
+_plugins_declared = False
+
+
+def _declare_plugin_keys() -> bool:
+    """Load every plugin once, so each declares its keys; whether that was new (the caller then looks again).
+
+    A plugin command imports only its own plugin, so a key another plugin declares is not known yet
+    when that command reads the file; the full load pays only for a file with such a key.
+    """
+    global _plugins_declared
+    if _plugins_declared:
+        return False
+    _plugins_declared = True
+    from kirocrew_core.plugins import get_plugin_manager
+
+    get_plugin_manager()
+    return True
 
 
 def register_key(key: ConfigKey) -> ConfigKey:
@@ -192,6 +211,8 @@ def registered_keys() -> list[ConfigKey]:
 def lookup_key(name: str) -> ConfigKey:
     """The declared key ``name``; :class:`BadInputError` ``unknown_config_key`` lists the valid ones."""
     key = _REGISTRY.get(name)
+    if key is None and _declare_plugin_keys():
+        return lookup_key(name)
     if key is None:
         raise BadInputError(
             f"unknown config key {name!r}; valid keys: {', '.join(sorted(_REGISTRY))}",
@@ -617,6 +638,8 @@ def _validated(path: Path, document: tomlkit.TOMLDocument, *, skip: str | None =
         if name == skip:
             continue
         key = _REGISTRY.get(name)
+        if key is None and _declare_plugin_keys():
+            return _validated(path, document, skip=skip)
         if key is None:
             raise MalformedFileError(
                 path,
