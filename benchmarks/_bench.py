@@ -11,6 +11,7 @@ import os
 import random
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -33,6 +34,22 @@ def kirocrew_argv() -> list[str]:
     """The installed ``kirocrew`` next to this Python, or ``python -m`` from a bare checkout."""
     exe = Path(sys.executable).with_name("kirocrew")
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "kirocrew_core"]
+
+
+@contextlib.contextmanager
+def cli_homes() -> Iterator[tuple[Path, dict[str, str]]]:
+    """The installed ``kirocrew`` and an environment under a throwaway HOME, taken by this process too.
+
+    This process takes the homes as well, so ``kirocrew_core.home`` names the files the CLI writes
+    (its command index). Exits 2 without a ``kirocrew`` next to this Python.
+    """
+    exe = Path(sys.executable).with_name("kirocrew")
+    if not exe.exists():
+        raise SystemExit(f"no kirocrew next to {sys.executable}; run with the project's .venv python")
+    with tempfile.TemporaryDirectory() as user_home:
+        os.environ.update(HOME=user_home, KIRO_HOME=f"{user_home}/.kiro")
+        os.environ.pop("KIROCREW_HOME", None)
+        yield exe, dict(os.environ)
 
 
 def fake_kiro_environment(root: Path, *, state_dir: bool = False) -> dict[str, str]:

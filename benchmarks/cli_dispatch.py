@@ -19,11 +19,9 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
-from _bench import row
+from _bench import cli_homes, row
 
 
 def _once(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
@@ -42,17 +40,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
-    exe = Path(sys.executable).with_name("kirocrew")
-    if not exe.exists():
-        print(f"no kirocrew next to {sys.executable}; run with the project's .venv python", file=sys.stderr)
-        return 2
     from kirocrew_core import home
 
-    with tempfile.TemporaryDirectory() as user_home:
-        # This process takes the throwaway homes too, so home.py names the index the help writes.
-        os.environ.update(HOME=user_home, KIRO_HOME=f"{user_home}/.kiro")
-        os.environ.pop("KIROCREW_HOME", None)
-        env = dict(os.environ)
+    with cli_homes() as (exe, env):
         subprocess.run([str(exe), "--help"], env=env, capture_output=True, check=True)
         index = home.cli_index_file()
         with_owners = index.read_bytes()

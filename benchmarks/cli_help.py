@@ -14,15 +14,12 @@ median, p90 and min of each, the ratio of the medians to ``python -c pass`` (the
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
-from _bench import row
+from _bench import cli_homes, row
 
 #: ``kirocrew --help`` (index current) at most this many times ``python -c pass``, at the median.
 TARGET_RATIO = 6.0
@@ -42,17 +39,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=40)
     args = parser.parse_args()
-    exe = Path(sys.executable).with_name("kirocrew")
-    if not exe.exists():
-        print(f"no kirocrew next to {sys.executable}; run with the project's .venv python", file=sys.stderr)
-        return 2
     from kirocrew_core import home
 
-    with tempfile.TemporaryDirectory() as user_home:
-        # This process takes the throwaway homes too, so home.py names the index the help writes.
-        os.environ.update(HOME=user_home, KIRO_HOME=f"{user_home}/.kiro")
-        os.environ.pop("KIROCREW_HOME", None)
-        env = dict(os.environ)
+    with cli_homes() as (exe, env):
         index = home.cli_index_file()
         commands = {
             "python -c pass": [sys.executable, "-c", "pass"],
