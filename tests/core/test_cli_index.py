@@ -422,3 +422,27 @@ def test_a_command_run_alone_still_reads_a_config_file_with_other_plugins_keys(k
     done = kirocrew("crew", "list", env=env)
     assert done.returncode == 2
     assert "error[config_invalid]" in done.stderr and "unknown key 'cron.no_such_key'" in done.stderr
+
+
+def test_an_owner_that_no_longer_adds_the_command_loads_every_plugin(kirocrew, tmp_path):
+    # Its listing depends on something the index does not track (here an environment variable).
+    source = '''
+import os
+
+from kirocrew_core import hookimpl
+
+@hookimpl
+def register_commands(cli):
+    if os.environ.get("KIROCREW_TEST_HELLO"):
+        cli.add_lazy_command("hello", "kirocrew_hello_commands:hello", "Say hello.")
+'''
+    site = _hello_site(tmp_path / "site", source=source)
+    assert _hello_help(kirocrew("--help", env=_env(site, KIROCREW_TEST_HELLO="1")).stdout) == "Say hello."
+    output, stderr, loaded, code = _run_probe(_env(site, KIROCREW_TEST_HELLO="1"), "hello", "world")
+    assert (output, code) == ("hello world\n", "0"), stderr
+    assert _plugins(loaded) == ["kirocrew_hello", "kirocrew_hello_commands"]
+
+    _, stderr, loaded, code = _run_probe(_env(site), "hello", "world")
+    assert code == "2"
+    assert "kirocrew_core.plugins" in loaded
+    assert "No such command 'hello'" in stderr
