@@ -363,6 +363,20 @@ async def _transport_closed(proc: asyncio.subprocess.Process, deadline: float) -
     _close_transport(proc)
 
 
+async def _leader_reported(proc: asyncio.subprocess.Process, timeout: float) -> None:
+    """Wait (bounded) until the loop's child watcher has reported the killed leader's exit.
+
+    Closing the transport before that reaps the leader behind the watcher's back (asyncio's ``close()``
+    polls its ``Popen``): the watcher then reports 255 instead of the signal and logs an unknown child.
+    A second cancel ends the wait at once; the caller re-raises the first.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    with contextlib.suppress(asyncio.CancelledError):
+        while proc.returncode is None and loop.time() < deadline:
+            await asyncio.sleep(POLL_INTERVAL_SECS)
+
+
 async def _teardown_async(proc: asyncio.subprocess.Process, pgid: int | None) -> tuple[Step, bool]:
     if proc.returncode is not None and not await asyncio.to_thread(_group_alive, pgid):
         _close_stdin_async(proc)
@@ -389,6 +403,7 @@ async def terminate_async(proc: asyncio.subprocess.Process, *, reason: str = "")
         step, survivors = await _teardown_async(proc, pgid)
     except BaseException:
         _signal(proc, pgid, signal.SIGKILL)
+        await _leader_reported(proc, KILL_WAIT_SECS)
         _close_transport(proc)
         raise
     # Let the pipes reach EOF, so the drains deliver the last lines and the transport closes.
@@ -412,6 +427,7 @@ async def terminate_async(proc: asyncio.subprocess.Process, *, reason: str = "")
 # Linux: the group's other processes would outlive a SIGKILLed host.
 # The supervisor survives the SIGTERM (a trap, not an ignore: the command gets SIGTERM's default action)
 # to reap the command at once, so the watcher sees it gone and ends the group without waiting out the grace.
+# It reaps the watcher it kills before it exits: once the supervisor is gone, nothing of the tie is left in the group.
 _TIE_SCRIPT = """\
 trap : TERM
 exec 3<&0 </dev/null
@@ -431,6 +447,7 @@ while :; do
   kill -0 "$job" 2>/dev/null || break
 done
 kill -KILL "$watch" 2>/dev/null
+wait "$watch" 2>/dev/null
 exit "$status"
 """
 TIE_NAME = "kirocrew-tied"
