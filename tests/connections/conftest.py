@@ -12,7 +12,8 @@ import pytest
 
 from kirocrew_core.contributions import RegistryLoader
 from kirocrew_testing.plugins import register_plugin
-from kirocrew_testing.servers import LaunchedServer, launch
+from kirocrew_testing.mcp_fixtures import OAuthMCPServer
+from kirocrew_testing.servers import OAUTH_MODULE, LaunchedServer, launch
 
 from kirocrew_connections.registry import clear_registry_cache
 
@@ -56,6 +57,21 @@ def providers(plugin_manager: Any) -> Iterator[list[dict[str, Any]]]:
     clear_registry_cache()
     yield entries
     clear_registry_cache()
+
+
+@pytest.fixture(scope="module")
+def _module_oauth_mcp_server() -> Iterator[OAuthMCPServer]:
+    """One default OAuth fixture server per module: each start costs about 0.5 CPU-s (the SDK's import)."""
+    server = OAuthMCPServer(launch(OAUTH_MODULE, "--port", "0"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def oauth_mcp_server(_module_oauth_mcp_server: OAuthMCPServer) -> OAuthMCPServer:
+    """The kit's ``oauth_mcp_server``, shared by the module and reset before each test (homes are per test)."""
+    _module_oauth_mcp_server.reset()
+    return _module_oauth_mcp_server
 
 
 @pytest.fixture

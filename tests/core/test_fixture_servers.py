@@ -221,6 +221,15 @@ def _register(metadata: dict[str, Any], redirect_uri: str) -> dict[str, Any]:
     return response.json()
 
 
+def _authorize(metadata: dict[str, Any], client: dict[str, Any], redirect_uri: str,
+               state: str) -> tuple[str, httpx.Response]:
+    """Open the authorization endpoint with an S256 challenge: the verifier and the response."""
+    verifier, challenge = _pkce()
+    query = urlencode({"response_type": "code", "client_id": client["client_id"], "redirect_uri": redirect_uri,
+                       "state": state, "code_challenge": challenge, "code_challenge_method": "S256"})
+    return verifier, httpx.get(f"{metadata['authorization_endpoint']}?{query}")
+
+
 def test_the_mcp_endpoint_answers_401_with_a_resource_metadata_challenge(oauth_mcp_server: Any) -> None:
     response = httpx.post(oauth_mcp_server.mcp_url, headers={"Accept": "application/json, text/event-stream"})
     assert response.status_code == 401
@@ -255,10 +264,7 @@ def test_authorization_waits_on_a_consent_page_until_the_user_allows(oauth_mcp_s
     metadata = httpx.get(oauth_mcp_server.urls["authorization_server_metadata_url"]).json()
     redirect_uri = "http://127.0.0.1:9/cb"
     client = _register(metadata, redirect_uri)
-    verifier, challenge = _pkce()
-    query = urlencode({"response_type": "code", "client_id": client["client_id"], "redirect_uri": redirect_uri,
-                       "state": "st4te", "code_challenge": challenge, "code_challenge_method": "S256"})
-    authorize = httpx.get(f"{metadata['authorization_endpoint']}?{query}")
+    verifier, authorize = _authorize(metadata, client, redirect_uri, "st4te")
     assert authorize.status_code == 302
     assert "/consent?request=" in authorize.headers["location"]  # not back to the client yet
     assert httpx.get(authorize.headers["location"]).status_code == 200  # the page a user sees
@@ -299,6 +305,34 @@ def test_authorization_waits_on_a_consent_page_until_the_user_allows(oauth_mcp_s
         "token": refreshed.json()["access_token"], "client_id": client["client_id"], "client_secret": ""})
     assert revoke.status_code == 200
     assert oauth_mcp_server.state()["access_tokens"] == 0
+
+
+def test_a_reset_forgets_registrations_consents_and_tokens_but_keeps_the_preregistered_client(
+        start_oauth_mcp_server: Any) -> None:
+    server = start_oauth_mcp_server("--client-id", "kept-app")
+    metadata = httpx.get(server.urls["authorization_server_metadata_url"]).json()
+    redirect_uri = "http://127.0.0.1:9/cb"
+    client = _register(metadata, redirect_uri)
+    verifier, _ = _authorize(metadata, client, redirect_uri, "one")
+    params = parse_qs(urlsplit(httpx.get(server.pending_consents()[0]["allow_url"]).headers["location"]).query)
+    tokens = httpx.post(metadata["token_endpoint"], data={
+        "grant_type": "authorization_code", "code": params["code"][0], "redirect_uri": redirect_uri,
+        "client_id": client["client_id"], "code_verifier": verifier}).json()
+    _authorize(metadata, client, redirect_uri, "two")  # a request left pending
+    before = server.state()
+    assert before["clients"] == sorted(["kept-app", client["client_id"]])
+    assert (before["pending"], before["access_tokens"]) == (1, 1)
+
+    server.reset()
+
+    assert server.state() == {"clients": ["kept-app"], "pending": 0, "access_tokens": 0,
+                              "live_access_tokens": 0, "refresh_tokens": 0, "counters": {}}
+    assert server.pending_consents() == []
+    bearer = {"Authorization": f"Bearer {tokens['access_token']}", "Accept": "application/json, text/event-stream"}
+    assert httpx.post(server.mcp_url, headers=bearer).status_code == 401  # the old token is unknown now
+    refused = httpx.post(metadata["token_endpoint"], data={
+        "grant_type": "refresh_token", "refresh_token": tokens["refresh_token"], "client_id": client["client_id"]})
+    assert (refused.status_code, refused.json()["error"]) == (401, "invalid_client")  # the client is forgotten too
 
 
 @pytest.mark.parametrize("method", ["plain", None])

@@ -83,6 +83,12 @@ class OAuthMCPServer:
 
         return httpx.post(f"{self.control_url}/revoke-all").raise_for_status().json()["revoked"]
 
+    def reset(self) -> None:
+        """Forget every client, consent request and token: the server then acts as a fresh one."""
+        import httpx
+
+        httpx.post(f"{self.control_url}/reset").raise_for_status()
+
     def expire_access_tokens(self) -> int:
         import httpx
 

@@ -28,7 +28,9 @@ relocating the SDK's routes for a path issuer, which it mounts at the root:
   both tokens (the old pair stops working); revoking either revokes both.
 * Control API (no auth, loopback only): ``GET /_control/pending``,
   ``GET /_control/state``, ``POST /_control/revoke-all``,
-  ``POST /_control/expire-access-tokens``.
+  ``POST /_control/expire-access-tokens``, ``POST /_control/reset`` (forget every
+  registered client, request, code, token and counter: a server shared by several
+  tests starts each one as a fresh server would; a pre-registered client stays).
 
 A pre-registered client, as GitHub and Asana have: ``--client-id`` is known to
 the authorization server from the start (public, or confidential with
@@ -152,6 +154,7 @@ class FixtureAuthProvider:
         self.refresh: dict[str, Any] = {}
         self.pair_of: dict[str, str] = {}  # access <-> refresh, both directions
         self.counters: Counter[str] = Counter()
+        self.preregistered: set[str] = set()  # client ids known from the start, kept by reset()
 
     # -- registration -------------------------------------------------------
     async def get_client(self, client_id: str) -> Any:
@@ -258,6 +261,14 @@ class FixtureAuthProvider:
         self.counters["revocations"] += count
         return count
 
+    def reset(self) -> None:
+        """Back to the state at start: only the pre-registered client, if any, stays known."""
+        kept = {cid: c for cid, c in self.clients.items() if cid in self.preregistered}
+        for table in (self.clients, self.pending, self.codes, self.access, self.refresh, self.pair_of):
+            table.clear()
+        self.clients.update(kept)
+        self.counters.clear()
+
     def expire_access_tokens(self) -> int:
         past = int(time.time()) - 1
         for token in self.access.values():
@@ -355,6 +366,7 @@ def build_app(args: argparse.Namespace, base_url: str) -> tuple[Any, dict[str, s
     )
     if args.client_id is not None:
         provider.clients[args.client_id] = _preregistered_client(args)
+        provider.preregistered.add(args.client_id)
     server = build_mcp_server(args, auth_server_provider=provider, auth=settings)
 
     def _consent_answer(request: Request, allow: bool) -> Response:
@@ -406,6 +418,11 @@ def build_app(args: argparse.Namespace, base_url: str) -> tuple[Any, dict[str, s
     @server.custom_route("/_control/revoke-all", methods=["POST"])
     async def control_revoke_all(request: Request) -> Response:
         return JSONResponse({"revoked": provider.revoke_all()})
+
+    @server.custom_route("/_control/reset", methods=["POST"])
+    async def control_reset(request: Request) -> Response:
+        provider.reset()
+        return JSONResponse({"reset": True})
 
     @server.custom_route("/_control/expire-access-tokens", methods=["POST"])
     async def control_expire(request: Request) -> Response:
