@@ -516,6 +516,82 @@ CREWS = register_table(
 )
 
 
+# Message channels (kirocrew_core.messages.settings reads them). Declared here rather than by the messages
+# plugin's module for the reason connections.project_roots is: registering imports this module.
+CHANNEL_KINDS = ("email", "webhook")
+CHANNEL_SECURITIES = ("starttls", "ssl", "plain")
+DEFAULT_CHANNEL_TIMEOUT_SECS = 10
+CHANNEL_TIMEOUT_MAX_SECS = 120
+_HOST_NAME = re.compile(r"^[A-Za-z0-9.-]{1,253}$|^\[?[0-9A-Fa-f:.]{2,45}\]?$")
+_ADDRESS = re.compile(r"^[^\s@<>,;\"]{1,64}@[A-Za-z0-9.-]{1,253}$")
+
+
+def _one_of(values: tuple[str, ...]) -> Any:
+    def check(value: Any) -> str | None:
+        return None if value in values else f"must be one of {', '.join(values)}, got {value!r}"
+
+    return check
+
+
+def _mail_host(value: Any) -> str | None:
+    return None if _HOST_NAME.match(value) else f"must be a host name or address, got {value[:100]!r}"
+
+
+def _address(value: Any) -> str | None:
+    return None if _ADDRESS.match(value) else f"must be one e-mail address, got {value[:100]!r}"
+
+
+def _addresses(value: Any) -> str | None:
+    if not 1 <= len(value) <= 20:
+        return "must list 1 to 20 addresses"
+    return next(filter(None, map(_address, value)), None)
+
+
+CHANNELS = register_table(
+    ConfigTable(
+        "channels",
+        "channel",
+        "Message channels send_message and file_send may deliver to besides the owner's feed: kind = \"email\" "
+        "(SMTP) or \"webhook\" (a JSON POST Slack's and Teams' incoming webhooks accept). Their secrets (the "
+        "webhook URL, the SMTP password) are set with `kirocrew messages secret NAME`, never here.",
+        (
+            EntryField("kind", str, "email or webhook.", _one_of(CHANNEL_KINDS)),
+            EntryField("smtp_host", str, "email: the SMTP server.", _mail_host),
+            EntryField("smtp_port", int, "email: its port (default 587 for starttls, 465 for ssl, 25 for plain).",
+                       int_range(1, 65535)),
+            EntryField("security", str, "email: starttls (default), ssl, or plain (only for a server on this "
+                       "machine; the password is never sent over plain).", _one_of(CHANNEL_SECURITIES)),
+            EntryField("username", str, "email: the login, when the server wants one (its password is the "
+                       "channel's secret)."),
+            EntryField("from_addr", str, "email: the From address.", _address),
+            EntryField("to", "list[str]", "email: the recipients (1-20).", _addresses),
+            EntryField("timeout_secs", int, f"How long one delivery may take, 1-{CHANNEL_TIMEOUT_MAX_SECS} seconds "
+                       f"(default {DEFAULT_CHANNEL_TIMEOUT_SECS}); past it the message falls back to the feed.",
+                       int_range(1, CHANNEL_TIMEOUT_MAX_SECS)),
+        ),
+        max_entries=20,
+    )
+)
+
+
+def _check_channel_name(value: Any) -> str | None:
+    if value == "" or ENTRY_NAME.match(value):
+        return None
+    return f'must be a channel name (letters, digits, _ and -) or "" for none, got {value[:100]!r}'
+
+
+register_key(
+    ConfigKey(
+        "messages.default_channel",
+        str,
+        "",
+        'The channel (a [channels.NAME] table) send_message delivers to when a call names none; "" (the default) '
+        "means the owner's feed only.",
+        _check_channel_name,
+    )
+)
+
+
 # --- reading ----------------------------------------------------------------
 
 

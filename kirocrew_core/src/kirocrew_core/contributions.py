@@ -330,6 +330,54 @@ class DeployDestination:
 
 
 @dataclass(frozen=True)
+class OutgoingMessage:
+    """What a message channel delivers (``message_channels()``): one ``send_message`` or ``file_send``.
+
+    ``id`` is kirocrew's message id; ``sender`` the attribution line naming the session (and cron job)
+    that sent it, which a channel must show with the text; ``file`` the outbox copy a ``file_send``
+    delivers (None for a plain message). The texts are already redacted of secrets.
+    """
+
+    id: str
+    title: str
+    text: str
+    sender: str
+    file: Path | None = None
+
+
+@dataclass(frozen=True)
+class MessageChannel:
+    """A place ``send_message`` delivers to besides the owner's feed (``message_channels()``).
+
+    ``send(message)`` runs in a worker thread, bounded by ``timeout_secs`` (a channel must also bound
+    its own network calls by it, so a hanging peer cannot hold the thread); it returns the delivery's
+    id on the channel (what ``delete`` is later given), or raises (any exception: the message falls back
+    to the feed, and the result says so). ``delete(delivery_id)`` withdraws a delivery where the
+    channel can (None: it cannot). ``kind`` names the implementation (``email``, ``webhook``);
+    ``description`` says where it delivers without any secret.
+    """
+
+    name: str
+    kind: str
+    description: str
+    send: Callable[[OutgoingMessage], str]
+    delete: Callable[[str], None] | None = None
+    timeout_secs: float = 10.0
+
+
+@dataclass(frozen=True)
+class CronJobRef:
+    """The cron job whose agent run a conversation is (``conversation_cron_job()``).
+
+    ``created_by`` is the conversation that made the job, when a session made it (None: the person did).
+    """
+
+    job_id: str
+    name: str
+    created_by: str | None = None
+
+
+@dataclass(frozen=True)
 class Contribution:
     """One hook result credited to the plugin that returned it."""
 

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from kirocrew_core.contributions import (
         AuthorityBackend,
         CoreMcpTool,
+        CronJobRef,
         DashboardPage,
         DeployDestination,
         HostedMcpServer,
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
         HistorySummarizer,
         ManagedMcpServer,
         McpScope,
+        MessageChannel,
         ProtectedPath,
         RegistryLoader,
         SecretFile,
@@ -410,6 +412,60 @@ def conversation_origin(conversation_id: str) -> str | None:
     :param conversation_id: the calling session's conversation (its verified identity).
     :return: ``"cron"`` or None; every plugin is called and the first answer that is not None in
         call order is used. An implementation that raises fails the call (``internal_error``).
+    """
+
+
+@hookspec
+def conversation_cron_job(conversation_id: str) -> CronJobRef | None:
+    """Return the cron job whose agent run ``conversation_id`` is (or was), or None.
+
+    Why a hook: a message a cron job's run sends names the job it came from (source
+    attribution), the owner may mute a job's messages, and ``send_message(session="origin")``
+    injects into the conversation that made the job; core imports no plugin, and only the plugin
+    that runs the jobs knows them. Called by :mod:`kirocrew_core.messages.senders` inside the host,
+    in a worker thread, on every ``send_message`` and ``file_send`` from a conversation's session.
+    kirocrew-cron answers from its runs in progress and its store (one read, never the network).
+
+    :param conversation_id: the calling session's conversation (its verified identity).
+    :return: a :class:`~kirocrew_core.contributions.CronJobRef` or None; every plugin is called and
+        the first answer that is not None in call order is used. An implementation that raises fails
+        the call (``internal_error``): a message is never attributed on a guess.
+    """
+
+
+@hookspec
+def conversation_inject(conversation_id: str, text: str) -> Any:
+    """Put ``text`` into the conversation ``conversation_id`` as a new turn, or say why not.
+
+    Why a hook: ``send_message(session="origin")`` delivers a cron job's message into the
+    conversation that made the job, and only the plugin that keeps conversations can run a turn
+    in one. Called by :mod:`kirocrew_core.messages.tools` inside the host, on the event loop (an
+    implementation may return an awaitable, which is awaited; keep it bounded: queue the turn,
+    never wait for its reply).
+
+    :param conversation_id: the conversation that made the calling session's cron job.
+    :param text: the message with its attribution line, already redacted.
+    :return: True when the turn was queued, one sentence saying why not when the plugin keeps that
+        conversation but cannot run a turn in it now, None when it does not keep it. Every plugin is
+        called; the message counts as injected when one answered True, and otherwise falls back to
+        the feed with the first reason in call order (the result says so). An implementation that
+        raises counts as a reason.
+    """
+
+
+@hookspec
+def message_channels() -> list[MessageChannel]:
+    """Return the places ``send_message`` and ``file_send`` may deliver to besides the owner's feed.
+
+    Called by :mod:`kirocrew_core.messages.channels` inside the host on every ``send_message``,
+    ``delete_message`` and ``file_send``, and by ``kirocrew messages channels``. Core's built-in
+    implementation turns each ``[channels.NAME]`` table of ``config.toml`` into an e-mail (SMTP)
+    or webhook channel. Keep it cheap: build the channel objects, connect to nothing.
+
+    :return: a list of :class:`~kirocrew_core.contributions.MessageChannel`; concatenated; for a
+        duplicate ``name`` the first in call order wins (a plugin overrides a configured channel
+        with ``tryfirst``). An implementation that raises is logged and skipped: the feed and the
+        other plugins' channels still work.
     """
 
 

@@ -39,6 +39,7 @@ LOCK_ORDER: tuple[str, ...] = (
     "conversations",  # conversation state outside SQLite's own locking
     "lessons",  # the lessons store and the lessons file the agent loads
     "notifications",  # the notification center's store
+    "messages",  # the messages store (sent messages, mutes, file approvals) and its outbox
     "artifacts",  # the artifact library (every artifact's folder and the folder tree)
     "deploys",  # the pending deploys; claimed without holding the library's lock
     "audit",  # the SEL; last, so anyone may log while holding another lock

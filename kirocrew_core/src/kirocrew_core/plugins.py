@@ -68,6 +68,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "kirocrew_core.builtin.history",
     "kirocrew_core.builtin.knowledge",
     "kirocrew_core.builtin.lessons",
+    "kirocrew_core.builtin.messages",
     "kirocrew_core.builtin.notifications",
     "kirocrew_core.builtin.policy",
     "kirocrew_core.builtin.resources",

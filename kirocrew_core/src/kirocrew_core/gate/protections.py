@@ -70,8 +70,9 @@ def _problem(value: Any) -> str | None:
     return "did not return a list of ProtectedPath"
 
 
-def protection_rules(pm: KirocrewPluginManager | None = None) -> tuple[list[Rule], list[str]]:
-    """The built-in rules from every plugin's ``protected_paths()``, and the problems met (a failing plugin)."""
+def all_protected_paths(pm: KirocrewPluginManager | None = None) -> tuple[list[ProtectedPath], list[str]]:
+    """Every plugin's ``protected_paths()``, and the problems met (a failing plugin): what the gate's built-in
+    rules are made of, and the fence ``file_send`` keeps sessions' deliveries out of."""
     from kirocrew_core.plugins import call_hook, get_plugin_manager
 
     call = call_hook(pm if pm is not None else get_plugin_manager(), "protected_paths", on_error="skip",
@@ -79,6 +80,12 @@ def protection_rules(pm: KirocrewPluginManager | None = None) -> tuple[list[Rule
     protected = [path for contribution in call.contributions for path in contribution.value or ()]
     problems = [f"plugin {f.plugin!r}: protected_paths() failed ({f.error}); every file access and shell "
                 "command asks until it is fixed" for f in call.failures]
+    return protected, problems
+
+
+def protection_rules(pm: KirocrewPluginManager | None = None) -> tuple[list[Rule], list[str]]:
+    """The built-in rules from every plugin's ``protected_paths()``, and the problems met (a failing plugin)."""
+    protected, problems = all_protected_paths(pm)
     secrets = tuple(dict.fromkeys(str(p.path) for p in protected if p.secret))
     writes = tuple(dict.fromkeys(str(p.path) for p in protected))
     rules = [

@@ -2,7 +2,8 @@
 
 Bodies are the sessions' Markdown rendered safe (:mod:`kirocrew_core.gateway.markdown`);
 every other string is escaped by the template. ``static/feed.js`` sends every change
-through the ``/api/notifications…`` routes and swaps in the page's fresh ``#feed``.
+through the ``/api/notifications…`` routes (a session's Mute and Unmute through ``/api/messages/mute``
+and ``…/unmute``) and swaps in the page's fresh ``#feed``.
 """
 
 from __future__ import annotations
@@ -28,15 +29,19 @@ async def feed_page(request: Request) -> Response:
     from kirocrew_core.gateway.markdown import render_markdown
     from kirocrew_core.gateway.shell import render_page
 
+    from kirocrew_core.messages import store as messages
+
     items: list[store.Notification] = []
+    muted: list[str] = []
     problem = None
     try:
         items = await asyncio.to_thread(store.all_notifications)
+        muted = await asyncio.to_thread(messages.mutes)
     except KirocrewError as exc:
         problem = exc
     bodies = {note.id: render_markdown(note.body, heading_offset=BODY_HEADING_OFFSET) for note in items if note.body}
     stamps = {note.id: datetime.fromtimestamp(note.created, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
               for note in items}
     return render_page(request, f"{PACKAGE}/feed.html", title="Notifications", status_code=503 if problem else 200,
-                       items=items, bodies=bodies, stamps=stamps, problem=problem,
+                       items=items, bodies=bodies, stamps=stamps, problem=problem, muted=set(muted),
                        unread=sum(1 for n in items if not n.read))

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
     from kirocrew_core.cli import KirocrewCLI
+    from kirocrew_core.contributions import CronJobRef
 
 SERVER_NAME = "kirocrew-cron"
 SERVER_COMMAND = "mcp-cron"
@@ -74,6 +75,27 @@ def conversation_origin(conversation_id: str) -> str | None:
     except ToolRefused:  # no host here, or its cron service has not started: no job runs in this process
         return None
     return "cron" if host.job_of_conversation(conversation_id) else None
+
+
+@hookimpl
+def conversation_cron_job(conversation_id: str) -> CronJobRef | None:
+    """The job a conversation is a run of, and the conversation that made it (a message's attribution and
+    ``send_message(session="origin")``)."""
+    from kirocrew_core.contributions import CronJobRef
+    from kirocrew_core.coretools.contract import ToolRefused
+
+    from kirocrew_cron.service import cron_host
+
+    try:
+        host = cron_host()
+    except ToolRefused:  # no host here, or its cron service has not started: no job runs in this process
+        return None
+    job_id = host.job_of_conversation(conversation_id)
+    job = host.store.get(job_id) if job_id else None
+    if job is None:
+        return None
+    kind, _, owner = job.owner.partition(":")
+    return CronJobRef(job.id, job.name, owner if kind == "conversation" and owner else None)
 
 
 @hookimpl

@@ -1,6 +1,7 @@
 // The notification feed. Its buttons work by delegation on #feed: mark read, dismiss, or pick an action,
-// each through the owner-authenticated /api/notifications routes; then the feed is redrawn from this
-// page's own server-rendered HTML (fetchPage), and an action with a link goes there.
+// each through the owner-authenticated /api/notifications routes, or mute and unmute the session that sent
+// it (/api/messages/mute, …/unmute); then the feed is redrawn from this page's own server-rendered HTML
+// (fetchPage), and an action with a link goes there.
 import { api, announce, fetchPage } from "/static/core/shell.js";
 
 let feed = document.getElementById("feed");
@@ -20,6 +21,10 @@ async function onClick(event) {
   const card = button.closest("[data-id]");
   const id = encodeURIComponent(card.dataset.id);
   const what = button.dataset.do;
+  if (what === "mute" || what === "unmute") {
+    await changeMute(button, what);
+    return;
+  }
   const path = what === "action"
     ? `/api/notifications/${id}/actions/${encodeURIComponent(button.dataset.action)}`
     : `/api/notifications/${id}/${what}`;
@@ -35,6 +40,18 @@ async function onClick(event) {
   } catch (err) {
     button.disabled = false;
     announce(`Could not ${what === "action" ? "record that" : what}: ${err.message}`, { urgent: true });
+  }
+}
+
+async function changeMute(button, what) {
+  button.disabled = true;
+  try {
+    await api(`/api/messages/${what}`, { method: "POST", body: { sender: button.dataset.sender } });
+    announce(what === "mute" ? "Session muted: its messages stay here and go nowhere else." : "Session unmuted.");
+    await redraw();
+  } catch (err) {
+    button.disabled = false;
+    announce(`Could not ${what}: ${err.message}`, { urgent: true });
   }
 }
 
