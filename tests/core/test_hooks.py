@@ -39,6 +39,7 @@ def test_the_hook_list_is_the_architecture_one():
         "known_workspaces", "agent_file_ready", "secret_files", "worker_load", "history_sources",
         "history_summarizers",
         "conversation_ancestry", "conversation_origin", "deploy_destinations", "knowledge_vector_search",
+        "conversation_cron_job", "conversation_inject", "message_channels",
     }
 
 
@@ -385,8 +386,9 @@ def test_hook_host_mcp_servers(plugin_manager):
         return host.pong(), await hello("mcp-roster"), await hello("mcp-other")
 
     pong, by_command, duplicate = _run_host(plugin_manager, body)
+    # core serves five
     assert pong["servers"] == ["kirocrew-artifacts-admin", "kirocrew-core", "kirocrew-knowledge-admin",
-                               "kirocrew-roster", "kirocrew-skills-admin"]  # core serves four
+                               "kirocrew-messages-admin", "kirocrew-roster", "kirocrew-skills-admin"]
     assert by_command["kirocrew"] == "welcome" and by_command["server"] == "kirocrew-roster"
     assert duplicate["code"] == "unknown_server"  # the second plugin to claim the name was refused
 
@@ -541,6 +543,92 @@ def test_hook_conversation_origin(plugin_manager):
     chat = session_actor(CrewSession("kcs1-" + "4" * 32, "conversation", "chat-conv"))
     assert (job_run.source, job_run.tree) == ("cron", "session-conv")  # a session's job: in its tree, made by cron
     assert chat.source == "chat"
+
+
+def _send_message(args, target="conv-1"):
+    """``send_message`` as a verified session of conversation ``target`` calls it (in process)."""
+    import asyncio
+
+    from kirocrew_core.coretools.contract import CrewSession, ToolCall
+    from kirocrew_core.messages.tools import send_message
+
+    who = CrewSession("kcs1-" + "6" * 32, "conversation", target, agent="kirocrew")
+    return asyncio.run(send_message(args, ToolCall("send_message", who, None, "strict", "session")))
+
+
+def test_hook_conversation_cron_job(plugin_manager):
+    """The first answer that is not None names the job a message came from; muting the job silences its runs."""
+    from kirocrew_core.contributions import CronJobRef
+    from kirocrew_core.messages import store
+
+    _register(plugin_manager, "a-nobody", conversation_cron_job=lambda conversation_id: None)
+    _register(plugin_manager, "b-jobs", conversation_cron_job=lambda conversation_id: (
+        CronJobRef("3f9a", "nightly digest", "maker") if conversation_id.startswith("cron-3f9a") else None))
+    _send_message({"text": "digest ready"}, target="cron-3f9a-01")
+    _send_message({"text": "chat"}, target="chat")
+    chat, job = store.all_messages()
+    assert job.sender == store.Sender("conversation", "cron-3f9a-01", "kirocrew", "3f9a", "nightly digest")
+    assert job.sender.line().endswith("cron job 3f9a \u201cnightly digest\u201d") and chat.sender.cron_job is None
+    store.mute("cron:3f9a")
+    assert "muted this session" in _send_message({"text": "again"}, target="cron-3f9a-02")
+    assert "muted" not in _send_message({"text": "still here"}, target="chat")
+
+
+def test_hook_conversation_inject(plugin_manager):
+    """The message goes into the conversation that made the job when a plugin answers True; otherwise the first
+    reason is the fallback's."""
+    from kirocrew_core.contributions import CronJobRef
+
+    injected = []
+
+    async def keeper(conversation_id, text):
+        if conversation_id != "maker":
+            return None
+        injected.append((conversation_id, text))
+        return True
+
+    makers = {"run-1": "maker", "run-2": "gone", "run-3": None}
+    _register(plugin_manager, "a-jobs", conversation_cron_job=lambda conversation_id: CronJobRef(
+        "77", "weekly", makers[conversation_id]) if conversation_id in makers else None)
+    _register(plugin_manager, "b-busy", conversation_inject=lambda conversation_id, text: (
+        "that conversation is archived" if conversation_id == "gone" else None))
+    _register(plugin_manager, "c-keeper", conversation_inject=keeper)
+    done = _send_message({"text": "report attached", "title": "Weekly", "session": "origin"}, target="run-1")
+    assert "injected into conversation maker (which created cron job 77)" in done
+    [(where, text)] = injected
+    assert where == "maker" and text.startswith("Weekly\n\nreport attached\n\n(Sent by kirocrew session")
+    archived = _send_message({"text": "x", "session": "origin"}, target="run-2")
+    assert "that conversation is archived" in archived and "NOT to the origin conversation" in archived
+    by_owner = _send_message({"text": "x", "session": "origin"}, target="run-3")
+    assert "made by the owner, not by a conversation" in by_owner
+    assert "not a cron job's run" in _send_message({"text": "x", "session": "origin"}, target="chat")
+    assert len(injected) == 1
+
+
+def test_hook_message_channels(plugin_manager):
+    """Channels are concatenated; for one name the first in call order wins; a raising plugin is skipped."""
+    from kirocrew_core.contributions import MessageChannel
+    from kirocrew_core.messages.channels import all_channels
+
+    sent = []
+
+    def channel(name, label):
+        def send(message):
+            sent.append((label, message))
+            return f"{label}-1"
+
+        return MessageChannel(name, "test", label, send)
+
+    def broken():
+        raise RuntimeError("no channels today")
+
+    _register(plugin_manager, "a-pager", message_channels=lambda: [channel("pager", "a"), channel("chat", "a-chat")])
+    _register(plugin_manager, "b-pager", message_channels=lambda: [channel("pager", "b")])
+    _register(plugin_manager, "c-broken", message_channels=broken)
+    assert {name: c.description for name, c in all_channels().items()} == {"pager": "a", "chat": "a-chat"}
+    assert "sent to channel pager" in _send_message({"text": "wake up", "channel": "pager"})
+    [(label, message)] = sent
+    assert label == "a" and message.text == "wake up" and message.sender.startswith("Sent by kirocrew session")
 
 
 def test_hook_knowledge_vector_search(plugin_manager, tmp_path):

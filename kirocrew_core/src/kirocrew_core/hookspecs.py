@@ -446,8 +446,8 @@ def conversation_inject(conversation_id: str, text: str) -> Any:
     :param conversation_id: the conversation that made the calling session's cron job.
     :param text: the message with its attribution line, already redacted.
     :return: True when the turn was queued, one sentence saying why not when the plugin keeps that
-        conversation but cannot run a turn in it now, None when it does not keep it. Every plugin is
-        called; the message counts as injected when one answered True, and otherwise falls back to
+        conversation but cannot run a turn in it now, None when it does not keep it. Every implementation
+        is called; the message counts as injected when one answered True, and otherwise falls back to
         the feed with the first reason in call order (the result says so). An implementation that
         raises counts as a reason.
     """
