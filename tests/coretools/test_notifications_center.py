@@ -1,5 +1,5 @@
 """send_notification and the notification center: identity and governance fail closed, the store's bounds,
-the JSON routes on a real `kirocrew serve`, and the feed page in a real browser."""
+the JSON routes on a real `kirocrew serve`, and the feed page in a real browser (its Mute button too)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 from kirocrew_core.config import set_value
 from kirocrew_core.coretools.contract import CrewSession, ToolCall
 from kirocrew_core.errors import KirocrewError
+from kirocrew_core.messages import store as messages
 from kirocrew_core.notifications import store, tools
 
 KEY = "kcs1-" + "7" * 32
@@ -228,6 +229,9 @@ def test_the_feed_page_shows_priority_source_safe_markdown_and_its_buttons_work(
     page.locator(f"#n-{critical.id}").get_by_role("button", name="Dismiss").click()
     expect(page.locator(f"#n-{critical.id}")).to_have_count(0)
     expect(page.locator("article.notification")).to_have_count(2)
+    review.get_by_role("button", name="Mute this session").click()  # the messages' per-session mute
+    expect(review.get_by_role("button", name="Unmute this session")).to_have_count(1)
+    assert messages.mutes() == ["conversation:conv-42"]
     assert opened.csp_violations() == [] and opened.console_errors == []
     review.get_by_role("button", name="Open it").click()
     page.wait_for_url("**/conversations/conv-42")
