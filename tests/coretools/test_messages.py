@@ -154,9 +154,16 @@ def test_a_message_lands_in_the_feed_naming_its_session_and_never_its_key(isolat
     assert stat.S_IMODE(store.store_file().stat().st_mode) == 0o600
 
 
-def test_a_message_without_a_title_is_titled_by_its_first_line(isolated_homes):
+def test_a_message_without_a_title_is_titled_by_its_first_line_and_a_title_is_one_line(isolated_homes, smtp_server):
     call(tools.send_message, {"text": "\n  Deploy finished in 4 minutes\nDetails follow"}, session())
     assert store.all_messages()[0].title == "Deploy finished in 4 minutes"
+    smtp_channel("mail", smtp_server.port)
+    smtp_server.inbox.mails.clear()
+    sent = call(tools.send_message, {"text": "x", "title": "Hi\r\nBcc: victim@example.org", "channel": "mail"},
+                session())
+    assert "sent to channel mail" in sent
+    [mail] = smtp_server.inbox.mails
+    assert mail["Subject"] == "[kirocrew] Hi Bcc: victim@example.org" and mail["Bcc"] is None
 
 
 def test_an_unverified_caller_is_refused_and_nothing_is_recorded(isolated_homes):

@@ -177,6 +177,10 @@ def _read(path: Path) -> bytes:
         raise _refuse(f"{path.name} does not exist", "file_not_found") from None
     except OSError as exc:
         raise _refuse(f"{path.name} cannot be read ({exc.strerror})", "not_a_file") from None
+    opened = _opened_path(fd)
+    if opened is not None and opened != path:  # a folder on the way was swapped for a link since it was resolved
+        os.close(fd)
+        raise _refuse(f"{path.name} moved while it was checked; nothing was sent", "path_outside_workspace")
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
@@ -189,6 +193,14 @@ def _read(path: Path) -> bytes:
     if len(data) > FILE_MAX_BYTES:
         raise _refuse(f"{path.name} grew past {FILE_MAX_BYTES} bytes while it was read", "file_too_large")
     return data
+
+
+def _opened_path(fd: int) -> Path | None:
+    """What the kernel says ``fd`` is (Linux's ``/proc/self/fd``), or None where it cannot say."""
+    try:
+        return Path(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        return None
 
 
 def _safe_name(name: str) -> str:

@@ -242,7 +242,8 @@ def _now() -> float:
 async def send_message(args: dict[str, Any], call: ToolCall) -> str:
     session = _require_sender(call, "sending messages")
     text = _redacted(store.text_field(args.get("text"), "text", store.TEXT_MAX_CHARS, required=True))
-    title = _redacted(store.text_field(args.get("title"), "title", store.TITLE_MAX_CHARS).strip())
+    # A title is one line wherever it is shown (an e-mail's Subject must not carry a line break).
+    title = _redacted(" ".join(store.text_field(args.get("title"), "title", store.TITLE_MAX_CHARS).split()))
     if not title:
         first = text.strip().splitlines()[0] if text.strip() else "Message"
         title = first[:80] + ("\u2026" if len(first) > 80 else "")
