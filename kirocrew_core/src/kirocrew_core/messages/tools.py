@@ -80,17 +80,14 @@ def _require_sender(call: ToolCall, doing: str) -> CrewSession:
     return call.session
 
 
-def _wanted_channel(args: dict[str, Any]) -> tuple[str | None, str | None]:
-    """``(channel name or None for the feed, why the default could not be used)`` (blocking: reads the config)."""
+def _wanted_channel(args: dict[str, Any]) -> str | None:
+    """The channel a call names, else the owner's default; None for the feed only (blocking: reads the config)."""
     from kirocrew_core.messages import settings
 
     named = args.get("channel")
     if named == FEED:
-        return None, None
-    if named:
-        return str(named), None
-    default = settings.default_channel()
-    return (default or None), None
+        return None
+    return str(named) if named else (settings.default_channel() or None)
 
 
 def _redacted(text: str) -> str:
@@ -123,7 +120,7 @@ def _plan(session: CrewSession, args: dict[str, Any]) -> _Plan:
         if args.get("channel"):
             raise BadInputError("name a channel or session=\"origin\", not both", code="bad_destination")
         return _Plan(sender, job, muted, None, True, None)
-    name, _ = _wanted_channel(args)
+    name = _wanted_channel(args)
     if name is None:
         return _Plan(sender, job, muted, None, False, None)
     try:
