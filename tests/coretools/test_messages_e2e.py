@@ -69,6 +69,7 @@ def test_a_session_messages_its_owner_through_a_channel_sends_a_file_and_the_own
                            "channel": "team"}),
         _mcp("file_send", {"path": "/etc/passwd"}),
         _mcp("delete_message", {"message_id": theirs.id}),
+        _mcp("send_message", {"text": "x" * (store.TEXT_MAX_CHARS + 1), "channel": "team"}),
         f'!shell {unmute} > twin.txt 2>&1; echo "exit $?" >> twin.txt',
         "!say done"])
 
@@ -82,20 +83,23 @@ def test_a_session_messages_its_owner_through_a_channel_sends_a_file_and_the_own
                 message=_mcp("send_message", {"text": "Still here.", "channel": "team"}) + "\n!say again"))
         async with crew.core() as plain:
             spoofed = await plain.call("send_message", text="from nowhere")
-        return {"first": first, "again": again, "spoofed": spoofed}
+        async with crew.core(session_key="kcs1-" + "0" * 32) as claiming:  # a key claimed, not proven
+            forged = await claiming.call("send_message", text="trust me", channel="team")
+        return {"first": first, "again": again, "spoofed": spoofed, "forged": forged}
 
     out = run_async(main())
     conversation = out["first"]["conversationId"]
-    sent, filed, outside, not_mine = out["first"]["reply"]["text"].split("result: ")[1:5]
+    sent, filed, outside, not_mine, oversized = out["first"]["reply"]["text"].split("result: ")[1:6]
     assert sent.startswith("Message m") and "sent to channel team and recorded in the owner's feed." in sent
     assert filed.startswith("File sent: report.txt (the test report).") and "sent to channel team" in filed
     assert outside.startswith("error[path_outside_workspace]: ")
     assert not_mine.startswith("error[message_not_yours]: ")
+    assert oversized.startswith("error[invalid_arguments]: text: ")
     twin = (crew.workspace / "twin.txt").read_text()
     assert "error[person_only_command]" in twin and twin.rstrip().endswith("exit 1"), twin
     assert "recorded in the owner's feed only: the owner has muted this session, so it was not sent to channel " \
            "team." in out["again"]["reply"]["text"]
-    assert out["spoofed"][1] == "caller_unverified"
+    assert out["spoofed"][1] == "caller_unverified" and out["forged"][1] == "caller_unverified"
 
     assert [body["title"] for body in received] == ["CI", "File: report.txt"]
     assert f"_Sent by kirocrew session conversation {conversation} (agent kirocrew)_" in received[0]["text"]
