@@ -287,6 +287,66 @@ def test_starttls_is_required_unless_the_owner_chose_plain_and_a_password_never_
     assert smtp_server.inbox.mails == []
 
 
+def test_starttls_and_a_login_with_the_channel_secret_reach_a_real_tls_smtp_server(isolated_homes, tmp_path,
+                                                                                  monkeypatch):
+    """A server that requires STARTTLS and authentication: the certificate is verified (its CA trusted through
+    SSL_CERT_FILE, as a system root would be), the password comes from the channel's secret file, and a wrong
+    one or an untrusted certificate falls back without the password in any text."""
+    import ssl
+    import subprocess
+
+    from aiosmtpd.controller import Controller
+    from aiosmtpd.handlers import Message
+    from aiosmtpd.smtp import AuthResult
+    from kirocrew_testing.requirements import executable
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run([executable("openssl", apt="openssl"), "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                    "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True, timeout=60)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    mails: list[Any] = []
+    logins: list[tuple[bytes, bytes]] = []
+
+    class Inbox(Message):
+        def handle_message(self, message: Any) -> None:
+            mails.append(message)
+
+    def authenticator(server: Any, session: Any, envelope: Any, mechanism: str, auth_data: Any) -> Any:
+        logins.append((auth_data.login, auth_data.password))
+        return AuthResult(success=auth_data.password == b"hunter2-smtp-pass")
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    controller = Controller(Inbox(), hostname="127.0.0.1", port=port, tls_context=context, require_starttls=True,
+                            authenticator=authenticator, auth_require_tls=True)
+    controller.start()
+    try:
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        smtp_channel("secure", port, security="starttls", username="crew", timeout_secs=3)
+        assert "no password" in call(tools.send_message, {"text": "x", "channel": "secure"}, session())
+        settings.write_secret("secure", "hunter2-smtp-pass")
+        sent = call(tools.send_message, {"text": "over TLS", "channel": "secure"}, session())
+        assert "sent to channel secure" in sent
+        [mail] = mails
+        assert "over TLS" in mail.get_payload(decode=True).decode()
+        settings.write_secret("secure", "wrong-smtp-pass")
+        refused_login = call(tools.send_message, {"text": "x", "channel": "secure"}, session())
+        # (after the 535, smtplib tries AUTH LOGIN, which this server never answers: the timeout ends it)
+        assert "NOT to channel secure" in refused_login and "wrong-smtp-pass" not in refused_login
+        assert logins == [(b"crew", b"hunter2-smtp-pass"), (b"crew", b"wrong-smtp-pass")]
+        monkeypatch.delenv("SSL_CERT_FILE")  # an untrusted certificate is refused, not sent to anyway
+        untrusted = call(tools.send_message, {"text": "x", "channel": "secure"}, session())
+        assert "NOT to channel secure" in untrusted and "SSLCertVerificationError" in untrusted
+        assert len(mails) == 1
+    finally:
+        controller.stop()
+    for text in (store.store_file().read_text(), feed.store_file().read_text()):
+        assert "hunter2" not in text and "wrong-smtp-pass" not in text
+
+
 def test_an_smtp_server_that_never_answers_does_not_hold_the_call_past_its_timeout(isolated_homes, hanging_smtp):
     smtp_channel("slow", hanging_smtp, timeout_secs=1)
     result = call(tools.send_message, {"text": "anyone?", "channel": "slow"}, session())
