@@ -470,6 +470,19 @@ def test_file_send_refuses_what_it_must_and_copies_nothing(workspace, tmp_path, 
     assert not outbox.outbox_dir().exists() and not store.store_file().exists()
 
 
+def test_a_file_sent_by_e_mail_is_attached(workspace, smtp_server):
+    smtp_channel("mail", smtp_server.port)
+    smtp_server.inbox.mails.clear()
+    (workspace / "chart.png").write_bytes(PNG)
+    (workspace / "notes.txt").write_text("plain notes\n")
+    for name in ("chart.png", "notes.txt"):
+        sent = call(tools.file_send, {"path": str(workspace / name), "channel": "mail"}, session(workspace=workspace))
+        assert sent.startswith(f"File sent: {name}.") and "sent to channel mail" in sent
+    attached = [[(part.get_filename(), part.get_payload(decode=True)) for part in mail.walk() if part.get_filename()]
+                for mail in smtp_server.inbox.mails]
+    assert attached == [[("chart.png", PNG)], [("notes.txt", b"plain notes\n")]]
+
+
 def test_kirocrew_own_files_are_fenced_even_inside_a_workspace(isolated_homes):
     from kirocrew_core import home
 

@@ -65,7 +65,7 @@ async def outbox_file(request: Request) -> Response:
     from kirocrew_core.messages import outbox
 
     path = await asyncio.to_thread(outbox.outbox_file, request.path_params["name"])
-    download = path.name.split("-", 1)[1]
+    download = outbox.shown_name(path)
     return FileResponse(path, media_type="application/octet-stream",
                         headers={"Content-Disposition": f'attachment; filename="{download}"',
                                  "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"})

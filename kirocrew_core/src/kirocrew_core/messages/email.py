@@ -44,7 +44,7 @@ def channel(name: str, fields: dict[str, Any]) -> MessageChannel:
                           f"{host}:{port} ({security})", send, None, timeout)
 
 
-def _compose(name: str, fields: dict[str, Any], message: OutgoingMessage) -> Any:
+def _compose(fields: dict[str, Any], message: OutgoingMessage) -> Any:
     import mimetypes
     from email.message import EmailMessage
     from email.utils import formatdate, make_msgid
@@ -58,11 +58,14 @@ def _compose(name: str, fields: dict[str, Any], message: OutgoingMessage) -> Any
     mail["X-Kirocrew-Message"] = message.id
     mail.set_content(f"{message.text}\n\n-- \n{message.sender} (message {message.id}).\n")
     if message.file is not None:
+        from kirocrew_core.messages.outbox import shown_name
+
         data = message.file.read_bytes()
         if len(data) <= ATTACH_MAX_BYTES:
-            kind, _ = mimetypes.guess_type(message.file.name)
+            name = shown_name(message.file)
+            kind, _ = mimetypes.guess_type(name)
             main, _, sub = (kind or "application/octet-stream").partition("/")
-            mail.add_attachment(data, maintype=main, subtype=sub, filename=message.file.name)
+            mail.add_attachment(data, maintype=main, subtype=sub, filename=name)
     return mail
 
 
@@ -82,7 +85,7 @@ def _send(name: str, fields: dict[str, Any], security: str, port: int, timeout: 
     if username and password is None:
         raise ChannelNotReady(f"e-mail channel {name} has a username but no password: run `kirocrew messages "
                               f"secret {name}`")
-    mail = _compose(name, fields, message)
+    mail = _compose(fields, message)
     context = ssl.create_default_context()
     client: smtplib.SMTP
     if security == "ssl":

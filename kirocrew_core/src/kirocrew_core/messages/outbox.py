@@ -233,6 +233,11 @@ def outbox_file(name: str) -> Path:
     return path
 
 
+def shown_name(copy: Path) -> str:
+    """The name an outbox copy is shown and downloaded under: the file's own, without the message id."""
+    return copy.name.split("-", 1)[1] if _OUTBOX_NAME.match(copy.name) else copy.name
+
+
 def remove_copy(name: str | None) -> None:
     if name:
         with contextlib.suppress(BadInputError, FileNotFoundError):

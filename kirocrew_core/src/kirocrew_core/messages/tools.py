@@ -191,7 +191,7 @@ def _where(message: store.Message, plan: _Plan) -> str:
 def _feed_body(message: store.Message, plan: _Plan, file_link: str | None) -> str:
     lines = [message.text] if message.text else []
     if file_link:
-        lines.append(f"[Download {message.file}]({file_link})")
+        lines.append(f"[Download the file]({file_link})")
     status = {"channel": f"Also sent to channel {plan.channel.name if plan.channel else ''}.",
               "injected": "Also injected into the conversation that created its cron job.",
               "muted": "You muted this session: it was not sent anywhere else.",

@@ -36,11 +36,13 @@ def channel(name: str, fields: dict[str, Any]) -> MessageChannel:
                           f"{name}`", send, None, timeout)
 
 
-def payload(message: OutgoingMessage, file_link: str | None = None) -> dict[str, str]:
+def payload(message: OutgoingMessage) -> dict[str, str]:
     """The JSON body: Slack's ``text`` (title in bold, the attribution in italics) and Teams' ``title``."""
     lines = [f"*{message.title}*", message.text]
     if message.file is not None:
-        lines.append(f"File: {message.file.name}" + (f" ({file_link})" if file_link else " (in the kirocrew outbox)"))
+        from kirocrew_core.messages.outbox import shown_name
+
+        lines.append(f"File: {shown_name(message.file)} (in the kirocrew outbox; the owner's feed links it)")
     lines.append(f"_{message.sender}_")
     return {"text": "\n".join(lines), "title": message.title}
 
