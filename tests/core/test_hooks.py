@@ -612,12 +612,14 @@ def test_hook_message_channels(plugin_manager):
 
     sent = []
 
+    withdrawn: list[str] = []
+
     def channel(name, label):
         def send(message):
             sent.append((label, message))
             return f"{label}-1"
 
-        return MessageChannel(name, "test", label, send)
+        return MessageChannel(name, "test", label, send, withdrawn.append)
 
     def broken():
         raise RuntimeError("no channels today")
@@ -629,6 +631,12 @@ def test_hook_message_channels(plugin_manager):
     assert "sent to channel pager" in _send_message({"text": "wake up", "channel": "pager"})
     [(label, message)] = sent
     assert label == "a" and message.text == "wake up" and message.sender.startswith("Sent by kirocrew session")
+    import asyncio
+
+    from kirocrew_core.messages.tools import delete
+
+    said = asyncio.run(delete(message.id, None))  # the owner deletes it: the channel is asked to withdraw it
+    assert said == f"Message {message.id} deleted from the owner's feed; withdrawn from pager." and withdrawn == ["a-1"]
 
 
 def test_hook_knowledge_vector_search(plugin_manager, tmp_path):
