@@ -117,6 +117,10 @@ def test_a_session_messages_its_owner_through_a_channel_sends_a_file_and_the_own
         download = http.get(f"/api/messages/outbox/{file_message.file}")
         assert download.status_code == 200 and download.content == b"All 42 checks passed.\n"
         assert download.headers["content-disposition"] == 'attachment; filename="report.txt"'
+        import httpx
+
+        stranger = httpx.get(http.base_url.join(f"/api/messages/outbox/{file_message.file}"), timeout=30)
+        assert stranger.status_code == 401 and b"42 checks" not in stranger.content  # the owner's only
         assert http.get("/api/messages/outbox/..%2Fmessages.json").status_code in (400, 404)
         bad = http.post("/api/messages/unmute", json={"sender": "everyone"})
         assert (bad.status_code, bad.json()["code"]) == (400, "bad_mute")
