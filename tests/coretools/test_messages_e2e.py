@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
 import pytest
 
 from kirocrew_core.config import set_entry
@@ -117,8 +118,6 @@ def test_a_session_messages_its_owner_through_a_channel_sends_a_file_and_the_own
         download = http.get(f"/api/messages/outbox/{file_message.file}")
         assert download.status_code == 200 and download.content == b"All 42 checks passed.\n"
         assert download.headers["content-disposition"] == 'attachment; filename="report.txt"'
-        import httpx
-
         stranger = httpx.get(http.base_url.join(f"/api/messages/outbox/{file_message.file}"), timeout=30)
         assert stranger.status_code == 401 and b"42 checks" not in stranger.content  # the owner's only
         assert http.get("/api/messages/outbox/..%2Fmessages.json").status_code in (400, 404)
