@@ -265,7 +265,8 @@ register_key(
         "governance.messaging",
         str,
         "allow",
-        'Whether crew sessions may publish to the notification center (send_notification): "allow" or "deny".',
+        'Whether crew sessions may publish to the notification center and send their owner messages and files '
+        '(send_notification, send_message, file_send): "allow" or "deny".',
         _check_switch,
     )
 )
