@@ -128,6 +128,16 @@ def conversation_ancestry(conversation_id: str) -> list[str]:
 
 
 @hookimpl
+async def conversation_deliver(conversation_id: str, text: str) -> str | None:
+    """Queue an inbound webhook's prompt as the conversation's next run (kirocrew-core's ``register_hook``)."""
+    from kirocrew_conversations.hosted import hosted
+
+    service = await hosted().ready()
+    run = await service.deliver(conversation_id, text)
+    return run.id
+
+
+@hookimpl
 def history_sources() -> list[HistorySource]:
     """The conversations (names, workspaces, run replies) for the history search and the History page."""
     from kirocrew_conversations.history_source import history_source

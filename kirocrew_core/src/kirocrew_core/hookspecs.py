@@ -414,6 +414,27 @@ def conversation_origin(conversation_id: str) -> str | None:
 
 
 @hookspec
+def conversation_deliver(conversation_id: str, text: str) -> Any:
+    """Queue ``text`` as a new run at the tail of ``conversation_id``'s queue; return the run's id.
+
+    Why a hook: an inbound webhook (``register_hook``) feeds the conversation of the session that
+    registered it, but core imports no plugin; the plugin that keeps conversations queues the run.
+    Called by :func:`kirocrew_core.webhooks.delivery.deliver` inside the host, on the event loop, once
+    per accepted webhook delivery, after its token, size, duplicate and rate checks passed. It may be
+    a coroutine function; keep it to queueing (the run itself happens later, in the background).
+    kirocrew-conversations queues it as the conversation's next run (the conversation's own settings).
+
+    :param conversation_id: the registering session's conversation (its verified identity at registration).
+    :param text: the whole prompt, the external message already marked as untrusted.
+    :return: the queued run's id, or None when this plugin does not keep that conversation; every plugin
+        is called and the first id in call order is used (only one plugin keeps conversations). Raise a
+        :class:`~kirocrew_core.errors.KirocrewError` with a stable code when the conversation cannot take
+        a run (archived, its worktree cleaned up, gone): the delivery then goes to the owner's
+        notification feed instead, as it does when no plugin answers.
+    """
+
+
+@hookspec
 def deploy_destinations() -> list[DeployDestination]:
     """Return the places ``deploy_artifact`` may publish an artifact to, once the owner confirms.
 
