@@ -39,6 +39,7 @@ def test_the_hook_list_is_the_architecture_one():
         "known_workspaces", "agent_file_ready", "secret_files", "worker_load", "history_sources",
         "history_summarizers",
         "conversation_ancestry", "conversation_origin", "deploy_destinations", "knowledge_vector_search",
+        "conversation_deliver",
     }
 
 
@@ -385,8 +386,8 @@ def test_hook_host_mcp_servers(plugin_manager):
         return host.pong(), await hello("mcp-roster"), await hello("mcp-other")
 
     pong, by_command, duplicate = _run_host(plugin_manager, body)
-    assert pong["servers"] == ["kirocrew-artifacts-admin", "kirocrew-core", "kirocrew-knowledge-admin",
-                               "kirocrew-roster", "kirocrew-skills-admin"]  # core serves four
+    assert pong["servers"] == ["kirocrew-artifacts-admin", "kirocrew-core", "kirocrew-hooks-admin",
+                               "kirocrew-knowledge-admin", "kirocrew-roster", "kirocrew-skills-admin"]  # core: five
     assert by_command["kirocrew"] == "welcome" and by_command["server"] == "kirocrew-roster"
     assert duplicate["code"] == "unknown_server"  # the second plugin to claim the name was refused
 
@@ -541,6 +542,36 @@ def test_hook_conversation_origin(plugin_manager):
     chat = session_actor(CrewSession("kcs1-" + "4" * 32, "conversation", "chat-conv"))
     assert (job_run.source, job_run.tree) == ("cron", "session-conv")  # a session's job: in its tree, made by cron
     assert chat.source == "chat"
+
+
+def test_hook_conversation_deliver(plugin_manager):
+    """The first run id in call order wins; a refusal (the conversation is archived) sends the delivery to the feed."""
+    import asyncio
+
+    from kirocrew_core.errors import KirocrewError
+    from kirocrew_core.notifications import store as feed
+    from kirocrew_core.webhooks.delivery import deliver
+    from kirocrew_core.webhooks.store import Hook
+
+    queued: list[tuple[str, str]] = []
+
+    async def keeper(conversation_id, text):
+        if conversation_id == "archived":
+            raise KirocrewError("conversation archived is archived", code="conversation_archived")
+        queued.append((conversation_id, text))
+        return "run-1"
+
+    _register(plugin_manager, "a-nobody", conversation_deliver=lambda conversation_id, text: None)
+    _register(plugin_manager, "b-keeper", conversation_deliver=keeper)
+    live = Hook("ci", "conv-1", "Wait for CI", "0" * 64, 0.0, agent="kirocrew")
+    ran = asyncio.run(deliver(live, "d1", "!exit 3\nbuild passed", "ci", 0.0))
+    assert (ran.via, ran.target) == ("run", "run-1")
+    [(conversation, text)] = queued
+    assert conversation == "conv-1" and "> !exit 3\n> build passed" in text and "\n!exit" not in text
+    kept = asyncio.run(deliver(Hook("ci", "archived", "Wait", "0" * 64, 0.0), "d2", "late", None, 0.0))
+    [note] = feed.all_notifications()
+    assert (kept.via, kept.target, note.title) == ("notification", note.id, "Webhook ci")
+    assert "conversation_archived" in note.body and "> late" in note.body
 
 
 def test_hook_knowledge_vector_search(plugin_manager, tmp_path):

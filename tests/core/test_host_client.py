@@ -89,10 +89,10 @@ def test_ensure_host_starts_a_background_host_once_and_then_reuses_it(isolated_h
     second = client.ensure_host(env=host_env)
     assert first["pid"] == second["pid"] == client.ping()["pid"]
     assert first["background"] is True
-    # core's own servers (the sessions' tools, the owner's artifact decisions, library changes and skill
-    # install), and the test's
+    # core's own servers (the sessions' tools, the owner's artifact decisions, hooks, library changes and
+    # skill install), and the test's
     assert first["servers"] == ["kirocrew-artifacts-admin", "kirocrew-core", "kirocrew-echo",
-                                "kirocrew-knowledge-admin", "kirocrew-skills-admin"]
+                                "kirocrew-hooks-admin", "kirocrew-knowledge-admin", "kirocrew-skills-admin"]
     assert len(client._started) == 1
     log = paths.log_file()
     assert log.exists() and log.stat().st_mode & 0o777 == 0o600

@@ -133,7 +133,8 @@ def test_a_webhook_wakes_the_registering_conversation_and_everything_else_is_ref
 
     # Audited without the token or the message; counted in the store.
     deliveries = _audit("hooks.delivery")
-    assert [d["fields"]["delivery_id"] for d in deliveries] == [accepted.json()["delivery"], keyed[0].json()["delivery"]]
+    assert [d["fields"]["delivery_id"] for d in deliveries] == [accepted.json()["delivery"],
+                                                               keyed[0].json()["delivery"]]
     assert all(token not in json.dumps(d) and "Build 42" not in json.dumps(d) for d in deliveries)
     assert hooks.get("ci-build.42").deliveries == 2
 
@@ -215,5 +216,5 @@ def test_a_flood_is_rate_limited_per_hook_and_every_accepted_delivery_runs_once_
     late = _post(ended_url, ended_token, {"message": "too late", "name": "ci"})
     assert (late.status_code, late.json()["queued_as"]) == (202, "notification"), late.text
     [note] = notifications.all_notifications()
-    assert note.title == "Webhook ended" and "> too late" in note.body and "archived" in note.body
+    assert note.title == "Webhook ended" and "> too late" in note.body and "(conversation_archived)" in note.body
     assert note.source == notifications.Source("conversation", second["conversationId"], "kirocrew")

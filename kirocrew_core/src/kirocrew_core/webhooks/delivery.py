@@ -61,21 +61,24 @@ async def deliver(hook: Hook, delivery_id: str, message: str, name: str | None, 
 
     Raises :class:`~kirocrew_core.errors.KirocrewError` only when neither could be done.
     """
-    from kirocrew_core.plugins import acall_hook, get_plugin_manager
+    from kirocrew_core.plugins import HookFailedError, acall_hook, get_plugin_manager
 
     text = prompt_text(hook, delivery_id, message, name, received)
     reason = "no plugin keeps conversations"
     try:
-        call = await acall_hook(get_plugin_manager(), "conversation_deliver", on_error="raise",
+        # fail_closed: the first refusal stops the call, and its own error (the cause) says why.
+        call = await acall_hook(get_plugin_manager(), "conversation_deliver", on_error="fail_closed",
                                 conversation_id=hook.conversation_id, text=text)
         run_id = next((c.value for c in call.contributions if isinstance(c.value, str)), None)
         if run_id is not None:
             return Delivered("run", run_id)
-    except KirocrewError as exc:
-        reason = f"{exc.message} ({exc.code})"
-    except Exception as exc:  # the feed still keeps the message
-        log.exception("webhook %s: queueing a run failed", hook.hook_id)
-        reason = f"queueing a run failed: {type(exc).__name__}"
+    except HookFailedError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, KirocrewError):
+            reason = f"{cause.message} ({cause.code})"
+        else:
+            log.error("webhook %s: queueing a run failed: %s", hook.hook_id, exc.message)
+            reason = f"queueing a run failed ({exc.failure.plugin})"
     note_id = await asyncio.to_thread(_publish, hook, delivery_id, message, name, reason)
     return Delivered("notification", note_id, reason)
 
