@@ -77,6 +77,16 @@ def test_the_webhook_path_takes_a_hook_token_not_the_owner_and_the_host_guard_st
     assert (rebound.status_code, rebound.json()["code"]) == (421, "bad_host")
     assert hooks.get("gw-check").deliveries == 0
 
+    saved = hooks.store_file().read_bytes()
+    hooks.store_file().write_text("{broken")
+    try:
+        broken = _deliver(base, "gw-check", registered.token)
+        assert (broken.status_code, broken.json()["code"]) == (503, "hooks_unavailable")
+        assert str(hooks.store_file()) not in broken.text and "broken" not in broken.text
+        assert hooks.store_file().read_text() == "{broken"  # reported, never overwritten
+    finally:
+        hooks.store_file().write_bytes(saved)
+
 
 def test_a_delivery_for_a_conversation_that_cannot_take_a_run_reaches_the_feed_and_the_owner_revokes(
         owner: httpx.Client, module_served: ServedGateway) -> None:

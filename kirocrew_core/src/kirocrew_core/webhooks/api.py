@@ -3,8 +3,8 @@
 - ``GET /api/hooks``: ``{"hooks"}``, newest first, each with its URL and counters (never a token or its hash);
 - ``DELETE /api/hooks/{hook_id}``: ``{"revoked"}``; the hook's URL answers 401 from then on.
 
-An unknown hook is 404 ``hook_not_found``; a store that cannot be read is 500 with its code
-(``malformed_file``, ``unreadable_file``), and nothing is changed.
+An unknown hook is 404 ``hook_not_found``; a store that cannot be read is refused with its code
+(400 ``malformed_file``, 500 ``unreadable_file``), and nothing is changed.
 """
 
 from __future__ import annotations

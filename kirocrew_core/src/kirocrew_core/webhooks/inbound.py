@@ -5,7 +5,8 @@ It is exempt from the owner's dashboard authentication (:mod:`kirocrew_core.gate
 ``Host`` guard still applies) and authenticates by the hook's own bearer token instead. In order:
 
 1. ``Authorization: Bearer <hook token>``: a missing or wrong token, and an unknown or malformed
-   hook id, all get the same 401 ``unauthorized``, so ids cannot be probed;
+   hook id, all get the same 401 ``unauthorized``, so ids cannot be probed (a hooks store that
+   cannot be read is 503 ``hooks_unavailable``, its details only in the host's log);
 2. ``governance.hooks`` must be ``allow`` (403 ``governance_denied``, fail closed);
 3. the body, read up to :data:`BODY_LIMIT` bytes (413 ``body_too_large``), must be a JSON object
    ``{"message": str, "name"?: str}`` (400 ``bad_json``, ``bad_request``, ``invalid_message``,
@@ -181,7 +182,11 @@ async def receive(request: Request) -> Response:
     from kirocrew_core.webhooks import store
 
     hook_id = str(request.path_params["hook_id"])
-    hook = await asyncio.to_thread(store.authenticate, hook_id, _bearer(request))
+    try:
+        hook = await asyncio.to_thread(store.authenticate, hook_id, _bearer(request))
+    except KirocrewError as exc:  # a store the owner must repair; its path and details are not the caller's
+        log.error("webhook deliveries refused: the hooks store cannot be read: %s", exc.message)
+        return _refused(503, "hooks_unavailable", "webhooks are unavailable right now; retry later")
     if hook is None:
         return _refused(401, "unauthorized", UNAUTHORIZED, {"WWW-Authenticate": 'Bearer realm="kirocrew-webhook"'})
     if not await asyncio.to_thread(capability_allowed, "hooks"):
