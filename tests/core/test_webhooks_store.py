@@ -7,6 +7,7 @@ register at once and every entry lands.
 from __future__ import annotations
 
 import json
+from typing import Any
 import subprocess
 import sys
 
@@ -104,3 +105,23 @@ def test_revoking_removes_only_that_hook_and_an_unknown_one_is_hook_not_found() 
     assert store.record_delivery("gone", 1.0) is None
     document = json.loads(store.store_file().read_text())
     assert set(document["hooks"]) == {"kept"} and "token" not in json.dumps(document).replace("token_sha256", "")
+
+
+def test_sessions_never_write_the_store_and_read_it_only_with_the_owners_say_so(plugin_manager: Any,
+                                                                                  isolated_homes: Any) -> None:
+    """A session that could rewrite the file would give itself another conversation's hook."""
+    from kirocrew_core.gate.calls import Context, ToolCall
+    from kirocrew_core.gate.engine import Policy
+    from kirocrew_core.gate.rules import build_rule
+
+    store.register("ci", "conv-a", "context")
+    blanket = [build_rule(r, tier="owner", source="policy.toml") for r in (
+        {"decision": "allow", "tool": "*"}, {"decision": "allow", "tool": "read", "path": "~/**"},
+        {"decision": "allow", "tool": "write", "path": "~/**"}, {"decision": "allow", "tool": "shell"})]
+    policy = Policy.build(blanket, None, pm=plugin_manager)
+    where = Context("unrestricted", "kirocrew", str(isolated_homes.user_home), str(isolated_homes.user_home))
+    path = str(store.store_file())
+    read = policy.decide(ToolCall("read", None, {"path": path}), where, ())
+    write = policy.decide(ToolCall("write", None, {"path": path}), where, ())
+    shell = policy.decide(ToolCall("shell", None, {"command": f"cat {path}"}), where, ())
+    assert (read.decision, write.decision, shell.decision) == ("ask", "deny", "ask")

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
     from kirocrew_core.cli import KirocrewCLI
-    from kirocrew_core.contributions import CoreMcpTool, HostedMcpServer
+    from kirocrew_core.contributions import CoreMcpTool, HostedMcpServer, ProtectedPath
 
 
 @hookimpl
@@ -41,6 +41,16 @@ def host_mcp_servers() -> list[HostedMcpServer]:
     from kirocrew_core.webhooks.admin import hosted_server
 
     return [hosted_server()]
+
+
+@hookimpl
+def protected_paths() -> list[ProtectedPath]:
+    """The hooks store: sessions never write it (the crew home's rule), and read it only with the owner's say-so:
+    it holds every conversation's context summaries, not only the reader's."""
+    from kirocrew_core.contributions import ProtectedPath
+    from kirocrew_core.webhooks.store import store_file
+
+    return [ProtectedPath(store_file().parent, secret=True, label="the inbound webhooks store")]
 
 
 @hookimpl
