@@ -350,8 +350,8 @@ def test_hook_host_services(plugin_manager):
 
     pong = _run_host(plugin_manager, body)
     # The core builtins' own services (kirocrew-core's sidecar sweep, the history index's start-time refresh,
-    # the knowledge library's ingestion) run beside the test's.
-    assert pong["services"] == ["kept", "coretools", "history", "knowledge"]
+    # the knowledge library's ingestion, the webhooks' busy while hooks are registered) run beside the test's.
+    assert pong["services"] == ["kept", "coretools", "history", "knowledge", "webhooks"]
     assert "no database" in pong["failedServices"]["broken"]
     assert pong["busy"] == ["kept: 3 runs"]
     # Started in call order (a-svc first), stopped in reverse, the one that failed to start included.

@@ -125,3 +125,17 @@ def test_sessions_never_write_the_store_and_read_it_only_with_the_owners_say_so(
     write = policy.decide(ToolCall("write", None, {"path": path}), where, ())
     shell = policy.decide(ToolCall("shell", None, {"command": f"cat {path}"}), where, ())
     assert (read.decision, write.decision, shell.decision) == ("ask", "deny", "ask")
+
+
+def test_registered_hooks_keep_a_host_started_on_demand_busy_so_it_stays_up_to_receive_them() -> None:
+    from kirocrew_core.webhooks import service
+
+    assert service.busy() is None
+    store.register("ci", "conv-a", "context")
+    store.register("deploys", "conv-b", "context")
+    assert service.busy() == "2 webhook(s) registered"
+    store.revoke("ci")
+    store.revoke("deploys")
+    assert service.busy() is None
+    store.store_file().write_text("{broken")
+    assert service.busy() is None  # a store that cannot be read keeps nothing up

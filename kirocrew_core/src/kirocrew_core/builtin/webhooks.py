@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
     from kirocrew_core.cli import KirocrewCLI
-    from kirocrew_core.contributions import CoreMcpTool, HostedMcpServer, ProtectedPath
+    from kirocrew_core.contributions import CoreMcpTool, HostedMcpServer, HostService, ProtectedPath
 
 
 @hookimpl
@@ -33,6 +33,15 @@ def core_mcp_tools() -> list[CoreMcpTool]:
     from kirocrew_core.webhooks.tools import hook_tools
 
     return hook_tools()
+
+
+@hookimpl
+def host_services() -> list[HostService]:
+    """``webhooks``: busy while hooks are registered, so a host started on demand stays up to receive them."""
+    from kirocrew_core.contributions import HostService
+    from kirocrew_core.webhooks import service
+
+    return [HostService("webhooks", service.start, service.stop, service.busy)]
 
 
 @hookimpl
