@@ -109,6 +109,7 @@ def test_a_webhook_wakes_the_registering_conversation_and_everything_else_is_ref
     assert _post(url, token, {"message": "hi", "extra": 1}).json()["code"] == "bad_request"
     assert _post(url, token, {"message": ""}).json()["code"] == "invalid_message"
     assert _post(url, token, {"message": "hi", "name": "a\nb"}).json()["code"] == "invalid_name"
+    assert _post(url, token, b'{"message": "lone \\ud800 surrogate"}').json()["code"] == "invalid_message"
     assert len(_runs(crew, conversation)) == 1
 
     # A delivery: queued as a run of that conversation; the fake saw the quoted, marked message.

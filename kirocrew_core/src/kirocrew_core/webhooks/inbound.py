@@ -148,6 +148,15 @@ def _bearer(request: Request) -> str | None:
     return credential.strip() or None if scheme.lower() == "bearer" else None
 
 
+def _encodable(text: str) -> bool:
+    """False for a lone surrogate (``"\\ud800"`` is valid JSON, but no store can keep it as UTF-8)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _fields(body: dict[str, Any]) -> tuple[str, str | None]:
     """``(message, name)`` from the body, or :class:`BadInputError` naming the first problem."""
     unknown = sorted(set(body) - {"message", "name"})
@@ -155,11 +164,12 @@ def _fields(body: dict[str, Any]) -> tuple[str, str | None]:
         raise BadInputError(f"unknown field {unknown[0][:40]!r}; a delivery is {{\"message\", \"name\"?}}",
                             code="bad_request")
     message = body.get("message")
-    if not isinstance(message, str) or not message.strip() or len(message) > MESSAGE_MAX_CHARS:
+    if (not isinstance(message, str) or not message.strip() or len(message) > MESSAGE_MAX_CHARS
+            or not _encodable(message)):
         raise BadInputError(f"message must be a string of 1 to {MESSAGE_MAX_CHARS} characters",
                             code="invalid_message")
     name = body.get("name")
-    if name is not None and (not isinstance(name, str) or len(name) > NAME_MAX_CHARS
+    if name is not None and (not isinstance(name, str) or len(name) > NAME_MAX_CHARS or not _encodable(name)
                              or any(ord(c) < 32 or ord(c) == 127 for c in name)):
         raise BadInputError(f"name must be one line of at most {NAME_MAX_CHARS} characters", code="invalid_name")
     return message, (name.strip() or None) if name else None
