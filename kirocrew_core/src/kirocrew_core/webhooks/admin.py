@@ -35,8 +35,9 @@ def list_hooks(args: dict[str, Any]) -> str:
         return json.dumps([h.view() for h in hooks], indent=2)
     if not hooks:
         return "No webhooks are registered (a session registers one with register_hook)."
-    return "\n".join(f"{h.hook_id}  conversation {h.conversation_id}  {h.deliveries} deliveries  "
-                     f"last {when(h.last_delivery)}  created {when(h.created)}" for h in hooks)
+    width = max(len(h.hook_id) for h in hooks)
+    return "\n".join(f"{h.hook_id:<{width}}  conversation {h.conversation_id}  {h.deliveries:>5} deliveries  "
+                     f"last {when(h.last_delivery):<20}  created {when(h.created)}" for h in hooks)
 
 
 def show(args: dict[str, Any]) -> str:
