@@ -427,7 +427,8 @@ def conversation_deliver(conversation_id: str, text: str) -> Any:
     :param conversation_id: the registering session's conversation (its verified identity at registration).
     :param text: the whole prompt, the external message already marked as untrusted.
     :return: the queued run's id, or None when this plugin does not keep that conversation; every plugin
-        is called and the first id in call order is used (only one plugin keeps conversations). Raise a
+        is called (until one raises) and the first id in call order is used (only one plugin keeps
+        conversations; a coroutine result is awaited). Raise a
         :class:`~kirocrew_core.errors.KirocrewError` with a stable code when the conversation cannot take
         a run (archived, its worktree cleaned up, gone): the delivery then goes to the owner's
         notification feed instead, as it does when no plugin answers.
