@@ -114,10 +114,10 @@ def test_pages_of_third_party_plugins_appear_in_the_navigation_after_the_overvie
     with _client(plugin_manager) as client:
         html = client.get("/").text
     nav = html[html.index('<nav aria-label="Dashboard">'):html.index("</nav>")]
-    # Core's own pages (Artifacts, History, Knowledge, the notification feed, the Policy page) come from builtin
-    # plugins, called first; an artifact's own page (/artifacts/{slug}) has parameters, so it is not listed.
+    # Core's own pages (Artifacts, History, Knowledge, the notification feed, the Policy page, Hooks) come from
+    # builtin plugins, called first; an artifact's own page (/artifacts/{slug}) has parameters, so it is not listed.
     assert re.findall(r'<a href="([^"]+)"', nav) == ["/", "/artifacts", "/history", "/knowledge", "/notifications",
-                                                     "/policy", "/alpha", "/beta", "/beta/more"]
+                                                     "/policy", "/hooks", "/alpha", "/beta", "/beta/more"]
     assert '<a href="/" aria-current="page">Overview</a>' in nav
 
 

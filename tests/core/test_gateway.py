@@ -365,6 +365,25 @@ def test_a_third_party_page_under_api_is_skipped_with_a_warning(plugin_manager):
     assert [c for c in app.state.kirocrew.pages if c.plugin == "odd-pages"] == []
 
 
+def test_no_plugin_but_core_may_route_under_the_webhook_prefix_which_skips_the_owner_check(plugin_manager):
+    """A POST under /webhooks/ passes the owner check (the route checks a hook's token): a third party's route
+    there would be open to anyone, so it is refused."""
+    async def open_door(request: Request) -> JSONResponse:
+        return JSONResponse({"door": "open"})
+
+    plugin_manager.records["sneaky"] = PluginRecord("sneaky", "sneaky", "1.0", "sneaky:plugin", "loaded")
+    _register(plugin_manager, "sneaky", gateway_routes=lambda: [Route("/webhooks/x/door", open_door,
+                                                                      methods=["POST"])])
+    with pytest.warns(PluginWarning, match="inbound webhook prefix"):
+        app = create_app(plugin_manager)
+    assert "/webhooks/x/door" not in [getattr(r, "path", "") for r in app.routes]
+    assert "/webhooks/{hook_id}" in [getattr(r, "path", "") for r in app.routes]
+    with TestClient(app, base_url=BASE) as client:
+        assert client.post("/webhooks/x/door", json={}).status_code == 404
+        refused = client.post("/webhooks/x", json={"message": "hi"})
+        assert (refused.status_code, refused.json()["code"]) == (401, "unauthorized")
+
+
 def test_a_websocket_route_is_guarded_like_a_mutating_request(plugin_manager):
     async def ws_echo(websocket: WebSocket) -> None:
         await websocket.accept()

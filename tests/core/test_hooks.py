@@ -39,7 +39,7 @@ def test_the_hook_list_is_the_architecture_one():
         "known_workspaces", "agent_file_ready", "secret_files", "worker_load", "history_sources",
         "history_summarizers",
         "conversation_ancestry", "conversation_origin", "deploy_destinations", "knowledge_vector_search",
-        "conversation_cron_job", "conversation_inject", "message_channels",
+        "conversation_deliver", "conversation_cron_job", "message_channels",
     }
 
 
@@ -350,8 +350,8 @@ def test_hook_host_services(plugin_manager):
 
     pong = _run_host(plugin_manager, body)
     # The core builtins' own services (kirocrew-core's sidecar sweep, the history index's start-time refresh,
-    # the knowledge library's ingestion) run beside the test's.
-    assert pong["services"] == ["kept", "coretools", "history", "knowledge"]
+    # the knowledge library's ingestion, the webhooks' busy while hooks are registered) run beside the test's.
+    assert pong["services"] == ["kept", "coretools", "history", "knowledge", "webhooks"]
     assert "no database" in pong["failedServices"]["broken"]
     assert pong["busy"] == ["kept: 3 runs"]
     # Started in call order (a-svc first), stopped in reverse, the one that failed to start included.
@@ -386,9 +386,10 @@ def test_hook_host_mcp_servers(plugin_manager):
         return host.pong(), await hello("mcp-roster"), await hello("mcp-other")
 
     pong, by_command, duplicate = _run_host(plugin_manager, body)
-    # core serves five
-    assert pong["servers"] == ["kirocrew-artifacts-admin", "kirocrew-core", "kirocrew-knowledge-admin",
-                               "kirocrew-messages-admin", "kirocrew-roster", "kirocrew-skills-admin"]
+    # core serves six
+    assert pong["servers"] == ["kirocrew-artifacts-admin", "kirocrew-core", "kirocrew-hooks-admin",
+                               "kirocrew-knowledge-admin", "kirocrew-messages-admin", "kirocrew-roster",
+                               "kirocrew-skills-admin"]
     assert by_command["kirocrew"] == "welcome" and by_command["server"] == "kirocrew-roster"
     assert duplicate["code"] == "unknown_server"  # the second plugin to claim the name was refused
 
@@ -574,31 +575,34 @@ def test_hook_conversation_cron_job(plugin_manager):
     assert "muted" not in _send_message({"text": "still here"}, target="chat")
 
 
-def test_hook_conversation_inject(plugin_manager):
-    """The message goes into the conversation that made the job when a plugin answers True; otherwise the first
-    reason is the fallback's."""
+def test_hook_conversation_deliver_takes_send_message_to_its_origin(plugin_manager):
+    """``send_message(session="origin")`` queues a run in the conversation that made the job when a plugin answers
+    with a run id; a refusal's reason is the fallback's."""
     from kirocrew_core.contributions import CronJobRef
+    from kirocrew_core.errors import KirocrewError
 
     injected = []
 
     async def keeper(conversation_id, text):
+        if conversation_id == "gone":
+            raise KirocrewError("that conversation is archived", code="conversation_archived")
         if conversation_id != "maker":
             return None
         injected.append((conversation_id, text))
-        return True
+        return "run-9"
 
     makers = {"run-1": "maker", "run-2": "gone", "run-3": None}
     _register(plugin_manager, "a-jobs", conversation_cron_job=lambda conversation_id: CronJobRef(
         "77", "weekly", makers[conversation_id]) if conversation_id in makers else None)
-    _register(plugin_manager, "b-busy", conversation_inject=lambda conversation_id, text: (
-        "that conversation is archived" if conversation_id == "gone" else None))
-    _register(plugin_manager, "c-keeper", conversation_inject=keeper)
+    _register(plugin_manager, "b-nobody", conversation_deliver=lambda conversation_id, text: None)
+    _register(plugin_manager, "c-keeper", conversation_deliver=keeper)
     done = _send_message({"text": "report attached", "title": "Weekly", "session": "origin"}, target="run-1")
     assert "injected into conversation maker (which created cron job 77)" in done
     [(where, text)] = injected
     assert where == "maker" and text.startswith("Weekly\n\nreport attached\n\n(Sent by kirocrew session")
     archived = _send_message({"text": "x", "session": "origin"}, target="run-2")
-    assert "that conversation is archived" in archived and "NOT to the origin conversation" in archived
+    assert "that conversation is archived (conversation_archived)" in archived
+    assert "NOT to the origin conversation" in archived
     by_owner = _send_message({"text": "x", "session": "origin"}, target="run-3")
     assert "made by the owner, not by a conversation" in by_owner
     assert "not a cron job's run" in _send_message({"text": "x", "session": "origin"}, target="chat")
@@ -637,6 +641,36 @@ def test_hook_message_channels(plugin_manager):
 
     said = asyncio.run(delete(message.id, None))  # the owner deletes it: the channel is asked to withdraw it
     assert said == f"Message {message.id} deleted from the owner's feed; withdrawn from pager." and withdrawn == ["a-1"]
+
+
+def test_hook_conversation_deliver(plugin_manager):
+    """The first run id in call order wins; a refusal (the conversation is archived) sends the delivery to the feed."""
+    import asyncio
+
+    from kirocrew_core.errors import KirocrewError
+    from kirocrew_core.notifications import store as feed
+    from kirocrew_core.webhooks.delivery import deliver
+    from kirocrew_core.webhooks.store import Hook
+
+    queued: list[tuple[str, str]] = []
+
+    async def keeper(conversation_id, text):
+        if conversation_id == "archived":
+            raise KirocrewError("conversation archived is archived", code="conversation_archived")
+        queued.append((conversation_id, text))
+        return "run-1"
+
+    _register(plugin_manager, "a-nobody", conversation_deliver=lambda conversation_id, text: None)
+    _register(plugin_manager, "b-keeper", conversation_deliver=keeper)
+    live = Hook("ci", "conv-1", "Wait for CI", "0" * 64, 0.0, agent="kirocrew")
+    ran = asyncio.run(deliver(live, "d1", "!exit 3\nbuild passed", "ci", 0.0))
+    assert (ran.via, ran.target) == ("run", "run-1")
+    [(conversation, text)] = queued
+    assert conversation == "conv-1" and "> !exit 3\n> build passed" in text and "\n!exit" not in text
+    kept = asyncio.run(deliver(Hook("ci", "archived", "Wait", "0" * 64, 0.0), "d2", "late", None, 0.0))
+    [note] = feed.all_notifications()
+    assert (kept.via, kept.target, note.title) == ("notification", note.id, "Webhook ci")
+    assert "conversation_archived" in note.body and "> late" in note.body
 
 
 def test_hook_knowledge_vector_search(plugin_manager, tmp_path):

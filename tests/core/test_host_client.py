@@ -89,9 +89,9 @@ def test_ensure_host_starts_a_background_host_once_and_then_reuses_it(isolated_h
     second = client.ensure_host(env=host_env)
     assert first["pid"] == second["pid"] == client.ping()["pid"]
     assert first["background"] is True
-    # core's own servers (the sessions' tools, the owner's artifact decisions, library changes, messaging
+    # core's own servers (the sessions' tools, the owner's artifact decisions, hooks, library changes, messaging
     # decisions and skill install), and the test's
-    assert first["servers"] == ["kirocrew-artifacts-admin", "kirocrew-core", "kirocrew-echo",
+    assert first["servers"] == ["kirocrew-artifacts-admin", "kirocrew-core", "kirocrew-echo", "kirocrew-hooks-admin",
                                 "kirocrew-knowledge-admin", "kirocrew-messages-admin", "kirocrew-skills-admin"]
     assert len(client._started) == 1
     log = paths.log_file()

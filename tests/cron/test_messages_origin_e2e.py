@@ -1,6 +1,6 @@
 """send_message(session="origin") from a cron job's run, in a real host: the message names its job and is
 injected into the conversation that made the job, as a new turn there (kirocrew-cron answers
-``conversation_cron_job()``, kirocrew-conversations ``conversation_inject()``)."""
+``conversation_cron_job()``, kirocrew-conversations ``conversation_deliver()``)."""
 
 from __future__ import annotations
 

@@ -128,28 +128,13 @@ def conversation_ancestry(conversation_id: str) -> list[str]:
 
 
 @hookimpl
-async def conversation_inject(conversation_id: str, text: str) -> bool | str | None:
-    """Queue ``text`` as a new turn of the conversation (kirocrew-core's ``send_message(session="origin")``):
-    True once queued, a reason when the conversation cannot take one, None when there is no such conversation."""
-    from kirocrew_core.errors import KirocrewError
+async def conversation_deliver(conversation_id: str, text: str) -> str | None:
+    """Queue ``text`` as the conversation's next run (core's webhooks and ``send_message(session="origin")``)."""
+    from kirocrew_conversations.hosted import hosted
 
-    from kirocrew_conversations.public import db_call, hosted_service
-
-    service = hosted_service()
-    if service is None:
-        return "the conversations service is not running"
-    try:
-        conversation = await db_call(service.store.get_conversation, conversation_id)
-    except KirocrewError:
-        return None
-    if conversation.retired or conversation.state == "archived":
-        return f"conversation {conversation_id} is archived"
-    try:
-        settings = await service.resolve_settings({}, conversation)
-        await service.orchestrator.submit(conversation.id, text, settings)
-    except KirocrewError as exc:
-        return f"the turn could not be queued ({exc.code})"
-    return True
+    service = await hosted().ready()
+    run = await service.deliver(conversation_id, text)
+    return run.id
 
 
 @hookimpl

@@ -470,6 +470,17 @@ class ConversationsService:
             raise conversation_error("conversation_archived", f"conversation {conversation_id} is archived")
         return conversation
 
+    async def deliver(self, conversation_id: str, text: str) -> Run:
+        """Queue ``text`` as the conversation's next run, on its own settings (an inbound webhook's delivery).
+
+        The conversation was the registering session's own, verified when the hook was registered, so
+        no session scope applies here; an archived, retired or unknown conversation is refused with
+        the tools' codes and nothing is queued.
+        """
+        conversation = await self._runnable_conversation(scope.PERSON, conversation_id)
+        settings = await self.resolve_settings({}, conversation)
+        return await self.orchestrator.submit(conversation.id, text, settings)
+
     async def _images(self, images: Sequence[dict[str, Any]] | None) -> list[ImageInput]:
         if not images:
             return []

@@ -283,6 +283,16 @@ register_key(
 )
 register_key(
     ConfigKey(
+        "governance.hooks",
+        str,
+        "allow",
+        'Whether crew sessions may register inbound webhooks (register_hook) and whether deliveries to them are '
+        'accepted: "allow" or "deny". The owner\'s `kirocrew hooks` commands and the Hooks page are not gated.',
+        _check_switch,
+    )
+)
+register_key(
+    ConfigKey(
         "gateway.port",
         int,
         7317,

@@ -182,11 +182,11 @@ def filter_auto_approve(
 
 
 #: The capability switches a crew session's tools consult (``governance.<name>`` in ``config.toml``).
-CAPABILITIES = ("memory_writes", "messaging", "cron")
+CAPABILITIES = ("memory_writes", "messaging", "cron", "hooks")
 
 
 def capability_allowed(name: str) -> bool:
-    """Whether crew sessions may use the capability ``name`` (``memory_writes``, ``messaging``, ``cron``).
+    """Whether crew sessions may use the capability ``name`` (``memory_writes``, ``messaging``, ``cron``, ``hooks``).
 
     ``governance.<name>`` is ``"allow"`` (the default) or ``"deny"``. Fails closed: a config
     that cannot be read or parsed denies, because a switch the owner may have set to
@@ -207,8 +207,8 @@ def require_capability(name: str, what: str) -> None:
 
 
 class GovernanceDenied(KirocrewError):
-    """A capability switch (``governance.memory_writes``, ``governance.messaging``, ``governance.cron``) denied a
-    session's call."""
+    """A capability switch (``governance.memory_writes``, ``governance.messaging``, ``governance.cron``,
+    ``governance.hooks``) denied a session's call (or a webhook delivery to one)."""
 
     code = "governance_denied"
     exit_code = 1

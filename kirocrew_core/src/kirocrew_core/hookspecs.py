@@ -416,6 +416,31 @@ def conversation_origin(conversation_id: str) -> str | None:
 
 
 @hookspec
+def conversation_deliver(conversation_id: str, text: str) -> Any:
+    """Queue ``text`` as a new run at the tail of ``conversation_id``'s queue; return the run's id.
+
+    Why a hook: an inbound webhook (``register_hook``) feeds the conversation of the session that
+    registered it, and ``send_message(session="origin")`` the conversation that made the calling cron
+    job, but core imports no plugin; the plugin that keeps conversations queues the run. Called through
+    :func:`kirocrew_core.conversation_runs.queue_run` inside the host, on the event loop: once per
+    accepted webhook delivery (after its token, size, duplicate and rate checks passed) and once per
+    ``send_message(session="origin")``. It may be a coroutine function; keep it to queueing (the run
+    itself happens later, in the background). kirocrew-conversations queues it as the conversation's
+    next run (the conversation's own settings).
+
+    :param conversation_id: the conversation to run in (the caller's verified identity decided it).
+    :param text: the whole prompt (an external message already marked as untrusted, a message with its
+        attribution line).
+    :return: the queued run's id, or None when this plugin does not keep that conversation; every plugin
+        is called (until one raises) and the first id in call order is used (only one plugin keeps
+        conversations; a coroutine result is awaited). Raise a
+        :class:`~kirocrew_core.errors.KirocrewError` with a stable code when the conversation cannot take
+        a run (archived, its worktree cleaned up, gone): the delivery then goes to the owner's
+        notification feed instead, as it does when no plugin answers.
+    """
+
+
+@hookspec
 def conversation_cron_job(conversation_id: str) -> CronJobRef | None:
     """Return the cron job whose agent run ``conversation_id`` is (or was), or None.
 
@@ -430,26 +455,6 @@ def conversation_cron_job(conversation_id: str) -> CronJobRef | None:
     :return: a :class:`~kirocrew_core.contributions.CronJobRef` or None; every plugin is called and
         the first answer that is not None in call order is used. An implementation that raises fails
         the call (``internal_error``): a message is never attributed on a guess.
-    """
-
-
-@hookspec
-def conversation_inject(conversation_id: str, text: str) -> Any:
-    """Put ``text`` into the conversation ``conversation_id`` as a new turn, or say why not.
-
-    Why a hook: ``send_message(session="origin")`` delivers a cron job's message into the
-    conversation that made the job, and only the plugin that keeps conversations can run a turn
-    in one. Called by :mod:`kirocrew_core.messages.tools` inside the host, on the event loop (an
-    implementation may return an awaitable, which is awaited; keep it bounded: queue the turn,
-    never wait for its reply).
-
-    :param conversation_id: the conversation that made the calling session's cron job.
-    :param text: the message with its attribution line, already redacted.
-    :return: True when the turn was queued, one sentence saying why not when the plugin keeps that
-        conversation but cannot run a turn in it now, None when it does not keep it. Every implementation
-        is called; the message counts as injected when one answered True, and otherwise falls back to
-        the feed with the first reason in call order (the result says so). An implementation that
-        raises counts as a reason.
     """
 
 

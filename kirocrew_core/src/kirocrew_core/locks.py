@@ -38,6 +38,7 @@ LOCK_ORDER: tuple[str, ...] = (
     "connections",  # connection records and the OAuth mint bookkeeping
     "conversations",  # conversation state outside SQLite's own locking
     "lessons",  # the lessons store and the lessons file the agent loads
+    "hooks",  # the inbound webhooks store (one file); never held across a delivery
     "notifications",  # the notification center's store
     "messages",  # the messages store (sent messages, mutes, file approvals) and its outbox
     "artifacts",  # the artifact library (every artifact's folder and the folder tree)

@@ -74,6 +74,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "kirocrew_core.builtin.resources",
     "kirocrew_core.builtin.secrets",
     "kirocrew_core.builtin.skills",
+    "kirocrew_core.builtin.webhooks",
 )
 
 

@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING
 
 from kirocrew_core.contributions import Contribution, DashboardPage, flatten
 from kirocrew_core.errors import KirocrewError
-from kirocrew_core.gateway.auth import LOOPBACK_HOSTS, OwnerAuthMiddleware, is_api_path, load_or_create_token
+from kirocrew_core.gateway.auth import (
+    LOOPBACK_HOSTS,
+    OwnerAuthMiddleware,
+    is_api_path,
+    is_webhook_path,
+    load_or_create_token,
+)
 from kirocrew_core.gateway.shell import Shell, package_dir, static_file
 from kirocrew_core.home import Homes
 from kirocrew_core.plugins import (
@@ -40,6 +46,8 @@ if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
 CORE = "kirocrew-core"
+#: The one plugin that may route under the webhook prefix, which the owner check lets through unauthenticated.
+WEBHOOK_PLUGIN = "kirocrew_core.builtin.webhooks"
 
 # Stable codes for the HTTP errors routing itself raises under /api/.
 _HTTP_ERROR_CODES = {404: "not_found", 405: "method_not_allowed"}
@@ -85,7 +93,12 @@ class _RouteTable:
             problem = TypeError(f"expected a starlette route, got {type(route).__name__}")
             self.pm.plugin_failed(contribution.plugin, "returned a bad item from gateway_routes()", problem)
             return
-        self.claim(getattr(route, "path", ""), contribution.plugin, route)
+        path = getattr(route, "path", "")
+        if is_webhook_path(path) and contribution.plugin != WEBHOOK_PLUGIN:
+            refused = ValueError(f"path {path!r} is under the inbound webhook prefix, which only core routes")
+            self.pm.plugin_failed(contribution.plugin, "returned a bad item from gateway_routes()", refused)
+            return
+        self.claim(path, contribution.plugin, route)
 
     def add_page(self, contribution: Contribution) -> bool:
         from starlette.routing import Route

@@ -7,9 +7,12 @@ redirects (303) to the same page without the query, so the token leaves the
 address bar and the history. Scripts send ``Authorization: Bearer <t>``.
 
 Every HTTP answer carries the dashboard's Content-Security-Policy
-(:data:`~kirocrew_core.gateway.shell.CONTENT_SECURITY_POLICY`). The only paths
-open without a credential are the sign-in page's stylesheet and icon
-(:data:`~kirocrew_core.gateway.shell.PUBLIC_STATIC_PATHS`); the Host guard still applies to them.
+(:data:`~kirocrew_core.gateway.shell.CONTENT_SECURITY_POLICY`). The only requests
+that pass without the owner's credential are GETs of the sign-in page's stylesheet and icon
+(:data:`~kirocrew_core.gateway.shell.PUBLIC_STATIC_PATHS`) and POSTs of inbound webhooks
+under :data:`WEBHOOK_PATH_PREFIX`, which authenticate by their hook's own token
+(:mod:`kirocrew_core.webhooks.inbound`; no plugin but core may route there). The Host guard
+still applies to both.
 
 :class:`OwnerAuthMiddleware` runs three guards on every HTTP and WebSocket
 request, before routing (so an unknown path answers 401, not 404):
@@ -57,6 +60,8 @@ logger = logging.getLogger(__name__)
 SESSION_COOKIE = "kirocrew_session"
 TOKEN_QUERY = "token"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+#: POSTs under this prefix are inbound webhooks: third parties call them with a hook's token, not the owner's.
+WEBHOOK_PATH_PREFIX = "/webhooks/"
 MUTATING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 # secrets.token_urlsafe(32) gives 43 characters; a hand-written token must be as long.
@@ -143,6 +148,11 @@ def token_matches(candidate: str | None, token: str) -> bool:
 def is_api_path(path: str) -> bool:
     """Paths whose answers, refusals included, are JSON."""
     return path == "/api" or path.startswith("/api/")
+
+
+def is_webhook_path(path: str) -> bool:
+    """Paths of inbound webhooks, which authenticate by their hook's token (see :data:`WEBHOOK_PATH_PREFIX`)."""
+    return path.startswith(WEBHOOK_PATH_PREFIX)
 
 
 def split_host(value: str) -> tuple[str, int | None] | None:
@@ -241,6 +251,8 @@ class OwnerAuthMiddleware:
 
         if not websocket and method in ("GET", "HEAD") and scope["path"] in PUBLIC_STATIC_PATHS:
             return None  # the sign-in page's stylesheet and icon (see PUBLIC_STATIC_PATHS)
+        if not websocket and method == "POST" and is_webhook_path(scope["path"]):
+            return None  # an inbound webhook: the route checks its hook's token (see WEBHOOK_PATH_PREFIX)
         bearer = _bearer(conn.headers.get("authorization"))
         if bearer is not None:
             if not token_matches(bearer, self.token):

@@ -134,19 +134,14 @@ def _plan(session: CrewSession, args: dict[str, Any]) -> _Plan:
 
 async def _inject(plan: _Plan, text: str) -> str | None:
     """Inject into the conversation that created the cron job; None when done, else why not."""
-    from kirocrew_core.plugins import acall_hook, get_plugin_manager
+    from kirocrew_core.conversation_runs import queue_run
 
     if plan.job is None:
         return "this session is not a cron job's run"
     if not plan.job.created_by:
         return f"cron job {plan.job.job_id} was made by the owner, not by a conversation"
-    call = await acall_hook(get_plugin_manager(), "conversation_inject", on_error="skip",
-                            conversation_id=plan.job.created_by, text=text)
-    if any(c.value is True for c in call.contributions):
-        return None
-    reasons = [str(c.value) for c in call.contributions if isinstance(c.value, str)]
-    reasons += [f"{f.plugin} failed" for f in call.failures]
-    return reasons[0][:300] if reasons else "no plugin keeps conversations here"
+    queued = await queue_run(plan.job.created_by, text, what=f"send_message of cron job {plan.job.job_id}")
+    return None if queued.run_id is not None else queued.reason[:300]
 
 
 async def _dispatch(plan: _Plan, outgoing: OutgoingMessage) -> tuple[str, tuple[store.Delivery, ...], str | None]:
