@@ -122,8 +122,7 @@ def admin_tools() -> dict[str, CoreMcpTool]:
 
 
 def hosted_server() -> HostedMcpServer:
-    from kirocrew_core.contributions import HostedMcpServer
-    from kirocrew_core.coretools.server import LazyToolServer
+    from kirocrew_core.coretools.person_tools import admin_server
 
-    return HostedMcpServer(ADMIN_SERVER, ADMIN_COMMAND, LazyToolServer(admin_tools, ADMIN_SERVER, INSTRUCTIONS),
-                           "The owner's artifact decisions (resolve, share, deploy); no agent config names it.")
+    return admin_server(ADMIN_SERVER, ADMIN_COMMAND, admin_tools, INSTRUCTIONS,
+                        "The owner's artifact decisions (resolve, share, deploy); no agent config names it.")

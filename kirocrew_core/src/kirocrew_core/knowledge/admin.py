@@ -151,25 +151,14 @@ def admin_tools() -> dict[str, CoreMcpTool]:
 
 
 def hosted_server() -> HostedMcpServer:
-    from kirocrew_core.contributions import HostedMcpServer
-    from kirocrew_core.coretools.server import LazyToolServer
+    from kirocrew_core.coretools.person_tools import admin_server
 
-    return HostedMcpServer(ADMIN_SERVER, ADMIN_COMMAND, LazyToolServer(admin_tools, ADMIN_SERVER, INSTRUCTIONS),
-                           "The owner's knowledge library changes (add, remove, reindex); no agent config names it.")
+    return admin_server(ADMIN_SERVER, ADMIN_COMMAND, admin_tools, INSTRUCTIONS,
+                        "The owner's knowledge library changes (add, remove, reindex); no agent config names it.")
 
 
 def call(tool: str, arguments: dict[str, Any]) -> str:
     """One admin tool call through the host, or in this process as the person without one; a refusal raised."""
-    from kirocrew_core.host import twin
+    from kirocrew_core.coretools.person_tools import person_call
 
-    return twin.call(ADMIN_SERVER, tool, arguments, lambda: _in_process(tool, arguments))
-
-
-async def _in_process(tool: str, arguments: dict[str, Any]) -> tuple[str, str | None]:
-    from kirocrew_core.coretools.server import CoreToolsServer
-    from kirocrew_core.host.caller import CallerContext
-    from kirocrew_core.host.protocol import SESSION_TYPE_CLI
-
-    caller = CallerContext(session_key="", session_type=SESSION_TYPE_CLI, relay_pid=0, host_pid=None, raw={})
-    core = CoreToolsServer(tool_source=admin_tools, server_name=ADMIN_SERVER)
-    return await core.call(tool, arguments, caller, as_person=True)
+    return person_call(ADMIN_SERVER, admin_tools, tool, arguments)
