@@ -3,32 +3,68 @@
 Every flow is checked where it lands: the scope files on disk (byte for byte when nothing may
 change) and, for Apply & Restart, the kiro-cli process of a real conversation worker in the host.
 The served gateway loads every installed plugin, so the companion's Claude scope is on the page
-too. Elements are found by role and accessible name.
+too. Elements are found by role and accessible name. The tests share one ``kirocrew serve`` and its
+homes (a host costs seconds to start); each starts as a fresh install has them: no scope file,
+and the agent file the host rendered at its start.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kirocrew_testing.browser import Dashboard, ServedGateway
+from kirocrew_testing.fixtures import run_kirocrew
+from kirocrew_testing.homes import IsolatedHomes
+from kirocrew_testing.mcp_fixtures import stdio_server_argv
 
 from kirocrew_core import home
 from kirocrew_core.host import client as host_client
-from kirocrew_testing.fixtures import run_kirocrew
-from kirocrew_testing.mcp_fixtures import stdio_server_argv
 
 WAIT_SECS = 60.0  # a bound on waiting for a process to exit, never a timing assertion
 RECORD_PID = "!shell echo $PPID >> kiro.pids\n"
 
 
+@pytest.fixture(scope="module")
+def rendered_at_start(module_hosted_homes: tuple[ServedGateway, IsolatedHomes]) -> bytes:
+    """The agent file the module's host rendered when it started (conversations on the fake kiro-cli)."""
+    homes = module_hosted_homes[1]
+    return (homes.kiro_home / "agents" / f"{home.RENDERED_AGENT}.json").read_bytes()
+
+
 @pytest.fixture
-def gateway_env(hosted_gateway_env: dict[str, str]) -> dict[str, str]:
-    """The served gateway runs conversations on the fake kiro-cli with the test's state directory."""
-    return hosted_gateway_env
+def gateway_env(module_hosted_homes: tuple[ServedGateway, IsolatedHomes]) -> dict[str, str]:
+    """The served host's environment: a ``kirocrew`` command run with it asks that host."""
+    return module_hosted_homes[0].env
+
+
+@pytest.fixture
+def dashboard(module_chromium: Any, module_hosted_homes: tuple[ServedGateway, IsolatedHomes],
+              rendered_at_start: bytes, tmp_path: Path) -> Iterator[Dashboard]:
+    """Pages of the module's gateway, with this process (and the CLI it runs) in the served environment,
+    and the files a test may change as they were when the host started."""
+    served = module_hosted_homes[0]
+    environment = {key: value for key, value in served.env.items() if key != "PYTEST_CURRENT_TEST"}
+    with pytest.MonkeyPatch.context() as patch:
+        for key in set(os.environ) - set(environment) - {"PYTEST_CURRENT_TEST"}:
+            patch.delenv(key)
+        for key, value in environment.items():
+            patch.setenv(key, value)
+        for scope_file in (home.kiro_global_mcp_file(), home.crew_mcp_file(), home.user_home() / ".claude.json"):
+            scope_file.unlink(missing_ok=True)
+        agent = home.rendered_agent_file()
+        if agent.is_dir():
+            shutil.rmtree(agent)
+        agent.write_bytes(rendered_at_start)
+        with Dashboard(module_chromium, served, tmp_path / "screenshots") as pages:
+            yield pages
 
 
 def fixture_spec() -> dict[str, Any]:
