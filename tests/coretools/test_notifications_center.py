@@ -1,13 +1,22 @@
 """send_notification and the notification center: identity and governance fail closed, the store's bounds,
-the JSON routes on a real `kirocrew serve`, and the feed page in a real browser (its Mute button too)."""
+the JSON routes on a real `kirocrew serve`, and the feed page in a real browser (its Mute button too).
+
+The route and page tests share one ``kirocrew serve`` and its homes (a host costs seconds to start); each
+starts with the store empty, as a fresh install has it.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from kirocrew_testing.browser import Dashboard, ServedGateway
+from kirocrew_testing.homes import IsolatedHomes, isolate_homes
 
 from kirocrew_core.config import set_value
 from kirocrew_core.coretools.contract import CrewSession, ToolCall
@@ -167,6 +176,29 @@ def test_a_store_written_before_senders_reads_sourceless_cards_as_the_hosts(isol
 
 
 # -- the JSON routes and the feed, on a real `kirocrew serve` -----------------------------------------------------
+
+
+@pytest.fixture
+def served_homes(module_homes: IsolatedHomes) -> Iterator[IsolatedHomes]:
+    """The module's served homes, with this process in them (it publishes where the host reads) and no store."""
+    with pytest.MonkeyPatch.context() as patch:
+        isolate_homes(patch, module_homes.root)
+        store.store_file().unlink(missing_ok=True)
+        yield module_homes
+
+
+@pytest.fixture
+def owner_client(module_owner: httpx.Client, served_homes: IsolatedHomes) -> httpx.Client:
+    """The owner's client on the module's gateway."""
+    return module_owner
+
+
+@pytest.fixture
+def dashboard(module_chromium: Any, module_served: ServedGateway, served_homes: IsolatedHomes,
+              tmp_path: Path) -> Iterator[Dashboard]:
+    """Pages of the module's gateway in the module's chromium; the test's contexts close when it ends."""
+    with Dashboard(module_chromium, module_served, tmp_path / "screenshots") as pages:
+        yield pages
 
 
 def _publish(title: str, **fields: Any) -> store.Notification:

@@ -3,32 +3,78 @@
 Every flow is checked where it lands: the scope files on disk (byte for byte when nothing may
 change) and, for Apply & Restart, the kiro-cli process of a real conversation worker in the host.
 The served gateway loads every installed plugin, so the companion's Claude scope is on the page
-too. Elements are found by role and accessible name.
+too. Elements are found by role and accessible name. The tests share one ``kirocrew serve`` and its
+homes (a host costs seconds to start); each starts with the files it may change as a fresh install
+has them: no scope file, and the agent file (and the render's record of it) the host wrote at its start.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kirocrew_testing.browser import Dashboard, ServedGateway
+from kirocrew_testing.fixtures import run_kirocrew
+from kirocrew_testing.homes import IsolatedHomes, isolate_homes
+from kirocrew_testing.mcp_fixtures import stdio_server_argv
 
 from kirocrew_core import home
 from kirocrew_core.host import client as host_client
-from kirocrew_testing.fixtures import run_kirocrew
-from kirocrew_testing.mcp_fixtures import stdio_server_argv
 
 WAIT_SECS = 60.0  # a bound on waiting for a process to exit, never a timing assertion
 RECORD_PID = "!shell echo $PPID >> kiro.pids\n"
 
 
+def files_a_test_may_change() -> tuple[Path, ...]:
+    """The scope files, the rendered agent file and the render's record of it, in the current homes."""
+    from kirocrew_mcp import render
+
+    return (home.kiro_global_mcp_file(), home.crew_mcp_file(), home.user_home() / ".claude.json",
+            home.rendered_agent_file(), render.state_file())
+
+
+@pytest.fixture(scope="module")
+def as_the_host_started(module_hosted_homes: tuple[ServedGateway, IsolatedHomes]) -> dict[Path, bytes | None]:
+    """What :func:`files_a_test_may_change` held when the module's host had started (None: absent)."""
+    with pytest.MonkeyPatch.context() as patch:
+        isolate_homes(patch, module_hosted_homes[1].root)
+        return {path: path.read_bytes() if path.exists() else None for path in files_a_test_may_change()}
+
+
 @pytest.fixture
-def gateway_env(hosted_gateway_env: dict[str, str]) -> dict[str, str]:
-    """The served gateway runs conversations on the fake kiro-cli with the test's state directory."""
-    return hosted_gateway_env
+def gateway_env(module_hosted_homes: tuple[ServedGateway, IsolatedHomes]) -> dict[str, str]:
+    """The served host's environment: a ``kirocrew`` command run with it asks that host."""
+    return module_hosted_homes[0].env
+
+
+@pytest.fixture
+def dashboard(module_chromium: Any, module_hosted_homes: tuple[ServedGateway, IsolatedHomes],
+              as_the_host_started: dict[Path, bytes | None], tmp_path: Path) -> Iterator[Dashboard]:
+    """Pages of the module's gateway, with this process (and the CLI it runs) in the served environment,
+    and the files a test may change put back as they were when the host had started."""
+    served = module_hosted_homes[0]
+    environment = {key: value for key, value in served.env.items() if key != "PYTEST_CURRENT_TEST"}
+    with pytest.MonkeyPatch.context() as patch:
+        for key in set(os.environ) - set(environment) - {"PYTEST_CURRENT_TEST"}:
+            patch.delenv(key)
+        for key, value in environment.items():
+            patch.setenv(key, value)
+        for path, data in as_the_host_started.items():
+            if path.is_dir():
+                shutil.rmtree(path)  # a test turns the agent file into a directory
+            if data is None:
+                path.unlink(missing_ok=True)
+            else:
+                path.write_bytes(data)
+        with Dashboard(module_chromium, served, tmp_path / "screenshots") as pages:
+            yield pages
 
 
 def fixture_spec() -> dict[str, Any]:
