@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import inspect
 import json
@@ -1014,6 +1015,7 @@ async def prepare_auth(
     *,
     on_authorization_url: AuthorizationUrlCallback,
     headers: dict[str, str] | None = None,
+    http_client: httpx2.AsyncClient | None = None,
     timeout: float = DEFAULT_HTTP_TIMEOUT,
     consent_timeout: float | None = None,
     reauthorize_on_rejection: bool = False,
@@ -1024,12 +1026,17 @@ async def prepare_auth(
     None when the probe draws no OAuth challenge. Otherwise the returned auth
     holds a usable token: the stored grant (refreshed if needed) or a new one
     after consent, which may wait indefinitely (``consent_timeout``) for the
-    user. Raises :class:`OAuthGrantError` subclasses; the fake turns each into
+    user. ``http_client`` is the connection's own client (it carries ``headers``
+    already; ``timeout`` is for the throwaway one made without it). Raises
+    :class:`OAuthGrantError` subclasses; the fake turns each into
     ``_kiro.dev/mcp/server_init_failure``.
     """
     auth = KiroOAuth(url, on_authorization_url=on_authorization_url, consent_timeout=consent_timeout,
                      reauthorize_on_rejection=reauthorize_on_rejection, client=client)
-    async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http:
+    async with contextlib.AsyncExitStack() as stack:
+        http = http_client
+        if http is None:
+            http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=timeout))
         if await probe(url, http_client=http) is None:  # a connection error propagates as it is
             return None
         try:

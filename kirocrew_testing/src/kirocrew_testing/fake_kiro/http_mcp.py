@@ -68,15 +68,26 @@ class HttpClient(McpSession):
 
     # -- lifecycle -----------------------------------------------------------
 
-    async def start(self, auth: httpx2.Auth | None = None) -> None:
-        """Open the HTTP client; ``auth`` (an OAuth grant) signs every request. Nothing is sent yet."""
+    async def start(self) -> None:
+        """Open the HTTP client (nothing is sent yet): the OAuth probe may use it first, see :attr:`http`."""
         import httpx2
 
-        self._auth = auth
         hooks = {"request": [], "response": [self._on_response]} if self._on_response else None
-        self._http = httpx2.AsyncClient(
-            headers=self._headers, auth=auth, event_hooks=hooks,
-            timeout=httpx2.Timeout(CONNECT_TIMEOUT_SECS, read=READ_TIMEOUT_SECS))
+        self._http = httpx2.AsyncClient(headers=self._headers, event_hooks=hooks,
+                                        timeout=httpx2.Timeout(CONNECT_TIMEOUT_SECS, read=READ_TIMEOUT_SECS))
+
+    @property
+    def http(self) -> httpx2.AsyncClient:
+        """The open HTTP client: one per server, so a fake process builds one TLS context for it."""
+        if self._http is None:
+            raise McpError(CONNECTION_CLOSED, "Connection closed")
+        return self._http
+
+    def authorize(self, auth: httpx2.Auth | None) -> None:
+        """Sign every request from now on with ``auth`` (an OAuth grant); :meth:`aclose` closes it too."""
+        self._auth = auth
+        if auth is not None:
+            self.http.auth = auth
 
     async def aclose(self) -> None:
         """End the session (DELETE, best effort), close the HTTP client and the auth; pending requests fail."""

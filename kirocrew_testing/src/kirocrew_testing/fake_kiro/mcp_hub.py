@@ -256,7 +256,9 @@ class McpHub:
         client = HttpClient(expand_env(spec.url or ""), headers=headers, on_response=watch)
 
         async def connect() -> list[Tool]:
-            await client.start(auth=await self._http_auth(conn, client.url, headers))
+            await client.start()
+            client.authorize(await self._http_auth(conn, client.url, headers, client.http))
+            conn.challenge = ""  # the probe's challenge, if any, has been answered
             return await _handshake(client)
 
         handshake = asyncio.ensure_future(connect())
@@ -353,7 +355,7 @@ class McpHub:
         url = expand_env(spec.url or "")
         headers = {k: expand_env(v) for k, v in spec.headers.items()}
         conn.presented_token = any(k.lower() == "authorization" for k in headers)
-        auth = await self._http_auth(conn, url, headers)
+        auth = await self._http_auth(conn, url, headers, None)
         if auth is not None:
             stack.push_async_callback(auth.aclose)
 
@@ -365,7 +367,8 @@ class McpHub:
             sse_client(url, headers=headers, auth=auth, httpx_client_factory=_hooked(watch)))
         return streams[0], streams[1]
 
-    async def _http_auth(self, conn: ServerConn, url: str, headers: dict[str, str]) -> KiroOAuth | None:
+    async def _http_auth(self, conn: ServerConn, url: str, headers: dict[str, str],
+                         http: httpx2.AsyncClient | None) -> KiroOAuth | None:
         """kiro-cli's OAuth step before connecting: an ``httpx2.Auth`` holding a token, or None.
 
         :mod:`kirocrew_testing.fake_kiro_oauth` probes the server; on a
@@ -386,7 +389,7 @@ class McpHub:
             client = fake_kiro_oauth.PreregisteredClient(
                 spec.oauth_client_id, spec.oauth_client_secret, spec.oauth_redirect, spec.oauth_scopes)
         return await fake_kiro_oauth.prepare_auth(
-            url, headers=headers, consent_timeout=OAUTH_CONSENT_SECS, client=client,
+            url, headers=headers, http_client=http, consent_timeout=OAUTH_CONSENT_SECS, client=client,
             reauthorize_on_rejection=not switches.flag(switches.OAUTH_NO_REAUTH),
             on_authorization_url=lambda oauth_url: self._oauth_url(conn, oauth_url))
 
