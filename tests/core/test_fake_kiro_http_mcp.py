@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
+import textwrap
 import threading
 from collections.abc import Callable, Coroutine, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -281,3 +284,29 @@ def test_a_server_that_is_not_listening_fails_the_handshake_at_once(scripted: An
 
     with pytest.raises(httpx2.ConnectError):
         run(session(server.url, scenario))
+
+
+def test_connecting_over_http_with_the_oauth_probe_loads_no_mcp_sdk(mcp_http_server: str) -> None:
+    """The point of this client: a fake process talking to an HTTP server never imports the SDK."""
+    script = textwrap.dedent('''
+        import asyncio, json, sys
+        from kirocrew_testing import fake_kiro_oauth
+        from kirocrew_testing.fake_kiro.http_mcp import HttpClient
+
+        async def main(url):
+            client = HttpClient(url)
+            await client.start()
+            try:
+                auth = await fake_kiro_oauth.prepare_auth(url, on_authorization_url=print, http_client=client.http)
+                await client.initialize()
+                return auth, [tool.name for tool in await client.list_tools()]
+            finally:
+                await client.aclose()
+
+        auth, names = asyncio.run(main(sys.argv[1]))
+        sdk = sorted(name for name in sys.modules if name.split(".")[0] in ("mcp", "mcp_types"))
+        print(json.dumps({"auth": auth is not None, "tools": names, "sdk": sdk}))
+    ''')
+    done = subprocess.run([sys.executable, "-c", script, mcp_http_server], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert json.loads(done.stdout) == {"auth": False, "tools": ["tool_1", "tool_2"], "sdk": []}
