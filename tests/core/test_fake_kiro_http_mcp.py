@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from kirocrew_testing.fake_kiro.http_mcp import MAX_EVENT_BYTES, HttpClient
+from kirocrew_testing.fake_kiro.http_mcp import MAX_EVENT_BYTES, HttpClient, SseClient
 from kirocrew_testing.fake_kiro.mcp_session import CONNECTION_CLOSED, PROTOCOL_VERSION, McpError, Tool
 
 INITIALIZE_RESULT = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
@@ -107,8 +107,9 @@ def scripted() -> Iterator[Callable[[dict[str, Answer]], Scripted]]:
         server.server.server_close()
 
 
-async def session(url: str, scenario: Callable[[HttpClient], Coroutine[Any, Any, Any]], **kwargs: Any) -> Any:
-    client = HttpClient(url, **kwargs)
+async def session(url: str, scenario: Callable[[Any], Coroutine[Any, Any, Any]], *,
+                  transport: type[HttpClient] = HttpClient, **kwargs: Any) -> Any:
+    client = transport(url, **kwargs)
     await client.start()
     try:
         return await scenario(client)
@@ -310,3 +311,56 @@ def test_connecting_over_http_with_the_oauth_probe_loads_no_mcp_sdk(mcp_http_ser
     done = subprocess.run([sys.executable, "-c", script, mcp_http_server], capture_output=True, text=True,
                           timeout=60, check=True)
     assert json.loads(done.stdout) == {"auth": False, "tools": ["tool_1", "tool_2"], "sdk": []}
+
+
+# -- legacy HTTP+SSE ------------------------------------------------------------------------
+
+
+def test_a_legacy_sse_server_is_spoken_to_through_its_event_stream(start_mcp_http_server: Any) -> None:
+    url = start_mcp_http_server("--sse", "--path", "/sse", "--tools", "2", "--label", "old")
+
+    async def scenario(client: SseClient) -> Any:
+        await client.initialize()
+        tools = await client.list_tools()
+        called = await client.call_tool("tool_1", {"text": "hi", "number": 3})
+        return tools, called, client.closed.is_set()
+
+    tools, called, closed = run(session(url, scenario, transport=SseClient))
+    assert [t.name for t in tools] == ["tool_1", "tool_2"] and closed is False
+    assert json.loads(called.content[0].text) == {"server": "old", "tool": "tool_1",
+                                                  "arguments": {"text": "hi", "number": 3}}
+
+
+def answer_get_with(server: Scripted, stream: bytes) -> None:
+    """Make ``server`` answer a GET with ``stream`` as an event stream, then end it."""
+    def get(handler: Any) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.send_header("Content-Length", str(len(stream)))
+        handler.end_headers()
+        handler.wfile.write(stream)
+
+    server.server.RequestHandlerClass.do_GET = get  # type: ignore[attr-defined]
+
+
+def test_a_legacy_sse_endpoint_on_another_origin_is_refused(scripted: Any) -> None:
+    elsewhere, server = scripted({}), scripted({})
+    answer_get_with(server, f"event: endpoint\ndata: {elsewhere.url}?session_id=1\n\n".encode())
+
+    async def scenario(client: SseClient) -> None:
+        await client.initialize()
+
+    with pytest.raises(ValueError, match="Endpoint origin does not match"):
+        run(session(server.url, scenario, transport=SseClient))
+    assert elsewhere.seen == [] and server.seen == []
+
+
+def test_a_legacy_sse_stream_that_ends_closes_the_session(scripted: Any) -> None:
+    server = scripted({})
+    answer_get_with(server, b"event: endpoint\ndata: /messages?session_id=1\n\n")
+
+    async def scenario(client: SseClient) -> None:
+        await client.initialize()
+
+    with pytest.raises(McpError, match="Connection closed"):
+        run(session(server.url, scenario, transport=SseClient))

@@ -1,14 +1,15 @@
-"""The fake kiro-cli's client for streamable-HTTP MCP servers: :class:`~.mcp_session.McpSession` over httpx2.
+"""The fake kiro-cli's clients for remote MCP servers: :class:`~.mcp_session.McpSession` over httpx2.
 
-Why not the mcp SDK's ``streamable_http_client`` + ``ClientSession``: importing them cost each
-fake process about 0.5 CPU-s, httpx2 alone well under a tenth of that, and the connections
-tests start the fake against HTTP servers dozens of times. The wire is the SDK's:
+Why not the mcp SDK's ``streamable_http_client`` / ``sse_client`` + ``ClientSession``:
+importing them cost each fake process about 0.5 CPU-s, httpx2 alone well under a tenth of
+that, and the connections tests start the fake against HTTP servers dozens of times. The
+wire is the SDK's:
 
-- Every message is a POST to the URL with ``Accept: application/json, text/event-stream``,
-  ``Content-Type: application/json``, the entry's headers, the ``Mcp-Session-Id`` the
-  ``initialize`` answer set, and ``MCP-Protocol-Version`` once negotiated. ``auth`` (an
-  ``httpx2.Auth``: the OAuth grant) and ``on_response`` (the hub watching for a 401) ride on
-  the httpx2 client.
+- :class:`HttpClient` (streamable HTTP): every message is a POST to the URL with ``Accept:
+  application/json, text/event-stream``, ``Content-Type: application/json``, the entry's
+  headers, the ``Mcp-Session-Id`` the ``initialize`` answer set, and ``MCP-Protocol-Version``
+  once negotiated. ``on_response`` (the hub watching for a 401) rides on the httpx2 client,
+  and so does the OAuth grant once :meth:`HttpClient.authorize` hands it over.
 - A request's answer is the POST's body: ``application/json`` (one message) or a
   ``text/event-stream`` whose ``message`` events carry the answer and any server requests or
   notifications before it (an event's data is capped at the SDK's 1 MiB). Server requests are
@@ -23,6 +24,8 @@ tests start the fake against HTTP servers dozens of times. The wire is the SDK's
 - :meth:`HttpClient.aclose` ends the session with a DELETE, as the SDK does. The SDK's
   optional GET stream for server-initiated messages is not opened: nothing the fake does
   waits on one.
+- :class:`SseClient` (legacy HTTP+SSE, ``type: "sse"``): one GET event stream, POSTs to the
+  endpoint it names.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from urllib.parse import urljoin, urlsplit
 from typing import TYPE_CHECKING, Any
 
 from kirocrew_testing.fake_kiro.mcp_session import CONNECTION_CLOSED, INVALID_REQUEST, McpError, McpSession
@@ -185,27 +189,12 @@ class HttpClient(McpSession):
 
     async def _read_events(self, response: httpx2.Response, request_id: Any) -> None:
         """Hand each ``message`` event's data to the session until the request is answered or the stream ends."""
-        event, size = "", 0
-        data: list[str] = []
-        async for line in response.aiter_lines():
-            if line == "":
-                if data and event in ("", "message"):
-                    self._receive_line("\n".join(data))
+        async with contextlib.aclosing(_events(response)) as stream:
+            async for event, data in stream:
+                if event in ("", "message"):
+                    self._receive_line(data)
                     if self._answered(request_id):
                         return
-                event, data, size = "", [], 0
-                continue
-            name, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if name == "event":
-                event = value
-            elif name == "data":
-                size += len(value) + 1
-                if size > MAX_EVENT_BYTES:
-                    raise McpError(CONNECTION_CLOSED, f"SSE event larger than {MAX_EVENT_BYTES} bytes")
-                data.append(value)
-        if data and event in ("", "message"):
-            self._receive_line("\n".join(data))  # a last event the server did not end with a blank line
 
     def _answered(self, request_id: Any) -> bool:
         future = self._pending.get(request_id)
@@ -228,3 +217,98 @@ def _rpc_error(body: bytes) -> McpError | None:
         return None
     code = error.get("code")
     return McpError(code if isinstance(code, int) else INTERNAL_ERROR, error["message"], error.get("data"))
+
+
+async def _events(response: httpx2.Response) -> AsyncGenerator[tuple[str, str], None]:
+    """``(event, data)`` of each event of a ``text/event-stream`` with data (comments and ids skipped).
+
+    Data lines join with newlines; an event's data over :data:`MAX_EVENT_BYTES` raises
+    :class:`McpError` (the SDK's cap). A last event not closed by a blank line still counts.
+    """
+    event, size = "", 0
+    data: list[str] = []
+    async for line in response.aiter_lines():
+        if line == "":
+            if data:
+                yield event, "\n".join(data)
+            event, size, data = "", 0, []
+            continue
+        name, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if name == "event":
+            event = value
+        elif name == "data":
+            size += len(value) + 1
+            if size > MAX_EVENT_BYTES:
+                raise McpError(CONNECTION_CLOSED, f"SSE event larger than {MAX_EVENT_BYTES} bytes")
+            data.append(value)
+    if data:
+        yield event, "\n".join(data)
+
+
+class SseClient(HttpClient):
+    """A legacy HTTP+SSE server (``type: "sse"``), as the SDK's ``sse_client`` speaks to it.
+
+    :meth:`initialize` first opens the GET event stream at the URL; its ``endpoint`` event names
+    where messages are POSTed (on the same origin, or the connection fails), and its ``message``
+    events carry every answer, server request and notification. A POST the server refuses fails
+    the request at once (the SDK logs it and the request waits out its deadline). The stream
+    ending closes the session.
+    """
+
+    def __init__(self, url: str, *, headers: Mapping[str, str] | None = None,
+                 on_response: Callable[[httpx2.Response], Awaitable[None]] | None = None) -> None:
+        super().__init__(url, headers=headers, on_response=on_response)
+        self._endpoint: str | None = None
+        self._reader: asyncio.Task[None] | None = None
+
+    async def initialize(self) -> dict[str, Any]:
+        endpoint: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._reader = asyncio.create_task(self._read_stream(self.http, endpoint), name=f"mcp-sse:{self.url}")
+        self._endpoint = await endpoint
+        return await super().initialize()
+
+    async def aclose(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            await asyncio.wait([self._reader], timeout=1.0)
+        await super().aclose()
+
+    async def _write(self, message: dict[str, Any]) -> None:
+        http = self._http
+        if http is None or self._endpoint is None or self.closed.is_set():
+            raise McpError(CONNECTION_CLOSED, "Connection closed")
+        response = await http.post(self._endpoint, content=json.dumps(message, separators=(",", ":")).encode(),
+                                   headers={"content-type": "application/json"})
+        response.raise_for_status()
+
+    async def _read_stream(self, http: httpx2.AsyncClient, endpoint: asyncio.Future[str]) -> None:
+        try:
+            async with http.stream("GET", self.url, headers={"accept": "text/event-stream",
+                                                             "cache-control": "no-store"}) as response:
+                response.raise_for_status()
+                async with contextlib.aclosing(_events(response)) as stream:
+                    async for event, data in stream:
+                        if event == "endpoint" and not endpoint.done():
+                            endpoint.set_result(self._endpoint_url(data))
+                        elif event == "message":
+                            self._receive_line(data)
+                        else:
+                            log.debug("ignored SSE event %r", event)
+            if not endpoint.done():
+                endpoint.set_exception(McpError(CONNECTION_CLOSED, "SSE stream ended before naming its endpoint"))
+        except Exception as exc:  # noqa: BLE001 - the stream failing: the start fails with it, or the session ends
+            if not endpoint.done():
+                endpoint.set_exception(exc)
+            else:
+                log.debug("the SSE stream of %s failed: %s", self.url, exc)
+        finally:
+            self.closed.set()
+            self._fail_pending()
+
+    def _endpoint_url(self, data: str) -> str:
+        """The POST endpoint an ``endpoint`` event names, refused off the stream's origin."""
+        url = urljoin(self.url, data)
+        if (urlsplit(url).scheme, urlsplit(url).netloc) != (urlsplit(self.url).scheme, urlsplit(self.url).netloc):
+            raise ValueError(f"Endpoint origin does not match connection origin: {url}")
+        return url

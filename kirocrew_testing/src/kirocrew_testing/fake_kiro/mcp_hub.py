@@ -9,15 +9,13 @@ so connecting, initialising and listing tools share one deadline (the entry's ``
 ``KIRO_FAKE_MCP_INIT_TIMEOUT``); only a pending OAuth consent extends it, because a person is in the loop then.
 
 stdio servers (nearly all the suite starts: kirocrew's relays, fixture servers) go through
-:mod:`~kirocrew_testing.fake_kiro.stdio_mcp`, streamable-HTTP ones (OAuth included, through
-:mod:`kirocrew_testing.fake_kiro_oauth`) through :mod:`~kirocrew_testing.fake_kiro.http_mcp`:
-both behave as the mcp SDK's client does, without its import cost (about 0.3 CPU-s for
-stdio, 0.5 for HTTP and OAuth) in every fake process. Legacy SSE servers use the SDK's
-client, imported only for them (no test starts one).
+:mod:`~kirocrew_testing.fake_kiro.stdio_mcp`, streamable-HTTP and legacy SSE ones (OAuth
+included, through :mod:`kirocrew_testing.fake_kiro_oauth`) through
+:mod:`~kirocrew_testing.fake_kiro.http_mcp`: all behave as the mcp SDK's client does, without
+its import cost (about 0.3 CPU-s for stdio, 0.5 for HTTP and OAuth) in every fake process.
 
-Each connection lives in its own task; the SDK's transports are anyio task
-groups that must be entered and left by the same task. Whatever the client, a deadline or
-the hub's close cancels a connection still starting through ``ServerConn.cancel_init``.
+Each connection lives in its own task. A deadline or the hub's close cancels a connection
+still starting through ``ServerConn.cancel_init``.
 """
 
 from __future__ import annotations
@@ -29,16 +27,15 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from kirocrew_testing.fake_kiro.agents_dirs import McpServerSpec, expand_env
-from kirocrew_testing.fake_kiro.http_mcp import HttpClient
+from kirocrew_testing.fake_kiro.http_mcp import HttpClient, SseClient
 from kirocrew_testing.fake_kiro.mcp_session import McpSession, Tool
 from kirocrew_testing.fake_kiro.stdio_mcp import StdioClient
 
 if TYPE_CHECKING:
     import httpx2
-    from mcp.shared._httpx_utils import McpHttpClientFactory
 
     from kirocrew_testing.fake_kiro_oauth import KiroOAuth
 
@@ -57,16 +54,6 @@ OAUTH_CONSENT_SECS = 600.0
 CLOSE_WAIT_SECS = 5.0
 
 
-class ListedTool(Protocol):
-    """What the fake reads of a listed tool: a :class:`~mcp_session.Tool` or an SDK ``Tool`` (legacy SSE)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def description(self) -> str | None: ...
-
-
 @dataclass
 class ServerConn:
     """One server's state, as ``/mcp`` reports it."""
@@ -74,8 +61,8 @@ class ServerConn:
     spec: McpServerSpec
     status: str = LOADING
     error: str = ""
-    tools: list[ListedTool] = field(default_factory=list)  # unfiltered
-    session: Any = None  # an McpSession or an SDK ClientSession (legacy SSE): call_tool(name, arguments) either way
+    tools: list[Tool] = field(default_factory=list)  # unfiltered
+    session: McpSession | None = None
     task: asyncio.Task[None] | None = None
     settled: asyncio.Event = field(default_factory=asyncio.Event)
     # Set once the client has been told where the server stands: its init notification,
@@ -92,7 +79,7 @@ class ServerConn:
     def name(self) -> str:
         return self.spec.name
 
-    def usable_tools(self) -> list[ListedTool]:
+    def usable_tools(self) -> list[Tool]:
         return [t for t in self.tools if t.name not in self.spec.disabled_tools]
 
 
@@ -196,7 +183,7 @@ class McpHub:
                  "toolCount": len(c.usable_tools()) if c.status == RUNNING else 0}
                 for c in self.conns.values()]
 
-    def running_tools(self) -> list[tuple[str, ListedTool]]:
+    def running_tools(self) -> list[tuple[str, Tool]]:
         """``(server, Tool)`` for every tool of a running server that is not disabled."""
         return [(c.name, t) for c in self.conns.values() if c.status == RUNNING for t in c.usable_tools()]
 
@@ -221,8 +208,6 @@ class McpHub:
         conn.deadline_handle = asyncio.get_running_loop().call_later(deadline, self._init_timed_out, conn)
         if conn.spec.transport == "stdio":
             await self._run_stdio(conn)
-        elif conn.spec.transport == "sse":
-            await self._run_sdk(conn)
         else:
             await self._run_http(conn)
 
@@ -253,7 +238,8 @@ class McpHub:
             if response.status_code == 401:
                 conn.challenge = response.headers.get("www-authenticate", "") or "Bearer"
 
-        client = HttpClient(expand_env(spec.url or ""), headers=headers, on_response=watch)
+        transport = SseClient if spec.transport == "sse" else HttpClient
+        client = transport(expand_env(spec.url or ""), headers=headers, on_response=watch)
 
         async def connect() -> list[Tool]:
             await client.start()
@@ -296,35 +282,6 @@ class McpHub:
         finally:
             await client.aclose()  # even when cancelled meanwhile: a cancelled close kills the group
 
-    async def _run_sdk(self, conn: ServerConn) -> None:
-        """A legacy SSE server, through the SDK's client."""
-        import anyio
-        from mcp.client.session import ClientSession
-
-        scope = anyio.CancelScope()
-        conn.cancel_init = scope.cancel
-        try:
-            with scope:
-                async with contextlib.AsyncExitStack() as stack:
-                    try:
-                        read, write = await self._open_sse(conn, stack)
-                        session = await stack.enter_async_context(ClientSession(read, write))
-                        await session.initialize()
-                        listed = await session.list_tools()
-                    except Exception as exc:  # noqa: BLE001 - any start failure marks the server failed
-                        await self._failed(conn, _describe(exc))
-                        return
-                    if conn.deadline_handle is not None:
-                        conn.deadline_handle.cancel()
-                    conn.session, conn.tools = session, list(listed.tools)
-                    await self._settle(conn, RUNNING)
-                    await self._closing.wait()
-        except Exception as exc:  # noqa: BLE001 - a transport's task group failing under us
-            await self._failed(conn, _describe(exc))
-        finally:
-            conn.session = None
-            await self._ended(conn)
-
     async def _ended(self, conn: ServerConn) -> None:
         """The connection is over: a server that never settled failed; a running one closed under us."""
         if conn.deadline_handle is not None:
@@ -348,27 +305,8 @@ class McpHub:
             conn.deadline_handle.cancel()
         conn.deadline_handle = asyncio.get_running_loop().call_later(seconds, self._init_timed_out, conn)
 
-    async def _open_sse(self, conn: ServerConn, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
-        from mcp.client.sse import sse_client
-
-        spec = conn.spec
-        url = expand_env(spec.url or "")
-        headers = {k: expand_env(v) for k, v in spec.headers.items()}
-        conn.presented_token = any(k.lower() == "authorization" for k in headers)
-        auth = await self._http_auth(conn, url, headers, None)
-        if auth is not None:
-            stack.push_async_callback(auth.aclose)
-
-        async def watch(response: Any) -> None:
-            if response.status_code == 401:
-                conn.challenge = response.headers.get("www-authenticate", "") or "Bearer"
-
-        streams = await stack.enter_async_context(
-            sse_client(url, headers=headers, auth=auth, httpx_client_factory=_hooked(watch)))
-        return streams[0], streams[1]
-
     async def _http_auth(self, conn: ServerConn, url: str, headers: dict[str, str],
-                         http: httpx2.AsyncClient | None) -> KiroOAuth | None:
+                         http: httpx2.AsyncClient) -> KiroOAuth | None:
         """kiro-cli's OAuth step before connecting: an ``httpx2.Auth`` holding a token, or None.
 
         :mod:`kirocrew_testing.fake_kiro_oauth` probes the server; on a
@@ -459,19 +397,6 @@ async def _first_of(*waits: Awaitable[Any]) -> None:
     finally:
         for task in tasks:
             task.cancel()
-
-
-def _hooked(hook: Callable[[Any], Awaitable[None]]) -> McpHttpClientFactory:
-    """The SDK's HTTP client factory, with ``hook`` watching every response."""
-    from mcp.shared._httpx_utils import create_mcp_http_client
-
-    def factory(headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None,
-                auth: httpx2.Auth | None = None) -> httpx2.AsyncClient:
-        client = create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
-        client.event_hooks = {"request": [], "response": [hook]}
-        return client
-
-    return factory
 
 
 def _describe(exc: BaseException) -> str:
