@@ -346,17 +346,18 @@ def _version_at_least(version: str | None, floor: str) -> bool:
 
 
 def _within_origin(response: httpx2.Response) -> httpx2.Request | None:
-    """The request following ``response``'s redirect, if it is one that stays within the origin."""
+    """The request following ``response``'s redirect, as the SDK follows one: within the origin, same method.
+
+    A GET follows any redirect status; another method only 307 and 308, which keep the body.
+    """
     location = response.headers.get("location")
-    if not response.is_redirect or not location:
+    request = response.request
+    if not response.is_redirect or not location or (request.method != "GET" and response.status_code not in (307, 308)):
         return None
-    target = response.request.url.join(location)
-    source = response.request.url
-    if (target.scheme, target.host, target.port) != (source.scheme, source.host, source.port):
+    target = request.url.join(location)
+    if (target.scheme, target.host, target.port) != (request.url.scheme, request.url.host, request.url.port):
         return None
-    method = "GET" if response.status_code == 303 else response.request.method
-    return httpx2.Request(method, target, headers=response.request.headers,
-                          content=None if method == "GET" else response.request.content)
+    return httpx2.Request(request.method, target, headers=request.headers, content=request.content or None)
 
 
 class KiroOAuth(httpx2.Auth):
