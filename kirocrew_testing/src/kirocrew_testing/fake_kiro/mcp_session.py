@@ -99,8 +99,8 @@ class ToolResult:
     def model_dump(self, *, mode: str = "json", by_alias: bool = True, exclude_none: bool = True) -> dict[str, Any]:
         """The result as JSON, camelCase, no null fields: the SDK model's dump with these arguments.
 
-        The keyword arguments are the SDK's, so the fake's turn treats both results alike;
-        the result is always that one form.
+        The keyword arguments are the SDK model's (the turn passes them as it would to the
+        model); the result is always that one form.
         """
         return json.loads(json.dumps(self.wire))
 
