@@ -272,6 +272,29 @@ def test_header_references_are_expanded_for_an_http_server(
     assert mcp_tool_names(tools, "good") == ["remote_tool"]
 
 
+def test_streamable_http_and_legacy_sse_servers_are_listed_and_called(
+        fake_kiro_cli: Any, tmp_path: Path, start_mcp_http_server: Any) -> None:
+    http = start_mcp_http_server("--names", "alpha", "--label", "web")
+    sse = start_mcp_http_server("--sse", "--path", "/sse", "--names", "beta", "--label", "old")
+    write_agent("crew", {"tools": ["*"], "mcpServers": {"web": {"url": http},
+                                                         "old": {"type": "sse", "url": sse}}})
+
+    async def scenario() -> Any:
+        async with acp(fake_kiro_cli, "--agent", "crew", "--trust-all-tools") as k:
+            sid = await started(k, tmp_path)
+            await settled(k, "web", "old")
+            tools = await k.execute(sid, "tools")
+            await k.prompt(sid, '!mcp web alpha {"text": "hi"}\n!mcp old beta {"text": "yo"}')
+            return tools, k.client
+
+    tools, client = run(scenario())
+    assert (mcp_tool_names(tools, "web"), mcp_tool_names(tools, "old")) == (["alpha"], ["beta"])
+    outputs = [u.raw_output for u in client.of_kind("tool_call_update") if u.status == "completed"]
+    answers = [json.loads(o["content"][0]["text"]) for o in outputs]
+    assert [(a["server"], a["tool"], a["arguments"]["text"]) for a in answers] == [
+        ("web", "alpha", "hi"), ("old", "beta", "yo")]
+
+
 def test_slash_mcp_and_tools_as_prompt_text_answer_with_the_command_result(
         fake_kiro_cli: Any, tmp_path: Path) -> None:
     write_agent("crew", {"tools": ["@fx"], "mcpServers": {"fx": stdio_entry("--names", "alpha")}})

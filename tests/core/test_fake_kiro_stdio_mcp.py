@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 
 from kirocrew_core import processes, proc
-from kirocrew_testing.fake_kiro import stdio_mcp
+from kirocrew_testing.fake_kiro import mcp_session
 from kirocrew_testing.fake_kiro.agents_dirs import McpServerSpec
 from kirocrew_testing.fake_kiro.mcp_hub import FAILED, RUNNING, McpHub
-from kirocrew_testing.fake_kiro.stdio_mcp import InvalidResult, McpError, StdioClient
+from kirocrew_testing.fake_kiro.mcp_session import InvalidResult, McpError
+from kirocrew_testing.fake_kiro.stdio_mcp import StdioClient
 from kirocrew_testing.mcp_fixtures import stdio_server_argv
 
 # One scripted server; its first argument picks the behaviour, its second is a file it may write.
@@ -143,8 +144,8 @@ def sdk_dump(result: Any) -> dict[str, Any]:
 def test_the_protocol_constants_are_the_sdk_clients() -> None:
     from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 
-    assert stdio_mcp.PROTOCOL_VERSION == LATEST_HANDSHAKE_VERSION
-    assert frozenset(HANDSHAKE_PROTOCOL_VERSIONS) == stdio_mcp.HANDSHAKE_PROTOCOL_VERSIONS
+    assert mcp_session.PROTOCOL_VERSION == LATEST_HANDSHAKE_VERSION
+    assert frozenset(HANDSHAKE_PROTOCOL_VERSIONS) == mcp_session.HANDSHAKE_PROTOCOL_VERSIONS
 
 
 def test_the_handshake_and_a_call_go_on_the_wire_as_the_sdk_sends_them(scripted: Any) -> None:

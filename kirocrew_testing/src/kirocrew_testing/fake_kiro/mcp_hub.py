@@ -1,4 +1,4 @@
-"""A session's MCP servers, connected for real: stdio ones by the fake's own client, the rest by the mcp SDK's.
+"""A session's MCP servers, connected for real: stdio and streamable HTTP by the fake's own clients.
 
 kiro-cli starts every enabled server of the session's agent when the session
 starts, in the background: ``session/new`` answers at once, each server then
@@ -9,13 +9,13 @@ so connecting, initialising and listing tools share one deadline (the entry's ``
 ``KIRO_FAKE_MCP_INIT_TIMEOUT``); only a pending OAuth consent extends it, because a person is in the loop then.
 
 stdio servers (nearly all the suite starts: kirocrew's relays, fixture servers) go through
-:mod:`~kirocrew_testing.fake_kiro.stdio_mcp`, a standard-library client that behaves as the
-SDK's does: importing the SDK cost every fake process about 0.3 CPU-s. SSE, streamable HTTP
-and OAuth servers use the SDK, imported only for them.
+:mod:`~kirocrew_testing.fake_kiro.stdio_mcp`, streamable-HTTP and legacy SSE ones (OAuth
+included, through :mod:`kirocrew_testing.fake_kiro_oauth`) through
+:mod:`~kirocrew_testing.fake_kiro.http_mcp`: all behave as the mcp SDK's client does, without
+its import cost (about 0.3 CPU-s for stdio, 0.5 for HTTP and OAuth) in every fake process.
 
-Each connection lives in its own task: the SDK's transports are anyio task
-groups that must be entered and left by the same task. Whatever the client, a deadline or
-the hub's close cancels a connection still starting through ``ServerConn.cancel_init``.
+Each connection lives in its own task. A deadline or the hub's close cancels a connection
+still starting through ``ServerConn.cancel_init``.
 """
 
 from __future__ import annotations
@@ -27,14 +27,17 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from kirocrew_testing.fake_kiro.agents_dirs import McpServerSpec, expand_env
-from kirocrew_testing.fake_kiro.stdio_mcp import StdioClient, Tool
+from kirocrew_testing.fake_kiro.http_mcp import HttpClient, SseClient
+from kirocrew_testing.fake_kiro.mcp_session import McpSession, Tool
+from kirocrew_testing.fake_kiro.stdio_mcp import StdioClient
 
 if TYPE_CHECKING:
     import httpx2
-    from mcp.shared._httpx_utils import McpHttpClientFactory
+
+    from kirocrew_testing.fake_kiro_oauth import KiroOAuth
 
 log = logging.getLogger(__name__)
 
@@ -51,16 +54,6 @@ OAUTH_CONSENT_SECS = 600.0
 CLOSE_WAIT_SECS = 5.0
 
 
-class ListedTool(Protocol):
-    """What the fake reads of a listed tool: a :class:`~stdio_mcp.Tool` or an SDK ``Tool``."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def description(self) -> str | None: ...
-
-
 @dataclass
 class ServerConn:
     """One server's state, as ``/mcp`` reports it."""
@@ -68,8 +61,8 @@ class ServerConn:
     spec: McpServerSpec
     status: str = LOADING
     error: str = ""
-    tools: list[ListedTool] = field(default_factory=list)  # unfiltered
-    session: Any = None  # a StdioClient or an SDK ClientSession: call_tool(name, arguments) either way
+    tools: list[Tool] = field(default_factory=list)  # unfiltered
+    session: McpSession | None = None
     task: asyncio.Task[None] | None = None
     settled: asyncio.Event = field(default_factory=asyncio.Event)
     # Set once the client has been told where the server stands: its init notification,
@@ -86,7 +79,7 @@ class ServerConn:
     def name(self) -> str:
         return self.spec.name
 
-    def usable_tools(self) -> list[ListedTool]:
+    def usable_tools(self) -> list[Tool]:
         return [t for t in self.tools if t.name not in self.spec.disabled_tools]
 
 
@@ -190,7 +183,7 @@ class McpHub:
                  "toolCount": len(c.usable_tools()) if c.status == RUNNING else 0}
                 for c in self.conns.values()]
 
-    def running_tools(self) -> list[tuple[str, ListedTool]]:
+    def running_tools(self) -> list[tuple[str, Tool]]:
         """``(server, Tool)`` for every tool of a running server that is not disabled."""
         return [(c.name, t) for c in self.conns.values() if c.status == RUNNING for t in c.usable_tools()]
 
@@ -216,7 +209,7 @@ class McpHub:
         if conn.spec.transport == "stdio":
             await self._run_stdio(conn)
         else:
-            await self._run_sdk(conn)
+            await self._run_http(conn)
 
     async def _run_stdio(self, conn: ServerConn) -> None:
         spec = conn.spec
@@ -232,57 +225,62 @@ class McpHub:
             if conn.settled.is_set() or self._closing.is_set():
                 return  # the deadline passed or the hub closed while the server was being spawned
             handshake = asyncio.ensure_future(_handshake(client))
-            conn.cancel_init = handshake.cancel
-            await asyncio.wait([handshake])
-            if handshake.cancelled():
-                return  # the deadline (already reported) or the hub closing
-            failure = handshake.exception()
-            if failure is not None:
-                await self._failed(conn, _describe(failure))
-                return
-            if conn.settled.is_set():
-                return  # the deadline fired as the handshake ended: it has been reported failed
-            if conn.deadline_handle is not None:
-                conn.deadline_handle.cancel()
-            conn.session, conn.tools = client, list(handshake.result())
-            await self._settle(conn, RUNNING)
-            await _first_of(self._closing.wait(), client.closed.wait())
+            await self._hold(conn, client, handshake)
         finally:
-            if handshake is not None and not handshake.done():
-                handshake.cancel()  # this task was cancelled: the hub gave up waiting
-            conn.session = None
-            try:
-                await self._ended(conn)
-            finally:
-                await client.aclose()  # even when cancelled meanwhile: a cancelled close kills the group
+            await self._release(conn, client, handshake)
 
-    async def _run_sdk(self, conn: ServerConn) -> None:
-        import anyio
-        from mcp.client.session import ClientSession
+    async def _run_http(self, conn: ServerConn) -> None:
+        spec = conn.spec
+        headers = {k: expand_env(v) for k, v in spec.headers.items()}
+        conn.presented_token = any(k.lower() == "authorization" for k in headers)
 
-        scope = anyio.CancelScope()
-        conn.cancel_init = scope.cancel
+        async def watch(response: Any) -> None:
+            if response.status_code == 401:
+                conn.challenge = response.headers.get("www-authenticate", "") or "Bearer"
+
+        transport = SseClient if spec.transport == "sse" else HttpClient
+        client = transport(expand_env(spec.url or ""), headers=headers, on_response=watch)
+
+        async def connect() -> list[Tool]:
+            await client.start()
+            client.authorize(await self._http_auth(conn, client.url, headers, client.http))
+            conn.challenge = ""  # the probe's challenge, if any, has been answered
+            return await _handshake(client)
+
+        handshake = asyncio.ensure_future(connect())
         try:
-            with scope:
-                async with contextlib.AsyncExitStack() as stack:
-                    try:
-                        read, write = await self._open_http(conn, stack)
-                        session = await stack.enter_async_context(ClientSession(read, write))
-                        await session.initialize()
-                        listed = await session.list_tools()
-                    except Exception as exc:  # noqa: BLE001 - any start failure marks the server failed
-                        await self._failed(conn, _describe(exc))
-                        return
-                    if conn.deadline_handle is not None:
-                        conn.deadline_handle.cancel()
-                    conn.session, conn.tools = session, list(listed.tools)
-                    await self._settle(conn, RUNNING)
-                    await self._closing.wait()
-        except Exception as exc:  # noqa: BLE001 - a transport's task group failing under us
-            await self._failed(conn, _describe(exc))
+            await self._hold(conn, client, handshake)
         finally:
-            conn.session = None
+            await self._release(conn, client, handshake)
+
+    async def _hold(self, conn: ServerConn, client: McpSession, handshake: asyncio.Future[list[Tool]]) -> None:
+        """Wait for the handshake (a deadline or the hub's close may cancel it), then serve until either side ends."""
+        conn.cancel_init = handshake.cancel
+        await asyncio.wait([handshake])
+        if handshake.cancelled():
+            return  # the deadline (already reported) or the hub closing
+        failure = handshake.exception()
+        if failure is not None:
+            await self._failed(conn, _describe(failure))
+            return
+        if conn.settled.is_set():
+            return  # the deadline fired as the handshake ended: it has been reported failed
+        if conn.deadline_handle is not None:
+            conn.deadline_handle.cancel()
+        conn.session, conn.tools = client, list(handshake.result())
+        await self._settle(conn, RUNNING)
+        await _first_of(self._closing.wait(), client.closed.wait())
+
+    async def _release(self, conn: ServerConn, client: StdioClient | HttpClient,
+                       handshake: asyncio.Future[list[Tool]] | None) -> None:
+        """The connection's end, however it came: report it, then close the client (even when cancelled)."""
+        if handshake is not None and not handshake.done():
+            handshake.cancel()  # this task was cancelled: the hub gave up waiting
+        conn.session = None
+        try:
             await self._ended(conn)
+        finally:
+            await client.aclose()  # even when cancelled meanwhile: a cancelled close kills the group
 
     async def _ended(self, conn: ServerConn) -> None:
         """The connection is over: a server that never settled failed; a running one closed under us."""
@@ -307,34 +305,8 @@ class McpHub:
             conn.deadline_handle.cancel()
         conn.deadline_handle = asyncio.get_running_loop().call_later(seconds, self._init_timed_out, conn)
 
-    async def _open_http(self, conn: ServerConn, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
-        spec = conn.spec
-        url = expand_env(spec.url or "")
-        headers = {k: expand_env(v) for k, v in spec.headers.items()}
-        conn.presented_token = any(k.lower() == "authorization" for k in headers)
-        auth = await self._http_auth(conn, url, headers)
-        if auth is not None:
-            stack.push_async_callback(auth.aclose)
-
-        async def watch(response: Any) -> None:
-            if response.status_code == 401:
-                conn.challenge = response.headers.get("www-authenticate", "") or "Bearer"
-
-        if spec.transport == "sse":
-            from mcp.client.sse import sse_client
-
-            streams = await stack.enter_async_context(
-                sse_client(url, headers=headers, auth=auth,
-                           httpx_client_factory=_hooked(watch)))
-        else:
-            from mcp.client.streamable_http import streamable_http_client
-
-            client = _hooked(watch)(headers=headers, auth=auth)
-            await stack.enter_async_context(client)
-            streams = await stack.enter_async_context(streamable_http_client(url, http_client=client))
-        return streams[0], streams[1]
-
-    async def _http_auth(self, conn: ServerConn, url: str, headers: dict[str, str]) -> Any:
+    async def _http_auth(self, conn: ServerConn, url: str, headers: dict[str, str],
+                         http: httpx2.AsyncClient) -> KiroOAuth | None:
         """kiro-cli's OAuth step before connecting: an ``httpx2.Auth`` holding a token, or None.
 
         :mod:`kirocrew_testing.fake_kiro_oauth` probes the server; on a
@@ -355,7 +327,7 @@ class McpHub:
             client = fake_kiro_oauth.PreregisteredClient(
                 spec.oauth_client_id, spec.oauth_client_secret, spec.oauth_redirect, spec.oauth_scopes)
         return await fake_kiro_oauth.prepare_auth(
-            url, headers=headers, consent_timeout=OAUTH_CONSENT_SECS, client=client,
+            url, headers=headers, http_client=http, consent_timeout=OAUTH_CONSENT_SECS, client=client,
             reauthorize_on_rejection=not switches.flag(switches.OAUTH_NO_REAUTH),
             on_authorization_url=lambda oauth_url: self._oauth_url(conn, oauth_url))
 
@@ -412,7 +384,7 @@ class McpHub:
             log.debug("could not send %s: %s", method, exc)
 
 
-async def _handshake(client: StdioClient) -> list[Tool]:
+async def _handshake(client: McpSession) -> list[Tool]:
     await client.initialize()
     return await client.list_tools()
 
@@ -425,19 +397,6 @@ async def _first_of(*waits: Awaitable[Any]) -> None:
     finally:
         for task in tasks:
             task.cancel()
-
-
-def _hooked(hook: Callable[[Any], Awaitable[None]]) -> McpHttpClientFactory:
-    """The SDK's HTTP client factory, with ``hook`` watching every response."""
-    from mcp.shared._httpx_utils import create_mcp_http_client
-
-    def factory(headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None,
-                auth: httpx2.Auth | None = None) -> httpx2.AsyncClient:
-        client = create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
-        client.event_hooks = {"request": [], "response": [hook]}
-        return client
-
-    return factory
 
 
 def _describe(exc: BaseException) -> str:

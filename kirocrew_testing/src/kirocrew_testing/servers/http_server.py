@@ -1,10 +1,12 @@
-"""A streamable-HTTP MCP fixture server on the mcp SDK, on 127.0.0.1.
+"""A streamable-HTTP (or legacy HTTP+SSE) MCP fixture server on the mcp SDK, on 127.0.0.1.
 
 ``python -m kirocrew_testing.servers.http_server --port 0 [--tools N | --names a,b]
-[--path /mcp] [--require-header NAME=VALUE ...] [--json-response] [--stateless]``
+[--path /mcp] [--require-header NAME=VALUE ...] [--json-response] [--stateless] [--sse]``
 
 Prints exactly one line, ``READY http://127.0.0.1:PORT/mcp``, once it accepts
-connections, then serves until SIGTERM. With ``--require-header`` every request
+connections, then serves until SIGTERM. With ``--sse`` it speaks the legacy
+HTTP+SSE transport instead: the URL is the event stream's (GET), which names
+the endpoint messages are POSTed to. With ``--require-header`` every request
 to the MCP endpoint lacking that header value gets a plain 401 (no OAuth
 challenge), so ``${VAR}`` header expansion in a client can be tested.
 """
@@ -33,6 +35,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="answer 401 unless the request carries this header value (repeatable)")
     parser.add_argument("--json-response", action="store_true", help="answer JSON instead of SSE")
     parser.add_argument("--stateless", action="store_true", help="no Mcp-Session-Id sessions")
+    parser.add_argument("--sse", action="store_true",
+                        help="the legacy HTTP+SSE transport: --path is the event stream's")
     args = parser.parse_args(argv)
     if not args.path.startswith("/"):
         parser.error("--path must start with /")
@@ -69,8 +73,11 @@ class RequireHeaders:
 
 def build_app(args: argparse.Namespace) -> Any:
     server = build_mcp_server(args)
-    app = server.streamable_http_app(streamable_http_path=args.path, json_response=args.json_response,
-                                     stateless_http=args.stateless)
+    if args.sse:
+        app = server.sse_app(sse_path=args.path)
+    else:
+        app = server.streamable_http_app(streamable_http_path=args.path, json_response=args.json_response,
+                                         stateless_http=args.stateless)
     return RequireHeaders(app, args.required_headers) if args.required_headers else app
 
 
