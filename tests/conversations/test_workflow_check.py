@@ -44,6 +44,7 @@ def test_a_plain_workflow_passes_and_its_meta_is_returned() -> None:
     ("x = ctx.agent('a').cr_frame.f_globals", "workflow_attribute_forbidden"),
     ("x = '{0.__class__}'.format(ctx)", "workflow_attribute_forbidden"),
     ("def __init__(self): pass", "workflow_dunder_forbidden"),
+    ("ctx._channel.send({'op': 'done'})", "workflow_attribute_forbidden"),
     ("f = lambda __x: __x", "workflow_dunder_forbidden"),
 ])
 def test_a_hostile_line_is_refused_with_its_code_and_line(line: str, code: str) -> None:

@@ -4,9 +4,9 @@ A workflow runs in its own process under the ``read_only`` sandbox with restrict
 (:mod:`kirocrew_conversations.workflow_runner`); this check rejects the obvious escapes early,
 with a stable code and the line, so an author sees why before anything starts. It is an AST
 walk: no import statements, none of the names that reach the interpreter's machinery, no
-dunder names or attributes, none of the frame and code attributes a coroutine or traceback
-exposes, no ``str.format`` (its fields read attributes), a size cap, a literal ``META`` dict
-and an ``async def workflow(ctx)``.
+dunder names, no attribute starting with ``_`` (ctx's own insides included), none of the frame
+and code attributes a coroutine or traceback exposes, no ``str.format`` (its fields read
+attributes), a size cap, a literal ``META`` dict and an ``async def workflow(ctx)``.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def _check_node(node: ast.AST) -> None:
         _check_name(node.id, line)
     elif isinstance(node, ast.Attribute):
         attr = node.attr
-        if _dunder(attr) or attr.startswith(FORBIDDEN_ATTRIBUTE_PREFIXES) or attr in FORBIDDEN_ATTRIBUTES:
+        if attr.startswith("_") or attr.startswith(FORBIDDEN_ATTRIBUTE_PREFIXES) or attr in FORBIDDEN_ATTRIBUTES:
             raise WorkflowRejected(f"the attribute {attr!r} is not allowed in a workflow",
                                    code="workflow_attribute_forbidden", line=line)
     elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
