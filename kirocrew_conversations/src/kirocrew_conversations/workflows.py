@@ -137,8 +137,10 @@ class WorkflowEngine:
     """Starts, serves, cancels and lists workflow runs (one engine per conversations service)."""
 
     def __init__(self, agent_runner: AgentRunner, *, runs_dir: Path | None = None, authority: str = READ_ONLY,
-                 parallel: int = PARALLEL_DEFAULT) -> None:
+                 parallel: int = PARALLEL_DEFAULT,
+                 on_end: Callable[[ActiveRun], Awaitable[None]] | None = None) -> None:
         self.agent_runner = agent_runner
+        self.on_end = on_end
         self.runs_dir = runs_dir
         self.authority = authority
         self.parallel = parallel
@@ -272,6 +274,11 @@ class WorkflowEngine:
                 await flusher
             await asyncio.shield(asyncio.to_thread(store.save, run.record, self.runs_dir))
             self.active.pop(run.run_id, None)
+        if self.on_end is not None:
+            try:
+                await self.on_end(run)
+            except Exception:  # the run is stored; only its announcement is lost
+                log.exception("workflow run %s: its end could not be announced", run.run_id)
 
     async def _watch_exit(self, run: ActiveRun, child: asyncio.subprocess.Process, connected: asyncio.Event,
                           served: asyncio.Event) -> None:
@@ -445,3 +452,22 @@ def conversation_agent_runner(service: ConversationsService) -> AgentRunner:
         return (ended.reply_text if ended is not None else None) or str(entry.get("text", ""))
 
     return run_agent
+
+
+def owner_announcer(service: ConversationsService) -> Callable[[ActiveRun], Awaitable[None]]:
+    """A session's run ends: its result is queued to the session's conversation as a message (after its turn)."""
+
+    async def announce(run: ActiveRun) -> None:
+        conversation = run.owner_conversation
+        if conversation is None:
+            return
+        record = run.record
+        how = record["status"] + (f" (where: {record['where']}): {record['reason']}" if record.get("where") else "")
+        result = json.dumps(record.get("result"), ensure_ascii=False)[:4000]
+        try:
+            await service.orchestrator.submit(conversation.id, f"[kirocrew workflow] Run {run.run_id} "
+                                              f"({record['name']}) ended {how}.\nResult: {result}")
+        except KirocrewError as exc:
+            log.warning("workflow run %s: its result could not be delivered: %s", run.run_id, exc.code)
+
+    return announce

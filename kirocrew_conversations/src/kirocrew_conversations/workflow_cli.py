@@ -1,0 +1,100 @@
+"""``kirocrew workflow run|list|show|cancel``: the twins of the ``workflow_*`` tools.
+
+Each command is one ``kirocrew-core`` tool call through the host (as :mod:`kirocrew_conversations.spawn_cli`
+does), so a command run outside every session acts for the person, and one run from a session's shell
+acts as that session. ``run --wait`` follows the run with ``workflow_show`` until it ends and exits 0
+only when it finished.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kirocrew_core.errors import KirocrewError
+
+from kirocrew_conversations.spawn_cli import call_core
+
+_STARTED = re.compile(r"Started workflow run `(wf_[0-9a-f]+)`")
+_WAIT_POLL_SECS = 0.5
+_TERMINAL = ("finished", "failed", "cancelled")
+
+
+@click.group(name="workflow")
+def workflow() -> None:
+    """Workflows: Python scripts that orchestrate sub-agents, run sandboxed within ceilings."""
+
+
+def _parse_args(pairs: tuple[str, ...]) -> dict[str, str]:
+    parsed: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise KirocrewError(f"--arg takes KEY=VALUE, not {pair!r}", code="invalid_arguments", exit_code=2)
+        parsed[key] = value
+    return parsed
+
+
+@workflow.command(name="run")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--arg", "pairs", multiple=True, metavar="KEY=VALUE", help="An argument the script reads in ctx.args.")
+@click.option("--budget", type=click.IntRange(1, 1000), help="The most agent calls the run may make (default 1000).")
+@click.option("--cwd", type=click.Path(file_okay=False), help="Where its agents work (default: this directory).")
+@click.option("--wait", "wait_", is_flag=True, help="Follow the run to its end; exit 0 only when it finished.")
+def run(file: Path, pairs: tuple[str, ...], budget: int | None, cwd: str | None, wait_: bool) -> None:
+    """Run the workflow in FILE; prints its run id."""
+    try:
+        source = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KirocrewError(f"cannot read {file}: {exc}", code="unreadable_file", exit_code=2) from None
+    arguments: dict[str, Any] = {"source": source, "args": _parse_args(pairs),
+                                 "cwd": os.path.abspath(cwd or os.getcwd())}
+    if budget is not None:
+        arguments["budget_total"] = budget
+    started = call_core("workflow_run", arguments)
+    match = _STARTED.search(started)
+    if match is None:  # our own tool's wording changed: a bug, not the user's
+        raise KirocrewError(f"unexpected workflow_run result: {started[:200]}", code="internal_error")
+    run_id = match.group(1)
+    click.echo(run_id)
+    if not wait_:
+        return
+    while True:
+        record = json.loads(call_core("workflow_show", {"run_id": run_id, "events": 0}))
+        if record["status"] in _TERMINAL:
+            break
+        time.sleep(_WAIT_POLL_SECS)
+    click.echo(json.dumps(record.get("result"), ensure_ascii=False))
+    if record["status"] != "finished":
+        where = f" (where: {record['where']})" if record.get("where") else ""
+        click.echo(f"kirocrew: workflow run {run_id} ended {record['status']}{where}: {record.get('reason') or ''}",
+                   err=True)
+        click.get_current_context().exit(1)
+
+
+@workflow.command(name="list")
+def list_runs() -> None:
+    """Workflow runs, newest first (yours only, inside a crew session)."""
+    click.echo(call_core("workflow_list", {}))
+
+
+@workflow.command(name="show")
+@click.argument("run_id")
+@click.option("--events", type=click.IntRange(0, 10000), default=50, show_default=True,
+              help="How many of the latest events to include.")
+def show(run_id: str, events: int) -> None:
+    """One run as JSON: status, where and why it failed, its result and its latest events."""
+    click.echo(call_core("workflow_show", {"run_id": run_id, "events": events}))
+
+
+@workflow.command(name="cancel")
+@click.argument("run_id")
+def cancel(run_id: str) -> None:
+    """Cancel a running workflow run."""
+    click.echo(call_core("workflow_cancel", {"run_id": run_id}))

@@ -1,0 +1,149 @@
+"""The workflow tools kirocrew-conversations adds to ``kirocrew-core``: run, list, show, cancel.
+
+Thin handlers over the host's :class:`~kirocrew_conversations.workflows.WorkflowEngine`. Who is
+asking decides what is seen: a crew session (its conversation) sees and cancels only the runs it
+started, and its runs' agent calls are its own sub-agents; the person (a ``kirocrew`` command
+outside every session, by ancestry) sees and cancels every run. Another session's run is
+``workflow_run_not_found``, exactly as an unknown id.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from kirocrew_core.contributions import CoreMcpTool
+from kirocrew_core.coretools.contract import ToolCall, ToolRefused
+
+from kirocrew_conversations import limits as L
+
+if TYPE_CHECKING:
+    from kirocrew_conversations.service import ConversationsService
+    from kirocrew_conversations.store import Conversation
+    from kirocrew_conversations.workflows import WorkflowEngine
+
+PERSON = "person"
+SHOW_EVENTS_DEFAULT = 50
+_RUN_ID = {"type": "string", "pattern": r"^[A-Za-z0-9_\-]{1,64}$", "description": "A run's id (workflow_list)."}
+
+
+def _object(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
+
+
+async def _service() -> ConversationsService:
+    from kirocrew_conversations.hosted import hosted
+
+    return await hosted().ready()
+
+
+def _engine(service: ConversationsService) -> WorkflowEngine:
+    if service.workflows is None:
+        raise ToolRefused("workflows run in the kirocrew host; this server has none", code="host_required")
+    return service.workflows
+
+
+async def _caller(call: ToolCall, service: ConversationsService) -> tuple[str, Conversation | None]:
+    """``(owner, conversation)``: a conversation session's own, or the person's (``"person"``, None)."""
+    session = call.acting_session("works with workflow runs")
+    if session is None:
+        return PERSON, None
+    if session.kind != "conversation":
+        raise ToolRefused(f"{call.tool} works for a conversation's session; this one is a {session.kind} run",
+                          code="not_a_conversation_session")
+    conversation = await service.subagents.conversation_of(session.target_id)
+    return f"conversation:{conversation.id}", conversation
+
+
+def _visible(engine: WorkflowEngine, owner: str, run_id: str) -> dict[str, Any]:
+    record = engine.record(run_id)
+    if record is None or (owner != PERSON and record.get("owner") != owner):
+        raise ToolRefused(f"no workflow run {run_id!r} of this caller (workflow_list shows yours)",
+                          code="workflow_run_not_found")
+    return record
+
+
+def tools() -> list[CoreMcpTool]:
+    from kirocrew_conversations.workflow_check import MAX_SOURCE_BYTES
+
+    async def workflow_run(args: dict[str, Any], call: ToolCall) -> str:
+        from kirocrew_conversations.workflow_check import WorkflowRejected, check_source
+        from kirocrew_conversations.workflows import AGENT_CALLS_MAX, Ceilings, clamp_wall
+
+        service = await _service()
+        engine = _engine(service)
+        owner, conversation = await _caller(call, service)
+        if conversation is None and "cwd" not in args:
+            raise ToolRefused("a workflow the person runs needs a working directory for its agents (cwd)",
+                              code="cwd_required")
+        try:
+            meta = check_source(args["source"])
+        except WorkflowRejected as exc:
+            raise ToolRefused(f"the workflow was rejected before it ran (where: validate): {exc.message}",
+                              code=exc.code) from None
+        ceilings = Ceilings(wall_secs=clamp_wall(meta.get("wall_secs")),
+                            agent_calls=int(args.get("budget_total", AGENT_CALLS_MAX)))
+        run = await engine.start(args["source"], owner=owner, args=args.get("args", {}), ceilings=ceilings,
+                                 owner_conversation=conversation, cwd=args.get("cwd"))
+        return (f"Started workflow run `{run.run_id}` ({run.record['name']}): at most {ceilings.agent_calls} agent "
+                f"calls in {ceilings.wall_secs:g}s. Follow it with workflow_show run_id={run.run_id}.")
+
+    async def workflow_list(args: dict[str, Any], call: ToolCall) -> str:
+        service = await _service()
+        owner, _ = await _caller(call, service)
+        records = [r for r in _engine(service).records() if owner == PERSON or r.get("owner") == owner]
+        if not records:
+            return "No workflow runs yet."
+        return "\n".join(f"- `{r['run_id']}` {r.get('name', '')} → {r.get('status')} ({len(r.get('events', []))} "
+                         f"events)" + (f" owner={r.get('owner')}" if owner == PERSON else "") for r in records)
+
+    async def workflow_show(args: dict[str, Any], call: ToolCall) -> str:
+        service = await _service()
+        owner, _ = await _caller(call, service)
+        record = _visible(_engine(service), owner, args["run_id"])
+        keep = args.get("events", SHOW_EVENTS_DEFAULT)
+        events = record.get("events", [])
+        shown = {key: value for key, value in record.items() if key not in ("events", "source")}
+        shown["event_count"] = len(events)
+        shown["events"] = events[-keep:] if keep else []
+        return json.dumps(shown, ensure_ascii=False, indent=1)
+
+    async def workflow_cancel(args: dict[str, Any], call: ToolCall) -> str:
+        service = await _service()
+        owner, _ = await _caller(call, service)
+        engine = _engine(service)
+        record = _visible(engine, owner, args["run_id"])
+        if not await engine.cancel(args["run_id"]):
+            raise ToolRefused(f"run {args['run_id']} is not running ({record.get('status')}); nothing to cancel",
+                              code="workflow_not_cancellable")
+        return f"Run `{args['run_id']}`: cancelled"
+
+    return [
+        CoreMcpTool(
+            "workflow_run",
+            "Run a workflow: a Python module with a literal META dict and `async def workflow(ctx)` that orchestrates "
+            "sub-agents (await ctx.agent(prompt, label=, phase=, schema=) → text, JSON or None; ctx.parallel, "
+            "ctx.pipeline, ctx.log, ctx.sleep, ctx.args). No imports. It runs sandboxed, within its ceilings "
+            "(META wall_secs 60-21600, default 3600; budget_total agent calls, at most 1000). Returns the run id at "
+            "once; workflow_show follows it.",
+            _object({"source": {"type": "string", "minLength": 1, "maxLength": MAX_SOURCE_BYTES},
+                     "args": {"type": "object", "description": "What the script reads as ctx.args."},
+                     "budget_total": {"type": "integer", "minimum": 1, "maximum": 1000,
+                                      "description": "The most agent calls the run may make (default 1000)."},
+                     "cwd": {"type": "string", "minLength": 1, "maxLength": L.PATH_MAX_CHARS,
+                             "description": "Where its agents work: as spawn_run's cwd (default: this session's "
+                                            "workspace)."}}, ("source",)),
+            workflow_run, identity="lenient"),
+        CoreMcpTool("workflow_list", "Your workflow runs, newest first: id, name, status and event count.",
+                    _object({}), workflow_list, read_only=True, identity="lenient"),
+        CoreMcpTool(
+            "workflow_show",
+            "One workflow run as JSON: status, where and why it failed, its result, ceilings and its latest events.",
+            _object({"run_id": _RUN_ID, "events": {"type": "integer", "minimum": 0, "maximum": 10000,
+                                                   "default": SHOW_EVENTS_DEFAULT,
+                                                   "description": "How many of the latest events to include."}},
+                    ("run_id",)),
+            workflow_show, read_only=True, identity="lenient"),
+        CoreMcpTool("workflow_cancel", "Cancel a running workflow run of yours: its agents stop, it ends cancelled.",
+                    _object({"run_id": _RUN_ID}, ("run_id",)), workflow_cancel, identity="lenient"),
+    ]

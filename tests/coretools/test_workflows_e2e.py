@@ -1,0 +1,127 @@
+"""Workflows end to end: ``kirocrew workflow`` commands and a session's ``workflow_run`` through a real host.
+
+The workflow process runs sandboxed (bubblewrap) and its agent calls are real sub-agents whose
+kiro-cli is the fake, answering the prompts as scripts (``!say …``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kirocrew_testing.core_sessions import CrewHarness
+from kirocrew_testing.fixtures import kirocrew_argv
+from kirocrew_testing.requirements import executable
+
+FLOW = '''META = {"name": "fan-out", "wall_secs": 120}
+
+async def workflow(ctx):
+    ctx.log("hello " + ctx.args["who"])
+    both = await ctx.parallel([ctx.agent("!say one", label="a", phase="fan"), ctx.agent("!say two", label="b")])
+    counted = await ctx.agent('!say {"n": 3}', schema={"type": "object", "required": ["n"]})
+    wrong = await ctx.agent('!say {"m": 3}', schema={"type": "object", "required": ["n"]})
+    return {"both": both, "counted": counted, "wrong": wrong}
+'''
+
+
+@pytest.fixture
+def kirocrew(crew: CrewHarness) -> Any:
+    executable("bwrap", apt="bubblewrap")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(kirocrew_argv(*args), env=crew.env, cwd=crew.workspace, capture_output=True,
+                              text=True, timeout=120, check=False)
+
+    return run
+
+
+def test_the_person_runs_a_workflow_whose_agents_are_real_sub_agents_and_follows_lists_and_cancels_runs(
+        crew: CrewHarness, kirocrew: Any, tmp_path: Path, conversations_rows: Any) -> None:
+    flow = tmp_path / "flow.py"
+    flow.write_text(FLOW)
+    done = kirocrew("workflow", "run", str(flow), "--arg", "who=me", "--wait")
+    assert done.returncode == 0, done.stderr
+    run_id, result = done.stdout.splitlines()
+    assert json.loads(result) == {"both": ["one", "two"], "counted": {"n": 3}, "wrong": None}
+    shown = json.loads(kirocrew("workflow", "show", run_id, "--events", "100").stdout)
+    assert shown["status"] == "finished" and shown["owner"] == "person" and shown["agent_calls"] == 4
+    types = [e["type"] for e in shown["events"]]
+    assert types[0] == "run_started" and types[-1] == "run_finished" and types.count("agent_finished") == 4
+    assert {"log", "phase_started"} <= set(types)
+    assert [e["data"].get("error") for e in shown["events"] if e["type"] == "agent_finished"].count(
+        "schema_mismatch") == 1
+    # each agent call was a sub-agent of nobody, released once it answered
+    children = conversations_rows("SELECT parent_id, released_at FROM conversations WHERE spawn_batch IS NOT NULL")
+    assert len(children) == 4 and all(parent is None and released for parent, released in children)
+
+    # 10,000 agent calls stop at the run's agent ceiling, with where: ceiling, and --wait exits 1
+    greedy = tmp_path / "greedy.py"
+    greedy.write_text('META = {"name": "greedy"}\n\nasync def workflow(ctx):\n'
+                      '    for i in range(10000):\n        await ctx.agent("!say " + str(i))\n')
+    stopped = kirocrew("workflow", "run", str(greedy), "--budget", "2", "--wait")
+    assert stopped.returncode == 1
+    assert "ended failed (where: ceiling): agent call 3 passes the run's ceiling of 2" in stopped.stderr
+
+    # a run cancelled from another command ends cancelled, its agent stopped
+    sleeper = tmp_path / "sleeper.py"
+    sleeper.write_text('META = {"name": "sleeper"}\n\nasync def workflow(ctx):\n'
+                       '    return await ctx.agent("!sleep 600")\n')
+    started = kirocrew("workflow", "run", str(sleeper))
+    assert started.returncode == 0, started.stderr
+    sleeping = started.stdout.strip()
+    cancelled = kirocrew("workflow", "cancel", sleeping)
+    assert cancelled.returncode == 0 and cancelled.stdout.strip() == f"Run `{sleeping}`: cancelled"
+    again = kirocrew("workflow", "cancel", sleeping)
+    assert again.returncode != 0 and "workflow_not_cancellable" in again.stderr
+    listed = kirocrew("workflow", "list").stdout
+    assert f"`{sleeping}` sleeper → cancelled" in listed and f"`{run_id}` fan-out → finished" in listed
+
+    # a hostile script is refused before it runs, and nothing is stored
+    hostile = tmp_path / "hostile.py"
+    hostile.write_text('META = {}\nimport os\n\nasync def workflow(ctx):\n    return 1\n')
+    refused = kirocrew("workflow", "run", str(hostile))
+    assert refused.returncode != 0 and "workflow_import_forbidden" in refused.stderr
+    assert "where: validate" in refused.stderr
+    assert kirocrew("workflow", "list").stdout.count("`wf_") == 3
+    unknown = kirocrew("workflow", "show", "wf_0000000000000000")
+    assert unknown.returncode != 0 and "workflow_run_not_found" in unknown.stderr
+
+
+def _mcp(tool: str, **args: Any) -> str:
+    return f"!mcp kirocrew-core {tool} {json.dumps(args)}"
+
+
+def test_a_session_runs_a_workflow_gets_its_result_as_a_message_and_only_it_sees_the_run(
+        crew: CrewHarness, kirocrew: Any, run_async: Any, conversations_rows: Any) -> None:
+    source = 'META = {"name": "mine"}\n\nasync def workflow(ctx):\n    return await ctx.agent("!say from a child")\n'
+
+    async def main() -> tuple[dict[str, Any], str, str, str]:
+        async with crew.conversations() as conv:
+            parent = await crew.delegate(conv, _mcp("workflow_run", source=source) + "\n!result", name="owner")
+            run_id = parent["reply"]["text"].split("`")[1]
+            other = await crew.delegate(conv, "\n".join([_mcp("workflow_show", run_id=run_id), "!result"]),
+                                        name="other")
+            listed = await crew.delegate(conv, _mcp("workflow_list") + "\n!result", name="third")
+            for _ in range(600):
+                rows = conversations_rows("SELECT reply_text, status FROM runs WHERE conversation_id = ? AND seq = 2",
+                                          parent["conversationId"])
+                if rows and rows[0][1] not in ("queued", "running"):
+                    return parent, rows[0][0], other["reply"]["text"], listed["reply"]["text"]
+                await asyncio.sleep(0.1)
+            raise AssertionError("the workflow's result never reached its session")
+
+    parent, announced, other, listed = run_async(main())
+    assert parent["status"] == "completed", parent
+    assert "[kirocrew workflow] Run wf_" in announced and "ended finished" in announced
+    assert '"from a child"' in announced
+    # the child was the session's own sub-agent
+    [(child_parent,)] = conversations_rows("SELECT parent_id FROM conversations WHERE spawn_batch IS NOT NULL")
+    assert child_parent == parent["conversationId"]
+    # another session neither sees nor lists it; the person sees it with its owner
+    assert "workflow_run_not_found" in other, other
+    assert listed.strip() == "result: No workflow runs yet."
+    assert f"owner=conversation:{parent['conversationId']}" in kirocrew("workflow", "list").stdout
