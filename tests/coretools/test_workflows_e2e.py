@@ -66,6 +66,14 @@ def test_the_person_runs_a_workflow_whose_agents_are_real_sub_agents_and_follows
     assert stopped.returncode == 1
     assert "ended failed (where: ceiling): agent call 3 passes the run's ceiling of 2" in stopped.stderr
 
+    # an agent call that makes more tool calls than the script's ceiling per step ends the run there
+    busy = tmp_path / "busy.py"
+    busy.write_text('META = {"name": "busy", "tool_calls_per_step": 2}\n\nasync def workflow(ctx):\n'
+                    '    return await ctx.agent("!tool t1\\n!tool t2\\n!tool t3\\n!say done", label="busy")\n')
+    too_busy = kirocrew("workflow", "run", str(busy), "--wait")
+    assert too_busy.returncode == 1
+    assert "(where: ceiling): agent call busy made more than 2 tool calls in one step" in too_busy.stderr
+
     # a run cancelled from another command ends cancelled, its agent stopped
     sleeper = tmp_path / "sleeper.py"
     sleeper.write_text('META = {"name": "sleeper"}\n\nasync def workflow(ctx):\n'
@@ -86,7 +94,7 @@ def test_the_person_runs_a_workflow_whose_agents_are_real_sub_agents_and_follows
     refused = kirocrew("workflow", "run", str(hostile))
     assert refused.returncode != 0 and "workflow_import_forbidden" in refused.stderr
     assert "where: validate" in refused.stderr
-    assert kirocrew("workflow", "list").stdout.count("`wf_") == 3
+    assert kirocrew("workflow", "list").stdout.count("`wf_") == 4
     unknown = kirocrew("workflow", "show", "wf_0000000000000000")
     assert unknown.returncode != 0 and "workflow_run_not_found" in unknown.stderr
 

@@ -68,7 +68,7 @@ def tools() -> list[CoreMcpTool]:
 
     async def workflow_run(args: dict[str, Any], call: ToolCall) -> str:
         from kirocrew_conversations.workflow_check import WorkflowRejected, check_source
-        from kirocrew_conversations.workflows import AGENT_CALLS_MAX, Ceilings, clamp_wall
+        from kirocrew_conversations.workflows import AGENT_CALLS_MAX, ceilings_for
 
         service = await _service()
         engine = _engine(service)
@@ -81,8 +81,7 @@ def tools() -> list[CoreMcpTool]:
         except WorkflowRejected as exc:
             raise ToolRefused(f"the workflow was rejected before it ran (where: validate): {exc.message}",
                               code=exc.code) from None
-        ceilings = Ceilings(wall_secs=clamp_wall(meta.get("wall_secs")),
-                            agent_calls=int(args.get("budget_total", AGENT_CALLS_MAX)))
+        ceilings = ceilings_for(meta, agent_calls=int(args.get("budget_total", AGENT_CALLS_MAX)))
         run = await engine.start(args["source"], owner=owner, args=args.get("args", {}), ceilings=ceilings,
                                  owner_conversation=conversation, cwd=args.get("cwd"))
         return (f"Started workflow run `{run.run_id}` ({run.record['name']}): at most {ceilings.agent_calls} agent "
@@ -124,8 +123,9 @@ def tools() -> list[CoreMcpTool]:
             "Run a workflow: a Python module with a literal META dict and `async def workflow(ctx)` that orchestrates "
             "sub-agents (await ctx.agent(prompt, label=, phase=, schema=) → text, JSON or None; ctx.parallel, "
             "ctx.pipeline, ctx.log, ctx.sleep, ctx.args). No imports. It runs sandboxed, within its ceilings "
-            "(META wall_secs 60-21600, default 3600; budget_total agent calls, at most 1000). Returns the run id at "
-            "once; workflow_show follows it.",
+            "(META wall_secs 60-21600, default 3600; at most 1000 agent calls, fewer with budget_total or META "
+            "agent_calls; 200 tool calls per agent call, fewer with META tool_calls_per_step). Returns the run id "
+            "at once; workflow_show follows it.",
             _object({"source": {"type": "string", "minLength": 1, "maxLength": MAX_SOURCE_BYTES},
                      "args": {"type": "object", "description": "What the script reads as ctx.args."},
                      "budget_total": {"type": "integer", "minimum": 1, "maximum": 1000,

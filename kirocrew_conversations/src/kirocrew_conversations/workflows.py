@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 
 WALL_MIN_SECS, WALL_DEFAULT_SECS, WALL_MAX_SECS = 60, 3600, 21600
 AGENT_CALLS_MAX = 1000
+TOOL_CALLS_PER_STEP_MAX = 200
 EVENTS_MAX = 10000
 FLUSH_EVERY_SECS = 0.5
 HANDSHAKE_SECS = 30.0
@@ -59,12 +60,28 @@ def clamp_wall(value: Any) -> float:
     return float(min(max(value, WALL_MIN_SECS), WALL_MAX_SECS))
 
 
+def narrowed(value: Any, ceiling: int) -> int:
+    """A count ceiling a script asks for (META): it may lower ``ceiling``, never raise it."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return ceiling
+    return min(value, ceiling)
+
+
+def ceilings_for(meta: dict[str, Any], *, agent_calls: int = AGENT_CALLS_MAX) -> Ceilings:
+    """A run's ceilings: META's ``wall_secs`` clamped, its ``agent_calls`` and ``tool_calls_per_step`` only lowering
+    the defaults (and ``agent_calls``, the caller's budget)."""
+    return Ceilings(wall_secs=clamp_wall(meta.get("wall_secs")),
+                    agent_calls=narrowed(meta.get("agent_calls"), agent_calls),
+                    tool_calls_per_step=narrowed(meta.get("tool_calls_per_step"), TOOL_CALLS_PER_STEP_MAX))
+
+
 @dataclass(frozen=True)
 class Ceilings:
     """What one run may use; the engine enforces them whatever the process does."""
 
     wall_secs: float = WALL_DEFAULT_SECS
     agent_calls: int = AGENT_CALLS_MAX
+    tool_calls_per_step: int = TOOL_CALLS_PER_STEP_MAX
     events: int = EVENTS_MAX
 
 
@@ -161,7 +178,7 @@ class WorkflowEngine:
 
         meta = check_source(source)
         if ceilings is None:
-            ceilings = Ceilings(wall_secs=clamp_wall(meta.get("wall_secs")))
+            ceilings = ceilings_for(meta)
         workdir = Path(tempfile.mkdtemp(prefix="kirocrew-workflow-"))
         try:
             launcher, env = await asyncio.to_thread(_sandbox_launch, self.authority, str(workdir))
@@ -172,7 +189,7 @@ class WorkflowEngine:
                   "status": "running", "where": None, "reason": None, "created_at": store.now(), "ended_at": None,
                   "args": store.redacted(args or {}), "meta": store.redacted(meta),
                   "ceilings": {"wall_secs": ceilings.wall_secs, "agent_calls": ceilings.agent_calls,
-                               "events": ceilings.events},
+                               "tool_calls_per_step": ceilings.tool_calls_per_step, "events": ceilings.events},
                   "agent_calls": 0, "result": None, "source": store.redacted(source, len(source) + 1),
                   "events": []}
         run = ActiveRun(record, ceilings, owner_conversation, cwd, started=asyncio.get_running_loop().time())
@@ -437,12 +454,24 @@ def conversation_agent_runner(service: ConversationsService) -> AgentRunner:
                                       model=request.model, claim=True)
         except KirocrewError as exc:
             raise AgentFailed(exc.code, exc.message) from None
-        child = spawned[0].conversation
+        child, child_run = spawned[0].conversation, spawned[0].run.id
+        calls = 0
+
+        def counted(run_id: str) -> None:
+            nonlocal calls
+            if run_id == child_run:
+                calls += 1
+                if calls > run.ceilings.tool_calls_per_step:
+                    run.end(RunEnded("failed", "ceiling", f"agent call {request.label or child.id} made more than "
+                                     f"{run.ceilings.tool_calls_per_step} tool calls in one step"))
+
+        service.orchestrator.tool_call_listeners.append(counted)
         settled: set[str] = set()
         try:
             settled = await hub.collect(spawned, seconds_left)
             [entry] = await hub.results(spawned)
         finally:
+            service.orchestrator.tool_call_listeners.remove(counted)
             hub.unclaim([s.conversation for s in spawned if s.conversation.id not in settled])
             with contextlib.suppress(KirocrewError):
                 await asyncio.shield(hub.release(parent, child.id))
