@@ -119,6 +119,30 @@ def test_builtins_outside_the_safe_set_are_absent_in_the_process(engine: Workflo
     assert record["status"] == "failed" and "NameError" in record["reason"]
 
 
+def test_a_rerun_replays_the_calls_before_its_index_and_runs_the_rest(engine: WorkflowEngine) -> None:
+    asked: list[str] = []
+
+    async def counting(run: ActiveRun, request: AgentRequest, seconds_left: float) -> str:
+        asked.append(request.prompt)
+        return f"{request.prompt}#{len(asked)}"
+
+    engine.agent_runner = counting
+    first = _run(engine, _script('return [await ctx.agent("a"), await ctx.agent("b"), await ctx.agent("c")]'))
+    assert first["result"] == ["a#1", "b#2", "c#3"]
+
+    async def again() -> dict[str, Any]:
+        run = await engine.rerun(first, 2)
+        assert run.task is not None
+        await run.task
+        return run.record
+
+    second = run_bounded(again(), 60)
+    assert second["result"] == ["a#1", "b#2", "c#4"] and asked == ["a", "b", "c", "c"]
+    assert second["rerun_of"] == first["run_id"] and second["agent_calls"] == 1
+    assert [e["data"].get("replayed", False) for e in second["events"] if e["type"] == "agent_finished"] == [
+        True, True, False]
+
+
 def test_a_run_left_running_by_a_dead_host_is_failed_when_the_engine_starts(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     workflow_runs.save({"run_id": "wf_0123456789abcdef", "status": "running", "owner": "person",

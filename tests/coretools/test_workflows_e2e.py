@@ -58,6 +58,12 @@ def test_the_person_runs_a_workflow_whose_agents_are_real_sub_agents_and_follows
     children = conversations_rows("SELECT parent_id, released_at FROM conversations WHERE spawn_batch IS NOT NULL")
     assert len(children) == 4 and all(parent is None and released for parent, released in children)
 
+    # a rerun from index 2 replays the parallel pair and runs the two schema calls again
+    rerun = kirocrew("workflow", "rerun", run_id, "--from", "2", "--wait")
+    assert rerun.returncode == 0, rerun.stderr
+    assert json.loads(rerun.stdout.splitlines()[1]) == json.loads(result)
+    assert len(conversations_rows("SELECT id FROM conversations WHERE spawn_batch IS NOT NULL")) == 6
+
     # 10,000 agent calls stop at the run's agent ceiling, with where: ceiling, and --wait exits 1
     greedy = tmp_path / "greedy.py"
     greedy.write_text('META = {"name": "greedy"}\n\nasync def workflow(ctx):\n'
@@ -94,7 +100,7 @@ def test_the_person_runs_a_workflow_whose_agents_are_real_sub_agents_and_follows
     refused = kirocrew("workflow", "run", str(hostile))
     assert refused.returncode != 0 and "workflow_import_forbidden" in refused.stderr
     assert "where: validate" in refused.stderr
-    assert kirocrew("workflow", "list").stdout.count("`wf_") == 4
+    assert kirocrew("workflow", "list").stdout.count("`wf_") == 5
     unknown = kirocrew("workflow", "show", "wf_0000000000000000")
     assert unknown.returncode != 0 and "workflow_run_not_found" in unknown.stderr
 

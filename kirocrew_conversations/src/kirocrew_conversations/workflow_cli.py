@@ -1,4 +1,4 @@
-"""``kirocrew workflow run|list|show|cancel``: the twins of the ``workflow_*`` tools.
+"""``kirocrew workflow run|rerun|list|show|cancel``: the twins of the ``workflow_*`` tools.
 
 Each command is one ``kirocrew-core`` tool call through the host (as :mod:`kirocrew_conversations.spawn_cli`
 does), so a command run outside every session acts for the person, and one run from a session's shell
@@ -61,7 +61,11 @@ def run(file: Path, pairs: tuple[str, ...], budget: int | None, cwd: str | None,
     match = _STARTED.search(started)
     if match is None:  # our own tool's wording changed: a bug, not the user's
         raise KirocrewError(f"unexpected workflow_run result: {started[:200]}", code="internal_error")
-    run_id = match.group(1)
+    _follow(match.group(1), wait_)
+
+
+def _follow(run_id: str, wait_: bool) -> None:
+    """Print the run's id; with ``wait_``, its result once it ended (exit 1 unless it finished)."""
     click.echo(run_id)
     if not wait_:
         return
@@ -76,6 +80,20 @@ def run(file: Path, pairs: tuple[str, ...], budget: int | None, cwd: str | None,
         click.echo(f"kirocrew: workflow run {run_id} ended {record['status']}{where}: {record.get('reason') or ''}",
                    err=True)
         click.get_current_context().exit(1)
+
+
+@workflow.command(name="rerun")
+@click.argument("run_id")
+@click.option("--from", "from_index", type=click.IntRange(0, 1000000), default=0, show_default=True,
+              help="Agent calls before this index replay their recorded results.")
+@click.option("--wait", "wait_", is_flag=True, help="Follow the new run to its end; exit 0 only when it finished.")
+def rerun(run_id: str, from_index: int, wait_: bool) -> None:
+    """Run RUN_ID's workflow again as a new run (twin of workflow_rerun_subtree); prints the new run's id."""
+    started = call_core("workflow_rerun_subtree", {"run_id": run_id, "from_index": from_index})
+    match = re.search(r" as `(wf_[0-9a-f]+)`", started)
+    if match is None:
+        raise KirocrewError(f"unexpected workflow_rerun_subtree result: {started[:200]}", code="internal_error")
+    _follow(match.group(1), wait_)
 
 
 @workflow.command(name="list")

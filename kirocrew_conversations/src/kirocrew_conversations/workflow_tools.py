@@ -1,4 +1,4 @@
-"""The workflow tools kirocrew-conversations adds to ``kirocrew-core``: run, list, show, cancel.
+"""The workflow tools kirocrew-conversations adds to ``kirocrew-core``: run, list, show, rerun, cancel.
 
 Thin handlers over the host's :class:`~kirocrew_conversations.workflows.WorkflowEngine`. Who is
 asking decides what is seen: a crew session (its conversation) sees and cancels only the runs it
@@ -107,6 +107,19 @@ def tools() -> list[CoreMcpTool]:
         shown["events"] = events[-keep:] if keep else []
         return json.dumps(shown, ensure_ascii=False, indent=1)
 
+    async def workflow_rerun_subtree(args: dict[str, Any], call: ToolCall) -> str:
+        service = await _service()
+        owner, conversation = await _caller(call, service)
+        engine = _engine(service)
+        record = _visible(engine, owner, args["run_id"])
+        kind, _, owner_id = str(record.get("owner", "")).partition(":")
+        if conversation is None and kind == "conversation":  # the person reruns a session's run as that session's
+            conversation = await service.subagents.conversation_of(owner_id)
+        from_index = args.get("from_index", 0)
+        run = await engine.rerun(record, from_index, owner_conversation=conversation)
+        return (f"Re-running `{args['run_id']}` as `{run.run_id}`: agent calls before {from_index} replay their "
+                f"recorded results. Follow it with workflow_show run_id={run.run_id}.")
+
     async def workflow_cancel(args: dict[str, Any], call: ToolCall) -> str:
         service = await _service()
         owner, _ = await _caller(call, service)
@@ -144,6 +157,13 @@ def tools() -> list[CoreMcpTool]:
                                                    "description": "How many of the latest events to include."}},
                     ("run_id",)),
             workflow_show, read_only=True, identity="lenient"),
+        CoreMcpTool(
+            "workflow_rerun_subtree",
+            "Run a finished, failed or cancelled workflow run of yours again as a new run: its agent calls before "
+            "from_index return the results recorded the first time (no agent runs for them); the rest run anew.",
+            _object({"run_id": _RUN_ID, "from_index": {"type": "integer", "minimum": 0, "maximum": 1000000,
+                                                       "default": 0}}, ("run_id",)),
+            workflow_rerun_subtree, identity="lenient"),
         CoreMcpTool("workflow_cancel", "Cancel a running workflow run of yours: its agents stop, it ends cancelled.",
                     _object({"run_id": _RUN_ID}, ("run_id",)), workflow_cancel, identity="lenient"),
     ]

@@ -123,6 +123,8 @@ class ActiveRun:
     owner_conversation: Conversation | None = None
     cwd: str | None = None
     agent_calls: int = 0
+    next_index: int = 0
+    replay: dict[int, Any] = field(default_factory=dict)
     started: float = 0.0
     phases: set[str] = field(default_factory=set)
     ended: asyncio.Future[RunEnded] | None = None
@@ -168,9 +170,11 @@ class WorkflowEngine:
 
     async def start(self, source: str, *, owner: str, args: dict[str, Any] | None = None,
                     ceilings: Ceilings | None = None, owner_conversation: Conversation | None = None,
-                    cwd: str | None = None) -> ActiveRun:
+                    cwd: str | None = None, replay: dict[int, Any] | None = None,
+                    rerun_of: str | None = None) -> ActiveRun:
         """Check ``source``, make sure the sandbox runs, record the run and start it; the run at once.
 
+        ``replay``: agent call index → the value to return without running it (a rerun's recorded results).
         Refusals change nothing: :class:`~kirocrew_conversations.workflow_check.WorkflowRejected` (``where:
         validate``), ``authority_unavailable``.
         """
@@ -191,8 +195,9 @@ class WorkflowEngine:
                   "ceilings": {"wall_secs": ceilings.wall_secs, "agent_calls": ceilings.agent_calls,
                                "tool_calls_per_step": ceilings.tool_calls_per_step, "events": ceilings.events},
                   "agent_calls": 0, "result": None, "source": store.redacted(source, len(source) + 1),
-                  "events": []}
-        run = ActiveRun(record, ceilings, owner_conversation, cwd, started=asyncio.get_running_loop().time())
+                  "rerun_of": rerun_of, "cwd": cwd, "calls": {}, "events": []}
+        run = ActiveRun(record, ceilings, owner_conversation, cwd, replay=dict(replay or {}),
+                        started=asyncio.get_running_loop().time())
         run.ended = asyncio.get_running_loop().create_future()
         run.event("run_started", {"name": record["name"], "ceilings": record["ceilings"]})
         await asyncio.to_thread(store.save, record, self.runs_dir)
@@ -209,6 +214,24 @@ class WorkflowEngine:
         if run.task is not None:
             await asyncio.shield(run.task)
         return True
+
+    async def rerun(self, record: dict[str, Any], from_index: int, *, owner_conversation: Conversation | None = None,
+                    cwd: str | None = None) -> ActiveRun:
+        """``record``'s script again, as a new run of the same owner: agent calls before ``from_index`` return
+        their recorded results without running (``workflow_not_rerunnable`` while it still runs)."""
+        if record.get("status") == "running":
+            raise KirocrewError(f"run {record['run_id']} is still running; cancel it or wait for its end",
+                                code="workflow_not_rerunnable")
+        calls = record.get("calls") or {}
+        replay = {int(key): value for key, value in calls.items() if str(key).isdigit() and int(key) < from_index}
+        bounds = record.get("ceilings") or {}
+        ceilings = Ceilings(wall_secs=clamp_wall(bounds.get("wall_secs")),
+                            agent_calls=narrowed(bounds.get("agent_calls"), AGENT_CALLS_MAX),
+                            tool_calls_per_step=narrowed(bounds.get("tool_calls_per_step"), TOOL_CALLS_PER_STEP_MAX))
+        return await self.start(str(record.get("source", "")), owner=str(record["owner"]),
+                                args=dict(record.get("args") or {}), ceilings=ceilings,
+                                owner_conversation=owner_conversation, cwd=cwd or record.get("cwd"), replay=replay,
+                                rerun_of=str(record["run_id"]))
 
     def record(self, run_id: str) -> dict[str, Any] | None:
         """A run's record: the live one while it runs, else the stored one (None when unknown)."""
@@ -327,13 +350,23 @@ class WorkflowEngine:
             if op == "log":
                 run.event("log", {"message": str(message.get("message", ""))[:4000]})
             elif op == "agent":
+                index = run.next_index
+                run.next_index += 1
+                if index in run.replay:  # a rerun: the recorded result, no agent
+                    value = run.replay[index]
+                    run.record["calls"][str(index)] = value
+                    run.event("agent_started", {"index": index, "label": _optional(message.get("label")),
+                                                "replayed": True})
+                    run.event("agent_finished", {"index": index, "ok": True, "replayed": True})
+                    writer.write(_line({"id": message.get("id"), "value": value}))
+                    continue
                 run.agent_calls += 1
                 run.record["agent_calls"] = run.agent_calls
                 if run.agent_calls > run.ceilings.agent_calls:
                     run.end(RunEnded("failed", "ceiling", f"agent call {run.agent_calls} passes the run's ceiling of "
                                      f"{run.ceilings.agent_calls} agent calls"))
                     return
-                task = asyncio.create_task(self._agent(run, message, writer, limiter))
+                task = asyncio.create_task(self._agent(run, index, message, writer, limiter))
                 agents.add(task)
                 task.add_done_callback(agents.discard)
             elif op == "done":
@@ -348,9 +381,8 @@ class WorkflowEngine:
                 run.end(RunEnded("failed", "exec", "the workflow process sent an unknown message"))
                 return
 
-    async def _agent(self, run: ActiveRun, message: dict[str, Any], writer: asyncio.StreamWriter,
+    async def _agent(self, run: ActiveRun, index: int, message: dict[str, Any], writer: asyncio.StreamWriter,
                      limiter: asyncio.Semaphore) -> None:
-        index = run.agent_calls - 1
         request = AgentRequest(prompt=_text(message.get("prompt")), label=_optional(message.get("label")),
                                phase=_optional(message.get("phase")), agent=_optional(message.get("agent")),
                                model=_optional(message.get("model")))
@@ -368,6 +400,7 @@ class WorkflowEngine:
             outcome.update(ok=True, text=text)
         except AgentFailed as exc:
             outcome.update(ok=False, error=exc.code, detail=str(exc))
+        run.record["calls"][str(index)] = store.redacted(value)
         run.event("agent_finished", outcome)
         if not writer.is_closing():
             writer.write(_line({"id": message.get("id"), "value": value}))
