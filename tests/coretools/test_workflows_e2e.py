@@ -68,7 +68,8 @@ def test_the_person_runs_a_workflow_whose_agents_are_real_sub_agents_and_follows
     greedy = tmp_path / "greedy.py"
     greedy.write_text('META = {"name": "greedy"}\n\nasync def workflow(ctx):\n'
                       '    for i in range(10000):\n        await ctx.agent("!say " + str(i))\n')
-    stopped = kirocrew("workflow", "run", str(greedy), "--budget", "2", "--wait")
+    assert kirocrew("workflow", "save", str(greedy), "greedy").returncode == 0  # then run by its saved name
+    stopped = kirocrew("workflow", "run", "greedy", "--budget", "2", "--wait")
     assert stopped.returncode == 1
     assert "ended failed (where: ceiling): agent call 3 passes the run's ceiling of 2" in stopped.stderr
 
@@ -100,7 +101,9 @@ def test_the_person_runs_a_workflow_whose_agents_are_real_sub_agents_and_follows
     refused = kirocrew("workflow", "run", str(hostile))
     assert refused.returncode != 0 and "workflow_import_forbidden" in refused.stderr
     assert "where: validate" in refused.stderr
-    assert kirocrew("workflow", "list").stdout.count("`wf_") == 5
+    assert kirocrew("workflow", "save", str(hostile), "hostile").returncode != 0
+    listed = kirocrew("workflow", "list").stdout
+    assert listed.count("`wf_") == 5 and listed.startswith("Saved workflows: greedy\n")
     unknown = kirocrew("workflow", "show", "wf_0000000000000000")
     assert unknown.returncode != 0 and "workflow_run_not_found" in unknown.stderr
 
@@ -109,13 +112,42 @@ def _mcp(tool: str, **args: Any) -> str:
     return f"!mcp kirocrew-core {tool} {json.dumps(args)}"
 
 
-def test_a_session_runs_a_workflow_gets_its_result_as_a_message_and_only_it_sees_the_run(
-        crew: CrewHarness, kirocrew: Any, run_async: Any, conversations_rows: Any) -> None:
-    source = 'META = {"name": "mine"}\n\nasync def workflow(ctx):\n    return await ctx.agent("!say from a child")\n'
+def test_only_the_owner_saves_a_workflow_and_a_saved_name_is_never_overwritten_unasked(
+        crew: CrewHarness, kirocrew: Any, tmp_path: Path, run_async: Any) -> None:
+    flow = tmp_path / "flow.py"
+    flow.write_text(FLOW)
+    assert kirocrew("workflow", "save", str(flow), "fan").returncode == 0
+    again = kirocrew("workflow", "save", str(flow), "fan")
+    assert again.returncode != 0 and "workflow_exists" in again.stderr
+    assert kirocrew("workflow", "save", str(flow), "fan", "--replace").returncode == 0
+    bad_name = kirocrew("workflow", "save", str(flow), "../x")
+    assert bad_name.returncode != 0 and "invalid_arguments" in bad_name.stderr
+    from kirocrew_conversations.workflow_library import library_dir
+
+    saved = library_dir()  # this test's crew home, the host's too
+    assert [p.name for p in saved.iterdir()] == ["fan.py"] and (saved / "fan.py").read_text() == FLOW
+    assert saved.stat().st_mode & 0o777 == 0o700 and (saved / "fan.py").stat().st_mode & 0o777 == 0o600
+
+    async def main() -> str:
+        async with crew.conversations() as conv:
+            session = await crew.delegate(conv, "\n".join([_mcp("workflow_save", name="mine", source=FLOW),
+                                                            "!result"]), name="saver")
+            return str(session["reply"]["text"])
+
+    assert "owner_only" in run_async(main())
+    assert not (saved / "mine.py").exists()
+
+
+def test_a_session_runs_a_saved_workflow_gets_its_result_as_a_message_and_only_it_sees_the_run(
+        crew: CrewHarness, kirocrew: Any, tmp_path: Path, run_async: Any, conversations_rows: Any) -> None:
+    script = tmp_path / "mine.py"
+    script.write_text('META = {"name": "mine"}\n\nasync def workflow(ctx):\n'
+                      '    return await ctx.agent("!say from a child")\n')
+    assert kirocrew("workflow", "save", str(script), "mine").returncode == 0
 
     async def main() -> tuple[dict[str, Any], str, str, str]:
         async with crew.conversations() as conv:
-            parent = await crew.delegate(conv, _mcp("workflow_run", source=source) + "\n!result", name="owner")
+            parent = await crew.delegate(conv, _mcp("workflow_run", workflow="mine") + "\n!result", name="owner")
             run_id = parent["reply"]["text"].split("`")[1]
             other = await crew.delegate(conv, "\n".join([_mcp("workflow_show", run_id=run_id), "!result"]),
                                         name="other")
@@ -137,5 +169,5 @@ def test_a_session_runs_a_workflow_gets_its_result_as_a_message_and_only_it_sees
     assert child_parent == parent["conversationId"]
     # another session neither sees nor lists it; the person sees it with its owner
     assert "workflow_run_not_found" in other, other
-    assert listed.strip() == "result: No workflow runs yet."
+    assert listed.strip() == "result: Saved workflows: mine\nNo workflow runs yet."
     assert f"owner=conversation:{parent['conversationId']}" in kirocrew("workflow", "list").stdout

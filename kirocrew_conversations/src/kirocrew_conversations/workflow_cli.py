@@ -1,4 +1,4 @@
-"""``kirocrew workflow run|rerun|list|show|cancel``: the twins of the ``workflow_*`` tools.
+"""``kirocrew workflow run|rerun|save|list|show|cancel``: the twins of the ``workflow_*`` tools.
 
 Each command is one ``kirocrew-core`` tool call through the host (as :mod:`kirocrew_conversations.spawn_cli`
 does), so a command run outside every session acts for the person, and one run from a session's shell
@@ -42,19 +42,18 @@ def _parse_args(pairs: tuple[str, ...]) -> dict[str, str]:
 
 
 @workflow.command(name="run")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("target")
 @click.option("--arg", "pairs", multiple=True, metavar="KEY=VALUE", help="An argument the script reads in ctx.args.")
 @click.option("--budget", type=click.IntRange(1, 1000), help="The most agent calls the run may make (default 1000).")
 @click.option("--cwd", type=click.Path(file_okay=False), help="Where its agents work (default: this directory).")
 @click.option("--wait", "wait_", is_flag=True, help="Follow the run to its end; exit 0 only when it finished.")
-def run(file: Path, pairs: tuple[str, ...], budget: int | None, cwd: str | None, wait_: bool) -> None:
-    """Run the workflow in FILE; prints its run id."""
-    try:
-        source = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise KirocrewError(f"cannot read {file}: {exc}", code="unreadable_file", exit_code=2) from None
-    arguments: dict[str, Any] = {"source": source, "args": _parse_args(pairs),
-                                 "cwd": os.path.abspath(cwd or os.getcwd())}
+def run(target: str, pairs: tuple[str, ...], budget: int | None, cwd: str | None, wait_: bool) -> None:
+    """Run TARGET, a workflow file or a saved workflow's name; prints its run id."""
+    arguments: dict[str, Any] = {"args": _parse_args(pairs), "cwd": os.path.abspath(cwd or os.getcwd())}
+    if Path(target).is_file():
+        arguments["source"] = _read(Path(target))
+    else:
+        arguments["workflow"] = target
     if budget is not None:
         arguments["budget_total"] = budget
     started = call_core("workflow_run", arguments)
@@ -80,6 +79,22 @@ def _follow(run_id: str, wait_: bool) -> None:
         click.echo(f"kirocrew: workflow run {run_id} ended {record['status']}{where}: {record.get('reason') or ''}",
                    err=True)
         click.get_current_context().exit(1)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KirocrewError(f"cannot read {path}: {type(exc).__name__}", code="unreadable_file", exit_code=2) from None
+
+
+@workflow.command(name="save")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("name")
+@click.option("--replace", is_flag=True, help="Overwrite a workflow already saved under NAME.")
+def save(file: Path, name: str, replace: bool) -> None:
+    """Save the workflow in FILE as NAME (the owner only; twin of workflow_save)."""
+    click.echo(call_core("workflow_save", {"name": name, "source": _read(file), "replace": replace}))
 
 
 @workflow.command(name="rerun")

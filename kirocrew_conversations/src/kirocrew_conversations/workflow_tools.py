@@ -1,14 +1,16 @@
-"""The workflow tools kirocrew-conversations adds to ``kirocrew-core``: run, list, show, rerun, cancel.
+"""The workflow tools kirocrew-conversations adds to ``kirocrew-core``: run, list, show, rerun, cancel, save.
 
 Thin handlers over the host's :class:`~kirocrew_conversations.workflows.WorkflowEngine`. Who is
 asking decides what is seen: a crew session (its conversation) sees and cancels only the runs it
 started, and its runs' agent calls are its own sub-agents; the person (a ``kirocrew`` command
 outside every session, by ancestry) sees and cancels every run. Another session's run is
-``workflow_run_not_found``, exactly as an unknown id.
+``workflow_run_not_found``, exactly as an unknown id. Only the person saves a workflow by name
+(:mod:`~kirocrew_conversations.workflow_library`); anyone may run a saved one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
 
 PERSON = "person"
 SHOW_EVENTS_DEFAULT = 50
+_NAME = {"type": "string", "pattern": r"^[a-z0-9][a-z0-9_-]{0,63}$", "description": "A saved workflow's name."}
 _RUN_ID = {"type": "string", "pattern": r"^[A-Za-z0-9_\-]{1,64}$", "description": "A run's id (workflow_list)."}
 
 
@@ -76,13 +79,22 @@ def tools() -> list[CoreMcpTool]:
         if conversation is None and "cwd" not in args:
             raise ToolRefused("a workflow the person runs needs a working directory for its agents (cwd)",
                               code="cwd_required")
+        if ("source" in args) == ("workflow" in args):
+            raise ToolRefused("pass exactly one of source or workflow (a saved workflow's name)",
+                              code="invalid_arguments")
+        if "workflow" in args:
+            from kirocrew_conversations import workflow_library
+
+            source = await asyncio.to_thread(workflow_library.load, args["workflow"])
+        else:
+            source = args["source"]
         try:
-            meta = check_source(args["source"])
+            meta = check_source(source)
         except WorkflowRejected as exc:
             raise ToolRefused(f"the workflow was rejected before it ran (where: validate): {exc.message}",
                               code=exc.code) from None
         ceilings = ceilings_for(meta, agent_calls=int(args.get("budget_total", AGENT_CALLS_MAX)))
-        run = await engine.start(args["source"], owner=owner, args=args.get("args", {}), ceilings=ceilings,
+        run = await engine.start(source, owner=owner, args=args.get("args", {}), ceilings=ceilings,
                                  owner_conversation=conversation, cwd=args.get("cwd"))
         return (f"Started workflow run `{run.run_id}` ({run.record['name']}): at most {ceilings.agent_calls} agent "
                 f"calls in {ceilings.wall_secs:g}s. Follow it with workflow_show run_id={run.run_id}.")
@@ -91,10 +103,15 @@ def tools() -> list[CoreMcpTool]:
         service = await _service()
         owner, _ = await _caller(call, service)
         records = [r for r in _engine(service).records() if owner == PERSON or r.get("owner") == owner]
+        from kirocrew_conversations import workflow_library
+
+        saved = await asyncio.to_thread(workflow_library.names)
+        head = [f"Saved workflows: {', '.join(saved)}"] if saved else []
         if not records:
-            return "No workflow runs yet."
-        return "\n".join(f"- `{r['run_id']}` {r.get('name', '')} → {r.get('status')} ({len(r.get('events', []))} "
-                         f"events)" + (f" owner={r.get('owner')}" if owner == PERSON else "") for r in records)
+            return "\n".join([*head, "No workflow runs yet."])
+        lines = [f"- `{r['run_id']}` {r.get('name', '')} → {r.get('status')} ({len(r.get('events', []))} events)"
+                 + (f" owner={r.get('owner')}" if owner == PERSON else "") for r in records]
+        return "\n".join(head + lines)
 
     async def workflow_show(args: dict[str, Any], call: ToolCall) -> str:
         service = await _service()
@@ -120,6 +137,20 @@ def tools() -> list[CoreMcpTool]:
         return (f"Re-running `{args['run_id']}` as `{run.run_id}`: agent calls before {from_index} replay their "
                 f"recorded results. Follow it with workflow_show run_id={run.run_id}.")
 
+    async def workflow_save(args: dict[str, Any], call: ToolCall) -> str:
+        if call.acting_session("saves workflows") is not None:
+            raise ToolRefused("only the owner saves workflows (a session may run a saved one, or pass its source)",
+                              code="owner_only")
+        from kirocrew_conversations import workflow_library
+        from kirocrew_conversations.workflow_check import WorkflowRejected
+
+        try:
+            await asyncio.to_thread(workflow_library.save, args["name"], args["source"],
+                                    replace=args.get("replace", False))
+        except WorkflowRejected as exc:
+            raise ToolRefused(f"the workflow was rejected (where: validate): {exc.message}", code=exc.code) from None
+        return f"Saved workflow `{args['name']}`. Run it with workflow_run(workflow=\"{args['name']}\")."
+
     async def workflow_cancel(args: dict[str, Any], call: ToolCall) -> str:
         service = await _service()
         owner, _ = await _caller(call, service)
@@ -140,12 +171,13 @@ def tools() -> list[CoreMcpTool]:
             "agent_calls; 200 tool calls per agent call, fewer with META tool_calls_per_step). Returns the run id "
             "at once; workflow_show follows it.",
             _object({"source": {"type": "string", "minLength": 1, "maxLength": MAX_SOURCE_BYTES},
+                     "workflow": {**_NAME, "description": "A saved workflow's name, instead of source."},
                      "args": {"type": "object", "description": "What the script reads as ctx.args."},
                      "budget_total": {"type": "integer", "minimum": 1, "maximum": 1000,
                                       "description": "The most agent calls the run may make (default 1000)."},
                      "cwd": {"type": "string", "minLength": 1, "maxLength": L.PATH_MAX_CHARS,
                              "description": "Where its agents work: as spawn_run's cwd (default: this session's "
-                                            "workspace)."}}, ("source",)),
+                                            "workspace)."}}),
             workflow_run, identity="lenient"),
         CoreMcpTool("workflow_list", "Your workflow runs, newest first: id, name, status and event count.",
                     _object({}), workflow_list, read_only=True, identity="lenient"),
@@ -164,6 +196,12 @@ def tools() -> list[CoreMcpTool]:
             _object({"run_id": _RUN_ID, "from_index": {"type": "integer", "minimum": 0, "maximum": 1000000,
                                                        "default": 0}}, ("run_id",)),
             workflow_rerun_subtree, identity="lenient"),
+        CoreMcpTool(
+            "workflow_save",
+            "Save a workflow script under a name (the owner only; checked first). replace overwrites a saved one.",
+            _object({"name": _NAME, "source": {"type": "string", "minLength": 1, "maxLength": MAX_SOURCE_BYTES},
+                     "replace": {"type": "boolean", "default": False}}, ("name", "source")),
+            workflow_save, identity="lenient"),
         CoreMcpTool("workflow_cancel", "Cancel a running workflow run of yours: its agents stop, it ends cancelled.",
                     _object({"run_id": _RUN_ID}, ("run_id",)), workflow_cancel, identity="lenient"),
     ]
