@@ -128,6 +128,22 @@ def test_only_the_owner_saves_a_workflow_and_a_saved_name_is_never_overwritten_u
     assert [p.name for p in saved.iterdir()] == ["fan.py"] and (saved / "fan.py").read_text() == FLOW
     assert saved.stat().st_mode & 0o777 == 0o700 and (saved / "fan.py").stat().st_mode & 0o777 == 0o600
 
+    # an authored script is checked, kept as a 0600 draft and handed over: never run
+    script = r'META = {"name": "drafted"}\n\nasync def workflow(ctx):\n    return await ctx.agent("!say hi")\n'
+    drafted = kirocrew("workflow", "author", "!say ```python\\n" + script + "```", "--output",
+                       str(tmp_path / "drafted.py"))
+    assert drafted.returncode == 0, drafted.stderr
+    assert drafted.stdout.startswith("Authored workflow (draft `draft_")
+    expected = script.replace("\\n", "\n")
+    assert (tmp_path / "drafted.py").read_text() == expected
+    [draft] = list((saved.parent / "drafts").iterdir())
+    assert draft.read_text() == expected and draft.stat().st_mode & 0o777 == 0o600
+    assert "No workflow runs yet." in kirocrew("workflow", "list").stdout
+    hostile = kirocrew("workflow", "author", "!say ```python\\nimport os\\n```")
+    assert hostile.returncode != 0 and "workflow_import_forbidden" in hostile.stderr
+    assert "where: author" in hostile.stderr
+    assert len(list((saved.parent / "drafts").iterdir())) == 1
+
     async def main() -> str:
         async with crew.conversations() as conv:
             session = await crew.delegate(conv, "\n".join([_mcp("workflow_save", name="mine", source=FLOW),

@@ -1,4 +1,4 @@
-"""``kirocrew workflow run|rerun|save|list|show|cancel``: the twins of the ``workflow_*`` tools.
+"""``kirocrew workflow run|rerun|author|save|list|show|cancel``: the twins of the ``workflow_*`` tools.
 
 Each command is one ``kirocrew-core`` tool call through the host (as :mod:`kirocrew_conversations.spawn_cli`
 does), so a command run outside every session acts for the person, and one run from a session's shell
@@ -95,6 +95,23 @@ def _read(path: Path) -> str:
 def save(file: Path, name: str, replace: bool) -> None:
     """Save the workflow in FILE as NAME (the owner only; twin of workflow_save)."""
     click.echo(call_core("workflow_save", {"name": name, "source": _read(file), "replace": replace}))
+
+
+@workflow.command(name="author")
+@click.argument("intent")
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the script to this new file (never over an existing one).")
+@click.option("--cwd", type=click.Path(file_okay=False), help="Where the author works (default: this directory).")
+def author(intent: str, output: Path | None, cwd: str | None) -> None:
+    """Have a Kiro sub-agent write a workflow for INTENT (twin of workflow_author): printed, kept, not run."""
+    if output is not None and output.exists():
+        raise KirocrewError(f"{output} exists; name a new file", code="file_exists", exit_code=2)
+    text = call_core("workflow_author", {"intent": intent, "cwd": os.path.abspath(cwd or os.getcwd())})
+    click.echo(text)
+    if output is not None:
+        script = text.split("```python\n", 1)[1].rsplit("```", 1)[0]
+        with output.open("x", encoding="utf-8") as handle:  # "x": a file that appeared meanwhile is kept
+            handle.write(script)
 
 
 @workflow.command(name="rerun")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,8 @@ def new_run_id() -> str:
 
 
 def now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    """UTC, to the millisecond: an agent call's events time it."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def redacted(value: Any, limit: int = TEXT_MAX) -> Any:

@@ -1,4 +1,4 @@
-"""The workflow tools kirocrew-conversations adds to ``kirocrew-core``: run, list, show, rerun, cancel, save.
+"""The workflow tools kirocrew-conversations adds to ``kirocrew-core``: run, list, show, rerun, cancel, save, author.
 
 Thin handlers over the host's :class:`~kirocrew_conversations.workflows.WorkflowEngine`. Who is
 asking decides what is seen: a crew session (its conversation) sees and cancels only the runs it
@@ -67,6 +67,7 @@ def _visible(engine: WorkflowEngine, owner: str, run_id: str) -> dict[str, Any]:
 
 
 def tools() -> list[CoreMcpTool]:
+    from kirocrew_conversations.workflow_author import INTENT_MAX
     from kirocrew_conversations.workflow_check import MAX_SOURCE_BYTES
 
     async def workflow_run(args: dict[str, Any], call: ToolCall) -> str:
@@ -151,6 +152,37 @@ def tools() -> list[CoreMcpTool]:
             raise ToolRefused(f"the workflow was rejected (where: validate): {exc.message}", code=exc.code) from None
         return f"Saved workflow `{args['name']}`. Run it with workflow_run(workflow=\"{args['name']}\")."
 
+    async def workflow_author(args: dict[str, Any], call: ToolCall) -> str:
+        from kirocrew_conversations import workflow_author as author
+        from kirocrew_conversations.subagents import Task
+        from kirocrew_conversations.workflow_check import WorkflowRejected
+
+        service = await _service()
+        _, conversation = await _caller(call, service)
+        if conversation is None and "cwd" not in args:
+            raise ToolRefused("a workflow the person has authored needs a working directory for its author (cwd)",
+                              code="cwd_required")
+        hub = service.subagents
+        spawned = await hub.spawn(conversation, [Task(author.prompt(args["intent"]))], cwd=args.get("cwd"),
+                                  claim=True)
+        settled: set[str] = set()
+        try:
+            settled = await hub.collect(spawned, service.config.subagents_max_wait_secs)
+            ended = await hub.latest_run(spawned[0].conversation)
+        finally:
+            hub.unclaim([s.conversation for s in spawned if s.conversation.id not in settled])
+            await asyncio.shield(hub.release(conversation, spawned[0].conversation.id))
+        if ended is None or ended.status != "completed" or not ended.reply_text:
+            raise author.no_reply(ended.status if ended is not None else "without a run")
+        try:
+            source = author.extract(ended.reply_text)
+        except WorkflowRejected as exc:
+            raise ToolRefused(f"the authored script was rejected (where: author): {exc.message}",
+                              code=exc.code) from None
+        draft = await asyncio.to_thread(author.keep, source)
+        return (f"Authored workflow (draft `{draft}`). Review then run it with workflow_run(source=…), or save it "
+                f"with workflow_save:\n\n```python\n{source.rstrip()}\n```")
+
     async def workflow_cancel(args: dict[str, Any], call: ToolCall) -> str:
         service = await _service()
         owner, _ = await _caller(call, service)
@@ -202,6 +234,15 @@ def tools() -> list[CoreMcpTool]:
             _object({"name": _NAME, "source": {"type": "string", "minLength": 1, "maxLength": MAX_SOURCE_BYTES},
                      "replace": {"type": "boolean", "default": False}}, ("name", "source")),
             workflow_save, identity="lenient"),
+        CoreMcpTool(
+            "workflow_author",
+            "Have a Kiro sub-agent write a workflow script for an intent. The script is checked and kept as a draft, "
+            "never run: review it, then workflow_run(source=…) or workflow_save it.",
+            _object({"intent": {"type": "string", "minLength": 1, "maxLength": INTENT_MAX},
+                     "cwd": {"type": "string", "minLength": 1, "maxLength": L.PATH_MAX_CHARS,
+                             "description": "Where the author works (default: this session's workspace)."}},
+                    ("intent",)),
+            workflow_author, identity="lenient"),
         CoreMcpTool("workflow_cancel", "Cancel a running workflow run of yours: its agents stop, it ends cancelled.",
                     _object({"run_id": _RUN_ID}, ("run_id",)), workflow_cancel, identity="lenient"),
     ]
