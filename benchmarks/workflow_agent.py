@@ -45,19 +45,20 @@ async def _timed_run(engine: Any, source: str, cwd: str) -> tuple[dict[str, Any]
     return run.record, elapsed
 
 
-def _per_call(record: dict[str, Any]) -> list[float]:
-    """Each agent call's time, from its events (started → finished), in ms."""
+def _times(record: dict[str, Any]) -> tuple[list[float], list[float]]:
+    """Per sequential agent call, in ms: its host-side time (``agent_started`` → ``agent_finished``: the sub-agent
+    itself) and the whole cycle (one ``agent_started`` to the next: the reply to the process, the script, the
+    next request back included). The difference is what ``ctx`` adds to a call."""
     from datetime import datetime
 
-    started: dict[int, float] = {}
-    out = []
-    for event in record["events"]:
-        at = datetime.fromisoformat(event["ts"].replace("Z", "+00:00")).timestamp()
-        if event["type"] == "agent_started":
-            started[event["data"]["index"]] = at
-        elif event["type"] == "agent_finished":
-            out.append((at - started[event["data"]["index"]]) * 1000)
-    return out
+    def at(event: dict[str, Any]) -> float:
+        return datetime.fromisoformat(event["ts"].replace("Z", "+00:00")).timestamp() * 1000
+
+    started = [at(e) for e in record["events"] if e["type"] == "agent_started"]
+    finished = [at(e) for e in record["events"] if e["type"] == "agent_finished"]
+    inside = [f - s for s, f in zip(started, finished, strict=False)]
+    cycles = [b - a for a, b in zip(started, started[1:], strict=False)]
+    return inside[:len(cycles)], cycles
 
 
 async def bench(calls: int, parallel: int, root: Path) -> None:
@@ -77,9 +78,9 @@ async def bench(calls: int, parallel: int, root: Path) -> None:
 
         quick = WorkflowEngine(instant, runs_dir=root / "runs-instant", parallel=cap)
         body = f"for i in range({calls * 10}):\n    await ctx.agent('x')"
-        _, whole = await _timed_run(quick, _script(body), cwd)
-        empty_record, empty = await _timed_run(quick, _script("return 1"), cwd)
-        round_trip = (whole - empty) / (calls * 10) * 1000
+        instant_record, _ = await _timed_run(quick, _script(body), cwd)
+        _, round_trips = _times(instant_record)
+        _, empty = await _timed_run(quick, _script("return 1"), cwd)
 
         hub = service.subagents
         direct: list[float] = []
@@ -94,7 +95,8 @@ async def bench(calls: int, parallel: int, root: Path) -> None:
 
         engine = WorkflowEngine(conversation_agent_runner(service), runs_dir=root / "runs", parallel=cap)
         record, _ = await _timed_run(engine, _script(f"for i in range({calls}):\n    await ctx.agent('!say x')"), cwd)
-        via_ctx = _per_call(record)
+        inside, cycles = _times(record)
+        added = [cycle - sub for sub, cycle in zip(inside, cycles, strict=True)]
         fanned, fan_secs = await _timed_run(engine, _script(
             f"return await ctx.parallel([ctx.agent('!say ' + str(i)) for i in range({parallel})])"), cwd)
         if len(fanned["result"]) != parallel or fanned["result"][0] != "0":
@@ -104,15 +106,16 @@ async def bench(calls: int, parallel: int, root: Path) -> None:
 
     print(f"load average {os.getloadavg()[0]:.1f}; sub-agent cap (agents at once) {cap}; "
           f"python {sys.version.split()[0]}")
-    print(f"ctx round trip, instant agent ({calls * 10} calls): {round_trip:.2f} ms per call "
-          f"(a whole empty run: {empty * 1000:.0f} ms, sandbox start included)")
-    print(row("direct sub-agent (spawn+collect+release)", direct, width=44))
-    print(row("ctx.agent, the same task", via_ctx, width=44))
-    print(f"overhead of ctx.agent (median - median): {statistics.median(via_ctx) - statistics.median(direct):.2f} ms")
-    one = statistics.median(via_ctx) / 1000
+    print(f"an empty workflow run, start to end (sandbox and process start included): {empty * 1000:.0f} ms")
+    print(row(f"ctx.agent round trip, instant agent (x{len(round_trips)})", round_trips, width=46))
+    print(f"{'  mean over the whole run (ms timestamps)':<46} {sum(round_trips) / len(round_trips):.3f} ms")
+    print(row("direct sub-agent (spawn+collect+release)", direct, width=46))
+    print(row("ctx.agent of the same task, whole cycle", cycles, width=46))
+    print(row("  of which the sub-agent (host side)", inside, width=46))
+    print(row("  of which ctx (cycle - sub-agent)", added, width=46))
+    one = statistics.median(cycles) / 1000
     print(f"{parallel} agent calls in ctx.parallel: {fan_secs:.2f} s wall; {parallel}/{cap} waves x one call "
           f"({one:.2f} s) = {parallel / cap * one:.2f} s")
-    del empty_record
 
 
 def main() -> int:

@@ -107,6 +107,21 @@ def test_the_person_runs_a_workflow_whose_agents_are_real_sub_agents_and_follows
     unknown = kirocrew("workflow", "show", "wf_0000000000000000")
     assert unknown.returncode != 0 and "workflow_run_not_found" in unknown.stderr
 
+    # the Workflows page and its owner routes show the same runs; its cancel stops a running one
+    again_sleeping = kirocrew("workflow", "run", str(sleeper)).stdout.strip()
+    with crew.owner_http() as owner:
+        page = owner.get("/workflows")
+        assert page.status_code == 200 and f"<code>{run_id}</code>" in page.text and "where: ceiling" in page.text
+        assert '<button type="button" data-do="cancel" aria-label="Cancel ' + again_sleeping in page.text
+        assert "<li><code>greedy</code></li>" in page.text
+        listed_api = owner.get("/api/workflows/runs").json()
+        assert [r["run_id"] for r in listed_api["runs"]].count(run_id) == 1 and listed_api["saved"] == ["greedy"]
+        assert owner.get(f"/api/workflows/runs/{run_id}").json()["result"] == json.loads(result)
+        assert owner.post(f"/api/workflows/runs/{run_id}/cancel").status_code == 409
+        assert owner.post("/api/workflows/runs/wf_0000000000000000/cancel").status_code == 404
+        assert owner.post(f"/api/workflows/runs/{again_sleeping}/cancel").json() == {"cancelled": again_sleeping}
+        assert owner.get(f"/api/workflows/runs/{again_sleeping}").json()["status"] == "cancelled"
+
 
 def _mcp(tool: str, **args: Any) -> str:
     return f"!mcp kirocrew-core {tool} {json.dumps(args)}"

@@ -157,20 +157,25 @@ def history_summarizers() -> list[HistorySummarizer]:
 
 @hookimpl
 def gateway_routes() -> list[BaseRoute]:
-    """``/api/conversations…``: the dashboard's JSON routes over the host's service (one per tool it uses)."""
+    """``/api/conversations…``: the dashboard's JSON routes over the host's service (one per tool it uses), and
+    ``/api/workflows/runs…`` of the Workflows page."""
     from kirocrew_conversations.api import routes
+    from kirocrew_conversations.workflow_page import routes as workflow_routes
 
-    return routes()
+    return [*routes(), *workflow_routes()]
 
 
 @hookimpl
 def dashboard_pages() -> list[DashboardPage]:
     from kirocrew_conversations.page import PACKAGE, conversation_page, list_page
+    from kirocrew_conversations.workflow_page import workflows_page
 
     return [DashboardPage("/conversations", "Conversations", list_page,
                           "Start, follow and answer Kiro conversations", package=PACKAGE),
             DashboardPage("/conversations/{conversation_id}", "Conversation", conversation_page,
-                          "One conversation's runs, replies, events and actions", package=PACKAGE)]
+                          "One conversation's runs, replies, events and actions", package=PACKAGE),
+            DashboardPage("/workflows", "Workflows", workflows_page,
+                          "Workflow runs: their status, ceilings and results; cancel a running one", package=PACKAGE)]
 
 
 # optionalhook: kirocrew-mcp declares this hook; without it installed there is simply nobody to ask.
