@@ -69,19 +69,21 @@ piped = await ctx.pipeline(["p", "q"], up)
 json_value = await ctx.agent('{"n": 3}', schema={"type": "object", "required": ["n"]})
 wrong = await ctx.agent('{"m": 3}', schema={"type": "object", "required": ["n"]})
 failed = await ctx.agent("fail:subagent_cap_reached")
-return {"both": both, "piped": piped, "json": json_value, "wrong": wrong, "failed": failed}
+too_long = await ctx.agent("x" * 100001)
+return {"both": both, "piped": piped, "json": json_value, "wrong": wrong, "failed": failed, "long": too_long}
 '''), args={"who": "me"})
     assert record["status"] == "finished" and record["where"] is None
     assert record["result"] == {"both": ["a", "b"], "piped": ["P!", "Q!"], "json": {"n": 3}, "wrong": None,
-                                "failed": None}
+                                "failed": None, "long": None}
     types = _types(record)
     assert types[0] == "run_started" and types[-1] == "run_finished"
-    assert types.count("agent_started") == types.count("agent_finished") == 7 and types.count("phase_started") == 1
+    assert types.count("agent_started") == 7 and types.count("agent_finished") == 8  # the long prompt never started
+    assert types.count("phase_started") == 1
     assert [e["data"]["message"] for e in record["events"] if e["type"] == "log"] == ["start me"]
     errors = [e["data"].get("error") for e in record["events"] if e["type"] == "agent_finished"]
-    assert "schema_mismatch" in errors and "subagent_cap_reached" in errors
+    assert {"schema_mismatch", "subagent_cap_reached", "prompt_too_long"} <= set(errors)
     assert [e["seq"] for e in record["events"]] == list(range(1, len(types) + 1))
-    assert record["agent_calls"] == 7
+    assert record["agent_calls"] == 8  # asked for, the refused one included
     path = engine.runs_dir / f"{record['run_id']}.json"  # type: ignore[operator]
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
 
@@ -91,6 +93,11 @@ def test_a_script_that_raises_fails_in_exec_with_its_error_and_line(engine: Work
     assert record["status"] == "failed" and record["where"] == "exec"
     assert "ValueError: no good" in record["reason"] and "(line 5)" in record["reason"]
     assert record["events"][-1]["type"] == "run_failed" and record["events"][-1]["data"]["where"] == "exec"
+
+
+def test_a_result_too_large_to_keep_is_replaced_by_a_note(engine: WorkflowEngine) -> None:
+    record = _run(engine, _script('return ["y" * 100] * 20000'))
+    assert record["status"] == "finished" and record["result"].startswith("[the result was larger than 1048576")
 
 
 def test_a_forever_loop_and_a_long_sleep_are_stopped_at_the_wall_time(engine: WorkflowEngine) -> None:

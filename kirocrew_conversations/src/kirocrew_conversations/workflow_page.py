@@ -48,13 +48,13 @@ async def runs_view() -> dict[str, Any]:
     from kirocrew_conversations import workflow_library
 
     engine = await _engine()
-    records = await asyncio.to_thread(engine.records)
+    records = await engine.records()
     return {"runs": [summary(r) for r in records], "saved": await asyncio.to_thread(workflow_library.names)}
 
 
 async def _record(run_id: str) -> tuple[WorkflowEngine, dict[str, Any]]:
     engine = await _engine()
-    record = await asyncio.to_thread(engine.record, run_id)
+    record = await engine.record(run_id)
     if record is None:
         raise KirocrewError(f"no workflow run {run_id!r}", code="workflow_run_not_found")
     return engine, record

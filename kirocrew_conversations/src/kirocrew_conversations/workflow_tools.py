@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 PERSON = "person"
 SHOW_EVENTS_DEFAULT = 50
+LIST_MAX = 100
 _NAME = {"type": "string", "pattern": r"^[a-z0-9][a-z0-9_-]{0,63}$", "description": "A saved workflow's name."}
 _RUN_ID = {"type": "string", "pattern": r"^[A-Za-z0-9_\-]{1,64}$", "description": "A run's id (workflow_list)."}
 
@@ -58,8 +59,8 @@ async def _caller(call: ToolCall, service: ConversationsService) -> tuple[str, C
     return f"conversation:{conversation.id}", conversation
 
 
-def _visible(engine: WorkflowEngine, owner: str, run_id: str) -> dict[str, Any]:
-    record = engine.record(run_id)
+async def _visible(engine: WorkflowEngine, owner: str, run_id: str) -> dict[str, Any]:
+    record = await engine.record(run_id)
     if record is None or (owner != PERSON and record.get("owner") != owner):
         raise ToolRefused(f"no workflow run {run_id!r} of this caller (workflow_list shows yours)",
                           code="workflow_run_not_found")
@@ -103,21 +104,25 @@ def tools() -> list[CoreMcpTool]:
     async def workflow_list(args: dict[str, Any], call: ToolCall) -> str:
         service = await _service()
         owner, _ = await _caller(call, service)
-        records = [r for r in _engine(service).records() if owner == PERSON or r.get("owner") == owner]
+        records = [r for r in await _engine(service).records() if owner == PERSON or r.get("owner") == owner]
         from kirocrew_conversations import workflow_library
 
         saved = await asyncio.to_thread(workflow_library.names)
         head = [f"Saved workflows: {', '.join(saved)}"] if saved else []
         if not records:
             return "\n".join([*head, "No workflow runs yet."])
+        more = len(records) - LIST_MAX
+        records = records[:LIST_MAX]
         lines = [f"- `{r['run_id']}` {r.get('name', '')} → {r.get('status')} ({len(r.get('events', []))} events)"
                  + (f" owner={r.get('owner')}" if owner == PERSON else "") for r in records]
+        if more > 0:
+            lines.append(f"… and {more} older run(s) not shown")
         return "\n".join(head + lines)
 
     async def workflow_show(args: dict[str, Any], call: ToolCall) -> str:
         service = await _service()
         owner, _ = await _caller(call, service)
-        record = _visible(_engine(service), owner, args["run_id"])
+        record = await _visible(_engine(service), owner, args["run_id"])
         keep = args.get("events", SHOW_EVENTS_DEFAULT)
         events = record.get("events", [])
         shown = {key: value for key, value in record.items() if key not in ("events", "source")}
@@ -129,7 +134,7 @@ def tools() -> list[CoreMcpTool]:
         service = await _service()
         owner, conversation = await _caller(call, service)
         engine = _engine(service)
-        record = _visible(engine, owner, args["run_id"])
+        record = await _visible(engine, owner, args["run_id"])
         kind, _, owner_id = str(record.get("owner", "")).partition(":")
         if conversation is None and kind == "conversation":  # the person reruns a session's run as that session's
             conversation = await service.subagents.conversation_of(owner_id)
@@ -187,7 +192,7 @@ def tools() -> list[CoreMcpTool]:
         service = await _service()
         owner, _ = await _caller(call, service)
         engine = _engine(service)
-        record = _visible(engine, owner, args["run_id"])
+        record = await _visible(engine, owner, args["run_id"])
         if not await engine.cancel(args["run_id"]):
             raise ToolRefused(f"run {args['run_id']} is not running ({record.get('status')}); nothing to cancel",
                               code="workflow_not_cancellable")

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from kirocrew_core.errors import KirocrewError
 
 from kirocrew_conversations import workflow_runs as store
+from kirocrew_conversations.limits import WORKFLOW_PROMPT_MAX_CHARS as PROMPT_MAX_CHARS
 from kirocrew_conversations.vocabulary import READ_ONLY
 
 if TYPE_CHECKING:
@@ -48,6 +49,7 @@ WALL_MIN_SECS, WALL_DEFAULT_SECS, WALL_MAX_SECS = 60, 3600, 21600
 AGENT_CALLS_MAX = 1000
 TOOL_CALLS_PER_STEP_MAX = 200
 EVENTS_MAX = 10000
+RESULT_MAX_BYTES = 1024 * 1024
 FLUSH_EVERY_SECS = 0.5
 HANDSHAKE_SECS = 30.0
 PARALLEL_DEFAULT = 4
@@ -233,13 +235,17 @@ class WorkflowEngine:
                                 owner_conversation=owner_conversation, cwd=cwd or record.get("cwd"), replay=replay,
                                 rerun_of=str(record["run_id"]))
 
-    def record(self, run_id: str) -> dict[str, Any] | None:
-        """A run's record: the live one while it runs, else the stored one (None when unknown)."""
+    async def record(self, run_id: str) -> dict[str, Any] | None:
+        """A run's record: the live one while it runs, else the stored one (None when unknown). Live records are
+        read on the loop only (the run changes them there); the stored ones in a worker thread."""
         run = self.active.get(run_id)
-        return run.record if run is not None else store.load(run_id, self.runs_dir)
+        if run is not None:
+            return run.record
+        return await asyncio.to_thread(store.load, run_id, self.runs_dir)
 
-    def records(self) -> list[dict[str, Any]]:
-        stored = {r["run_id"]: r for r in store.listing(self.runs_dir)}
+    async def records(self) -> list[dict[str, Any]]:
+        """Every run, newest first (the live ones as they are now)."""
+        stored = {r["run_id"]: r for r in await asyncio.to_thread(store.listing, self.runs_dir)}
         stored.update({run_id: run.record for run_id, run in self.active.items()})
         return sorted(stored.values(), key=lambda r: str(r.get("created_at", "")), reverse=True)
 
@@ -370,7 +376,10 @@ class WorkflowEngine:
                 agents.add(task)
                 task.add_done_callback(agents.discard)
             elif op == "done":
-                run.end(RunEnded("finished", result=message.get("result")))
+                result = message.get("result")
+                if len(json.dumps(result, default=str)) > RESULT_MAX_BYTES:  # a run's file stays readable
+                    result = f"[the result was larger than {RESULT_MAX_BYTES} bytes and was not kept]"
+                run.end(RunEnded("finished", result=result))
                 return
             elif op == "raised":
                 line_no = message.get("line") or 0
@@ -387,6 +396,13 @@ class WorkflowEngine:
                                phase=_optional(message.get("phase")), agent=_optional(message.get("agent")),
                                model=_optional(message.get("model")))
         schema = message.get("schema")
+        if len(request.prompt) > PROMPT_MAX_CHARS:  # refused before a child exists; the call returns None
+            run.event("agent_finished", {"index": index, "label": request.label, "ok": False,
+                                         "error": "prompt_too_long"})
+            run.record["calls"][str(index)] = None
+            if not writer.is_closing():
+                writer.write(_line({"id": message.get("id"), "value": None}))
+            return
         if request.phase and request.phase not in run.phases:
             run.phases.add(request.phase)
             run.event("phase_started", {"phase": request.phase})
