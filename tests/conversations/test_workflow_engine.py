@@ -174,6 +174,33 @@ def test_without_bubblewrap_a_workflow_is_refused_and_nothing_is_run_or_stored(
     assert engine.active == {}
 
 
+def test_a_connection_without_the_runs_token_is_closed_and_changes_nothing(engine: WorkflowEngine) -> None:
+    async def forge(path: str, hello: dict[str, Any]) -> bytes:
+        reader, writer = await asyncio.open_unix_connection(path)
+        writer.write(json.dumps(hello).encode() + b"\n" + b'{"op": "done", "result": "forged"}\n')
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), 10)  # closed at once: nothing is sent back
+        writer.close()
+        return answer
+
+    async def main() -> tuple[list[bytes], dict[str, Any]]:
+        run = await engine.start(_script("await ctx.sleep(3600)"), owner="person")
+        for _ in range(100):
+            if run.socket_path and os.path.exists(run.socket_path):
+                break
+            await asyncio.sleep(0.05)
+        answers = [await forge(run.socket_path, {"op": "hello", "token": "forged"}),
+                   await forge(run.socket_path, {"op": "done"})]
+        await asyncio.sleep(0.3)
+        still = run.record["status"]
+        await engine.cancel(run.run_id)
+        return answers, {"during": still, "after": run.record["status"], "result": run.record["result"]}
+
+    answers, seen = run_bounded(main(), 60)
+    assert answers == [b"", b""]
+    assert seen == {"during": "running", "after": "cancelled", "result": None}
+
+
 def test_a_cancelled_run_ends_cancelled(engine: WorkflowEngine) -> None:
     async def main() -> dict[str, Any]:
         run = await engine.start(_script("await ctx.sleep(3600)"), owner="person")

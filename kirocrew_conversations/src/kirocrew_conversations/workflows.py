@@ -127,6 +127,8 @@ class ActiveRun:
     agent_calls: int = 0
     next_index: int = 0
     replay: dict[int, Any] = field(default_factory=dict)
+    #: The run's socket (in its private 0700 folder) while it runs: only the token the process got opens it.
+    socket_path: str = ""
     started: float = 0.0
     phases: set[str] = field(default_factory=set)
     ended: asyncio.Future[RunEnded] | None = None
@@ -288,14 +290,15 @@ class WorkflowEngine:
         server = child = None
         outcome = RunEnded("failed", "exec", "the host stopped")
         try:
-            server = await asyncio.start_unix_server(serve, path=str(workdir / "run.sock"), limit=16 * 1024 * 1024)
-            os.chmod(workdir / "run.sock", 0o600)
+            run.socket_path = str(workdir / "run.sock")
+            server = await asyncio.start_unix_server(serve, path=run.socket_path, limit=16 * 1024 * 1024)
+            os.chmod(run.socket_path, 0o600)
             runner = str(Path(__file__).with_name("workflow_runner.py"))
             from kirocrew_conversations.workflow_runner import TOKEN_ENV
 
             child_env = {"PATH": env.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", TOKEN_ENV: token}
             child = await proc.spawn_tied_async([*launcher, sys.executable, "-I", "-S", runner,
-                                                 str(workdir / "run.sock")], env=child_env, cwd=str(workdir),
+                                                 run.socket_path], env=child_env, cwd=str(workdir),
                                                 stdout=proc.DEVNULL, stderr=proc.PIPE)
             watcher = asyncio.create_task(self._watch_exit(run, child, connected, served))
             try:
