@@ -113,6 +113,7 @@ def test_ten_thousand_agent_calls_stop_at_the_agent_ceiling(engine: WorkflowEngi
     assert record["status"] == "failed" and record["where"] == "ceiling"
     assert "agent call 6 passes the run's ceiling of 5" in record["reason"]
     assert _types(record).count("agent_started") == 5
+    assert [e["data"]["agent_calls"] for e in record["events"] if e["type"] == "budget_update"] == [3, 5]
 
 
 def test_endless_logging_stops_at_the_event_ceiling(engine: WorkflowEngine) -> None:

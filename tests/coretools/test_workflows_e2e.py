@@ -80,6 +80,9 @@ def test_the_person_runs_a_workflow_whose_agents_are_real_sub_agents_and_follows
     too_busy = kirocrew("workflow", "run", str(busy), "--wait")
     assert too_busy.returncode == 1
     assert "(where: ceiling): agent call busy made more than 2 tool calls in one step" in too_busy.stderr
+    busy_run = json.loads(kirocrew("workflow", "show", too_busy.stdout.splitlines()[0]).stdout)
+    progress = [e["data"]["tool_calls"] for e in busy_run["events"] if e["type"] == "agent_progress"]
+    assert progress == [1, 2]  # shown at 1, 2, 4…; the third passed the ceiling
 
     # a run cancelled from another command ends cancelled, its agent stopped
     sleeper = tmp_path / "sleeper.py"

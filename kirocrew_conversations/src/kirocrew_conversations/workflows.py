@@ -90,6 +90,7 @@ class Ceilings:
 @dataclass(frozen=True)
 class AgentRequest:
     prompt: str
+    index: int = 0
     label: str | None = None
     phase: str | None = None
     agent: str | None = None
@@ -375,6 +376,10 @@ class WorkflowEngine:
                     run.end(RunEnded("failed", "ceiling", f"agent call {run.agent_calls} passes the run's ceiling of "
                                      f"{run.ceilings.agent_calls} agent calls"))
                     return
+                if run.agent_calls in _milestones(run.ceilings.agent_calls):
+                    run.event("budget_update", {"agent_calls": run.agent_calls,
+                                                "agent_calls_ceiling": run.ceilings.agent_calls,
+                                                "wall_secs_left": round(self._left(run), 1)})
                 task = asyncio.create_task(self._agent(run, index, message, writer, limiter))
                 agents.add(task)
                 task.add_done_callback(agents.discard)
@@ -395,7 +400,7 @@ class WorkflowEngine:
 
     async def _agent(self, run: ActiveRun, index: int, message: dict[str, Any], writer: asyncio.StreamWriter,
                      limiter: asyncio.Semaphore) -> None:
-        request = AgentRequest(prompt=_text(message.get("prompt")), label=_optional(message.get("label")),
+        request = AgentRequest(prompt=_text(message.get("prompt")), index=index, label=_optional(message.get("label")),
                                phase=_optional(message.get("phase")), agent=_optional(message.get("agent")),
                                model=_optional(message.get("model")))
         schema = message.get("schema")
@@ -448,6 +453,11 @@ class WorkflowEngine:
             run.dirty.clear()
             await asyncio.to_thread(store.save, json.loads(json.dumps(run.record)), self.runs_dir)
             await asyncio.sleep(FLUSH_EVERY_SECS)
+
+
+def _milestones(ceiling: int) -> set[int]:
+    """The agent call counts a ``budget_update`` is sent at: half the ceiling and nine tenths of it."""
+    return {max(1, -(-ceiling * share // 10)) for share in (5, 9)}
 
 
 def _sandbox_launch(authority: str, workspace: str) -> tuple[list[str], dict[str, str]]:
@@ -513,6 +523,8 @@ def conversation_agent_runner(service: ConversationsService) -> AgentRunner:
             nonlocal calls
             if run_id == child_run:
                 calls += 1
+                if calls & (calls - 1) == 0:  # 1, 2, 4, 8…: a long step shows life in a bounded number of events
+                    run.event("agent_progress", {"index": request.index, "label": request.label, "tool_calls": calls})
                 if calls > run.ceilings.tool_calls_per_step:
                     run.end(RunEnded("failed", "ceiling", f"agent call {request.label or child.id} made more than "
                                      f"{run.ceilings.tool_calls_per_step} tool calls in one step"))
