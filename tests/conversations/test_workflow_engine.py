@@ -95,6 +95,11 @@ def test_a_script_that_raises_fails_in_exec_with_its_error_and_line(engine: Work
     assert record["events"][-1]["type"] == "run_failed" and record["events"][-1]["data"]["where"] == "exec"
 
 
+def test_a_memory_bomb_fails_in_its_own_process_at_the_memory_bound(engine: WorkflowEngine) -> None:
+    record = _run(engine, _script('x = "a" * (4 * 1024 ** 3)\nreturn len(x)'))
+    assert record["status"] == "failed" and record["where"] == "exec" and "MemoryError" in record["reason"]
+
+
 def test_a_result_too_large_to_keep_is_replaced_by_a_note(engine: WorkflowEngine) -> None:
     record = _run(engine, _script('return ["y" * 100] * 20000'))
     assert record["status"] == "finished" and record["result"].startswith("[the result was larger than 1048576")

@@ -10,7 +10,7 @@ process says can widen what the run may do.
 
 Wire (one JSON object per line): to the host ``hello {token}``, ``agent {id, prompt, ...}``,
 ``log {message}``, ``done {result}``, ``raised {error, line}``; from the host ``start {source,
-args}`` and ``reply {id, value}``.
+args, memory_bytes, cpu_secs}`` and ``reply {id, value}``.
 """
 
 from __future__ import annotations
@@ -105,6 +105,19 @@ class Context:
         await asyncio.sleep(float(seconds))
 
 
+def _limit(start: dict[str, Any]) -> None:
+    """The host's bounds on this process, set before the script runs (hard limits: it cannot raise them):
+    memory (a ``"a" * 10**10`` is a MemoryError, not the machine's memory) and CPU time (a spinning loop
+    is killed by the kernel even if the host's wall clock were late)."""
+    import resource
+
+    memory, cpu = int(start.get("memory_bytes") or 0), int(start.get("cpu_secs") or 0)
+    if memory:
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    if cpu:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+
+
 def _script_line(exc: BaseException) -> int:
     lines = [frame.lineno for frame in traceback.extract_tb(exc.__traceback__) if frame.filename == SCRIPT_NAME]
     return (lines[-1] or 0) if lines else 0
@@ -115,6 +128,7 @@ async def _main(path: str, token: str) -> None:
     channel = Channel(reader, writer)
     channel.send({"op": "hello", "token": token})
     start = await channel.receive()
+    _limit(start)
     namespace: dict[str, Any] = {"__builtins__": SAFE_BUILTINS}
     dispatcher = asyncio.ensure_future(channel.dispatch())
     try:

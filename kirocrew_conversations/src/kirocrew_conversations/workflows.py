@@ -50,6 +50,9 @@ AGENT_CALLS_MAX = 1000
 TOOL_CALLS_PER_STEP_MAX = 200
 EVENTS_MAX = 10000
 RESULT_MAX_BYTES = 1024 * 1024
+#: The workflow process's address space (the interpreter takes some 30 MiB of it) and its CPU time past the wall.
+MEMORY_MAX_BYTES = 1024 * 1024 * 1024
+CPU_GRACE_SECS = 5
 FLUSH_EVERY_SECS = 0.5
 HANDSHAKE_SECS = 30.0
 PARALLEL_DEFAULT = 4
@@ -281,7 +284,8 @@ class WorkflowEngine:
                 writer.close()
                 return
             connected.set()
-            writer.write(_line({"op": "start", "source": source, "args": args}))
+            writer.write(_line({"op": "start", "source": source, "args": args, "memory_bytes": MEMORY_MAX_BYTES,
+                                "cpu_secs": int(run.ceilings.wall_secs) + CPU_GRACE_SECS}))
             try:
                 await self._serve(run, reader, writer, agents, limiter)
             finally:
