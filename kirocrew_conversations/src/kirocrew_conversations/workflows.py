@@ -133,6 +133,8 @@ class ActiveRun:
     replay: dict[int, Any] = field(default_factory=dict)
     #: The run's socket (in its private 0700 folder) while it runs: only the token the process got opens it.
     socket_path: str = ""
+    #: The periodic save in flight, if any (the final save waits for it).
+    saving: asyncio.Future[Any] | None = None
     started: float = 0.0
     phases: set[str] = field(default_factory=set)
     ended: asyncio.Future[RunEnded] | None = None
@@ -326,8 +328,16 @@ class WorkflowEngine:
             flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await flusher
-            await asyncio.shield(asyncio.to_thread(store.save, run.record, self.runs_dir))
-            self.active.pop(run.run_id, None)
+            # A periodic save still writing in its thread lands first, so the final record is the last one written.
+            if run.saving is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(run.saving)
+            try:
+                await asyncio.shield(asyncio.to_thread(store.save, run.record, self.runs_dir))
+            except OSError:
+                log.exception("workflow run %s: its final record could not be written", run.run_id)
+            finally:
+                self.active.pop(run.run_id, None)
         if self.on_end is not None:
             try:
                 await self.on_end(run)
@@ -451,11 +461,17 @@ class WorkflowEngine:
             run.event("run_failed", {"where": outcome.where, "reason": outcome.reason})
 
     async def _flush(self, run: ActiveRun) -> None:
-        """Save the record when it changed, at most every :data:`FLUSH_EVERY_SECS`."""
+        """Save the record when it changed, at most every :data:`FLUSH_EVERY_SECS` (a failed save is logged; the
+        next change tries again)."""
         while True:
             await run.dirty.wait()
             run.dirty.clear()
-            await asyncio.to_thread(store.save, json.loads(json.dumps(run.record)), self.runs_dir)
+            snapshot = json.loads(json.dumps(run.record))  # taken on the loop, written in a thread
+            run.saving = asyncio.ensure_future(asyncio.to_thread(store.save, snapshot, self.runs_dir))
+            try:
+                await asyncio.shield(run.saving)
+            except OSError:
+                log.exception("workflow run %s: its record could not be written", run.run_id)
             await asyncio.sleep(FLUSH_EVERY_SECS)
 
 
