@@ -105,3 +105,20 @@ def require(name: str, installed: dict[str, AuthorityBackend]) -> AuthorityBacke
     if not ok:
         raise conversation_error("authority_unavailable", f"authority {name} is unavailable: {reason}")
     return installed[name]
+
+
+def launch(name: str, workspace: str, pm: Any = None) -> tuple[list[str], dict[str, str]]:
+    """The argv prefix and environment a command (not kiro-cli) runs with under the authority ``name``: its
+    backend's launcher, and the environment a kiro-cli would get (the augmented ``PATH``, unless the backend
+    gives its own). ``authority_unavailable`` when it cannot run here: never run unrestricted instead.
+    """
+    import os
+
+    from kirocrew_core.acp_runtime import AcpOptions
+    from kirocrew_core.search_path import with_search_path
+
+    backend = require(name, installed(pm))
+    options = backend.factory(AcpOptions(), workspace=workspace)
+    # As kiro-cli gets it: the search path the MCP commands resolve on (the host may lack ~/.local/bin).
+    env = dict(options.env) if options.env is not None else with_search_path(os.environ)
+    return [str(part) for part in options.launcher], env

@@ -87,9 +87,12 @@ class HostedConversations:
         """``"N runs in progress"`` while runs execute or wait for a worker; the host must not exit then."""
         service = self._service
         count = service.orchestrator.runs_in_progress() if service is not None else 0
-        if not count:
+        flows = len(service.workflows.active) if service is not None and service.workflows is not None else 0
+        if not count and not flows:
             return None
-        return f"{count} run{'s' if count != 1 else ''} in progress"
+        busy = [f"{count} run{'s' if count != 1 else ''} in progress"] if count else []
+        busy += [f"{flows} workflow run{'s' if flows != 1 else ''} in progress"] if flows else []
+        return ", ".join(busy)
 
     def worker_load(self) -> WorkerLoad:
         """The live kiro-cli workers and the sub-agent cap, for ``resource_status`` (the configured ones while
@@ -167,6 +170,12 @@ class HostedConversations:
             except KirocrewError as exc:
                 self.failure = exc
                 raise
+            # Workflow runs live in the host only: its start marks a run the last host left running failed.
+            from kirocrew_conversations.workflows import WorkflowEngine, conversation_agent_runner, owner_announcer
+
+            service.workflows = await asyncio.to_thread(WorkflowEngine, conversation_agent_runner(service),
+                                                        parallel=service.config.max_subagents,
+                                                        on_end=owner_announcer(service))
             self._service, self._loop = service, asyncio.get_running_loop()
             self.failure = None
             return service

@@ -49,6 +49,7 @@ SUBAGENTS_MAX_WAIT_DEFAULT = RUN_DEADLINE_SECONDS  # a child's run ends by then 
 SUBAGENTS_MAX_WAIT_MIN = 1  # tests shorten it; the reference's floor of 60 s is not needed here
 SUBAGENTS_MAX_WAIT_MAX = 7200
 SUBAGENT_TASK_MAX_CHARS = 5000  # one spawned task (the reference's bound)
+WORKFLOW_PROMPT_MAX_CHARS = 100_000  # one ctx.agent prompt: a workflow passes earlier replies on
 SUBAGENT_BATCH_MAX = 8  # tasks in one spawn_run / agents in one spawn_sub_agents
 COMPLETION_KEEP_CHARS = 4000  # result text quoted in a completion message; spawn_status has the rest
 TASK_SPEC_MAX_CHARS = 50_000  # task_run's spec (inline text, or the file it names)

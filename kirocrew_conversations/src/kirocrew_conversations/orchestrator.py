@@ -198,6 +198,9 @@ class Orchestrator:
         #: Called (on the loop, after waiters were woken) with each executed run's terminal row; a failing
         #: listener is logged and never affects the run or the worker.
         self.run_end_listeners: list[RunEndListener] = []
+        #: Called (on the loop) with the run's id at each tool call kiro starts, so a caller can bound a run's calls
+        #: (a workflow's tool calls per step); a failing listener is logged and never affects the run.
+        self.tool_call_listeners: list[Callable[[str], None]] = []
         loop = asyncio.get_running_loop()
         self.monitors = directive_effects.MonitorLoops(self)
         self._rearm = loop.create_task(self.monitors.rearm_all(), name="monitor-rearm")
@@ -860,6 +863,11 @@ class Orchestrator:
             await self._append(worker.conversation_id, ctx.run_id, "tool_call",
                                {"toolName": name, "status": _status(update),
                                 "locations": _relative_locations(update, ctx.cwd)})
+            for listener in list(self.tool_call_listeners):
+                try:
+                    listener(ctx.run_id)
+                except Exception:
+                    log.exception("a tool-call listener failed")
         elif kind == "tool_call_update":
             if getattr(update, "status", None) is not None:
                 await self._append(worker.conversation_id, ctx.run_id, "tool_call_update",

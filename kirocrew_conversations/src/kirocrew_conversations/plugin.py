@@ -48,6 +48,8 @@ def register_commands(cli: KirocrewCLI) -> None:
                          "Spawn sub-agent conversations and list every sub-agent (twins of spawn_run, spawn_list).")
     cli.add_lazy_command("run", "kirocrew_conversations.spawn_cli:run_task",
                          "Run a task file as a new conversation and print its id (twin of task_run).")
+    cli.add_lazy_command("workflow", "kirocrew_conversations.workflow_cli:workflow",
+                         "Run, list, show and cancel workflow runs (twins of the workflow_* tools).")
 
 
 @hookimpl
@@ -97,10 +99,10 @@ def host_mcp_servers() -> list[HostedMcpServer]:
 def core_mcp_tools() -> list[CoreMcpTool]:
     """The kirocrew-core tools of conversations: the session directives and ``ask_question`` (their effects land
     on the caller's own conversation), the sub-agent tools, ``wait`` and ``task_run`` (rebuilt per
-    ``tools/list``: they quote the live cap). Imported when listed."""
-    from kirocrew_conversations import ask_tool, subagent_tools, directive_tools
+    ``tools/list``: they quote the live cap) and the workflow tools. Imported when listed."""
+    from kirocrew_conversations import ask_tool, directive_tools, subagent_tools, workflow_tools
 
-    return [*directive_tools.tools(), ask_tool.tool(), *subagent_tools.tools()]
+    return [*directive_tools.tools(), ask_tool.tool(), *subagent_tools.tools(), *workflow_tools.tools()]
 
 
 @hookimpl
@@ -155,20 +157,25 @@ def history_summarizers() -> list[HistorySummarizer]:
 
 @hookimpl
 def gateway_routes() -> list[BaseRoute]:
-    """``/api/conversations…``: the dashboard's JSON routes over the host's service (one per tool it uses)."""
+    """``/api/conversations…``: the dashboard's JSON routes over the host's service (one per tool it uses), and
+    ``/api/workflows/runs…`` of the Workflows page."""
     from kirocrew_conversations.api import routes
+    from kirocrew_conversations.workflow_page import routes as workflow_routes
 
-    return routes()
+    return [*routes(), *workflow_routes()]
 
 
 @hookimpl
 def dashboard_pages() -> list[DashboardPage]:
     from kirocrew_conversations.page import PACKAGE, conversation_page, list_page
+    from kirocrew_conversations.workflow_page import workflows_page
 
     return [DashboardPage("/conversations", "Conversations", list_page,
                           "Start, follow and answer Kiro conversations", package=PACKAGE),
             DashboardPage("/conversations/{conversation_id}", "Conversation", conversation_page,
-                          "One conversation's runs, replies, events and actions", package=PACKAGE)]
+                          "One conversation's runs, replies, events and actions", package=PACKAGE),
+            DashboardPage("/workflows", "Workflows", workflows_page,
+                          "Workflow runs: their status, ceilings and results; cancel a running one", package=PACKAGE)]
 
 
 # optionalhook: kirocrew-mcp declares this hook; without it installed there is simply nobody to ask.

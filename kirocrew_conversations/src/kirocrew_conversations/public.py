@@ -12,7 +12,8 @@ Authorities (what a run may do):
 - ``installed_authorities(pm=None)``: every authority that can be asked for here by name, the
   built-in ``unrestricted`` included; ``authority_availability(name, installed)`` says whether one
   runs here and why not; ``require_authority(name, installed)`` returns it or raises
-  ``authority_unavailable`` (nothing ever runs unrestricted instead).
+  ``authority_unavailable`` (nothing ever runs unrestricted instead); ``authority_launch(name, workspace)``
+  is the argv prefix and environment a command runs with under that authority (its backend's launcher).
 - ``CREDENTIALS``: the folders of the user's home a sandboxed run never writes (credential stores).
 
 The host's conversations:
@@ -45,6 +46,7 @@ from kirocrew_conversations.vocabulary import AUTHORITIES, UNRESTRICTED
 if TYPE_CHECKING:
     from kirocrew_conversations.authority import availability as authority_availability
     from kirocrew_conversations.authority import installed as installed_authorities
+    from kirocrew_conversations.authority import launch as authority_launch
     from kirocrew_conversations.authority import require as require_authority
     from kirocrew_conversations.orchestrator import db_call
     from kirocrew_conversations.redact import redact_text, workspace_fingerprint
@@ -61,6 +63,7 @@ __all__ = [
     "Run",
     "Workspace",
     "authority_availability",
+    "authority_launch",
     "db_call",
     "hosted_service",
     "installed_authorities",
@@ -75,6 +78,7 @@ __all__ = [
 _LAZY = {
     "authority_availability": ("kirocrew_conversations.authority", "availability"),
     "installed_authorities": ("kirocrew_conversations.authority", "installed"),
+    "authority_launch": ("kirocrew_conversations.authority", "launch"),
     "require_authority": ("kirocrew_conversations.authority", "require"),
     "db_call": ("kirocrew_conversations.orchestrator", "db_call"),
     "redact_text": ("kirocrew_conversations.redact", "redact_text"),

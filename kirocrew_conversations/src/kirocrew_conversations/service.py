@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Sequence, Set
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kirocrew_core import kiro_sessions
 from kirocrew_core.errors import KirocrewError
@@ -59,6 +59,9 @@ from kirocrew_conversations.vocabulary import (
     NONTERMINAL_STATUSES,
     UNRESTRICTED,
 )
+
+if TYPE_CHECKING:
+    from kirocrew_conversations.workflows import WorkflowEngine
 from kirocrew_conversations.views import (
     conversation_settings,
     decode_cursor,
@@ -165,6 +168,7 @@ class ConversationsService:
         from kirocrew_conversations.subagents import SubAgents
 
         self.subagents = SubAgents(self)
+        self.workflows: WorkflowEngine | None = None  # the host's (hosted.py): workflow runs live in the host only
         self._sweeper: asyncio.Task[None] | None = None
         self._warmup: asyncio.Future[Any] | None = None
         self._handlers: dict[str, Callable[[dict[str, Any], ProgressSink | None, Viewer],
@@ -188,6 +192,8 @@ class ConversationsService:
 
     async def aclose(self) -> None:
         """Stop every worker (an executing run ends ``interrupted``) and release the state directory."""
+        if self.workflows is not None:
+            await self.workflows.close()
         if self._sweeper is not None:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -358,16 +358,9 @@ def command_launch(authority_name: str, workspace: str) -> tuple[list[str], dict
 
     ``authority_unavailable`` (a KirocrewError) when the authority cannot run here: never run unrestricted instead.
     """
-    from kirocrew_core.acp_runtime import AcpOptions
-    from kirocrew_core.search_path import with_search_path
+    from kirocrew_conversations.public import authority_launch
 
-    from kirocrew_conversations.public import installed_authorities, require_authority
-
-    backend = require_authority(authority_name, installed_authorities())
-    options = backend.factory(AcpOptions(), workspace=workspace)
-    # As kiro-cli gets it: the search path the MCP commands resolve on (the host may lack ~/.local/bin).
-    env = dict(options.env) if options.env is not None else with_search_path(os.environ)
-    return [str(part) for part in options.launcher], env
+    return authority_launch(authority_name, workspace)
 
 
 async def _read_all(stream: asyncio.StreamReader) -> bytes:
