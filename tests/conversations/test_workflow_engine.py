@@ -180,12 +180,15 @@ def test_without_bubblewrap_a_workflow_is_refused_and_nothing_is_run_or_stored(
     assert engine.active == {}
 
 
-def test_a_connection_without_the_runs_token_is_closed_and_changes_nothing(engine: WorkflowEngine) -> None:
+def test_a_connection_from_another_process_or_without_the_token_is_closed_and_changes_nothing(engine: WorkflowEngine) -> None:
     async def forge(path: str, hello: dict[str, Any]) -> bytes:
         reader, writer = await asyncio.open_unix_connection(path)
         writer.write(json.dumps(hello).encode() + b"\n" + b'{"op": "done", "result": "forged"}\n')
         await writer.drain()
-        answer = await asyncio.wait_for(reader.read(), 10)  # closed at once: nothing is sent back
+        try:
+            answer = await asyncio.wait_for(reader.read(), 10)  # closed at once: nothing is sent back
+        except ConnectionResetError:  # closed with our lines unread: the kernel says so with a reset
+            answer = b""
         writer.close()
         return answer
 

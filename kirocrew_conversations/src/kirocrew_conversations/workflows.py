@@ -270,7 +270,7 @@ class WorkflowEngine:
 
         assert run.ended is not None
         token = secrets.token_urlsafe(32)
-        connected, served = asyncio.Event(), asyncio.Event()
+        connected, served, spawned = asyncio.Event(), asyncio.Event(), asyncio.Event()
         agents: set[asyncio.Task[None]] = set()
         limiter = asyncio.Semaphore(self.parallel)
 
@@ -279,10 +279,13 @@ class WorkflowEngine:
                 writer.close()
                 return
             try:
+                await asyncio.wait_for(spawned.wait(), HANDSHAKE_SECS)
+                if not await asyncio.to_thread(_spawned_peer, writer, child):
+                    raise ValueError("not the run's process")
                 hello = json.loads(await asyncio.wait_for(reader.readline(), HANDSHAKE_SECS))
                 if not hmac.compare_digest(str(hello.get("token", "")), token):
                     raise ValueError("wrong token")
-            except (ValueError, TimeoutError, AttributeError):
+            except (ValueError, TimeoutError, AttributeError, OSError):
                 writer.close()
                 return
             connected.set()
@@ -307,6 +310,7 @@ class WorkflowEngine:
             child = await proc.spawn_tied_async([*launcher, sys.executable, "-I", "-S", runner,
                                                  run.socket_path], env=child_env, cwd=str(workdir),
                                                 stdout=proc.DEVNULL, stderr=proc.PIPE)
+            spawned.set()
             watcher = asyncio.create_task(self._watch_exit(run, child, connected, served))
             try:
                 outcome = await asyncio.wait_for(asyncio.shield(run.ended), run.ceilings.wall_secs)
@@ -584,3 +588,20 @@ def owner_announcer(service: ConversationsService) -> Callable[[ActiveRun], Awai
             log.warning("workflow run %s: its result could not be delivered: %s", run.run_id, exc.code)
 
     return announce
+
+
+def _spawned_peer(writer: asyncio.StreamWriter, child: asyncio.subprocess.Process | None) -> bool:
+    """Whether the process that connected descends from the run's own (tied) process, by the kernel's word.
+
+    The token alone is something the process holds, which another process of the same user could read
+    (``/proc/<pid>/environ``); the peer's pid from ``SO_PEERCRED`` and its ancestry are the kernel's.
+    """
+    from kirocrew_core import processes
+    from kirocrew_core.host.client import peer_credentials
+
+    sock = writer.get_extra_info("socket")
+    peer = peer_credentials(sock) if sock is not None else None
+    if child is None or peer is None:
+        return False
+    pid, uid = peer
+    return uid == os.getuid() and processes.is_ancestor(child.pid, pid)
