@@ -180,7 +180,7 @@ def test_without_bubblewrap_a_workflow_is_refused_and_nothing_is_run_or_stored(
     assert engine.active == {}
 
 
-def test_a_connection_from_another_process_or_without_the_token_is_closed_and_changes_nothing(engine: WorkflowEngine) -> None:
+def test_a_connection_from_another_process_is_closed_and_changes_nothing(engine: WorkflowEngine) -> None:
     async def forge(path: str, hello: dict[str, Any]) -> bytes:
         reader, writer = await asyncio.open_unix_connection(path)
         writer.write(json.dumps(hello).encode() + b"\n" + b'{"op": "done", "result": "forged"}\n')
