@@ -122,6 +122,12 @@ def test_the_person_runs_a_workflow_whose_agents_are_real_sub_agents_and_follows
         assert owner.get(f"/api/workflows/runs/{run_id}").json()["result"] == json.loads(result)
         assert owner.post(f"/api/workflows/runs/{run_id}/cancel").status_code == 409
         assert owner.post("/api/workflows/runs/wf_0000000000000000/cancel").status_code == 404
+        shown_api = owner.get(f"/api/workflows/runs/{run_id}").json()
+        assert shown_api["event_count"] == len(shown_api["events"]) and "source" not in shown_api
+        later = owner.get(f"/api/workflows/runs/{run_id}?since=3").json()["events"]
+        assert [e["seq"] for e in later] == list(range(4, shown_api["event_count"] + 1))
+        busy = owner.post(f"/api/workflows/runs/{again_sleeping}/rerun", json={"from_index": 0})
+        assert (busy.status_code, busy.json()["code"]) == (409, "workflow_not_rerunnable")
         assert owner.post(f"/api/workflows/runs/{again_sleeping}/cancel").json() == {"cancelled": again_sleeping}
         assert owner.get(f"/api/workflows/runs/{again_sleeping}").json()["status"] == "cancelled"
 

@@ -2,12 +2,15 @@
 
 A run is started with the real ``kirocrew workflow run`` (its process sandboxed by bubblewrap); the page lists
 it with a Cancel button, Cancel stops it, and the redrawn table says so; a failed run shows where and why.
-Screenshots land in the module's ``screenshots`` folder (run with ``--basetemp`` to keep them).
+A saved workflow started from the page draws its phases, agent calls (answered by the fake kiro-cli) and log
+lines as a tree; "Rerun from here" starts a new run whose earlier calls replay. Screenshots land in the
+module's ``screenshots`` folder (run with ``--basetemp`` to keep them; docs/images has copies).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,6 +74,8 @@ def test_the_workflows_page_lists_runs_and_cancel_stops_a_running_one(
     expect(page.locator("#workflows tbody tr", has_text="raiser").locator("td[data-label='Status']")).to_contain_text(
         "where: exec: ValueError: no good")
     dashboard.screenshot(opened, "workflows-page-light")
+    busy = module_owner.post(f"/api/workflows/runs/{run_id}/rerun", json={"from_index": 0})
+    assert (busy.status_code, busy.json()["code"]) == (409, "workflow_not_rerunnable")
     running.get_by_role("button", name=f"Cancel {run_id}").click()
     expect(running.locator("td[data-label='Status']")).to_have_text("cancelled", timeout=TIMEOUT_MS)
     expect(page.get_by_role("button", name=f"Cancel {run_id}")).to_have_count(0)
@@ -81,3 +86,115 @@ def test_the_workflows_page_lists_runs_and_cancel_stops_a_running_one(
         expect(shown.page.locator("#workflows tbody tr")).to_have_count(2)
         assert shown.page.evaluate("document.documentElement.scrollWidth") <= width  # nothing scrolls sideways
         dashboard.screenshot(shown, f"workflows-page-{scheme}-{width}px")
+
+
+FAN_OUT = '''META = {"name": "fan-out", "wall_secs": 120}
+
+async def workflow(ctx):
+    ctx.log("reviewing " + ctx.args["who"])
+    both = await ctx.parallel([
+        ctx.agent("!say one", label="a review whose label is long enough that it has to wrap on a narrow screen",
+                  phase="review"),
+        ctx.agent("!say <b>not bold</b>", label="markup", phase="review")])
+    wrong = await ctx.agent('!say {"m": 3}', label="count", schema={"type": "object", "required": ["n"]})
+    return {"both": both, "wrong": wrong}
+'''
+
+
+def test_a_saved_workflow_started_from_the_page_shows_its_tree_and_reruns_from_a_step(
+        dashboard: Dashboard, module_homes: IsolatedHomes, module_owner: httpx.Client, tmp_path: Path) -> None:
+    executable("bwrap", apt="bubblewrap")
+    flow = tmp_path / "fan.py"
+    flow.write_text(FAN_OUT)
+    saved = _workflow(module_homes, "save", str(flow), "fan-out")
+    assert saved.returncode == 0, saved.stderr
+    before = {r["run_id"] for r in module_owner.get("/api/workflows/runs").json()["runs"]}
+
+    opened = dashboard.open("/workflows")
+    page = opened.page
+    form = page.locator("#start-form")
+    form.get_by_label("Workflow").select_option("fan-out")
+    form.get_by_label("Arguments").fill("not an argument")  # refused in the page: nothing is posted
+    form.get_by_role("button", name="Start").click()
+    expect(page.locator("#start-args-error")).to_have_text("Line 1 is not key=value.")
+    form.get_by_label("Arguments").fill("who=the page")
+    form.get_by_label("Working folder").fill("relative/path")  # refused by the route, at its field
+    form.get_by_role("button", name="Start").click()
+    expect(page.locator("#start-cwd-error")).to_contain_text("invalid_cwd")
+    assert {r["run_id"] for r in module_owner.get("/api/workflows/runs").json()["runs"]} == before
+    form.get_by_label("Working folder").fill("")
+    form.get_by_role("button", name="Start").click()
+
+    detail = page.locator("#run-detail")
+    expect(detail.locator(".run-state")).to_contain_text("finished", timeout=TIMEOUT_MS)
+    run_id = detail.locator(".run-id").inner_text()
+    assert run_id not in before and run_id.startswith("wf_")
+    expect(detail.locator(".run-name")).to_have_text("fan-out")
+    expect(page.locator(f"#workflows tbody tr[data-id='{run_id}']")).to_have_count(1)
+    phase = detail.locator(".wf-phase")
+    expect(phase).to_have_count(1)
+    expect(phase.locator(".wf-label").first).to_have_text("review")
+    calls = phase.locator(".wf-call")
+    expect(calls).to_have_count(2)
+    expect(calls.nth(0).locator(".status")).to_have_text("ok")
+    expect(calls.nth(0).locator(".wf-excerpt")).to_have_text("one")
+    assert re.fullmatch(r"\d+\.\d s", calls.nth(0).locator(".wf-took").inner_text())
+    # an agent's reply is untrusted: its markup shows as text, never as elements
+    expect(calls.nth(1).locator(".wf-excerpt")).to_have_text("<b>not bold</b>")
+    expect(detail.locator(".wf-tree b")).to_have_count(0)
+    counted = detail.locator(".wf-tree > .wf-call")
+    expect(counted.locator(".wf-label")).to_have_text("count")
+    expect(counted.locator(".status")).to_have_text("failed")
+    expect(counted.locator(".wf-excerpt")).to_contain_text("schema_mismatch")
+    expect(detail.locator(".wf-log")).to_have_text("log: reviewing the page")
+    expect(detail.locator(".run-end")).to_contain_text('Finished. Result: {"both":["one","<b>not bold</b>"]')
+    refused = "Failed to load resource: the server responded with a status of 400 (Bad Request)"
+    assert opened.csp_violations() == [] and opened.console_errors == [refused]  # only the cwd's refusal
+    dashboard.screenshot(opened, "workflows-run-light")
+
+    # rerun from the third call: the first two replay their recorded results, the third runs again
+    counted.get_by_role("button", name=re.compile(f"^Rerun {run_id} from agent call 2 ")).click()
+    expect(detail.locator(".run-id")).not_to_have_text(run_id, timeout=TIMEOUT_MS)
+    rerun_id = detail.locator(".run-id").inner_text()
+    expect(detail.locator(".run-state")).to_contain_text("finished", timeout=TIMEOUT_MS)
+    expect(detail.locator(".run-state")).to_contain_text(f"a rerun of {run_id}")
+    replayed = detail.locator(".wf-phase .wf-call .status", has_text="replayed")  # in their phase, as first run
+    expect(replayed).to_have_count(2)
+    expect(detail.locator(".wf-tree > .wf-call", has_text="count").locator(".status")).to_have_text("failed")
+    rerun = module_owner.get(f"/api/workflows/runs/{rerun_id}").json()
+    assert rerun["rerun_of"] == run_id and rerun["agent_calls"] == 1 and rerun["result"]["both"] == [
+        "one", "<b>not bold</b>"]
+    # only the events after the one asked for
+    assert [e["seq"] for e in module_owner.get(f"/api/workflows/runs/{rerun_id}?since=3").json()["events"]][
+        :1] == [4]
+    assert opened.csp_violations() == [] and opened.console_errors == [refused]
+
+    for scheme, width in (("dark", 1280), ("light", 400)):
+        shown = dashboard.open(f"/workflows?run={run_id}", color_scheme=scheme, width=width)  # type: ignore[arg-type]
+        expect(shown.page.locator("#run-detail .wf-call")).to_have_count(3)
+        assert shown.page.evaluate("document.documentElement.scrollWidth") <= width  # nothing scrolls sideways
+        dashboard.screenshot(shown, f"workflows-run-{scheme}-{width}px")
+
+    # bad bodies and unknown runs answer their codes and start nothing
+    runs = module_owner.get("/api/workflows/runs").json()["runs"]
+    unknown = "wf_0000000000000000"
+    json_body = {"Content-Type": "application/json"}
+    refusals = [
+        (module_owner.post(f"/api/workflows/runs/{unknown}/rerun", json={"from_index": 0}), 404,
+         "workflow_run_not_found"),
+        (module_owner.post(f"/api/workflows/runs/{run_id}/rerun", json={"from_index": 4}), 400, "invalid_index"),
+        (module_owner.post(f"/api/workflows/runs/{run_id}/rerun", json={"from_index": "1"}), 400, "bad_request"),
+        (module_owner.post(f"/api/workflows/runs/{run_id}/rerun", json={}), 400, "bad_request"),
+        (module_owner.post("/api/workflows/run", json={"workflow": "no-such-flow"}), 400, "workflow_not_found"),
+        (module_owner.post("/api/workflows/run", json={"workflow": "../x"}), 400, "invalid_name"),
+        (module_owner.post("/api/workflows/run", json={"workflow": "fan-out", "args": []}), 400, "bad_request"),
+        (module_owner.post("/api/workflows/run", json={"workflow": "fan-out", "budget": 1}), 400, "bad_request"),
+        (module_owner.post("/api/workflows/run", content=b"{", headers=json_body), 400, "bad_json"),
+        (module_owner.post("/api/workflows/run", json={"workflow": "fan-out", "note": "x" * 70_000}), 400,
+         "body_too_large"),
+        (module_owner.get(f"/api/workflows/runs/{run_id}?since=-1"), 400, "invalid_since"),
+    ]
+    for answer, status, code in refusals:
+        assert (answer.status_code, answer.json()["code"]) == (status, code), answer.text
+    assert module_owner.get("/api/workflows/runs").json()["runs"] == runs
+

@@ -1,21 +1,31 @@
 """The Workflows page (``/workflows``) and the owner's JSON routes it calls.
 
 - ``GET /api/workflows/runs``: ``{"runs", "saved"}``, newest first, each run without its events or source;
-- ``GET /api/workflows/runs/{run_id}``: one run's record, events included;
+- ``GET /api/workflows/runs/{run_id}[?since=SEQ]``: one run's record, its events (only those after ``SEQ``
+  with ``since``, so a page following a running run fetches each event once);
 - ``POST /api/workflows/runs/{run_id}/cancel``: ``{"cancelled"}``; 409 ``workflow_not_cancellable`` when it
-  is not running, 404 ``workflow_run_not_found`` for an unknown id.
+  is not running, 404 ``workflow_run_not_found`` for an unknown id;
+- ``POST /api/workflows/runs/{run_id}/rerun`` ``{"from_index": N}``: ``{"run_id"}`` of the new run, whose
+  agent calls before ``N`` replay their recorded results (``workflow_rerun_subtree``); 409
+  ``workflow_not_rerunnable`` while it runs, 400 ``invalid_index`` past its agent calls;
+- ``POST /api/workflows/run`` ``{"workflow": NAME, "args": {...}, "cwd": DIR}``: ``{"run_id"}``, the saved
+  workflow started as the person's run (``kirocrew workflow run NAME``); the engine's refusals
+  (``workflow_not_found``, the check's codes, ``authority_unavailable``) change nothing.
 
-The page is rendered on the server from the same view; ``static/workflows.js`` posts a cancel and
-redraws the table from the page. Like every ``/api/`` route these are the owner's only.
+The page is rendered on the server from the same view; ``static/workflows.js`` posts a cancel, a rerun or
+a start, redraws the table from the page, and draws a run's detail as a tree from its events, following
+it while it runs. Like every ``/api/`` route these are the owner's only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import re
 from typing import TYPE_CHECKING, Any
 
 from kirocrew_core.errors import ConflictError, KirocrewError
-from kirocrew_core.gateway.fields import answers
+from kirocrew_core.gateway.fields import FieldError, answers, read_fields
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -27,6 +37,12 @@ if TYPE_CHECKING:
 PACKAGE = "kirocrew_conversations"
 _answers = answers({"workflow_run_not_found"})
 STATUS_CLASSES = {"finished": "good", "failed": "bad", "cancelled": "", "running": ""}
+#: A start's or rerun's body: a name, a few arguments, a path; nothing near this size.
+BODY_LIMIT = 64 * 1024
+ARGS_MAX = 64
+SEQ_MAX = 1_000_000
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+PERSON = "person"
 
 
 async def _engine() -> WorkflowEngine:
@@ -67,12 +83,25 @@ async def list_runs(request: Request) -> Response:
     return JSONResponse(await runs_view(), headers={"Cache-Control": "no-store"})
 
 
+def _since(raw: str | None) -> int:
+    if raw is None:
+        return 0
+    if not raw.isdigit() or int(raw) > SEQ_MAX:
+        raise FieldError(f"since must be an event number 0-{SEQ_MAX}", field="since", code="invalid_since")
+    return int(raw)
+
+
 @_answers
 async def show_run(request: Request) -> Response:
     from starlette.responses import JSONResponse
 
+    since = _since(request.query_params.get("since"))
     _, record = await _record(str(request.path_params["run_id"]))
-    return JSONResponse({k: v for k, v in record.items() if k != "source"}, headers={"Cache-Control": "no-store"})
+    shown = {k: v for k, v in record.items() if k not in ("source", "events", "calls")}
+    events = record.get("events", [])
+    shown["event_count"] = len(events)
+    shown["events"] = [e for e in events[since:] if e.get("seq", 0) > since]  # seq is 1-based, in order
+    return JSONResponse(shown, headers={"Cache-Control": "no-store"})
 
 
 @_answers
@@ -86,12 +115,82 @@ async def cancel_run(request: Request) -> Response:
     return JSONResponse({"cancelled": run_id})
 
 
+@_answers
+async def rerun_run(request: Request) -> Response:
+    from starlette.responses import JSONResponse
+
+    from kirocrew_conversations.workflow_tools import rerun_as_owner
+
+    body = await read_fields(request, {"from_index": (int,)}, ("from_index",), limit=BODY_LIMIT)
+    run_id = str(request.path_params["run_id"])
+    engine, record = await _record(run_id)
+    if record.get("status") == "running":
+        raise ConflictError(f"run {run_id} is still running; cancel it or wait for its end",
+                            code="workflow_not_rerunnable")
+    known = len(record.get("calls") or {})  # every call the script asked, replayed or run, by index
+    from_index = body["from_index"]
+    if not 0 <= from_index <= known:
+        raise FieldError(f"from_index must be 0-{known}: the run asked for {known} agent call(s)",
+                         field="from_index", code="invalid_index")
+    from kirocrew_conversations.hosted import hosted
+
+    run = await rerun_as_owner(await hosted().ready(), engine, record, from_index, None)
+    return JSONResponse({"run_id": run.run_id, "rerun_of": run_id}, status_code=201)
+
+
+def _arguments(value: object) -> dict[str, Any]:
+    if not isinstance(value, dict) or len(value) > ARGS_MAX or not all(
+            isinstance(key, str) and 0 < len(key) <= 100 for key in value):
+        raise FieldError(f"args must be an object of at most {ARGS_MAX} named values", field="args",
+                         code="invalid_arguments")
+    return value
+
+
+def _workdir(value: object) -> str:
+    if value is None:
+        return os.path.expanduser("~")
+    if not isinstance(value, str) or not os.path.isabs(value) or len(value) > 4096:
+        raise FieldError("cwd must be an absolute path", field="cwd", code="invalid_cwd")
+    if not os.path.isdir(value):
+        raise FieldError("cwd is not a directory", field="cwd", code="invalid_cwd")
+    return value
+
+
+@_answers
+async def start_run(request: Request) -> Response:
+    from starlette.responses import JSONResponse
+
+    from kirocrew_conversations import workflow_library
+    from kirocrew_conversations.workflow_tools import start_checked
+    from kirocrew_conversations.workflows import AGENT_CALLS_MAX
+
+    body = await read_fields(request, {"workflow": (str,), "args": (dict,), "cwd": (str, type(None))},
+                             ("workflow",), limit=BODY_LIMIT)
+    name = body["workflow"]
+    if not _NAME.match(name):
+        raise FieldError("workflow must be a saved workflow's name", field="workflow", code="invalid_name")
+    args = _arguments(body.get("args", {}))
+    cwd = await asyncio.to_thread(_workdir, body.get("cwd"))
+    engine = await _engine()
+    try:
+        source = await asyncio.to_thread(workflow_library.load, name)
+    except KirocrewError as exc:
+        if exc.code != "workflow_not_found":
+            raise
+        raise FieldError(exc.message, field="workflow", code=exc.code) from None  # a name matching nothing: bad input
+    run = await start_checked(engine, source, owner=PERSON, args=args, conversation=None, cwd=cwd,
+                              budget_total=AGENT_CALLS_MAX)
+    return JSONResponse({"run_id": run.run_id, "name": run.record["name"]}, status_code=201)
+
+
 def routes() -> list[BaseRoute]:
     from starlette.routing import Route
 
     return [Route("/api/workflows/runs", list_runs, methods=["GET"], name="workflows_list"),
+            Route("/api/workflows/run", start_run, methods=["POST"], name="workflows_start"),
             Route("/api/workflows/runs/{run_id}", show_run, methods=["GET"], name="workflows_show"),
-            Route("/api/workflows/runs/{run_id}/cancel", cancel_run, methods=["POST"], name="workflows_cancel")]
+            Route("/api/workflows/runs/{run_id}/cancel", cancel_run, methods=["POST"], name="workflows_cancel"),
+            Route("/api/workflows/runs/{run_id}/rerun", rerun_run, methods=["POST"], name="workflows_rerun")]
 
 
 async def workflows_page(request: Request) -> Response:

@@ -22,7 +22,7 @@ from kirocrew_conversations import limits as L
 if TYPE_CHECKING:
     from kirocrew_conversations.service import ConversationsService
     from kirocrew_conversations.store import Conversation
-    from kirocrew_conversations.workflows import WorkflowEngine
+    from kirocrew_conversations.workflows import ActiveRun, WorkflowEngine
 
 PERSON = "person"
 SHOW_EVENTS_DEFAULT = 50
@@ -67,13 +67,35 @@ async def _visible(engine: WorkflowEngine, owner: str, run_id: str) -> dict[str,
     return record
 
 
+async def start_checked(engine: WorkflowEngine, source: str, *, owner: str, args: dict[str, Any],
+                        conversation: Conversation | None, cwd: str | None, budget_total: int) -> ActiveRun:
+    """Check ``source`` and start it as ``owner``'s run within ``budget_total`` agent calls (``workflow_run``
+    and the Workflows page's start both come here); :class:`WorkflowRejected` when the check refuses it."""
+    from kirocrew_conversations.workflow_check import check_source
+    from kirocrew_conversations.workflows import ceilings_for
+
+    meta = check_source(source)
+    ceilings = ceilings_for(meta, agent_calls=budget_total)
+    return await engine.start(source, owner=owner, args=args, ceilings=ceilings, owner_conversation=conversation,
+                              cwd=cwd)
+
+
+async def rerun_as_owner(service: ConversationsService, engine: WorkflowEngine, record: dict[str, Any],
+                         from_index: int, conversation: Conversation | None) -> ActiveRun:
+    """``record`` again from ``from_index``; the person rerunning a session's run reruns it as that session's."""
+    kind, _, owner_id = str(record.get("owner", "")).partition(":")
+    if conversation is None and kind == "conversation":
+        conversation = await service.subagents.conversation_of(owner_id)
+    return await engine.rerun(record, from_index, owner_conversation=conversation)
+
+
 def tools() -> list[CoreMcpTool]:
     from kirocrew_conversations.workflow_author import INTENT_MAX
     from kirocrew_conversations.workflow_check import MAX_SOURCE_BYTES
 
     async def workflow_run(args: dict[str, Any], call: ToolCall) -> str:
-        from kirocrew_conversations.workflow_check import WorkflowRejected, check_source
-        from kirocrew_conversations.workflows import AGENT_CALLS_MAX, ceilings_for
+        from kirocrew_conversations.workflow_check import WorkflowRejected
+        from kirocrew_conversations.workflows import AGENT_CALLS_MAX
 
         service = await _service()
         engine = _engine(service)
@@ -91,15 +113,14 @@ def tools() -> list[CoreMcpTool]:
         else:
             source = args["source"]
         try:
-            meta = check_source(source)
+            run = await start_checked(engine, source, owner=owner, args=args.get("args", {}),
+                                      conversation=conversation, cwd=args.get("cwd"),
+                                      budget_total=int(args.get("budget_total", AGENT_CALLS_MAX)))
         except WorkflowRejected as exc:
             raise ToolRefused(f"the workflow was rejected before it ran (where: validate): {exc.message}",
                               code=exc.code) from None
-        ceilings = ceilings_for(meta, agent_calls=int(args.get("budget_total", AGENT_CALLS_MAX)))
-        run = await engine.start(source, owner=owner, args=args.get("args", {}), ceilings=ceilings,
-                                 owner_conversation=conversation, cwd=args.get("cwd"))
-        return (f"Started workflow run `{run.run_id}` ({run.record['name']}): at most {ceilings.agent_calls} agent "
-                f"calls in {ceilings.wall_secs:g}s. Follow it with workflow_show run_id={run.run_id}.")
+        return (f"Started workflow run `{run.run_id}` ({run.record['name']}): at most {run.ceilings.agent_calls} "
+                f"agent calls in {run.ceilings.wall_secs:g}s. Follow it with workflow_show run_id={run.run_id}.")
 
     async def workflow_list(args: dict[str, Any], call: ToolCall) -> str:
         service = await _service()
@@ -135,11 +156,8 @@ def tools() -> list[CoreMcpTool]:
         owner, conversation = await _caller(call, service)
         engine = _engine(service)
         record = await _visible(engine, owner, args["run_id"])
-        kind, _, owner_id = str(record.get("owner", "")).partition(":")
-        if conversation is None and kind == "conversation":  # the person reruns a session's run as that session's
-            conversation = await service.subagents.conversation_of(owner_id)
         from_index = args.get("from_index", 0)
-        run = await engine.rerun(record, from_index, owner_conversation=conversation)
+        run = await rerun_as_owner(service, engine, record, from_index, conversation)
         return (f"Re-running `{args['run_id']}` as `{run.run_id}`: agent calls before {from_index} replay their "
                 f"recorded results. Follow it with workflow_show run_id={run.run_id}.")
 

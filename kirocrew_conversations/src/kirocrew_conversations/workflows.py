@@ -384,7 +384,7 @@ class WorkflowEngine:
                     value = run.replay[index]
                     run.record["calls"][str(index)] = value
                     run.event("agent_started", {"index": index, "label": _optional(message.get("label")),
-                                                "replayed": True})
+                                                "phase": _optional(message.get("phase")), "replayed": True})
                     run.event("agent_finished", {"index": index, "ok": True, "replayed": True})
                     writer.write(_line({"id": message.get("id"), "value": value}))
                     continue
