@@ -56,7 +56,8 @@ def test_the_workflows_page_lists_runs_and_cancel_stops_a_running_one(
         dashboard: Dashboard, module_homes: IsolatedHomes, module_owner: httpx.Client, tmp_path: Path) -> None:
     executable("bwrap", apt="bubblewrap")
     sleeper = tmp_path / "sleeper.py"
-    sleeper.write_text('META = {"name": "sleeper"}\n\nasync def workflow(ctx):\n    await ctx.sleep(3600)\n')
+    sleeper.write_text('META = {"name": "sleeper"}\n\nasync def workflow(ctx):\n    ctx.log("waiting")\n'
+                       '    await ctx.agent("!sleep 600", label="slow", phase="wait")\n')
     raiser = tmp_path / "raiser.py"
     raiser.write_text('META = {"name": "raiser"}\n\nasync def workflow(ctx):\n    raise ValueError("no good")\n')
     failed = _workflow(module_homes, "run", str(raiser), "--wait")
@@ -76,7 +77,17 @@ def test_the_workflows_page_lists_runs_and_cancel_stops_a_running_one(
     dashboard.screenshot(opened, "workflows-page-light")
     busy = module_owner.post(f"/api/workflows/runs/{run_id}/rerun", json={"from_index": 0})
     assert (busy.status_code, busy.json()["code"]) == (409, "workflow_not_rerunnable")
+    # the running run's tree: its call is running and offers no rerun; the page follows it to its end
+    running.get_by_role("button", name=f"Details of {run_id}").click()
+    detail = page.locator("#run-detail")
+    slow = detail.locator(".wf-phase", has_text="wait").locator(".wf-call")
+    expect(slow.locator(".status")).to_have_text("running", timeout=TIMEOUT_MS)
+    expect(detail.locator(".wf-log")).to_have_text("log: waiting")
+    expect(slow.get_by_role("button", name=re.compile("^Rerun"))).to_be_hidden()
     running.get_by_role("button", name=f"Cancel {run_id}").click()
+    expect(detail.locator(".run-end")).to_have_text("Cancelled.", timeout=TIMEOUT_MS)
+    expect(detail.locator(".run-state")).to_contain_text("cancelled")
+    expect(slow.get_by_role("button", name=re.compile("^Rerun"))).to_be_visible()
     expect(running.locator("td[data-label='Status']")).to_have_text("cancelled", timeout=TIMEOUT_MS)
     expect(page.get_by_role("button", name=f"Cancel {run_id}")).to_have_count(0)
     assert module_owner.get(f"/api/workflows/runs/{run_id}").json()["status"] == "cancelled"
