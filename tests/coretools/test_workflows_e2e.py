@@ -115,7 +115,7 @@ def test_the_person_runs_a_workflow_whose_agents_are_real_sub_agents_and_follows
     with crew.owner_http() as owner:
         page = owner.get("/workflows")
         assert page.status_code == 200 and f"<code>{run_id}</code>" in page.text and "where: ceiling" in page.text
-        assert '<button type="button" data-do="cancel" aria-label="Cancel ' + again_sleeping in page.text
+        assert 'data-do="cancel" aria-label="Cancel ' + again_sleeping in page.text
         assert "<li><code>greedy</code></li>" in page.text
         listed_api = owner.get("/api/workflows/runs").json()
         assert [r["run_id"] for r in listed_api["runs"]].count(run_id) == 1 and listed_api["saved"] == ["greedy"]

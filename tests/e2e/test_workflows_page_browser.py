@@ -186,6 +186,11 @@ def test_a_saved_workflow_started_from_the_page_shows_its_tree_and_reruns_from_a
         assert shown.page.evaluate("document.documentElement.scrollWidth") <= width  # nothing scrolls sideways
         dashboard.screenshot(shown, f"workflows-run-{scheme}-{width}px")
 
+    # a stale address naming an unknown run shows no tree, and says why
+    stale = dashboard.open("/workflows?run=wf_0000000000000000")
+    expect(stale.page.locator("#alerts")).to_contain_text("workflow_run_not_found", timeout=TIMEOUT_MS)
+    expect(stale.page.locator("#run-detail")).to_be_hidden()
+
     # bad bodies and unknown runs answer their codes and start nothing
     runs = module_owner.get("/api/workflows/runs").json()["runs"]
     unknown = "wf_0000000000000000"

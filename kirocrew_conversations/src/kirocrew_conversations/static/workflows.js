@@ -134,7 +134,9 @@ async function poll(runId) {
   try {
     record = await api(`/api/workflows/runs/${encodeURIComponent(runId)}?since=${shown.lastSeq}`);
   } catch (err) {
-    if (shown?.runId === runId) announce(`Could not read run ${runId}: ${err.message}`, { urgent: true });
+    if (shown?.runId !== runId) return;
+    if (err.status === 404) closeRun(); // an unknown run (a stale address): nothing to show
+    announce(`Could not read run ${runId}: ${err.message} (${err.code})`, { urgent: true });
     return;
   }
   if (!shown || shown.runId !== runId) return; // another run was opened meanwhile
@@ -266,6 +268,8 @@ onButtons({
   },
 });
 
+ready(document.getElementById("workflows"));
+ready(detail);
 const startForm = document.getElementById("start-form");
 if (startForm) {
   startForm.addEventListener("submit", start);
