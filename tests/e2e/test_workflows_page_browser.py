@@ -209,6 +209,8 @@ def test_a_saved_workflow_started_from_the_page_shows_its_tree_and_reruns_from_a
         (module_owner.post("/api/workflows/run", json={"workflow": "fan-out", "note": "x" * 70_000}), 400,
          "body_too_large"),
         (module_owner.get(f"/api/workflows/runs/{run_id}?since=-1"), 400, "invalid_since"),
+        (module_owner.get(f"/api/workflows/runs/{run_id}?since=²"), 400, "invalid_since"),
+        (module_owner.get(f"/api/workflows/runs/{run_id}?since={'9' * 5000}"), 400, "invalid_since"),
     ]
     for answer, status, code in refusals:
         assert (answer.status_code, answer.json()["code"]) == (status, code), answer.text

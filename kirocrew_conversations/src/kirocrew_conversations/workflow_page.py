@@ -86,7 +86,7 @@ async def list_runs(request: Request) -> Response:
 def _since(raw: str | None) -> int:
     if raw is None:
         return 0
-    if not raw.isdigit() or int(raw) > SEQ_MAX:
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 7) or int(raw) > SEQ_MAX:  # "²" is a digit too
         raise FieldError(f"since must be an event number 0-{SEQ_MAX}", field="since", code="invalid_since")
     return int(raw)
 
