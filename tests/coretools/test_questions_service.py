@@ -186,7 +186,10 @@ def test_a_cancelled_tool_call_withdraws_its_card_and_clears_the_attention(tmp_p
         cid, rid = await scene.busy("mcp-cancel")
         asking = scene.ask(cid, QUESTION)
         await scene.card(cid)
-        assert (await scene.result(cid, rid))["status"] == "needs_attention"
+        # the card is listed a moment before its run turns needs_attention: wait on the run, as a client does
+        waited = await scene.service.call("kiro_wait", {"targets": [{"conversationId": cid, "runId": rid}],
+                                                        "mode": "all"})
+        assert not waited["waitExpired"] and waited["runs"][0]["status"] == "needs_attention"
         asking.cancel()
         with pytest.raises(asyncio.CancelledError):
             await asking

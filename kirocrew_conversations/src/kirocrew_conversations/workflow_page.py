@@ -108,6 +108,9 @@ async def show_run(request: Request) -> Response:
 async def cancel_run(request: Request) -> Response:
     from starlette.responses import JSONResponse
 
+    from kirocrew_core.gateway.body import read_json_object
+
+    await read_json_object(request, limit=BODY_LIMIT, default={})  # no fields, but a body is still checked
     run_id = str(request.path_params["run_id"])
     engine, record = await _record(run_id)
     if not await engine.cancel(run_id):
