@@ -43,6 +43,8 @@ def test_a_jobs_run_injects_its_message_into_the_conversation_that_made_the_job_
         "SELECT reply_text FROM runs WHERE conversation_id = ? AND status = 'completed' ORDER BY rowid", maker)
         if text and "Digest ready." in text]))
     assert f"cron job {job_id}" in replies[0] and message.id in replies[0]
-    job_reply = conversations_rows("SELECT r.reply_text FROM runs r JOIN conversations c ON c.id = r.conversation_id "
-                                   "WHERE c.name = ? AND r.status = 'completed'", f"cron-{job_id}")
-    assert job_reply and f"injected into conversation {maker} (which created cron job {job_id})" in job_reply[0][0]
+    # the job's own run ends after the maker's turn may have: wait for it as for the turn
+    job_reply = run_async(eventually("the job's run", lambda: conversations_rows(
+        "SELECT r.reply_text FROM runs r JOIN conversations c ON c.id = r.conversation_id "
+        "WHERE c.name = ? AND r.status = 'completed'", f"cron-{job_id}")))
+    assert f"injected into conversation {maker} (which created cron job {job_id})" in job_reply[0][0]

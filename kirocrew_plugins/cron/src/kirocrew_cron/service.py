@@ -328,7 +328,7 @@ class CronHost:
         """The runner under the job's deadline; past it the run is cancelled (``Timed out after {t}s``)."""
         from kirocrew_cron.runner import Outcome
 
-        work = self._spawn(self.runner(job, active), f"cron-runner-{job.id}")  # tracked: a stop or a wait sees it
+        work = asyncio.ensure_future(self.runner(job, active))
         timer = asyncio.ensure_future(self._sleep_until(active.deadline))
         try:
             done, _ = await asyncio.wait({work, timer}, return_when=asyncio.FIRST_COMPLETED)
