@@ -238,3 +238,46 @@ def test_sessions_typescript_clients_read_the_artifact_results_and_refusals_of_t
     assert "/Memos" in listed and "/Scratch" in listed, listed
     assert_refused(theirs, 0, "artifact_not_found")
     assert text_of(call_result(theirs, 1)) == "No artifacts saved."
+
+
+def test_a_sessions_typescript_client_reads_the_message_hook_and_workflow_results_and_refusals(
+        node_sdk_problem: str | None, fake_kiro_cli: Any, tmp_path: Path) -> None:
+    """Issue 32's tools as a crew session's TypeScript client sees them: results it accepts, refusals by code."""
+    from kirocrew_mcp.render import rebuild_agent_config
+
+    from kirocrew_testing.aio import run_bounded
+
+    if node_sdk_problem:
+        unavailable(node_sdk_problem)
+    crew = CrewHarness(tmp_path, {**os.environ, "KIRO_CLI_PATH": str(fake_kiro_cli.sandboxable_path)},
+                       rebuild_agent_config)
+    crew.render_agent()
+    calls = [
+        {"name": "send_message", "arguments": {"text": "Build finished.", "title": "CI"}},
+        {"name": "send_message", "arguments": {"text": "x" * 5001}},
+        {"name": "send_message", "arguments": {"text": "hi", "channel": "nowhere"}},
+        {"name": "delete_message", "arguments": {"message_id": "m" + "0" * 16}},
+        {"name": "file_send", "arguments": {"path": "/etc/shadow"}},
+        {"name": "register_hook", "arguments": {"hook_id": "ci-build", "context_summary": "Wait for CI."}},
+        {"name": "register_hook", "arguments": {"hook_id": "../x", "context_summary": "bad id"}},
+        {"name": "workflow_list", "arguments": {}},
+        {"name": "workflow_cancel", "arguments": {"run_id": "wf_" + "0" * 16}},
+        {"name": "workflow_run", "arguments": {"source": "import os\nMETA = {}\nasync def workflow(ctx):\n  pass\n"}},
+    ]
+
+    async def main() -> dict[str, Any]:
+        async with crew.conversations() as conv:
+            return await run_typescript_client_in_a_session(crew, conv, kirocrew_argv("mcp-core"), calls, name="m")
+
+    report = run_bounded(main(), 120)
+    assert report["schemaProblems"] == []
+    for index, code in ((1, "invalid_arguments"), (2, "unknown_channel"), (3, "message_not_found"),
+                        (4, "path_outside_workspace"), (6, "invalid_arguments"), (8, "workflow_run_not_found"),
+                        (9, "workflow_import_forbidden")):
+        assert_refused(report, index, code)
+    sent = call_result(report, 0)
+    assert sent.get("isError") is not True and text_of(sent).endswith(" delivered to the owner's feed.")
+    hook = text_of(call_result(report, 5))
+    assert hook.startswith("Registered webhook `ci-build` for this conversation.\nURL: http://127.0.0.1:")
+    assert "/webhooks/ci-build\nToken (shown only now" in hook
+    assert text_of(call_result(report, 7)) == "No workflow runs yet."

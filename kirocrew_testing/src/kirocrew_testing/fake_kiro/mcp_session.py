@@ -23,6 +23,7 @@ with its default callbacks; a transport subclass moves the messages
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import json
 import logging
@@ -105,7 +106,7 @@ class ToolResult:
         return json.loads(json.dumps(self.wire))
 
 
-class McpSession:
+class McpSession(abc.ABC):
     """The client half of an MCP session; a subclass provides the transport (:meth:`_write`, :meth:`_write_nowait`).
 
     A subclass hands every message it reads to :meth:`_receive_line` (raw JSON) or
@@ -127,13 +128,13 @@ class McpSession:
     def _is_open(self) -> bool:
         return not self.closed.is_set()
 
+    @abc.abstractmethod
     async def _write(self, message: dict[str, Any]) -> None:
         """Send ``message``; raise :class:`McpError` "Connection closed" when the transport is gone."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _write_nowait(self, message: dict[str, Any]) -> None:
         """Send a message that must not wait: an answer to the server, a cancelled caller's courtesy cancel."""
-        raise NotImplementedError
 
     # -- the session ---------------------------------------------------------
 
