@@ -77,3 +77,24 @@ def test_a_script_over_the_size_cap_is_refused_before_it_is_parsed() -> None:
         check_source(GOOD + padding)
     assert caught.value.code == "workflow_too_large"
     assert check_source(GOOD + "# " + "x" * (MAX_SOURCE_BYTES - len(GOOD) - 10) + "\n")["name"] == "review"
+
+
+@pytest.mark.parametrize("port", ["approve", "cron", "knowledge", "learn", "memory", "send_message", "send_slack",
+                                  "workflow"])
+def test_a_port_this_host_does_not_wire_is_refused_with_its_name_and_line(port: str) -> None:
+    with pytest.raises(WorkflowRejected) as caught:
+        check_source(_body(f"x = ctx.{port}"))
+    assert caught.value.code == "workflow_port_unavailable" and caught.value.line == 4
+    message = caught.value.message
+    assert f"the {port!r} port is not available" in message and "only nudge is wired" in message
+
+
+def test_the_ports_are_found_under_the_name_the_entry_gives_ctx_even_in_a_helper() -> None:
+    helper = ('META = {"name": "x"}\n\nasync def tell(c, text):\n    await c.send_slack("#x", text)\n\n'
+              'async def workflow(c):\n    await tell(c, "hi")\n')
+    with pytest.raises(WorkflowRejected) as caught:
+        check_source(helper)
+    assert caught.value.code == "workflow_port_unavailable" and caught.value.line == 4
+    # nudge is wired; another object's attribute of the same name is not ctx's
+    assert check_source(_body('await ctx.nudge("look again", idle_secs=60)')) == {"name": "x"}
+    assert check_source(_body('book = {"memory": 1}\n    x = book.get("memory")')) == {"name": "x"}

@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kirocrew_testing.core_sessions import CrewHarness
 from kirocrew_testing.fixtures import kirocrew_argv
+from kirocrew_testing.policy import write_policy
 from kirocrew_testing.requirements import executable
 
 FLOW = '''META = {"name": "fan-out", "wall_secs": 120}
@@ -98,6 +100,32 @@ def test_the_person_runs_a_workflow_whose_agents_are_real_sub_agents_and_follows
     listed = kirocrew("workflow", "list").stdout
     assert f"`{sleeping}` sleeper → cancelled" in listed and f"`{run_id}` fan-out → finished" in listed
 
+    # an agent call whose tool call waits on the owner: the run records approval_requested naming the call, the
+    # tool and where to answer; the owner's answer there lets the call go on (the person's run has no session to
+    # nudge, so its nudge is skipped)
+    write_policy(rules=[{"decision": "ask", "tool": "deploy", "reason": "deploys are the owner's call"}])
+    gated = tmp_path / "gated.py"
+    gated.write_text('META = {"name": "gated"}\n\nasync def workflow(ctx):\n'
+                     '    nudged = await ctx.nudge("look again")\n'
+                     '    said = await ctx.agent("!tool deploy\\n!say deployed", label="ship", phase="release")\n'
+                     '    return {"nudged": nudged, "said": said}\n')
+    waiting_run = kirocrew("workflow", "run", str(gated)).stdout.strip()
+    with crew.owner_http() as owner:
+        asked = _event_of(owner, waiting_run, "approval_requested")
+        assert {k: asked[k] for k in ("index", "label", "phase", "tool")} == {
+            "index": 0, "label": "ship", "phase": "release", "tool": "deploy"}
+        assert owner.get(f"/api/workflows/runs/{waiting_run}").json()["status"] == "running"
+        answer = (f"/api/conversations/{asked['conversation_id']}/runs/{asked['conversation_run_id']}"
+                  f"/permissions/{asked['permission_id']}")
+        assert owner.post(answer, json={"decision": "allow_once"}).status_code == 200
+        settled = _event_of(owner, waiting_run, "agent_progress", approval="settled")
+        assert settled["permission_id"] == asked["permission_id"] and settled["index"] == 0
+        _event_of(owner, waiting_run, "run_finished")
+        gated_record = owner.get(f"/api/workflows/runs/{waiting_run}").json()
+    assert gated_record["result"] == {"nudged": False, "said": "deployed"}
+    logs = [e["data"] for e in gated_record["events"] if e["type"] == "log"]
+    assert logs == [{"message": "nudge skipped: the person's run has no session to nudge", "nudge": "not armed"}]
+
     # a hostile script is refused before it runs, and nothing is stored
     hostile = tmp_path / "hostile.py"
     hostile.write_text('META = {}\nimport os\n\nasync def workflow(ctx):\n    return 1\n')
@@ -106,7 +134,7 @@ def test_the_person_runs_a_workflow_whose_agents_are_real_sub_agents_and_follows
     assert "where: validate" in refused.stderr
     assert kirocrew("workflow", "save", str(hostile), "hostile").returncode != 0
     listed = kirocrew("workflow", "list").stdout
-    assert listed.count("`wf_") == 5 and listed.startswith("Saved workflows: greedy\n")
+    assert listed.count("`wf_") == 6 and listed.startswith("Saved workflows: greedy\n")
     unknown = kirocrew("workflow", "show", "wf_0000000000000000")
     assert unknown.returncode != 0 and "workflow_run_not_found" in unknown.stderr
 
@@ -130,6 +158,19 @@ def test_the_person_runs_a_workflow_whose_agents_are_real_sub_agents_and_follows
         assert (busy.status_code, busy.json()["code"]) == (409, "workflow_not_rerunnable")
         assert owner.post(f"/api/workflows/runs/{again_sleeping}/cancel").json() == {"cancelled": again_sleeping}
         assert owner.get(f"/api/workflows/runs/{again_sleeping}").json()["status"] == "cancelled"
+
+
+def _event_of(owner: Any, run_id: str, kind: str, **having: Any) -> dict[str, Any]:
+    """The data of the run's first ``kind`` event (with the fields ``having``), once it has one (asked of the
+    owner's route, as the page does)."""
+    for _ in range(1200):
+        events = owner.get(f"/api/workflows/runs/{run_id}").json()["events"]
+        found = [e["data"] for e in events
+                 if e["type"] == kind and all(e["data"].get(k) == v for k, v in having.items())]
+        if found:
+            return dict(found[0])
+        time.sleep(0.05)
+    raise AssertionError(f"run {run_id} never recorded {kind}: {[e['type'] for e in events]}")
 
 
 def _mcp(tool: str, **args: Any) -> str:

@@ -171,11 +171,17 @@ class HostedConversations:
                 self.failure = exc
                 raise
             # Workflow runs live in the host only: its start marks a run the last host left running failed.
-            from kirocrew_conversations.workflows import WorkflowEngine, conversation_agent_runner, owner_announcer
+            from kirocrew_conversations.workflows import (
+                WorkflowEngine,
+                conversation_agent_runner,
+                owner_announcer,
+                session_nudger,
+            )
 
             service.workflows = await asyncio.to_thread(WorkflowEngine, conversation_agent_runner(service),
                                                         parallel=service.config.max_subagents,
-                                                        on_end=owner_announcer(service))
+                                                        on_end=owner_announcer(service),
+                                                        nudger=session_nudger(service))
             self._service, self._loop = service, asyncio.get_running_loop()
             self.failure = None
             return service

@@ -92,6 +92,20 @@ OptionsFactory = Callable[[Conversation, Run], AcpOptions]
 RunEndListener = Callable[[Run], Awaitable[None]]
 
 
+@dataclass(frozen=True)
+class PermissionAsked:
+    """A run's tool call waits on the owner (``state`` ``asked``), or no longer does (``settled``)."""
+
+    run_id: str
+    conversation_id: str
+    permission_id: str
+    tool: str | None
+    state: str
+
+
+PermissionListener = Callable[[PermissionAsked], None]
+
+
 def default_acp_options(conversation: Conversation, run: Run) -> AcpOptions:
     """kiro-cli on the run's agent, model and effort; nothing trusted, so every call comes to the gate."""
     return AcpOptions(agent=run.mode, model=run.model, effort=run.effort)
@@ -201,6 +215,10 @@ class Orchestrator:
         #: Called (on the loop) with the run's id at each tool call kiro starts, so a caller can bound a run's calls
         #: (a workflow's tool calls per step); a failing listener is logged and never affects the run.
         self.tool_call_listeners: list[Callable[[str], None]] = []
+        #: Called (on the loop) when a run's tool call starts waiting on the owner's answer and when it stops
+        #: waiting (answered, expired or cancelled), so a caller can show where the owner is needed (a workflow's
+        #: ``approval_requested``); a failing listener is logged and never affects the run.
+        self.permission_listeners: list[PermissionListener] = []
         loop = asyncio.get_running_loop()
         self.monitors = directive_effects.MonitorLoops(self)
         self._rearm = loop.create_task(self.monitors.rearm_all(), name="monitor-rearm")
@@ -977,6 +995,7 @@ class Orchestrator:
                               {"permissionId": perm.id, "toolName": tool, "options": options,
                                "rule": decided.rule_view() if decided is not None else None})
             await self._notify()
+            self._tell_permission(PermissionAsked(run.id, run.conversation_id, perm.id, tool, "asked"))
             if decided is not None:
                 conversation = await self._db(self.store.get_conversation, run.conversation_id)
                 await asyncio.to_thread(gatekeeper.notify_owner, decided, conversation_id=conversation.id,
@@ -994,6 +1013,14 @@ class Orchestrator:
                 return None
         finally:
             self._permissions.pop(perm.id, None)
+            self._tell_permission(PermissionAsked(run.id, run.conversation_id, perm.id, tool, "settled"))
+
+    def _tell_permission(self, notice: PermissionAsked) -> None:
+        for listener in list(self.permission_listeners):
+            try:
+                listener(notice)
+            except Exception:
+                log.exception("a permission listener failed")
 
     # -- helpers -------------------------------------------------------------------------------
 

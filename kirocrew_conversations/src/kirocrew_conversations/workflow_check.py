@@ -6,7 +6,9 @@ with a stable code and the line, so an author sees why before anything starts. I
 walk: no import statements, none of the names that reach the interpreter's machinery, no
 dunder names, no attribute starting with ``_`` (ctx's own insides included), none of the frame
 and code attributes a coroutine or traceback exposes, no ``str.format`` (its fields read
-attributes), a size cap, a literal ``META`` dict and an ``async def workflow(ctx)``.
+attributes), a size cap, a literal ``META`` dict and an ``async def workflow(ctx)``. It also refuses
+a script that names one of the ``ctx`` ports this host does not wire (:data:`UNWIRED_PORTS`: only
+``nudge`` is), so it fails here with a code rather than mid-run.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ FORBIDDEN_NAMES = frozenset({
 # Attributes that lead from a value to frames, code or globals without a dunder in sight.
 FORBIDDEN_ATTRIBUTE_PREFIXES = ("f_", "gi_", "cr_", "ag_", "tb_", "co_")
 FORBIDDEN_ATTRIBUTES = frozenset({"format", "format_map", "mro"})
+#: The ``ctx`` ports a workflow written for the original may name that kirocrew does not wire (``nudge`` is wired).
+UNWIRED_PORTS = frozenset({"approve", "cron", "knowledge", "learn", "memory", "send_message", "send_slack",
+                           "workflow"})
 
 
 class WorkflowRejected(KirocrewError):
@@ -52,7 +57,7 @@ def check_source(source: str) -> dict[str, Any]:
     for node in ast.walk(tree):
         _check_node(node)
     meta = _meta(tree)
-    _entry(tree)
+    _ports(tree, _entry(tree))
     return meta
 
 
@@ -108,13 +113,25 @@ def _meta(tree: ast.Module) -> dict[str, Any]:
     raise WorkflowRejected("the script has no top-level META = {...}", code="workflow_meta_missing")
 
 
-def _entry(tree: ast.Module) -> None:
+def _entry(tree: ast.Module) -> str:
+    """The name ``async def workflow`` gives its one argument (ctx)."""
     for node in tree.body:
         if isinstance(node, ast.AsyncFunctionDef) and node.name == "workflow":
             args = node.args
             if (len(args.args) == 1 and not args.posonlyargs and not args.kwonlyargs and args.vararg is None
                     and args.kwarg is None):
-                return
+                return args.args[0].arg
             raise WorkflowRejected("workflow must take exactly one argument, ctx", code="workflow_entry_invalid",
                                    line=node.lineno)
     raise WorkflowRejected("the script has no top-level async def workflow(ctx)", code="workflow_entry_missing")
+
+
+def _ports(tree: ast.Module, ctx: str) -> None:
+    """Refuse ``ctx.<port>`` for a port this host does not wire (by the entry's name for ctx, anywhere: a helper
+    handed ctx usually keeps its name)."""
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == ctx
+                and node.attr in UNWIRED_PORTS):
+            raise WorkflowRejected(f"{ctx}.{node.attr}: the {node.attr!r} port is not available in kirocrew (of the "
+                                   "original's ports only nudge is wired)", code="workflow_port_unavailable",
+                                   line=node.lineno)

@@ -8,9 +8,10 @@
 - ``POST /api/workflows/runs/{run_id}/rerun`` ``{"from_index": N}``: ``{"run_id"}`` of the new run, whose
   agent calls before ``N`` replay their recorded results (``workflow_rerun_subtree``); 409
   ``workflow_not_rerunnable`` while it runs, 400 ``invalid_index`` past its agent calls;
-- ``POST /api/workflows/run`` ``{"workflow": NAME, "args": {...}, "cwd": DIR}``: ``{"run_id"}``, the saved
-  workflow started as the person's run (``kirocrew workflow run NAME``); the engine's refusals
-  (``workflow_not_found``, the check's codes, ``authority_unavailable``) change nothing.
+- ``POST /api/workflows/run`` ``{"workflow": NAME | "source": SCRIPT, "args": {...}, "cwd": DIR, "budget": N}``:
+  ``{"run_id"}``, the saved workflow or the pasted script started as the person's run (``kirocrew workflow
+  run NAME|FILE --budget N``); the refusals (``workflow_or_source``, ``invalid_budget``,
+  ``workflow_not_found``, the check's codes at ``source``, ``authority_unavailable``) change nothing.
 
 The page is rendered on the server from the same view; ``static/workflows.js`` posts a cancel, a rerun or
 a start, redraws the table from the page, and draws a run's detail as a tree from its events, following
@@ -27,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 from kirocrew_core.errors import ConflictError, KirocrewError
 from kirocrew_core.gateway.fields import FieldError, answers, read_fields
 
+from kirocrew_conversations.workflow_check import MAX_SOURCE_BYTES
+
 if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
@@ -37,8 +40,10 @@ if TYPE_CHECKING:
 PACKAGE = "kirocrew_conversations"
 _answers = answers({"workflow_run_not_found"})
 STATUS_CLASSES = {"finished": "good", "failed": "bad", "cancelled": "", "running": ""}
-#: A start's or rerun's body: a name, a few arguments, a path; nothing near this size.
+#: A rerun's or cancel's body: a number at most; nothing near this size.
 BODY_LIMIT = 64 * 1024
+#: A start's body: a script of up to 256 KiB as a JSON string (its newlines and quotes escaped), and the rest.
+START_BODY_LIMIT = 2 * MAX_SOURCE_BYTES + BODY_LIMIT
 ARGS_MAX = 64
 SEQ_MAX = 1_000_000
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -159,30 +164,58 @@ def _workdir(value: object) -> str:
     return value
 
 
-@_answers
-async def start_run(request: Request) -> Response:
-    from starlette.responses import JSONResponse
-
-    from kirocrew_conversations import workflow_library
-    from kirocrew_conversations.workflow_tools import start_checked
+def _budget(value: object) -> int:
     from kirocrew_conversations.workflows import AGENT_CALLS_MAX
 
-    body = await read_fields(request, {"workflow": (str,), "args": (dict,), "cwd": (str, type(None))},
-                             ("workflow",), limit=BODY_LIMIT)
+    if value is None:
+        return AGENT_CALLS_MAX
+    if not isinstance(value, int) or not 1 <= value <= AGENT_CALLS_MAX:
+        raise FieldError(f"budget must be 1-{AGENT_CALLS_MAX} agent calls", field="budget", code="invalid_budget")
+    return value
+
+
+async def _source(body: dict[str, Any]) -> str:
+    """The script to run: the saved workflow's, or the one pasted (exactly one of them)."""
+    from kirocrew_conversations import workflow_library
+
+    if ("workflow" in body) == ("source" in body):
+        raise FieldError("give a saved workflow's name or a script's source (exactly one)",
+                         field="source" if "source" in body else "workflow", code="workflow_or_source")
+    if "source" in body:
+        return str(body["source"])
     name = body["workflow"]
     if not _NAME.match(name):
         raise FieldError("workflow must be a saved workflow's name", field="workflow", code="invalid_name")
-    args = _arguments(body.get("args", {}))
-    cwd = await asyncio.to_thread(_workdir, body.get("cwd"))
-    engine = await _engine()
     try:
-        source = await asyncio.to_thread(workflow_library.load, name)
+        return await asyncio.to_thread(workflow_library.load, name)
     except KirocrewError as exc:
         if exc.code != "workflow_not_found":
             raise
         raise FieldError(exc.message, field="workflow", code=exc.code) from None  # a name matching nothing: bad input
-    run = await start_checked(engine, source, owner=PERSON, args=args, conversation=None, cwd=cwd,
-                              budget_total=AGENT_CALLS_MAX)
+
+
+@_answers
+async def start_run(request: Request) -> Response:
+    from starlette.responses import JSONResponse
+
+    from kirocrew_conversations.workflow_check import WorkflowRejected
+    from kirocrew_conversations.workflow_tools import start_checked
+
+    body = await read_fields(request, {"workflow": (str,), "source": (str,), "args": (dict,),
+                                       "cwd": (str, type(None)), "budget": (int, type(None))},
+                             limit=START_BODY_LIMIT)
+    source = await _source(body)
+    args = _arguments(body.get("args", {}))
+    budget = _budget(body.get("budget"))
+    cwd = await asyncio.to_thread(_workdir, body.get("cwd"))
+    engine = await _engine()
+    try:
+        run = await start_checked(engine, source, owner=PERSON, args=args, conversation=None, cwd=cwd,
+                                  budget_total=budget)
+    except WorkflowRejected as exc:
+        if "source" not in body:
+            raise
+        raise FieldError(exc.message, field="source", code=exc.code) from None  # the pasted script is at fault
     return JSONResponse({"run_id": run.run_id, "name": run.record["name"]}, status_code=201)
 
 

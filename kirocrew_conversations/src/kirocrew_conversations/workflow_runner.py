@@ -9,8 +9,9 @@ back; the host decides everything (ceilings, which agent runs, what it returns),
 process says can widen what the run may do.
 
 Wire (one JSON object per line): to the host ``hello {token}``, ``agent {id, prompt, ...}``,
-``log {message}``, ``done {result}``, ``raised {error, line}``; from the host ``start {source,
-args, memory_bytes, cpu_secs}`` and ``reply {id, value}``.
+``nudge {id, message, idle_secs, max_cycles}``, ``log {message}``, ``done {result}``, ``raised
+{error, line}``; from the host ``start {source, args, memory_bytes, cpu_secs}`` and ``reply {id,
+value}`` (``reply {id, error}`` for a call the host refused: it raises ``ValueError`` in the script).
 """
 
 from __future__ import annotations
@@ -67,7 +68,11 @@ class Channel:
         while True:
             message = await self.receive()
             future = self._waiting.pop(int(message.get("id", 0)), None)
-            if future is not None and not future.done():
+            if future is None or future.done():
+                continue
+            if "error" in message:
+                future.set_exception(ValueError(str(message["error"])))
+            else:
                 future.set_result(message.get("value"))
 
 
@@ -97,6 +102,14 @@ class Context:
             return item
 
         return list(await asyncio.gather(*(through(item) for item in items)))
+
+    async def nudge(self, message: str, idle_secs: int | None = None, max_cycles: int | None = None) -> bool:
+        """Arm the owning session's monitor loop (``monitor_start``'s bounds and defaults, which the host keeps):
+        ``message`` is queued to it each time it has stayed idle ``idle_secs``, at most ``max_cycles`` times.
+        True when armed; False when there is no session to nudge (the person's run) or loops are off; arguments
+        out of bounds raise ValueError."""
+        return bool(await self._channel.request("nudge", message=message, idle_secs=idle_secs,
+                                                max_cycles=max_cycles))
 
     def log(self, message: Any) -> None:
         self._channel.send({"op": "log", "message": str(message)})

@@ -40,6 +40,7 @@ from kirocrew_conversations.limits import WORKFLOW_PROMPT_MAX_CHARS as PROMPT_MA
 from kirocrew_conversations.vocabulary import READ_ONLY
 
 if TYPE_CHECKING:
+    from kirocrew_conversations.orchestrator import PermissionAsked
     from kirocrew_conversations.service import ConversationsService
     from kirocrew_conversations.store import Conversation
 
@@ -112,6 +113,40 @@ class AgentFailed(Exception):
 AgentRunner = Callable[["ActiveRun", AgentRequest, float], Awaitable[str]]
 
 
+@dataclass(frozen=True)
+class NudgeRequest:
+    """``ctx.nudge``: the owning session's monitor loop, within ``monitor_start``'s bounds."""
+
+    message: str
+    idle_secs: int
+    max_cycles: int
+
+
+#: ``(run, request) -> (armed, what happened)``: the ``nudge`` port (the host's is :func:`session_nudger`).
+Nudger = Callable[["ActiveRun", NudgeRequest], Awaitable[tuple[bool, str]]]
+
+
+def nudge_request(message: dict[str, Any]) -> NudgeRequest:
+    """A ``nudge`` call's arguments checked against ``monitor_start``'s bounds, its defaults filled in;
+    :class:`ValueError` saying which is wrong."""
+    from kirocrew_conversations import directive_tools as bounds
+
+    text, idle, cycles = message.get("message"), message.get("idle_secs"), message.get("max_cycles")
+    idle = bounds.INTERVAL_DEFAULT if idle is None else idle
+    cycles = bounds.CYCLES_DEFAULT if cycles is None else cycles
+    if not isinstance(text, str) or not text.strip() or len(text) > bounds.MONITOR_MESSAGE_MAX:
+        raise ValueError(f"nudge: message must be text of 1-{bounds.MONITOR_MESSAGE_MAX} characters")
+    if isinstance(idle, bool) or not isinstance(idle, int) or not bounds.INTERVAL_MIN <= idle <= bounds.INTERVAL_MAX:
+        raise ValueError(f"nudge: idle_secs must be a whole number {bounds.INTERVAL_MIN}-{bounds.INTERVAL_MAX}")
+    if isinstance(cycles, bool) or not isinstance(cycles, int) or not bounds.CYCLES_MIN <= cycles <= bounds.CYCLES_MAX:
+        raise ValueError(f"nudge: max_cycles must be a whole number {bounds.CYCLES_MIN}-{bounds.CYCLES_MAX}")
+    return NudgeRequest(text.strip(), idle, cycles)
+
+
+async def _no_nudger(run: ActiveRun, request: NudgeRequest) -> tuple[bool, str]:
+    return False, "skipped: this host wires no nudge port"
+
+
 class RunEnded(Exception):
     """Ends a run from inside its serving loop: its status, where and why."""
 
@@ -167,8 +202,9 @@ class WorkflowEngine:
 
     def __init__(self, agent_runner: AgentRunner, *, runs_dir: Path | None = None, authority: str = READ_ONLY,
                  parallel: int = PARALLEL_DEFAULT,
-                 on_end: Callable[[ActiveRun], Awaitable[None]] | None = None) -> None:
+                 on_end: Callable[[ActiveRun], Awaitable[None]] | None = None, nudger: Nudger | None = None) -> None:
         self.agent_runner = agent_runner
+        self.nudger = nudger or _no_nudger
         self.on_end = on_end
         self.runs_dir = runs_dir
         self.authority = authority
@@ -401,6 +437,8 @@ class WorkflowEngine:
                 task = asyncio.create_task(self._agent(run, index, message, writer, limiter))
                 agents.add(task)
                 task.add_done_callback(agents.discard)
+            elif op == "nudge":
+                await self._nudge(run, message, writer)
             elif op == "done":
                 result = message.get("result")
                 if len(json.dumps(result, default=str)) > RESULT_MAX_BYTES:  # a run's file stays readable
@@ -446,6 +484,20 @@ class WorkflowEngine:
         run.event("agent_finished", outcome)
         if not writer.is_closing():
             writer.write(_line({"id": message.get("id"), "value": value}))
+
+    async def _nudge(self, run: ActiveRun, message: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        """``ctx.nudge``: the port's outcome is a ``log`` event; arguments out of bounds are the script's error."""
+        try:
+            request = nudge_request(message)
+        except ValueError as exc:
+            writer.write(_line({"id": message.get("id"), "error": str(exc)}))
+            return
+        try:
+            armed, said = await self.nudger(run, request)
+        except KirocrewError as exc:
+            armed, said = False, f"refused: {exc.message}"
+        run.event("log", {"message": f"nudge {said}"[:4000], "nudge": "armed" if armed else "not armed"})
+        writer.write(_line({"id": message.get("id"), "value": armed}))
 
     @staticmethod
     def _left(run: ActiveRun) -> float:
@@ -553,13 +605,19 @@ def conversation_agent_runner(service: ConversationsService) -> AgentRunner:
                     run.end(RunEnded("failed", "ceiling", f"agent call {request.label or child.id} made more than "
                                      f"{run.ceilings.tool_calls_per_step} tool calls in one step"))
 
+        def waiting(notice: PermissionAsked) -> None:
+            if notice.run_id == child_run:
+                approval_event(run, request, notice)
+
         service.orchestrator.tool_call_listeners.append(counted)
+        service.orchestrator.permission_listeners.append(waiting)
         settled: set[str] = set()
         try:
             settled = await hub.collect(spawned, seconds_left)
             [entry] = await hub.results(spawned)
         finally:
             service.orchestrator.tool_call_listeners.remove(counted)
+            service.orchestrator.permission_listeners.remove(waiting)
             hub.unclaim([s.conversation for s in spawned if s.conversation.id not in settled])
             with contextlib.suppress(KirocrewError):
                 await asyncio.shield(hub.release(parent, child.id))
@@ -569,6 +627,46 @@ def conversation_agent_runner(service: ConversationsService) -> AgentRunner:
         return (ended.reply_text if ended is not None else None) or str(entry.get("text", ""))
 
     return run_agent
+
+
+def approval_event(run: ActiveRun, request: AgentRequest, notice: PermissionAsked) -> None:
+    """An agent call's tool call waits on the owner: ``approval_requested`` names the call, the tool and where the
+    owner answers (the child conversation and its run, whose page and the owner's feed carry the request); its
+    answer (or expiry) is an ``agent_progress`` with ``approval: settled``, so the call shows as running again."""
+    where = {"conversation_id": notice.conversation_id, "conversation_run_id": notice.run_id,
+             "permission_id": notice.permission_id}
+    if notice.state == "asked":
+        run.event("approval_requested", {"index": request.index, "label": request.label, "phase": request.phase,
+                                         "tool": notice.tool, **where})
+    else:
+        run.event("agent_progress", {"index": request.index, "label": request.label, "approval": "settled", **where})
+
+
+def session_nudger(service: ConversationsService) -> Nudger:
+    """The ``nudge`` port: ``monitor_start`` applied to the run's owning conversation (the same loop, the same
+    ``directive`` event on its latest run), armed at once when that conversation is idle. The person's run has
+    no session to nudge."""
+
+    async def nudge(run: ActiveRun, request: NudgeRequest) -> tuple[bool, str]:
+        from kirocrew_conversations import directive_effects as effects
+
+        conversation = run.owner_conversation
+        if conversation is None:
+            return False, "skipped: the person's run has no session to nudge"
+        orchestrator = service.orchestrator
+        latest = await service.subagents.latest_run(conversation)
+        if latest is None:
+            return False, "skipped: the owning conversation has no run"
+        outcome = await effects.apply(effects.DirectiveContext(orchestrator, conversation.id, latest.id, ""),
+                                      "monitor_start", {"message": request.message, "idle_secs": request.idle_secs,
+                                                        "max_cycles": request.max_cycles})
+        if outcome.status != "applied":
+            return False, f"refused: {outcome.message}"
+        if not await asyncio.to_thread(orchestrator.store.unfinished_runs, conversation.id):
+            orchestrator.monitors.arm(conversation.id)  # idle already: no run's end will arm it
+        return True, f"armed on {conversation.id}: {outcome.message}"
+
+    return nudge
 
 
 def owner_announcer(service: ConversationsService) -> Callable[[ActiveRun], Awaitable[None]]:

@@ -1,7 +1,8 @@
 // The Workflows page. Buttons work by delegation (onButtons): Cancel posts /api/workflows/runs/<id>/cancel,
 // Details draws the run's tree in #run-detail from its events and, while it runs, fetches only the events after
-// the last one it drew (?since=SEQ) every POLL_MS; "Rerun from here" posts .../rerun {from_index}; the start form
-// posts /api/workflows/run. The runs table is redrawn from the page's own server-rendered HTML. What a run's
+// the last one it drew (?since=SEQ) every POLL_MS; "Rerun from here" posts .../rerun {from_index}; the start forms
+// (a saved workflow, a pasted script) post /api/workflows/run. A call waiting for the owner's approval links to
+// the conversation where it is answered. The runs table is redrawn from the page's own server-rendered HTML. What a run's
 // agents and script wrote (labels, replies, errors, log lines) is untrusted: it only ever becomes textContent.
 import { api, announce, clearFieldErrors, onButtons, ready, redrawRegions, showFieldError } from "/static/core/shell.js";
 
@@ -63,7 +64,7 @@ function callNode(data) {
     actions.append(rerun);
     item.append(head, text, actions);
     (data.phase ? phaseList(data.phase) : tree).append(item);
-    call = { item, label, status, took, text, actions, started: null };
+    call = { item, label, status, took, text, actions, started: null, approval: null };
     shown.calls.set(data.index, call);
   }
   return call;
@@ -81,11 +82,35 @@ function apply(event) {
       if (data.replayed) call.status.textContent = "replaying";
       break;
     }
-    case "agent_progress":
-      callNode(data).status.textContent = `running, ${data.tool_calls} tool calls`;
+    case "agent_progress": {
+      const call = callNode(data);
+      if (data.approval === "settled") {
+        call.approval?.remove();
+        call.approval = null;
+        if (call.status.textContent === "waiting for approval") call.status.textContent = "running";
+        call.status.className = "status";
+      } else {
+        call.status.textContent = `running, ${data.tool_calls} tool calls`;
+      }
       break;
+    }
+    case "approval_requested": {
+      // The owner answers on the child conversation's page (and in the feed); the link says where.
+      const call = callNode(data);
+      call.status.textContent = "waiting for approval";
+      call.status.className = "status warn";
+      call.approval?.remove();
+      call.approval = element("p", "wf-approval");
+      const link = element("a", "", `Answer on its conversation${data.tool ? ` (tool ${data.tool})` : ""}`);
+      link.href = `/conversations/${encodeURIComponent(data.conversation_id)}`;
+      call.approval.append(link);
+      call.item.insertBefore(call.approval, call.text);
+      break;
+    }
     case "agent_finished": {
       const call = callNode(data);
+      call.approval?.remove();
+      call.approval = null;
       call.status.textContent = data.replayed ? "replayed" : data.ok ? "ok" : "failed";
       call.status.className = `status ${data.ok ? "ok" : "fail"}`;
       if (call.started) call.took.textContent = seconds(call.started, event.ts);
@@ -202,19 +227,35 @@ function parseArgs(text) {
   return { args };
 }
 
+// The budget box: empty is the default ceiling; otherwise a whole number (the server checks 1-1000).
+function parseBudget(text) {
+  const trimmed = text.trim();
+  if (trimmed === "") return { budget: null };
+  if (!/^[0-9]{1,7}$/.test(trimmed)) return { problem: "The budget must be a whole number of agent calls." };
+  return { budget: Number(trimmed) };
+}
+
+// Both start forms (a saved workflow's, a pasted script's) post /api/workflows/run with what they hold.
 async function start(event) {
   event.preventDefault();
   const form = event.currentTarget;
   clearFieldErrors(form);
-  const argsInput = form.elements.args;
-  const cwdInput = form.elements.cwd;
+  const { args: argsInput, cwd: cwdInput, budget: budgetInput } = form.elements;
   const parsed = parseArgs(argsInput.value);
   if (parsed.problem) {
     showFieldError(argsInput, parsed.problem);
     return;
   }
-  const body = { workflow: form.elements.workflow.value, args: parsed.args };
+  const budget = parseBudget(budgetInput.value);
+  if (budget.problem) {
+    showFieldError(budgetInput, budget.problem);
+    return;
+  }
+  const body = { args: parsed.args };
+  if (form.dataset.start === "source") body.source = form.elements.source.value;
+  else body.workflow = form.elements.workflow.value;
   if (cwdInput.value.trim() !== "") body.cwd = cwdInput.value.trim();
+  if (budget.budget !== null) body.budget = budget.budget;
   const button = form.querySelector("button[type='submit']");
   button.disabled = true;
   try {
@@ -223,10 +264,10 @@ async function start(event) {
     await redrawRegions(["workflows"]);
     await openRun(started.run_id);
   } catch (err) {
-    const field = { args: argsInput, cwd: cwdInput }[err.field];
+    const field = { args: argsInput, cwd: cwdInput, budget: budgetInput, source: form.elements.source }[err.field];
     const message = `${err.message} (${err.code})`;
     if (field) showFieldError(field, message);
-    else showFieldError([], message, { error: document.getElementById("start-error") });
+    else showFieldError([], message, { error: form.querySelector("[data-form-error]") });
   } finally {
     button.disabled = false;
   }
@@ -270,10 +311,9 @@ onButtons({
 
 ready(document.getElementById("workflows"));
 ready(detail);
-const startForm = document.getElementById("start-form");
-if (startForm) {
-  startForm.addEventListener("submit", start);
-  ready(startForm);
+for (const form of document.querySelectorAll("form.start-form")) {
+  form.addEventListener("submit", start);
+  ready(form);
 }
 const asked = new URL(window.location.href).searchParams.get("run");
 if (asked) openRun(asked);
