@@ -20,7 +20,14 @@ from kirocrew_testing.aio import run_bounded
 from kirocrew_testing.requirements import executable
 
 from kirocrew_conversations import workflow_runs
-from kirocrew_conversations.workflows import ActiveRun, AgentFailed, AgentRequest, Ceilings, WorkflowEngine
+from kirocrew_conversations.workflows import (
+    ActiveRun,
+    AgentFailed,
+    AgentRequest,
+    Ceilings,
+    NudgeRequest,
+    WorkflowEngine,
+)
 
 
 async def _echo(run: ActiveRun, request: AgentRequest, seconds_left: float) -> str:
@@ -223,3 +230,30 @@ def test_a_cancelled_run_ends_cancelled(engine: WorkflowEngine) -> None:
     record = run_bounded(main(), 60)
     assert record["status"] == "cancelled" and _types(record)[-1] == "run_cancelled"
     assert json.dumps(record)  # plain JSON on disk
+
+
+def test_nudge_goes_to_the_engines_port_with_its_defaults_and_bad_arguments_fail_the_script_at_its_line(
+        engine: WorkflowEngine) -> None:
+    record = _run(engine, _script('return await ctx.nudge("look again")'))
+    assert record["status"] == "finished" and record["result"] is False  # an engine without the port skips it
+    assert [e["data"] for e in record["events"] if e["type"] == "log"] == [
+        {"message": "nudge skipped: this host wires no nudge port", "nudge": "not armed"}]
+
+    asked: list[NudgeRequest] = []
+
+    async def port(run: ActiveRun, request: NudgeRequest) -> tuple[bool, str]:
+        asked.append(request)
+        return True, "armed on c_test"
+
+    engine.nudger = port
+    record = _run(engine, _script('return [await ctx.nudge("  look again "), await ctx.nudge("x", 60, 2)]'))
+    assert record["result"] == [True, True]
+    assert asked == [NudgeRequest("look again", 300, 24), NudgeRequest("x", 60, 2)]  # monitor_start's defaults
+    for call, wrong in (('ctx.nudge("x", idle_secs=5)', "idle_secs must be a whole number 15-86400"),
+                        ('ctx.nudge("x", max_cycles=0)', "max_cycles must be a whole number 1-1000"),
+                        ('ctx.nudge("   ")', "message must be text of 1-8000 characters"),
+                        ('ctx.nudge("x", idle_secs=True)', "idle_secs must be a whole number")):
+        record = _run(engine, _script(f'x = 1\nawait {call}\nreturn "not reached"'))
+        assert record["status"] == "failed" and record["where"] == "exec", record
+        assert f"ValueError: nudge: {wrong}" in record["reason"] and "(line 5)" in record["reason"]
+    assert len(asked) == 2  # a refused call never reached the port

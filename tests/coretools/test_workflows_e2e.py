@@ -221,12 +221,14 @@ def test_only_the_owner_saves_a_workflow_and_a_saved_name_is_never_overwritten_u
 
 def test_a_session_runs_a_saved_workflow_gets_its_result_as_a_message_and_only_it_sees_the_run(
         crew: CrewHarness, kirocrew: Any, tmp_path: Path, run_async: Any, conversations_rows: Any) -> None:
+    crew.env["KIROCREW_MONITOR_INTERVAL_SECS"] = "0.2"  # the host's monitor loops wait this long
     script = tmp_path / "mine.py"
     script.write_text('META = {"name": "mine"}\n\nasync def workflow(ctx):\n'
-                      '    return await ctx.agent("!say from a child")\n')
+                      '    armed = await ctx.nudge("check the run again", idle_secs=15, max_cycles=1)\n'
+                      '    return [armed, await ctx.agent("!say from a child")]\n')
     assert kirocrew("workflow", "save", str(script), "mine").returncode == 0
 
-    async def main() -> tuple[dict[str, Any], str, str, str]:
+    async def main() -> tuple[dict[str, Any], list[str], str, str]:
         async with crew.conversations() as conv:
             parent = await crew.delegate(conv, _mcp("workflow_run", workflow="mine") + "\n!result", name="owner")
             run_id = parent["reply"]["text"].split("`")[1]
@@ -234,17 +236,23 @@ def test_a_session_runs_a_saved_workflow_gets_its_result_as_a_message_and_only_i
                                         name="other")
             listed = await crew.delegate(conv, _mcp("workflow_list") + "\n!result", name="third")
             for _ in range(600):
-                rows = conversations_rows("SELECT reply_text, status FROM runs WHERE conversation_id = ? AND seq = 2",
+                rows = conversations_rows("SELECT reply_text, status FROM runs WHERE conversation_id = ? AND seq > 1",
                                           parent["conversationId"])
-                if rows and rows[0][1] not in ("queued", "running"):
-                    return parent, rows[0][0], other["reply"]["text"], listed["reply"]["text"]
+                if len(rows) == 2 and all(status not in ("queued", "running") for _, status in rows):
+                    replies = sorted(str(text) for text, _ in rows)
+                    return parent, replies, other["reply"]["text"], listed["reply"]["text"]
                 await asyncio.sleep(0.1)
-            raise AssertionError("the workflow's result never reached its session")
+            raise AssertionError("the workflow's result and its nudge never both reached its session")
 
-    parent, announced, other, listed = run_async(main())
+    parent, (announced, nudged), other, listed = run_async(main())  # sorted: "[kirocrew…" < "[monitor…"
     assert parent["status"] == "completed", parent
     assert "[kirocrew workflow] Run wf_" in announced and "ended finished" in announced
-    assert '"from a child"' in announced
+    assert '[true, "from a child"]' in announced
+    # ctx.nudge armed the session's own monitor loop, which queued its message once the session was idle
+    assert nudged == "[monitor cycle 1/1] check the run again"
+    [(directive,)] = conversations_rows("SELECT payload_json FROM events WHERE conversation_id = ? "
+                                        "AND kind = 'directive'", parent["conversationId"])
+    assert json.loads(directive)["directive"] == "monitor_start" and json.loads(directive)["outcome"] == "applied"
     # the child was the session's own sub-agent
     [(child_parent,)] = conversations_rows("SELECT parent_id FROM conversations WHERE spawn_batch IS NOT NULL")
     assert child_parent == parent["conversationId"]

@@ -204,10 +204,20 @@ def test_a_saved_workflow_started_from_the_page_shows_its_tree_and_reruns_from_a
         (module_owner.post("/api/workflows/run", json={"workflow": "no-such-flow"}), 400, "workflow_not_found"),
         (module_owner.post("/api/workflows/run", json={"workflow": "../x"}), 400, "invalid_name"),
         (module_owner.post("/api/workflows/run", json={"workflow": "fan-out", "args": []}), 400, "bad_request"),
-        (module_owner.post("/api/workflows/run", json={"workflow": "fan-out", "budget": 1}), 400, "bad_request"),
+        (module_owner.post("/api/workflows/run", json={"workflow": "fan-out", "budget": 0}), 400, "invalid_budget"),
+        (module_owner.post("/api/workflows/run", json={"workflow": "fan-out", "budget": 1001}), 400,
+         "invalid_budget"),
+        (module_owner.post("/api/workflows/run", json={"workflow": "fan-out", "budget": True}), 400, "bad_request"),
+        (module_owner.post("/api/workflows/run", json={"workflow": "fan-out", "source": FAN_OUT}), 400,
+         "workflow_or_source"),
+        (module_owner.post("/api/workflows/run", json={"args": {}}), 400, "workflow_or_source"),
+        (module_owner.post("/api/workflows/run", json={"source": 'META = {}\nimport os\n'}), 400,
+         "workflow_import_forbidden"),
+        (module_owner.post("/api/workflows/run", json={"source": FAN_OUT.replace("ctx.log(", "ctx.memory.get(")}),
+         400, "workflow_port_unavailable"),
+        (module_owner.post("/api/workflows/run", json={"workflow": "fan-out", "note": 1}), 400, "bad_request"),
         (module_owner.post("/api/workflows/run", content=b"{", headers=json_body), 400, "bad_json"),
-        (module_owner.post("/api/workflows/run", json={"workflow": "fan-out", "note": "x" * 70_000}), 400,
-         "body_too_large"),
+        (module_owner.post("/api/workflows/run", json={"source": "x" * 700_000}), 400, "body_too_large"),
         (module_owner.get(f"/api/workflows/runs/{run_id}?since=-1"), 400, "invalid_since"),
         (module_owner.get(f"/api/workflows/runs/{run_id}?since=²"), 400, "invalid_since"),
         (module_owner.get(f"/api/workflows/runs/{run_id}?since={'9' * 5000}"), 400, "invalid_since"),
@@ -215,4 +225,59 @@ def test_a_saved_workflow_started_from_the_page_shows_its_tree_and_reruns_from_a
     for answer, status, code in refusals:
         assert (answer.status_code, answer.json()["code"]) == (status, code), answer.text
     assert module_owner.get("/api/workflows/runs").json()["runs"] == runs
+    assert refusals[7][0].json()["field"] == "budget" and refusals[12][0].json()["field"] == "source"
+
+
+GATED = '''META = {"name": "gated", "wall_secs": 300}
+
+async def workflow(ctx):
+    said = await ctx.agent("!tool deploy\\n!say deployed", label="ship", phase="release")
+    more = await ctx.agent("!say one more", label="over budget")
+    return [said, more]
+'''
+
+
+def test_a_pasted_script_runs_within_the_budget_given_and_a_call_waiting_for_approval_shows_where_to_answer(
+        dashboard: Dashboard, module_homes: IsolatedHomes, module_owner: httpx.Client) -> None:
+    executable("bwrap", apt="bubblewrap")
+    added = module_owner.post("/api/policy/rules", json={"decision": "ask", "tool": "deploy",
+                                                          "reason": "deploys are the owner's call"})
+    assert added.status_code == 200, added.text
+    try:
+        opened = dashboard.open("/workflows")
+        page = opened.page
+        form = page.locator("#script-form")
+        form.get_by_label("Script").fill("META = {}\nimport os\n")  # refused by the check, at the script
+        form.get_by_label("Budget").fill("1")
+        form.get_by_role("button", name="Start").click()
+        expect(page.locator("#script-source-error")).to_contain_text("workflow_import_forbidden")
+        form.get_by_label("Script").fill(GATED)
+        form.get_by_role("button", name="Start").click()
+
+        detail = page.locator("#run-detail")
+        expect(detail.locator(".run-name")).to_have_text("gated", timeout=TIMEOUT_MS)
+        run_id = detail.locator(".run-id").inner_text()
+        ship = detail.locator(".wf-phase", has_text="release").locator(".wf-call")
+        expect(ship.locator(".status")).to_have_text("waiting for approval", timeout=TIMEOUT_MS)
+        link = ship.get_by_role("link", name="Answer on its conversation (tool deploy)")
+        asked = next(e["data"] for e in module_owner.get(f"/api/workflows/runs/{run_id}").json()["events"]
+                     if e["type"] == "approval_requested")
+        expect(link).to_have_attribute("href", f"/conversations/{asked['conversation_id']}")
+        dashboard.screenshot(opened, "workflows-approval-light")
+        answer = module_owner.post(f"/api/conversations/{asked['conversation_id']}/runs/"
+                                   f"{asked['conversation_run_id']}/permissions/{asked['permission_id']}",
+                                   json={"decision": "allow_once"})
+        assert answer.status_code == 200, answer.text
+        expect(ship.locator(".status")).to_have_text("ok", timeout=TIMEOUT_MS)
+        expect(link).to_have_count(0)
+        # the budget of one agent call: the second call ends the run at its ceiling
+        expect(detail.locator(".run-end")).to_contain_text(
+            "Failed (where: ceiling): agent call 2 passes the run's ceiling of 1 agent calls", timeout=TIMEOUT_MS)
+        record = module_owner.get(f"/api/workflows/runs/{run_id}").json()
+        assert record["ceilings"]["agent_calls"] == 1 and record["owner"] == "person"
+        refused = "Failed to load resource: the server responded with a status of 400 (Bad Request)"
+        assert opened.csp_violations() == [] and opened.console_errors == [refused]
+    finally:
+        rule = added.json()["rule"]["id"]
+        assert module_owner.delete(f"/api/policy/rules/{rule}").status_code == 200
 

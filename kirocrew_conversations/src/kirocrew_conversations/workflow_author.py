@@ -25,7 +25,9 @@ async def workflow(ctx). It may not import anything, nor use eval, exec, open, g
 attributes starting with an underscore. ctx offers: await ctx.agent(prompt, label=..., phase=..., schema=...)
 which runs a sub-agent and returns its text, its JSON (validated against schema) or None when it failed;
 await ctx.parallel([...]) (a barrier); await ctx.pipeline(items, stage, ...); ctx.log(message);
-await ctx.sleep(seconds); ctx.args (a dict). Return the result as plain data.
+await ctx.sleep(seconds); await ctx.nudge(message, idle_secs=..., max_cycles=...) which re-prompts the session that
+started the run whenever it idles; ctx.args (a dict). ctx has no other ports (no ctx.approve, ctx.memory, ctx.cron,
+ctx.send_message...). Return the result as plain data.
 
 Intent:
 """

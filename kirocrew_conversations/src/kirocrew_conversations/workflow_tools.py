@@ -221,7 +221,9 @@ def tools() -> list[CoreMcpTool]:
             "workflow_run",
             "Run a workflow: a Python module with a literal META dict and `async def workflow(ctx)` that orchestrates "
             "sub-agents (await ctx.agent(prompt, label=, phase=, schema=) → text, JSON or None; ctx.parallel, "
-            "ctx.pipeline, ctx.log, ctx.sleep, ctx.args). No imports. It runs sandboxed, within its ceilings "
+            "ctx.pipeline, ctx.log, ctx.sleep, ctx.args; await ctx.nudge(message, idle_secs=, max_cycles=) re-prompts "
+            "this session each time it idles, as monitor_start does). No imports; no other ctx port. It runs "
+            "sandboxed, within its ceilings "
             "(META wall_secs 60-21600, default 3600; at most 1000 agent calls, fewer with budget_total or META "
             "agent_calls; 200 tool calls per agent call, fewer with META tool_calls_per_step). Returns the run id "
             "at once; workflow_show follows it.",
