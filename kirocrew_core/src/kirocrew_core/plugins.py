@@ -46,15 +46,18 @@ from kirocrew_core.plugin_env import truthy as _truthy
 logger = logging.getLogger("kirocrew.plugins")
 
 CORE_DISTRIBUTION = "kirocrew-core"
-OPEN_EDITION = frozenset(
-    {
-        CORE_DISTRIBUTION,
-        "kirocrew-mcp",
-        "kirocrew-connections",
-        "kirocrew-conversations",
-        "kirocrew-computer",
-    }
+#: The open edition's members in the order the docs name them: the one list. The root ``pyproject.toml``
+#: pins them, ``bootstrap.py`` installs them, and the docs list them; tests/core/test_open_edition.py
+#: fails when any of those differs from this.
+OPEN_EDITION_MEMBERS: tuple[str, ...] = (
+    CORE_DISTRIBUTION,
+    "kirocrew-mcp",
+    "kirocrew-connections",
+    "kirocrew-conversations",
+    "kirocrew-computer",
+    "kirocrew-cron",
 )
+OPEN_EDITION = frozenset(OPEN_EDITION_MEMBERS)
 
 # Core features are plugins too, registered through the same path as third-party
 # ones and called in the same order (see ordered_hookimpls).
@@ -89,6 +92,14 @@ class PluginWarning(UserWarning):
     """A third-party plugin was skipped or one of its hook implementations failed."""
 
 
+@dataclass(frozen=True)
+class PluginProblem:
+    """Something of a loaded plugin kirocrew refused (the plugin still runs): a stable ``code`` and why."""
+
+    code: str
+    message: str
+
+
 @dataclass
 class PluginRecord:
     """What ``kirocrew plugins`` reports about one plugin."""
@@ -101,6 +112,7 @@ class PluginRecord:
     builtin: bool = False
     error: str = ""
     hooks: list[str] = field(default_factory=list)
+    problems: list[PluginProblem] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -114,6 +126,8 @@ class PluginRecord:
         }
         if self.error:
             data["error"] = self.error
+        if self.problems:
+            data["problems"] = [{"code": p.code, "message": p.message} for p in self.problems]
         return data
 
 
@@ -148,10 +162,29 @@ class KirocrewPluginManager(pluggy.PluginManager):
             print(f"kirocrew trace: {message}", file=sys.stderr)
 
     def is_strict(self, name: str) -> bool:
+        return self.strict_all or name not in self.records or self.is_open_edition(name)
+
+    def is_open_edition(self, name: str) -> bool:
+        """Whether plugin ``name`` is ours: a core built-in or an entry point of an open-edition member.
+
+        A plugin registered without a record (``pm.register`` in a test) is not: only an installed
+        distribution can claim the open edition.
+        """
         record = self.records.get(name)
-        if self.strict_all or record is None:
-            return True
-        return record.builtin or normalize_dist_name(record.distribution) in OPEN_EDITION
+        return record is not None and (record.builtin or normalize_dist_name(record.distribution) in OPEN_EDITION)
+
+    def add_problem(self, name: str, problem: PluginProblem) -> bool:
+        """Record ``problem`` against plugin ``name`` once; True when it is new (so the caller logs it once).
+
+        A plugin without a record (registered directly) gets one, so the problem still shows.
+        """
+        record = self.records.get(name)
+        if record is None:
+            record = self.records[name] = PluginRecord(name, "?", "?", "?", "loaded")
+        if problem in record.problems:
+            return False
+        record.problems.append(problem)
+        return True
 
     def distribution_of(self, name: str) -> str:
         record = self.records.get(name)
