@@ -283,9 +283,16 @@ def core_mcp_tools() -> list[CoreMcpTool]:
     stateless: the caller is resolved per call from the host connection's
     verified caller block.
 
+    Name a third-party tool ``<plugin>_<what>`` (plugin ``acme``: ``acme_lookup``).
+    A name kirocrew-core or an open-edition member contributes is theirs: another
+    plugin's tool of that name is refused (:mod:`kirocrew_core.coretools.tool_names`).
+
     :return: a list of :class:`~kirocrew_core.contributions.CoreMcpTool`;
-        concatenated in call order; for a duplicate tool name the first is
-        kept and the others are dropped with an error in the host's log.
+        concatenated in call order. For a duplicate tool name, core's or an
+        open-edition member's tool is kept, else the first in call order; each
+        other one is refused and recorded on its plugin as ``tool_name_taken``
+        (``kirocrew plugins``, ``kirocrew doctor``, the host's log). Two
+        open-edition tools of one name are a bug: ``tool_name_clash``.
     """
 
 
