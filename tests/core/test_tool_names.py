@@ -47,15 +47,16 @@ def test_a_third_party_tool_named_like_a_core_tool_is_refused_and_core_keeps_its
     kept = tools["send_notification"]
     assert kept.identity == "strict" and "kirocrew-acme" not in kept.description
     assert tools["acme_lookup"].description == "kirocrew-acme's acme_lookup"  # its other tools still serve
-    [problem] = pm.records["acme"].problems
+    [problem] = pm.problems["acme"]
     assert problem.code == TOOL_NAME_TAKEN
     assert "'send_notification'" in problem.message and "'acme'" in problem.message
     assert "'kirocrew_core.builtin.notifications'" in problem.message and "acme_" in problem.message
-    assert pm.records["acme"].status == "loaded"
-    assert pm.records["acme"].as_dict()["problems"] == [{"code": TOOL_NAME_TAKEN, "message": problem.message}]
+    [record] = [record for record in pm.loaded_records() if record.name == "acme"]
+    assert record.status == "loaded"  # refused one tool, not skipped
+    assert record.as_dict()["problems"] == [{"code": TOOL_NAME_TAKEN, "message": problem.message}]
     # Collected again (every tools/list does), the refusal is recorded once.
     collect_tools(pm)
-    assert len(pm.records["acme"].problems) == 1
+    assert pm.problems["acme"] == [problem]
 
 
 def test_two_third_party_plugins_with_one_tool_name_the_first_by_plugin_name_keeps_it(tmp_path, monkeypatch):
@@ -63,8 +64,8 @@ def test_two_third_party_plugins_with_one_tool_name_the_first_by_plugin_name_kee
     _install(tmp_path, monkeypatch, "kirocrew-acme", "shared_lookup", entry_point="acme")
     pm = make_plugin_manager(env={})
     assert collect_tools(pm)["shared_lookup"].description == "kirocrew-acme's shared_lookup"
-    assert pm.records["acme"].problems == []
-    [problem] = pm.records["zeta"].problems
+    assert "acme" not in pm.problems
+    [problem] = pm.problems["zeta"]
     assert problem.code == TOOL_NAME_TAKEN
     assert "plugin 'acme' (kirocrew-acme)" in problem.message and "keeps the name" in problem.message
 
@@ -73,7 +74,7 @@ def test_a_third_party_plugin_that_repeats_a_name_keeps_its_first_tool(tmp_path,
     _install(tmp_path, monkeypatch, "kirocrew-acme", "acme_twice", "acme_twice")
     pm = make_plugin_manager(env={})
     assert "acme_twice" in collect_tools(pm)
-    [problem] = pm.records["acme"].problems
+    [problem] = pm.problems["acme"]
     assert problem.code == TOOL_NAME_TAKEN and "contributes that name twice" in problem.message
 
 
@@ -98,5 +99,4 @@ def test_the_installed_open_edition_has_no_tool_name_clash_and_no_refusal():
     pm = make_plugin_manager(env={})
     tools = collect_tools(pm)
     assert tools["send_notification"].identity == "strict"
-    refused = {name: record.problems for name, record in pm.records.items() if record.problems}
-    assert refused == {}
+    assert pm.problems == {}

@@ -24,6 +24,7 @@ import inspect
 import logging
 import os
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -153,6 +154,8 @@ class KirocrewPluginManager(pluggy.PluginManager):
     def __init__(self, *, strict: bool = False) -> None:
         super().__init__(PROJECT)
         self.records: dict[str, PluginRecord] = {}
+        self.problems: dict[str, list[PluginProblem]] = {}  # by plugin name: see add_problem
+        self._problems_lock = threading.Lock()
         self.strict_all = strict
         self.trace_enabled = False
 
@@ -176,22 +179,21 @@ class KirocrewPluginManager(pluggy.PluginManager):
     def add_problem(self, name: str, problem: PluginProblem) -> bool:
         """Record ``problem`` against plugin ``name`` once; True when it is new (so the caller logs it once).
 
-        A plugin without a record (registered directly) gets one, so the problem still shows.
+        Hooks are collected from several threads in the host (each ``tools/list`` in a worker thread).
         """
-        record = self.records.get(name)
-        if record is None:
-            record = self.records[name] = PluginRecord(name, "?", "?", "?", "loaded")
-        if problem in record.problems:
-            return False
-        record.problems.append(problem)
-        return True
+        with self._problems_lock:
+            known = self.problems.setdefault(name, [])
+            if problem in known:
+                return False
+            known.append(problem)
+            return True
 
     def distribution_of(self, name: str) -> str:
         record = self.records.get(name)
         return record.distribution if record else "?"
 
     def loaded_records(self) -> list[PluginRecord]:
-        """Every plugin record with its implemented hooks filled in, sorted by name."""
+        """Every plugin record with its implemented hooks and its problems filled in, sorted by name."""
         out = []
         for name in sorted(self.records):
             record = self.records[name]
@@ -199,6 +201,8 @@ class KirocrewPluginManager(pluggy.PluginManager):
             if plugin is not None:
                 callers = self.get_hookcallers(plugin) or []
                 record.hooks = sorted(caller.name for caller in callers)
+            with self._problems_lock:
+                record.problems = list(self.problems.get(name, ()))
             out.append(record)
         return out
 
