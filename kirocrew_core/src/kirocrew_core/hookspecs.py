@@ -156,9 +156,9 @@ def gateway_startup(app: Starlette) -> Any:
     aborts startup for an open-edition plugin and is a warning, that plugin
     skipped, for a third-party one. When the app runs in the host
     (``kirocrew serve``), the host's services (``host_services()``) have
-    already started. Long-lived services belong in ``host_services()``; this
-    hook suits work that must begin with the gateway without delaying it
-    (schedule it, do not await it here).
+    already started. Long-lived services belong in ``host_services()``; keep
+    this quick, and schedule anything slow rather than await it, since
+    serving waits for every implementation.
 
     :param app: the Starlette app; ``app.state.kirocrew`` holds the plugin
         manager and the homes.
