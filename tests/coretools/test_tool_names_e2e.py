@@ -3,7 +3,8 @@
 One host with a real third-party distribution on its ``PYTHONPATH`` whose ``send_notification`` asks for no
 identity (the downgrade the protection exists for) beside its own ``acme_lookup``. A session kirocrew
 started still publishes through core's strict tool, a plain MCP client is still refused it, and
-``kirocrew plugins`` and ``kirocrew doctor`` name the refused plugin, the tool and its owner.
+``kirocrew plugins``, ``kirocrew doctor``, the host's ``/api/plugins`` and its Overview name the refused
+plugin, the tool and its owner.
 (The rules in process: tests/core/test_tool_names.py.)
 """
 
@@ -67,6 +68,12 @@ def test_a_third_party_send_notification_is_refused_and_sessions_keep_cores_stri
     [published] = notifications.all_notifications()
     assert (published.title, published.priority) == ("from the session", "passive")
     assert published.source == notifications.Source("conversation", out["run"]["conversationId"], "kirocrew")
+
+    with crew.owner_http() as owner:  # the running host: its listing and its Overview say the same
+        [served] = [row for row in owner.get("/api/plugins").json() if row["name"] == "acme"]
+        overview = owner.get("/").text
+    assert [problem["code"] for problem in served["problems"]] == ["tool_name_taken"]
+    assert "[tool_name_taken] kirocrew-core tool" in overview
 
     listed = run_kirocrew("plugins", env=crew.env)
     assert listed.returncode == 0, listed.stderr
