@@ -27,16 +27,23 @@ STAMP = VENV / ".kirocrew-install.json"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
 
-OPEN_EDITION = [
-    "kirocrew_core",
-    "kirocrew_plugins/mcp",
-    "kirocrew_connections",
-    "kirocrew_conversations",
-    "kirocrew_plugins/computer",
-    "kirocrew_plugins/cron",
-]
+# The open edition is what the root pyproject.toml pins (kirocrew_core.plugins.OPEN_EDITION_MEMBERS in the code;
+# a test keeps the two and the docs equal): bootstrap installs those members, found by their folders' names.
 EXTRA_FOR_TESTS = ["kirocrew_testing", "kirocrew_plugins/companion"]
 BUILD_TOOLS = ["hatchling>=1.25", "editables>=0.5"]
+
+
+def open_edition() -> list[str]:
+    """The open edition's member folders, in the order the root pyproject.toml's dependencies pin them."""
+    import re
+    import tomllib  # here: Python 3.11+ is checked before anything calls this
+
+    folders = {}
+    for pyproject in sorted([*ROOT.glob("*/pyproject.toml"), *ROOT.glob("kirocrew_plugins/*/pyproject.toml")]):
+        name = tomllib.loads(pyproject.read_text())["project"]["name"]
+        folders[name] = pyproject.parent.relative_to(ROOT).as_posix()
+    pinned = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    return [folders[re.split(r"[\s\[<>=!~;]", requirement, maxsplit=1)[0]] for requirement in pinned]
 
 
 def _say(message: str) -> None:
@@ -81,7 +88,7 @@ def ensure_installed(mode: str) -> None:
     _say(f"installing ({mode}) into {VENV.name}/")
     pip = [str(PYTHON), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
     _run(pip + BUILD_TOOLS)
-    members = OPEN_EDITION + (EXTRA_FOR_TESTS if mode == "test" else [])
+    members = open_edition() + (EXTRA_FOR_TESTS if mode == "test" else [])
     args: list[str] = []
     for member in members:
         extra = "[testing]" if mode == "test" and member == "kirocrew_core" else ""
@@ -130,7 +137,7 @@ def precompile() -> None:
     module it imports again (about 0.1 s of CPU per gateway start); on a clean clone the first
     workers all compile at once. compileall writes them regardless and skips what is up to date.
     """
-    sources = [str(ROOT / member / "src") for member in OPEN_EDITION + EXTRA_FOR_TESTS
+    sources = [str(ROOT / member / "src") for member in open_edition() + EXTRA_FOR_TESTS
                if (ROOT / member / "src").is_dir()]
     subprocess.run([str(PYTHON), "-m", "compileall", "-q", *sources], cwd=ROOT, stdout=subprocess.DEVNULL)
 

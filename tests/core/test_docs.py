@@ -109,3 +109,16 @@ def test_each_call_site_the_architecture_hook_table_names_calls_that_hook():
         assert bodies, f"{hook}: {site.group(1)} has no {site.group(2)}()"
         assert any(f'"{hook}"' in body or f".hook.{hook}." in body for body in bodies), (
             f"{hook}: {site.group(1)}: {site.group(2)}() does not call it")
+
+
+def test_each_hook_row_of_the_architecture_table_names_every_open_edition_plugin_implementing_it():
+    from kirocrew_core.hookdocs import open_edition_implementers
+
+    rows = _hook_table()
+    for hook, implementers in open_edition_implementers().items():
+        cell = rows[hook][-1]
+        for plugin in implementers:
+            # A built-in by its module name; a member by its entry-point name or its package.
+            word = re.escape(plugin)
+            named = word if "." in plugin else rf"(?<![\w-]){word}(?![\w-])|kirocrew_{word}\b"
+            assert re.search(named, cell), f"docs/architecture.md: the {hook} row omits {plugin}, an implementer"

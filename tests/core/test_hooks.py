@@ -22,7 +22,7 @@ from kirocrew_core.contributions import (
     flatten,
 )
 from kirocrew_core.hookdocs import hook_functions, render_hook_reference
-from kirocrew_core.plugins import collect, make_plugin_manager
+from kirocrew_core.plugins import PluginRecord, collect, make_plugin_manager
 from kirocrew_testing.plugins import register_plugin
 
 REPO = Path(__file__).resolve().parents[2]
@@ -66,6 +66,32 @@ def test_the_hook_reference_page_is_generated_from_the_docstrings():
     assert HOOK_DOCS.read_text() == render_hook_reference(), (
         "docs/plugins/hooks.md is stale: run `python -m kirocrew_core.hookdocs > docs/plugins/hooks.md`"
     )
+
+
+def test_the_hook_reference_names_each_hooks_open_edition_implementers_as_the_plugin_manager_has_them():
+    from kirocrew_core.hookdocs import open_edition_implementers
+
+    def implemented_by(page: str, hook: str) -> str:
+        section = page.split(f"\n## {hook}(", 1)[1].split("\n## ", 1)[0]
+        [line] = [line for line in section.splitlines() if line.startswith("*Implemented in the open edition by*")]
+        return line
+
+    page = HOOK_DOCS.read_text()
+    assert "`cron`" in implemented_by(page, "dashboard_pages")
+    assert "`kirocrew_core.builtin.notifications`" in implemented_by(page, "dashboard_pages")
+    assert "`connections`, `mcp`" in implemented_by(page, "gateway_startup")
+    assert implemented_by(page, "extra_mcp_scopes").endswith(": none")
+    assert "companion" not in page  # installed, but not in the open edition: never named
+    # No docstring claims who implements a hook: that line is the only place, computed.
+    assert not re.search(r"implements it|open edition implements", page.replace("Implemented in the open", ""))
+
+    # One more open-edition implementation changes the page: the checked-in page would be stale.
+    pm = make_plugin_manager(env={})
+    pm.records["aaa-member"] = PluginRecord("aaa-member", "kirocrew-cron", "0.1.0", "aaa_member", "loaded")
+    register_plugin(pm, "aaa-member", extra_mcp_scopes=lambda: [])
+    rendered = render_hook_reference(implementers=open_edition_implementers(pm))
+    assert implemented_by(rendered, "extra_mcp_scopes").endswith(": `aaa-member`")
+    assert rendered != page
 
 
 @pytest.mark.parametrize("name", CORE_HOOKS)

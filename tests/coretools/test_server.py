@@ -62,7 +62,8 @@ def test_the_server_validates_refuses_sanitises_and_audits_each_call(crew: CrewH
 
     host_log = paths.log_file().read_text()
     assert "secret-detail-that-stays-in-the-log" in host_log and "Traceback" in host_log
-    assert "'probe_echo' is contributed by plugin 'core-probe' and again by 'core-probe'" in host_log
+    assert ("kirocrew-core tool 'probe_echo' from plugin 'core-probe' was refused: the plugin contributes that "
+            "name twice") in host_log
 
     calls = [r for r in audit.tail(200) if r["event"] == "coretools.call"]
     outcomes = [(r["fields"]["tool"], r["outcome"], r["fields"].get("code")) for r in calls]

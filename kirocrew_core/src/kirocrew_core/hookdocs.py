@@ -4,6 +4,11 @@
 
 A plugin that declares its own hookspecs can render them the same way:
 ``render_hook_reference(my_specs_module, title=...)``.
+
+Which plugins implement a hook is never written in a docstring (it goes stale as plugins
+change): each hook's "Implemented in the open edition by" line is read from the plugin
+manager's registrations when the page is rendered, so a test comparing the page with a fresh
+render fails when an open-edition member starts or stops implementing a hook.
 """
 
 from __future__ import annotations
@@ -11,9 +16,14 @@ from __future__ import annotations
 import inspect
 import re
 import sys
+from collections.abc import Mapping, Sequence
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from kirocrew_core.markers import PROJECT
+
+if TYPE_CHECKING:
+    from kirocrew_core.plugins import KirocrewPluginManager
 
 
 def hook_functions(module: ModuleType) -> list[tuple[str, object]]:
@@ -60,10 +70,41 @@ def _options(fn: object) -> str:
     return f"*Options:* {', '.join(shown)}\n\n" if shown else ""
 
 
-def render_hook_reference(module: ModuleType | None = None, *, title: str = "Hook reference") -> str:
+def open_edition_implementers(pm: KirocrewPluginManager | None = None) -> dict[str, list[str]]:
+    """Every declared hook's implementing plugins from the open edition, in call order.
+
+    ``pm`` defaults to a fresh manager with no switches (``KIROCREW_LOAD_PLUGINS`` and the like
+    are ignored), so the page does not depend on who renders it; plugins outside the open
+    edition are left out, so neither does it depend on what else is installed.
+    """
+    import pluggy
+
+    from kirocrew_core.plugins import make_plugin_manager, ordered_hookimpls
+
+    pm = pm if pm is not None else make_plugin_manager(env={})
+    # A plugin with two implementations of one hook (two functions marked with one hook name) is named once.
+    return {name: list(dict.fromkeys(impl.plugin_name for impl in ordered_hookimpls(pm, name)
+                                     if pm.is_open_edition(impl.plugin_name)))
+            for name, caller in vars(pm.hook).items() if isinstance(caller, pluggy.HookCaller)}
+
+
+def _implemented_by(plugins: Sequence[str]) -> str:
+    shown = ", ".join(f"`{name}`" for name in plugins) if plugins else "none"
+    return f"*Implemented in the open edition by* (in call order): {shown}\n\n"
+
+
+def render_hook_reference(module: ModuleType | None = None, *, title: str = "Hook reference",
+                          implementers: Mapping[str, Sequence[str]] | None = None) -> str:
+    """The Markdown reference of ``module``'s hookspecs (core's by default).
+
+    ``implementers`` maps a hook to the plugins implementing it; it defaults to
+    :func:`open_edition_implementers`.
+    """
     if module is None:
         from kirocrew_core import hookspecs as module
     assert module is not None
+    if implementers is None:
+        implementers = open_edition_implementers()
     lines = [
         f"# {title}",
         "",
@@ -81,7 +122,8 @@ def render_hook_reference(module: ModuleType | None = None, *, title: str = "Hoo
             full_signature(name, fn),
             "```",
             "",
-            _options(fn) + rst_to_markdown(inspect.cleandoc(fn.__doc__ or "(undocumented)")),
+            _options(fn) + _implemented_by(implementers.get(name, ()))
+            + rst_to_markdown(inspect.cleandoc(fn.__doc__ or "(undocumented)")),
             "",
         ]
     return "\n".join(lines).rstrip() + "\n"

@@ -1,8 +1,10 @@
 """Every cross-cutting extension point of kirocrew.
 
 Each docstring says who calls the hook, at which moment, what the arguments
-mean and how results from several plugins combine. The hook reference in
-``docs/plugins/hooks.md`` is generated from these docstrings.
+mean and how results from several plugins combine; never which plugins
+implement it, which changes as plugins do. The hook reference in
+``docs/plugins/hooks.md`` is generated from these docstrings, with each hook's
+implementers in the open edition read from the plugin manager at that moment.
 
 Every hook is called through :func:`kirocrew_core.plugins.call_hook` (or its
 shorthand :func:`kirocrew_core.plugins.collect`), never in load order. **Call
@@ -61,7 +63,7 @@ def addhooks(pluginmanager: KirocrewPluginManager) -> None:
     Called by :func:`kirocrew_core.plugins.make_plugin_manager` once for every
     plugin, right when it is registered (historic: plugins registered later are
     replayed). Call ``pluginmanager.add_hookspecs(module)`` with the module that
-    declares your specs, e.g. the connections provider roster.
+    declares your specs (a sub-seam such as a roster of providers).
 
     :param pluginmanager: the manager being built.
 
@@ -136,7 +138,7 @@ def dashboard_pages() -> list[DashboardPage]:
     :func:`kirocrew_core.gateway.shell.render_page`, extending
     ``core/base.html``; its scripts and styles are files under
     ``/static/<package>/``, since the Content-Security-Policy refuses inline
-    ones. No plugin in the open edition implements it yet.
+    ones.
 
     :return: a list of :class:`~kirocrew_core.contributions.DashboardPage`;
         concatenated, core built-ins first, then the others in call order. A
@@ -154,9 +156,9 @@ def gateway_startup(app: Starlette) -> Any:
     aborts startup for an open-edition plugin and is a warning, that plugin
     skipped, for a third-party one. When the app runs in the host
     (``kirocrew serve``), the host's services (``host_services()``) have
-    already started. Long-lived services belong in ``host_services()``; in the
-    open edition only connections implements it, to schedule a cleanup that
-    must not delay serving.
+    already started. Long-lived services belong in ``host_services()``; keep
+    this quick, and schedule anything slow rather than await it, since
+    serving waits for every implementation.
 
     :param app: the Starlette app; ``app.state.kirocrew`` holds the plugin
         manager and the homes.
@@ -172,8 +174,8 @@ def gateway_stopping(app: Starlette) -> Any:
     awaitable result is awaited and exceptions are logged and never stop the
     others. The server then gives open requests a few seconds before
     ``gateway_shutdown``, and whoever sent SIGTERM may not wait that long: end
-    here the work that holds a request open or owns child processes (the mcp
-    plugin's probes), so none outlives the gateway. Not called for an app
+    here the work that holds a request open or owns child processes (an MCP
+    server probe), so none outlives the gateway. Not called for an app
     served any other way (a test client), so ``gateway_shutdown`` must also do it.
 
     :param app: the Starlette app that is stopping.
@@ -234,8 +236,8 @@ def extra_mcp_scopes() -> list[McpScope]:
 
     Called at call time by the agent-file rebuild, by discovery and by the
     dashboard's apply/uninstall paths, which must stay symmetric: a scope
-    discovery shows is one apply and uninstall can manage. Empty in the open
-    edition; a companion edition returns its scopes.
+    discovery shows is one apply and uninstall can manage. For an edition that
+    adds a provider's global scopes.
 
     :return: a list of :class:`~kirocrew_core.contributions.McpScope`;
         concatenated; for a duplicate ``id`` the first wins.
@@ -248,8 +250,7 @@ def extra_mcp_servers() -> dict[str, dict[str, Any]]:
 
     Called by the agent-file rebuild (``kirocrew_mcp.render``). Entries are
     merged ADD-only: a name the user's scopes or a managed server already
-    define is never overridden. No plugin in the open edition implements it;
-    it is for an edition that ships tooling servers.
+    define is never overridden. For an edition that ships tooling servers.
 
     :return: a mapping of server name to an ``mcpServers`` entry; plugins are
         merged in call order, the first to name a server wins.
@@ -283,9 +284,16 @@ def core_mcp_tools() -> list[CoreMcpTool]:
     stateless: the caller is resolved per call from the host connection's
     verified caller block.
 
+    Name a third-party tool ``<plugin>_<what>`` (plugin ``acme``: ``acme_lookup``).
+    A name kirocrew-core or an open-edition member contributes is theirs: another
+    plugin's tool of that name is refused (:mod:`kirocrew_core.coretools.tool_names`).
+
     :return: a list of :class:`~kirocrew_core.contributions.CoreMcpTool`;
-        concatenated in call order; for a duplicate tool name the first is
-        kept and the others are dropped with an error in the host's log.
+        concatenated in call order. For a duplicate tool name, core's or an
+        open-edition member's tool is kept, else the first in call order; each
+        other one is refused and recorded on its plugin as ``tool_name_taken``
+        (``kirocrew plugins``, ``kirocrew doctor``, the host's log). Two
+        open-edition tools of one name are a bug: ``tool_name_clash``.
     """
 
 
@@ -295,8 +303,8 @@ def worker_load() -> list[WorkerLoad]:
 
     Called by the ``resource_status`` tool of ``kirocrew-core`` (:mod:`kirocrew_core.resources`)
     inside the host, on every call, to report running workers beside the machine's CPU, memory
-    and load; the host measures the processes the ``pids`` name. kirocrew-conversations answers
-    with its orchestrator's workers and its configured cap. Keep it cheap and non-blocking: no
+    and load; the host measures the processes the ``pids`` name. A plugin that runs kiro-cli workers
+    answers with them and its configured cap. Keep it cheap and non-blocking: no
     database, no network. An implementation that raises is left out of the report, which says so.
 
     :return: a list of :class:`~kirocrew_core.contributions.WorkerLoad`; concatenated.
@@ -310,8 +318,7 @@ def registry_loaders() -> list[RegistryLoader]:
     Called by the plugin that owns the registry named, which validates what
     each loader returns and reports invalid entries with their source. Today
     that is kirocrew-connections loading its provider roster
-    (``connections.providers``); loaders with another name are ignored. No
-    plugin in the open edition implements it.
+    (``connections.providers``); loaders with another name are ignored.
 
     :return: a list of :class:`~kirocrew_core.contributions.RegistryLoader`;
         concatenated, after the shipped registry's entries.
@@ -326,8 +333,8 @@ def known_workspaces() -> list[Path]:
     transaction (``disconnect.workspace_agent_dirs``), which reads every
     ``<workspace>/.kiro/agents`` for a project agent that shares the grant
     being removed: kiro-cli loads those agents in that project, so a grant one
-    of them uses must be kept. kirocrew-conversations answers with the
-    workspaces (and worktrees) of its conversations. It may read files, never
+    of them uses must be kept. A plugin that runs sessions answers with their
+    workspaces (and worktrees). It may read files, never
     the network; keep it quick.
 
     :return: a list of absolute :class:`~pathlib.Path` s; concatenated with the
@@ -344,8 +351,8 @@ def history_sources() -> list[HistorySource]:
     """Return stores of past sessions that the history (search, the History page) reads.
 
     Why a hook: core owns the history index and reads kiro-cli's own session stores
-    itself, but it imports no plugin, so a plugin that keeps sessions of its own (today
-    kirocrew-conversations: its conversations' titles and run replies) hands them over
+    itself, but it imports no plugin, so a plugin that keeps sessions of its own (a
+    conversation's title and run replies, say) hands them over
     here. Called by :meth:`kirocrew_core.history.index.HistoryIndex.refresh` before a
     ``list_sessions`` / ``search_chat_history`` / ``get_chat_session`` call, a
     ``kirocrew history`` command or the History page answers; each source's
@@ -365,9 +372,9 @@ def history_summarizers() -> list[HistorySummarizer]:
 
     Why a hook: ``list_sessions`` with ``summarize`` (and ``kirocrew history list
     --summarize``) adds a summary written by a model to each session, but core runs no
-    model and imports no plugin; kirocrew-conversations runs kiro-cli, so it answers here
-    (one prompt per session on a short-lived kiro-cli session whose agent has no tools
-    and no MCP servers). Called once per such call, and only for sessions whose summary
+    model and imports no plugin; a plugin that runs kiro-cli answers here (one prompt
+    per session on a short-lived kiro-cli session whose agent has no tools and no MCP
+    servers, say). Called once per such call, and only for sessions whose summary
     is not cached in the history index already (an unchanged session is never summarized
     twice). Core hands over redacted, bounded transcripts, at most a few per call, and
     stops reading the summarizer when its time budget is spent; what arrived by then is
@@ -387,7 +394,7 @@ def conversation_ancestry(conversation_id: str) -> list[str]:
     topmost conversation above it), but it imports no plugin; the plugin that keeps conversations
     knows their parents. Called by :func:`kirocrew_core.artifacts.access.session_actor` inside the
     host, on every ``artifact_*`` and ``deploy_artifact`` call from a session, in a worker thread.
-    kirocrew-conversations answers from its store; a plugin that does not know the id returns
+    The plugin that keeps conversations answers from its store; one that does not know the id returns
     ``[]`` or None. One indexed read, never the network.
 
     :param conversation_id: the calling session's conversation (its verified identity).
@@ -407,7 +414,8 @@ def conversation_origin(conversation_id: str) -> str | None:
     only the plugin that runs the jobs knows which conversations are its. Called by
     :func:`kirocrew_core.artifacts.access.session_actor` inside the host, in a worker thread, on
     every ``artifact_*`` and ``deploy_artifact`` call from a conversation's session.
-    kirocrew-cron answers from its runs in progress and its store (one read, never the network).
+    The plugin that runs the jobs answers from its runs in progress and its store (one read, never
+    the network).
 
     :param conversation_id: the calling session's conversation (its verified identity).
     :return: ``"cron"`` or None; every plugin is called and the first answer that is not None in
@@ -425,8 +433,7 @@ def conversation_deliver(conversation_id: str, text: str) -> Any:
     :func:`kirocrew_core.conversation_runs.queue_run` inside the host, on the event loop: once per
     accepted webhook delivery (after its token, size, duplicate and rate checks passed) and once per
     ``send_message(session="origin")``. It may be a coroutine function; keep it to queueing (the run
-    itself happens later, in the background). kirocrew-conversations queues it as the conversation's
-    next run (the conversation's own settings).
+    itself happens later, in the background), as the conversation's next run with its own settings.
 
     :param conversation_id: the conversation to run in (the caller's verified identity decided it).
     :param text: the whole prompt (an external message already marked as untrusted, a message with its
@@ -449,7 +456,8 @@ def conversation_cron_job(conversation_id: str) -> CronJobRef | None:
     injects into the conversation that made the job; core imports no plugin, and only the plugin
     that runs the jobs knows them. Called by :mod:`kirocrew_core.messages.senders` inside the host,
     in a worker thread, on every ``send_message`` and ``file_send`` from a conversation's session.
-    kirocrew-cron answers from its runs in progress and its store (one read, never the network).
+    The plugin that runs the jobs answers from its runs in progress and its store (one read, never
+    the network).
 
     :param conversation_id: the calling session's conversation (its verified identity).
     :return: a :class:`~kirocrew_core.contributions.CronJobRef` or None; every plugin is called and
@@ -463,9 +471,9 @@ def message_channels() -> list[MessageChannel]:
     """Return the places ``send_message`` and ``file_send`` may deliver to besides the owner's feed.
 
     Called by :mod:`kirocrew_core.messages.channels` inside the host on every ``send_message``,
-    ``delete_message`` and ``file_send``, and by ``kirocrew messages channels``. Core's built-in
-    implementation turns each ``[channels.NAME]`` table of ``config.toml`` into an e-mail (SMTP)
-    or webhook channel. Keep it cheap: build the channel objects, connect to nothing.
+    ``delete_message`` and ``file_send``, and by ``kirocrew messages channels``. The
+    ``[channels.NAME]`` tables of ``config.toml`` (e-mail over SMTP, or webhook) come through it
+    too. Keep it cheap: build the channel objects, connect to nothing.
 
     :return: a list of :class:`~kirocrew_core.contributions.MessageChannel`; concatenated; for a
         duplicate ``name`` the first in call order wins (a plugin overrides a configured channel
@@ -481,7 +489,7 @@ def deploy_destinations() -> list[DeployDestination]:
     Called by :mod:`kirocrew_core.artifacts.deploy` inside the host when ``deploy_artifact`` names a
     ``profile`` (to refuse one that does not exist or is not ready before anything is queued), and
     in the owner's ``kirocrew deploy confirm`` when it publishes. A destination that reaches the
-    network should say so in its description; the built-in ``local`` one copies into a directory.
+    network should say so in its description (``local`` copies into a directory).
 
     :return: a list of :class:`~kirocrew_core.contributions.DeployDestination`; concatenated; for a
         duplicate ``name`` the first in call order wins (a plugin overrides a built-in with
@@ -522,9 +530,9 @@ def agent_file_ready() -> Any:
     jobs and sub-agents are such runs). kiro-cli reads the file once, when it
     starts, and on a missing or unparseable one runs its default agent instead,
     none of kirocrew's MCP servers mounted, so the process is not started until
-    every implementation agrees. kirocrew-mcp answers once the host's startup
-    render has finished; core's fallback (``trylast``) checks that the file
-    exists and holds a JSON object. The implementation may return an awaitable,
+    every implementation agrees. The plugin that renders the file answers once
+    the host's startup render has finished; a fallback (``trylast``) checks that
+    the file exists and holds a JSON object. The implementation may return an awaitable,
     which is awaited: keep it bounded, and do file work off the event loop.
 
     :return: None when the file is ready as far as the plugin knows, else one

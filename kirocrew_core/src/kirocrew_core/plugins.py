@@ -24,6 +24,7 @@ import inspect
 import logging
 import os
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,15 +47,18 @@ from kirocrew_core.plugin_env import truthy as _truthy
 logger = logging.getLogger("kirocrew.plugins")
 
 CORE_DISTRIBUTION = "kirocrew-core"
-OPEN_EDITION = frozenset(
-    {
-        CORE_DISTRIBUTION,
-        "kirocrew-mcp",
-        "kirocrew-connections",
-        "kirocrew-conversations",
-        "kirocrew-computer",
-    }
+#: The open edition's members in the order the docs name them: the one list. The root ``pyproject.toml``
+#: pins them, ``bootstrap.py`` installs them, and the docs list them; tests/core/test_open_edition.py
+#: fails when any of those differs from this.
+OPEN_EDITION_MEMBERS: tuple[str, ...] = (
+    CORE_DISTRIBUTION,
+    "kirocrew-mcp",
+    "kirocrew-connections",
+    "kirocrew-conversations",
+    "kirocrew-computer",
+    "kirocrew-cron",
 )
+OPEN_EDITION = frozenset(OPEN_EDITION_MEMBERS)
 
 # Core features are plugins too, registered through the same path as third-party
 # ones and called in the same order (see ordered_hookimpls).
@@ -89,6 +93,14 @@ class PluginWarning(UserWarning):
     """A third-party plugin was skipped or one of its hook implementations failed."""
 
 
+@dataclass(frozen=True)
+class PluginProblem:
+    """Something of a loaded plugin kirocrew refused (the plugin still runs): a stable ``code`` and why."""
+
+    code: str
+    message: str
+
+
 @dataclass
 class PluginRecord:
     """What ``kirocrew plugins`` reports about one plugin."""
@@ -101,6 +113,7 @@ class PluginRecord:
     builtin: bool = False
     error: str = ""
     hooks: list[str] = field(default_factory=list)
+    problems: list[PluginProblem] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -114,6 +127,8 @@ class PluginRecord:
         }
         if self.error:
             data["error"] = self.error
+        if self.problems:
+            data["problems"] = [{"code": p.code, "message": p.message} for p in self.problems]
         return data
 
 
@@ -139,6 +154,8 @@ class KirocrewPluginManager(pluggy.PluginManager):
     def __init__(self, *, strict: bool = False) -> None:
         super().__init__(PROJECT)
         self.records: dict[str, PluginRecord] = {}
+        self.problems: dict[str, list[PluginProblem]] = {}  # by plugin name: see add_problem
+        self._problems_lock = threading.Lock()
         self.strict_all = strict
         self.trace_enabled = False
 
@@ -148,17 +165,35 @@ class KirocrewPluginManager(pluggy.PluginManager):
             print(f"kirocrew trace: {message}", file=sys.stderr)
 
     def is_strict(self, name: str) -> bool:
+        return self.strict_all or name not in self.records or self.is_open_edition(name)
+
+    def is_open_edition(self, name: str) -> bool:
+        """Whether plugin ``name`` is ours: a core built-in or an entry point of an open-edition member.
+
+        A plugin registered without a record (``pm.register`` in a test) is not: only an installed
+        distribution can claim the open edition.
+        """
         record = self.records.get(name)
-        if self.strict_all or record is None:
+        return record is not None and (record.builtin or normalize_dist_name(record.distribution) in OPEN_EDITION)
+
+    def add_problem(self, name: str, problem: PluginProblem) -> bool:
+        """Record ``problem`` against plugin ``name`` once; True when it is new (so the caller logs it once).
+
+        Hooks are collected from several threads in the host (each ``tools/list`` in a worker thread).
+        """
+        with self._problems_lock:
+            known = self.problems.setdefault(name, [])
+            if problem in known:
+                return False
+            known.append(problem)
             return True
-        return record.builtin or normalize_dist_name(record.distribution) in OPEN_EDITION
 
     def distribution_of(self, name: str) -> str:
         record = self.records.get(name)
         return record.distribution if record else "?"
 
     def loaded_records(self) -> list[PluginRecord]:
-        """Every plugin record with its implemented hooks filled in, sorted by name."""
+        """Every plugin record with its implemented hooks and its problems filled in, sorted by name."""
         out = []
         for name in sorted(self.records):
             record = self.records[name]
@@ -166,6 +201,8 @@ class KirocrewPluginManager(pluggy.PluginManager):
             if plugin is not None:
                 callers = self.get_hookcallers(plugin) or []
                 record.hooks = sorted(caller.name for caller in callers)
+            with self._problems_lock:
+                record.problems = list(self.problems.get(name, ()))
             out.append(record)
         return out
 

@@ -26,10 +26,15 @@ async def health(request: Request) -> JSONResponse:
 
 
 async def plugins(request: Request) -> JSONResponse:
-    """``GET /api/plugins``: the rows ``kirocrew plugins --all`` prints."""
+    """``GET /api/plugins``: the rows ``kirocrew plugins --all`` prints (a tool name clash in the open edition:
+    ``tool_name_clash``, as there)."""
+    from starlette.concurrency import run_in_threadpool
     from starlette.responses import JSONResponse
 
+    from kirocrew_core.coretools.tool_names import collect_tools
+
     pm = request.app.state.kirocrew.pm
+    await run_in_threadpool(collect_tools, pm)  # records the tool names a plugin was refused
     return JSONResponse([record.as_dict() for record in pm.loaded_records()])
 
 

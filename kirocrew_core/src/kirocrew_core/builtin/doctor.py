@@ -64,14 +64,24 @@ def check_kiro_cli() -> DoctorResult:
 
 
 def check_plugins() -> DoctorResult:
+    from kirocrew_core.coretools.tool_names import ToolNameClash, collect_tools
     from kirocrew_core.plugins import get_plugin_manager
 
     pm = get_plugin_manager()
-    skipped = [r for r in pm.loaded_records() if r.status == "skipped"]
-    if skipped:
-        lines = [f"{r.name} ({r.distribution} {r.version}): {r.error}" for r in skipped]
-        return DoctorResult("warn", f"{len(skipped)} plugin(s) skipped", "\n".join(lines))
-    loaded = sum(1 for r in pm.records.values() if r.status == "loaded")
+    try:
+        collect_tools(pm)  # records the kirocrew-core tool names a plugin was refused
+    except ToolNameClash as exc:
+        return DoctorResult("fail", "two open-edition plugins contribute one kirocrew-core tool name", exc.message)
+    records = pm.loaded_records()
+    skipped = [r for r in records if r.status == "skipped"]
+    lines = [f"{r.name} ({r.distribution} {r.version}): {r.error}" for r in skipped]
+    refused = [(r, problem) for r in records for problem in r.problems]
+    lines += [f"{r.name} ({r.distribution} {r.version}): [{problem.code}] {problem.message}" for r, problem in refused]
+    if lines:
+        said = [f"{len(skipped)} plugin(s) skipped"] if skipped else []
+        said += [f"{len(refused)} plugin contribution(s) refused"] if refused else []
+        return DoctorResult("warn", ", ".join(said), "\n".join(lines))
+    loaded = sum(1 for r in records if r.status == "loaded")
     return DoctorResult("ok", f"{loaded} plugin(s) loaded")
 
 
@@ -81,5 +91,6 @@ def doctor_checks() -> list[DoctorCheck]:
         DoctorCheck("core.homes", check_homes, "the Kiro and crew homes are writable"),
         DoctorCheck("core.config", check_config, "config.toml parses and its keys are valid"),
         DoctorCheck("core.kiro-cli", check_kiro_cli, "kiro-cli resolves and reports its version"),
-        DoctorCheck("core.plugins", check_plugins, "every installed plugin loaded"),
+        DoctorCheck("core.plugins", check_plugins,
+                    "every installed plugin loaded, and none was refused a kirocrew-core tool name"),
     ]

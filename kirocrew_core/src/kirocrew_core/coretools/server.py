@@ -7,7 +7,8 @@ and nothing in it is per caller. Each request reads the connection's verified ca
 
 0. the connection's process still runs (``caller_gone``: it exited, and whoever holds the
    connection now has no identity);
-1. the tool exists (``unknown_tool``);
+1. the tool exists (``unknown_tool``; who owns a name two plugins contribute:
+   :mod:`.tool_names`);
 2. the arguments match its JSON Schema, unknown fields refused (``invalid_arguments``, the
    first error as ``<field>: <message>``);
 3. identity per the tool: ``strict`` refuses an unresolved caller (``caller_unverified``)
@@ -86,32 +87,6 @@ def _keep(ch: str) -> bool:
     return category != "Cf" or ch in _KEPT_FORMAT
 
 
-def collect_tools(pm: KirocrewPluginManager, reported: set[tuple[str, ...]] | None = None) -> dict[str, CoreMcpTool]:
-    """Every plugin's tools by name, in hook call order; a duplicate name keeps the first and logs an error."""
-    from kirocrew_core.contributions import CoreMcpTool, flatten
-    from kirocrew_core.plugins import call_hook
-
-    call = call_hook(pm, "core_mcp_tools", on_error="skip")
-    tools: dict[str, CoreMcpTool] = {}
-    owners: dict[str, str] = {}
-    for contribution in flatten(call.contributions):
-        tool = contribution.value
-        if not isinstance(tool, CoreMcpTool):
-            log.error("plugin %r returned %r from core_mcp_tools(); expected a CoreMcpTool", contribution.plugin, tool)
-            continue
-        if tool.name in tools:
-            seen = (tool.name, owners[tool.name], contribution.plugin)
-            if reported is None or seen not in reported:
-                log.error("kirocrew-core tool %r is contributed by plugin %r and again by %r; the second is dropped "
-                          "(tool names must be unique)", *seen)
-                if reported is not None:
-                    reported.add(seen)
-            continue
-        tools[tool.name] = tool
-        owners[tool.name] = contribution.plugin
-    return tools
-
-
 class CoreToolsServer:
     """What the SDK server calls: listing and calling tools for the caller of each request.
 
@@ -132,7 +107,6 @@ class CoreToolsServer:
         self.server_name = server_name
         self.registry = registry or default_registry()
         self.exclusions = exclusions or ExclusionCache(server=server_name)
-        self._reported: set[tuple[str, ...]] = set()  # duplicate names already logged (not per caller)
 
     def plugin_manager(self) -> KirocrewPluginManager:
         from kirocrew_core.plugins import KirocrewPluginManager, get_plugin_manager
@@ -144,7 +118,9 @@ class CoreToolsServer:
     def tools(self) -> dict[str, CoreMcpTool]:
         if self._tool_source is not None:
             return self._tool_source()
-        return collect_tools(self.plugin_manager(), self._reported)
+        from kirocrew_core.coretools.tool_names import collect_tools
+
+        return collect_tools(self.plugin_manager())
 
     def session_of(self, caller: CallerContext | None) -> CrewSession | None:
         return self.registry.resolve(caller).session

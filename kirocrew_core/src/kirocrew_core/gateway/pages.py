@@ -16,7 +16,19 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import HTMLResponse
 
+    from kirocrew_core.plugins import KirocrewPluginManager
+
 _REFUSAL_TITLES = {401: "Sign in to kirocrew", 403: "Request refused", 421: "Wrong address"}
+
+
+def _record_tool_problems(pm: KirocrewPluginManager) -> None:
+    """Decide the kirocrew-core tool names, so the table shows each plugin's refusals (``tool_name_taken``)."""
+    import contextlib
+
+    from kirocrew_core.coretools.tool_names import ToolNameClash, collect_tools
+
+    with contextlib.suppress(ToolNameClash):  # the doctor's core.plugins check, above the table, reports it
+        collect_tools(pm)
 
 
 def render_refusal(status: int, code: str, message: str) -> str:
@@ -32,6 +44,7 @@ async def home(request: Request) -> HTMLResponse:
 
     state = request.app.state.kirocrew
     outcomes = await run_in_threadpool(run_checks, state.pm)
+    await run_in_threadpool(_record_tool_problems, state.pm)
     pages = [c for c in state.pages if is_listed(c.value)]
     return render_page(request, "core/overview.html", title="Overview", pages=pages, outcomes=outcomes,
                        records=state.pm.loaded_records())

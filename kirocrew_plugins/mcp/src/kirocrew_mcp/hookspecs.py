@@ -51,8 +51,8 @@ def restart_sessions(reason: str) -> int | Awaitable[int] | None:
     reported in the route's answer and the hook is still called. Not called by
     the apply itself: a restart ends work in progress, so only the owner asks
     for one. A process serving a conversation right now should be replaced when
-    its turn ends, not killed mid-turn. kirocrew-conversations implements it
-    for the workers its orchestrator keeps in the host.
+    its turn ends, not killed mid-turn. For a plugin that keeps kiro-cli
+    workers in the host.
 
     :param reason: why the restart was asked for (the request's ``reason``,
         e.g. ``"mcp_apply"``; ``"owner_request"`` when it gives none), for the
@@ -71,10 +71,9 @@ def mcp_server_managers(servers: Sequence[Mapping[str, Any]]) -> Mapping[str, Se
 
     Called by the MCP servers page (``GET /mcp``, served by the host) each
     time it renders, with the rows ``GET /api/mcp`` answers. A server this
-    plugin installed and keeps in step with something else (kirocrew-connections:
-    the entry named by a provider's slug whose URL is the provider's MCP URL)
-    should be changed there, not by staging scope changes on the page.
-    kirocrew-connections implements it.
+    plugin installed and keeps in step with something else (a connected
+    account's entry, named by its provider's slug, whose URL is the provider's
+    MCP URL) should be changed there, not by staging scope changes on the page.
 
     :param servers: the listing's rows (``name``, and ``url`` or ``command``,
         as ``GET /api/mcp`` answers them); read-only.
@@ -96,7 +95,7 @@ def agent_tool_aliases(servers: Mapping[str, Mapping[str, Any]]) -> Mapping[str,
     the servers the file is about to mount. kiro-cli exposes an MCP tool under
     its bare name, so GitHub's and Linear's ``list_issues`` would shadow each
     other; its agent field ``toolAliases`` (``{"@<server>/<tool>": "<new name>"}``)
-    renames them. kirocrew-connections implements it for the providers it knows.
+    renames them. A plugin answers for the servers it knows.
 
     :param servers: ``{server key: entry}`` as the file will hold them (kiro-safe
         keys, ``disabled`` entries included); read-only.
@@ -120,8 +119,8 @@ def agent_resources() -> Sequence[str] | None:
     ``kirocrew mcp rebuild``, an apply, a Connect's install, a Disconnect, the host's
     start). kiro-cli reads the agent file only when a session starts, but it reads a
     ``file://`` resource's *content* then too: a plugin that names a file it owns can
-    change what later sessions are told by rewriting that file, with no rebuild. Core
-    implements it for the global lessons file (``kirocrew learn``).
+    change what later sessions are told by rewriting that file, with no rebuild (the
+    global lessons file of ``kirocrew learn`` works this way).
 
     :return: ``file://`` URIs of absolute paths, or ``None``. Every implementation is
         called, in call order, and the URIs appended to the user's own ``resources``
