@@ -12,7 +12,6 @@ failure.
 
 from __future__ import annotations
 
-import keyword
 import os
 import re
 import shutil
@@ -77,7 +76,7 @@ def check_name(name: str) -> str:
         raise BadInputError(
             f"{name!r} is not a plugin name: use at most {MAX_NAME_LENGTH} lowercase letters, digits and single "
             "underscores, starting with a letter (say acme or acme_tools)", code="invalid_plugin_name")
-    if name in RESERVED_NAMES or keyword.iskeyword(name):
+    if name in RESERVED_NAMES:
         raise BadInputError(f"{name!r} is taken by kirocrew itself (kirocrew-{name}); choose another name",
                             code="plugin_name_reserved")
     return name
