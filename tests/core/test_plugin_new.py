@@ -18,6 +18,7 @@ from kirocrew_core import scaffold
 from kirocrew_core.errors import BadInputError
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "plugins"
+WORKED_EXAMPLE = DOCS / "worked-example.md"
 EVERYTHING = ("--page", "--tool", "--server", "--doctor")
 
 
@@ -155,9 +156,11 @@ def test_the_help_says_what_the_default_writes(kirocrew):
 
 # -- the worked example in the docs is the scaffold's output ------------------------------------------------
 
-def _files_shown(page: str) -> dict[str, str]:
-    """``{path: code}``: the first fenced block (``` or ~~~) after each ``### `path` `` heading of ``page``."""
+def _files_shown(page: str, replace: dict[str, str] | None = None) -> tuple[dict[str, str], str]:
+    """``{path: code}``: the first fenced block (``` or ~~~) after each ``### `path` `` heading of ``page``; and
+    the page with those blocks' code replaced by ``replace``'s, where it names the path."""
     shown: dict[str, str] = {}
+    out: list[str] = []
     path: str | None = None
     fence: str | None = None
     lines: list[str] = []
@@ -166,21 +169,39 @@ def _files_shown(page: str) -> dict[str, str]:
             if line.rstrip("\n") == fence:
                 assert path is not None
                 shown[path] = "".join(lines)
+                out.append((replace or {}).get(path, shown[path]))
                 path, fence = None, None
             else:
                 lines.append(line)
+                continue
         elif heading := re.fullmatch(r"### `([^`]+)`\n", line):
             path = heading.group(1)
         elif path is not None and line.startswith(("```", "~~~")):
             fence, lines = line[:3], []
-    return shown
+        out.append(line)
+    return shown, "".join(out)
 
 
 def test_the_worked_example_page_shows_exactly_what_the_scaffold_writes():
-    page = (DOCS / "worked-example.md").read_text()
-    shown = _files_shown(page)
-    written = scaffold.render_plugin("acme", ["page", "tool", "server", "doctor"])
-    assert list(shown) == list(written), "the page's files, in order, are the scaffold's"
-    for path, text in written.items():
-        assert shown[path] == text, f"{path} on the page differs from what `kirocrew plugin new` writes"
+    page = WORKED_EXAMPLE.read_text()
+    shown, refreshed = _files_shown(page, _example())
+    assert list(shown) == list(_example()), "the page's files, in order, are the scaffold's"
+    assert refreshed == page, f"the page's code differs from what `kirocrew plugin new` writes: run {__file__}"
     assert "kirocrew plugin new acme " + " ".join(EVERYTHING) in page
+
+
+def test_the_plugin_guides_smallest_plugin_is_what_plugin_new_hello_doctor_writes():
+    guide = (DOCS / "writing-plugins.md").read_text()
+    written = scaffold.render_plugin("hello", ["doctor"])
+    assert "`kirocrew plugin new hello --doctor` writes one" in guide
+    assert f"```toml\n{written['pyproject.toml']}```" in guide
+    for path in written:
+        assert f"  {path}" in guide, f"the guide's tree lacks {path}"
+
+
+def _example() -> dict[str, str]:
+    return scaffold.render_plugin("acme", [option.removeprefix("--") for option in EVERYTHING])
+
+
+if __name__ == "__main__":  # rewrites the worked example's code from the templates, leaving its prose
+    WORKED_EXAMPLE.write_text(_files_shown(WORKED_EXAMPLE.read_text(), _example())[1])

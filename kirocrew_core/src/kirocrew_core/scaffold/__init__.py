@@ -35,6 +35,12 @@ RESERVED_NAMES = frozenset({"core", "mcp", "connections", "conversations", "comp
                             "testing", "plugin", "plugins"})
 
 
+_SUMMARIES = {"page": "a dashboard page", "tool": "a kirocrew-core tool", "server": "an MCP server of its own",
+              "doctor": "a doctor check"}
+_HOOK_TYPES = {"page": ("DashboardPage",), "tool": ("CoreMcpTool",), "server": ("HostedMcpServer", "ManagedMcpServer"),
+               "doctor": ("DoctorCheck",)}
+
+
 @dataclass(frozen=True)
 class _File:
     """One generated file: where it goes (a template of its own), its template, and which seams it needs."""
@@ -114,6 +120,9 @@ def render_plugin(name: str, contributions: Iterable[str]) -> dict[str, str]:
         "server_name": f"kirocrew-{name.replace('_', '-')}",
         "server_command": f"mcp-{name.replace('_', '-')}",
         "contributions": parts,
+        "summary": ", ".join(_SUMMARIES[part] for part in parts),
+        # The contribution types plugin.py's hooks return (for its annotations), sorted as ruff's isort would.
+        "hook_types": sorted(kind for part in parts for kind in _HOOK_TYPES[part]),
         **{part: part in parts for part in CONTRIBUTIONS},
     }
     files: dict[str, str] = {}
