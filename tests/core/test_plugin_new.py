@@ -80,9 +80,11 @@ def test_each_option_writes_its_seam_and_its_test_and_nothing_else(work, options
                      "--server": {"register_commands", "host_mcp_servers", "managed_mcp_servers"}}[options[0]]
 
 
-def test_the_generated_code_passes_the_repositorys_ruff_rules(work):
-    root = scaffold.write_plugin(work / "kirocrew-acme", scaffold.render_plugin("acme", ["page", "tool",
-                                                                                              "server", "doctor"]))
+@pytest.mark.parametrize("parts", [EVERYTHING, ("--page",), ("--tool",), ("--server",), ("--doctor",)],
+                         ids=lambda parts: "+".join(part.removeprefix("--") for part in parts))
+def test_the_generated_code_passes_the_repositorys_ruff_rules(work, parts):
+    root = scaffold.write_plugin(work / "kirocrew-acme",
+                                 scaffold.render_plugin("acme", [part.removeprefix("--") for part in parts]))
     executable = Path(sys.executable).with_name("ruff")  # the test extra's, beside this Python
     config = Path(__file__).resolve().parents[2] / "pyproject.toml"
     # Our rules, with the annotations rules off for tests as they are for ours (fixtures arrive by name).
