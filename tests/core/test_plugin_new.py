@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from kirocrew_core import scaffold
-from kirocrew_core.errors import BadInputError
+from kirocrew_core.errors import BadInputError, KirocrewError
+from kirocrew_testing.fixtures import kirocrew_argv
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "plugins"
 WORKED_EXAMPLE = DOCS / "worked-example.md"
@@ -111,6 +112,16 @@ def test_a_name_of_kirocrews_own_distributions_is_refused(kirocrew, work, name):
     assert list(work.iterdir()) == []
 
 
+def test_the_reserved_names_are_the_repositorys_distributions():
+    import tomllib
+
+    repository = Path(__file__).resolve().parents[2]
+    members = {tomllib.loads(path.read_text())["project"]["name"]
+               for path in [*repository.glob("kirocrew_*/pyproject.toml"),
+                            *repository.glob("kirocrew_plugins/*/pyproject.toml")]}
+    assert {f"kirocrew-{name}" for name in scaffold.RESERVED_NAMES} == members
+
+
 def test_a_target_that_holds_anything_is_refused_and_left_as_it_was(kirocrew, work):
     target = work / "mine"
     target.mkdir()
@@ -138,9 +149,21 @@ def test_an_empty_folder_is_filled_and_a_missing_parent_is_refused(kirocrew, wor
 
 def test_a_write_that_fails_midway_leaves_no_folder_behind(work):
     # "src" is a file, so "src/x.py" cannot be written: the staging folder goes, the target never appears.
-    with pytest.raises(OSError):
+    with pytest.raises(KirocrewError) as failed:
         scaffold.write_plugin(work / "kirocrew-acme", {"README.md": "x", "src": "a file", "src/x.py": "y"})
+    assert failed.value.code == "target_unwritable"
     assert list(work.iterdir()) == []
+
+
+def test_a_folder_it_may_not_write_in_is_refused_with_a_code(kirocrew, work):
+    from kirocrew_testing.requirements import without_file_privileges
+
+    locked = work / "locked"
+    locked.mkdir(mode=0o555)
+    argv = without_file_privileges(kirocrew_argv("plugin", "new", "acme", "--dir", str(locked / "kirocrew-acme")))
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and "error[target_unwritable]" in result.stderr, result.stderr
+    assert list(locked.iterdir()) == []
 
 
 def test_an_unknown_contribution_is_refused():

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kirocrew_core.errors import BadInputError
+from kirocrew_core.errors import BadInputError, KirocrewError
 
 #: The seams a generated plugin can contribute (the command's options, in this order).
 CONTRIBUTIONS = ("page", "tool", "server", "doctor")
@@ -30,9 +30,10 @@ DEFAULT_CONTRIBUTIONS = ("page", "tool")
 #: entry point, the ``kirocrew-NAME`` distribution, the ``kirocrew_NAME`` package and its tools' ``NAME_`` prefix.
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*")
 MAX_NAME_LENGTH = 32
-#: Names of kirocrew's own distributions (``kirocrew-<name>``), which a third-party plugin must not take.
+#: Names of kirocrew's own distributions (``kirocrew-<name>``: the open edition's, the companion edition's and the
+#: test kit's), which a third-party plugin must not take; a test keeps it equal to the repository's members.
 RESERVED_NAMES = frozenset({"core", "mcp", "connections", "conversations", "computer", "cron", "companion",
-                            "testing", "plugin", "plugins"})
+                            "testing"})
 
 
 _SUMMARIES = {"page": "a dashboard page", "tool": "a kirocrew-core tool", "server": "an MCP server of its own",
@@ -143,22 +144,32 @@ def write_plugin(target: Path, files: Mapping[str, str]) -> Path:
     """Write ``files`` as a new folder ``target`` in one rename; the folder's absolute path.
 
     ``target`` must not exist, or be an empty folder; its parent must exist. Refusals are
-    :class:`BadInputError` (``target_exists``, ``target_parent_missing``) and write nothing.
+    :class:`BadInputError` (``target_exists``, ``target_parent_missing``, ``target_unreadable``) and write
+    nothing; so does a failure to write (``target_unwritable``: a read-only or full disk), which removes what it
+    had written.
     """
     target = Path(os.path.abspath(target))
     parent = target.parent
     _check_target(target)
     if not parent.is_dir():
         raise BadInputError(f"{parent} is not an existing folder; create it first", code="target_parent_missing")
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".new", dir=parent))
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".new", dir=parent))
+    except OSError as exc:
+        raise KirocrewError(f"cannot write in {parent} ({exc.strerror}); nothing was written",
+                            code="target_unwritable") from exc
     try:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(staging, 0o777 & ~umask)  # mkdtemp's folder is 0700; a source tree is as readable as any other
-        for relative, text in files.items():
-            path = staging / relative
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
+        try:
+            for relative, text in files.items():
+                path = staging / relative
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise KirocrewError(f"cannot write the plugin's files beside {target} ({exc}); nothing was written",
+                                code="target_unwritable") from exc
         try:
             # rename(2) takes the place of a missing or empty folder in one step, and fails for any other.
             os.rename(staging, target)
