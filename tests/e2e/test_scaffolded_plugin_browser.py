@@ -9,11 +9,13 @@ Python shows the page in Chromium and serves the tool and the plugin's own serve
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 import sysconfig
+import time
 import zipfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -25,10 +27,9 @@ from kirocrew_testing.aio import run_bounded
 from kirocrew_testing.browser import Dashboard, ServedGateway, pages_for_a_test, serving_in_own_homes
 from kirocrew_testing.browser import shared_dashboard
 from kirocrew_testing.core_sessions import McpClient, stdio_session
+from kirocrew_testing.fixtures import kirocrew_argv
 from kirocrew_testing.homes import IsolatedHomes
 from playwright.sync_api import expect
-
-from kirocrew_core import scaffold
 
 NAME = "acme"
 EVERY_SEAM = ("page", "tool", "server", "doctor")
@@ -62,10 +63,15 @@ def module_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def installed(module_root: Path) -> Installed:
-    """``acme`` written, built as a wheel and installed (``--no-deps --no-index``) into a fresh virtual environment."""
-    source = scaffold.write_plugin(module_root / "kirocrew-acme", scaffold.render_plugin(NAME, EVERY_SEAM))
-    # pip's cache and config stay in the module's folder, never the real home.
-    env = {**os.environ, "HOME": str(module_root), "PIP_NO_CACHE_DIR": "1", "PIP_NO_INPUT": "1"}
+    """``acme`` written by ``kirocrew plugin new``, built as a wheel and installed (``--no-deps --no-index``)
+    into a fresh virtual environment."""
+    # Homes of the module's own (this runs before any test's isolation): the CLI's command index and pip's
+    # cache and config stay in the module's folder, never the real home.
+    homes = module_root / "cli-home"
+    env = {**os.environ, "HOME": str(homes), "KIRO_HOME": str(homes / ".kiro"),
+           "KIROCREW_HOME": str(homes / ".kiro" / "crew"), "PIP_NO_CACHE_DIR": "1", "PIP_NO_INPUT": "1"}
+    source = module_root / "kirocrew-acme"
+    _run(kirocrew_argv("plugin", "new", NAME, *(f"--{seam}" for seam in EVERY_SEAM), "--dir", str(source)), env=env)
     wheels = module_root / "wheels"
     # The suite's hatchling builds it (no build isolation): offline, and the backend the pyproject names.
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "--quiet",
@@ -138,7 +144,7 @@ def test_its_page_greets_in_chromium(module_dashboard: Dashboard) -> None:
 def test_its_tools_answer_real_mcp_clients_through_the_host(installed: Installed,
                                                             served: tuple[ServedGateway, IsolatedHomes],
                                                             tmp_path: Path) -> None:
-    gateway, _ = served
+    gateway, homes = served
 
     async def call(command: str, tool: str, **arguments: str) -> tuple[list[str], tuple[str, str | None]]:
         stderr = tmp_path / f"{command}.stderr"
@@ -153,3 +159,15 @@ def test_its_tools_answer_real_mcp_clients_through_the_host(installed: Installed
     assert "acme_hello" in core_tools and "send_notification" in core_tools
     assert greeted == ("Hello, Grace, from acme.", None)
     assert (own_tools, echoed) == (["acme_echo"], ("ping", None))
+    # The host's startup render (in the background, so waited for) mounts the server for every crew session.
+    assert _rendered_entry(homes, "kirocrew-acme")["args"][-1:] == ["mcp-acme"]
+
+
+def _rendered_entry(homes: IsolatedHomes, server: str) -> dict[str, object]:
+    agent = homes.kiro_home / "agents" / "kirocrew.json"
+    for _ in range(600):  # a bound on a hang, not a measurement
+        servers = json.loads(agent.read_text()).get("mcpServers", {}) if agent.exists() else {}
+        if server in servers:
+            return dict(servers[server])
+        time.sleep(0.1)
+    raise AssertionError(f"{agent} never mounted {server}")
