@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kirocrew_testing.aio import run_bounded
@@ -163,7 +164,7 @@ def test_its_tools_answer_real_mcp_clients_through_the_host(installed: Installed
     assert _rendered_entry(homes, "kirocrew-acme")["args"][-1:] == ["mcp-acme"]
 
 
-def _rendered_entry(homes: IsolatedHomes, server: str) -> dict[str, object]:
+def _rendered_entry(homes: IsolatedHomes, server: str) -> dict[str, Any]:
     agent = homes.kiro_home / "agents" / "kirocrew.json"
     for _ in range(600):  # a bound on a hang, not a measurement
         servers = json.loads(agent.read_text()).get("mcpServers", {}) if agent.exists() else {}
