@@ -31,6 +31,7 @@ CORE_COMMANDS: dict[str, tuple[str, str]] = {
     "dashboard": ("kirocrew_core.commands.host:dashboard", "Print (or open) the running host's dashboard sign-in URL."),
     "doctor": ("kirocrew_core.commands.doctor:doctor", "Check that kirocrew can run here."),
     "host": ("kirocrew_core.commands.host:host", "See or stop the long-lived host of this crew home."),
+    "plugin": ("kirocrew_core.commands.plugin:plugin", "Make a new plugin distribution (plugin new NAME)."),
     "plugins": ("kirocrew_core.commands.plugins:plugins", "List installed plugins as JSON."),
     "serve": ("kirocrew_core.gateway.serve:serve", "Run the host: gateway, dashboard and MCP servers."),
 }

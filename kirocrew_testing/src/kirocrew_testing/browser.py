@@ -243,8 +243,8 @@ def serving_gateway(env: dict[str, str], args: list[str], command: list[str], lo
 
 
 @contextmanager
-def serving_in_own_homes(module_root: Path, *,
-                         conversations: bool = False) -> Iterator[tuple[ServedGateway, IsolatedHomes]]:
+def serving_in_own_homes(module_root: Path, *, conversations: bool = False,
+                         command: list[str] | None = None) -> Iterator[tuple[ServedGateway, IsolatedHomes]]:
     """``kirocrew serve`` in homes of its own under ``module_root``, and those homes, until the block ends.
 
     For a test module whose tests share one host (it costs seconds to start): call it from a
@@ -253,7 +253,9 @@ def serving_in_own_homes(module_root: Path, *,
     stopped at the end, whoever started it. With ``conversations`` the host runs them on the fake
     kiro-cli in ``<module_root>/conversations-state`` (as ``hosted_gateway_env``'s does), and its
     process tree counts as shared infrastructure to the process guard: an idle conversation's
-    kiro-cli outlives the test that started it, by design, until the host stops.
+    kiro-cli outlives the test that started it, by design, until the host stops. ``command`` is the argv that
+    runs ``kirocrew`` (default :func:`~kirocrew_testing.fixtures.kirocrew_argv`: this Python's), say another
+    environment's ``python -m kirocrew_core``.
     """
     from kirocrew_testing import process_guard
     from kirocrew_testing.fixtures import kirocrew_argv
@@ -274,7 +276,7 @@ def serving_in_own_homes(module_root: Path, *,
             for key, value in env.items():
                 patch.setenv(key, value)
         try:
-            with serving_gateway(env, [], kirocrew_argv(), module_root / "logs") as gateway:
+            with serving_gateway(env, [], command or kirocrew_argv(), module_root / "logs") as gateway:
                 if conversations:
                     process_guard.share(gateway.process.pid)
                 try:

@@ -106,7 +106,7 @@ def kirocrew_argv(*args: str) -> list[str]:
 
 
 def run_kirocrew(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
-                 input: str | None = None) -> subprocess.CompletedProcess[str]:
+                 input: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run the real ``kirocrew`` console command in a subprocess with the test's environment."""
     return subprocess.run(
         kirocrew_argv(*args),
@@ -116,12 +116,13 @@ def run_kirocrew(*args: str, env: dict[str, str] | None = None, timeout: float =
         env=dict(os.environ if env is None else env),
         input=input,
         stdin=None if input is not None else subprocess.DEVNULL,
+        cwd=cwd,
     )
 
 
 @pytest.fixture
 def kirocrew(isolated_homes: IsolatedHomes) -> Any:
-    """Call ``kirocrew(*args, env=None)`` to run the real CLI in a subprocess under the isolated homes."""
+    """Call ``kirocrew(*args, env=None, cwd=None)`` to run the real CLI in a subprocess under the isolated homes."""
     return run_kirocrew
 
 from kirocrew_testing.mcp_fixtures import *  # noqa: E402, F403

@@ -1,4 +1,5 @@
-"""A small third-party dashboard page, the worked example of docs/plugins/writing-plugins.md.
+"""A small third-party dashboard page the browser tests install (the plugin guide's worked example is another:
+docs/plugins/worked-example.md, what ``kirocrew plugin new`` writes).
 
 It is a real plugin: an entry point naming this module adds the page ``/demo/echo``
 (its template and script ship in this package's ``templates/`` and ``static/``) and the
