@@ -1,5 +1,5 @@
 """`python3 bootstrap.py test` lints before pytest (a finding stops the command with a message naming the linter)
-and byte-compiles the members' sources first."""
+and byte-compiles the members' sources first, while one collection caches the rewritten test modules."""
 
 from __future__ import annotations
 
@@ -86,9 +86,33 @@ def test_the_members_sources_are_byte_compiled_before_the_suite_even_where_pytho
     (package / "mod.py").write_text("VALUE = 1\n")
     (tmp_path / "kirocrew_core" / "tests").mkdir()
     (tmp_path / "kirocrew_core" / "tests" / "test_mod.py").write_text("def test(): pass\n")
+    # The members are the folders of what the root pyproject pins.
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "kirocrew"\ndependencies = ["kirocrew-core>=0"]\n')
+    (tmp_path / "kirocrew_core" / "pyproject.toml").write_text('[project]\nname = "kirocrew-core"\n')
     # Every process the suite starts inherits this; it would otherwise compile kirocrew's modules each time.
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     bootstrap.precompile()
     tag = sys.implementation.cache_tag
     assert (package / "__pycache__" / f"mod.{tag}.pyc").is_file()
     assert not (tmp_path / "kirocrew_core" / "tests" / "__pycache__").exists()  # only the members' src trees
+
+
+def test_one_collection_beside_the_linters_caches_the_rewritten_test_modules_for_every_worker(tmp_path, monkeypatch):
+    bootstrap = _bootstrap(tmp_path, monkeypatch)
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_mod.py").write_text("def test_one():\n    assert 1 + 1 == 2\n")
+    (tests / "test_other.py").write_text("def test_two():\n    assert True\n")
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # as in CI: no process the suite starts writes bytecode
+    warmup = bootstrap.start_rewrite_warmup(["-q", "tests/test_mod.py", "-k", "one"])
+    assert warmup is not None
+    assert warmup.wait(60) == 0
+    cached = sorted(path.name for path in (tests / "__pycache__").iterdir())
+    # pytest's own cache name (its version in the tag): what a worker reads instead of rewriting; only the named path.
+    assert len(cached) == 1 and cached[0].startswith("test_mod.") and "-pytest-" in cached[0]
+
+
+def test_no_warmup_runs_when_the_linters_are_skipped(tmp_path, monkeypatch):
+    bootstrap = _bootstrap(tmp_path, monkeypatch)
+    monkeypatch.setenv("KIROCREW_SKIP_LINT", "1")
+    assert bootstrap.start_rewrite_warmup([]) is None
