@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from kirocrew_testing.fake_kiro import acp_shapes, commands, local_fetch, permissions, script, sessions
+from kirocrew_testing.fake_kiro import acp_shapes, commands, permissions, script, sessions
 from kirocrew_testing.fake_kiro.wire import RpcError
 
 if TYPE_CHECKING:
@@ -340,6 +340,8 @@ class Turn:
                                   content=[acp_shapes.text_content(text)] if text else None)
 
     async def _do_fetch(self, step: script.Step) -> None:
+        from kirocrew_testing.fake_kiro import local_fetch  # urllib.request pulls in ssl: only for !fetch
+
         url = step.text
         title = f"Fetching {url}"
         call_id = _call_id()
