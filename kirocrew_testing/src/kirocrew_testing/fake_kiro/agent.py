@@ -120,6 +120,8 @@ class FakeKiroAgent:
 
     async def handle(self, method: str, params: Any, is_notification: bool) -> Any:
         """Route one request or notification as the SDK's agent router did."""
+        if not isinstance(method, str):
+            raise RpcError.method_not_found(method)
         if method.startswith("_"):
             payload = params if isinstance(params, dict) else {}
             if is_notification:

@@ -42,7 +42,7 @@ class RpcError(Exception):
         self.data = data
 
     @classmethod
-    def method_not_found(cls, method: str) -> RpcError:
+    def method_not_found(cls, method: Any) -> RpcError:
         return cls(-32601, "Method not found", {"method": method})
 
     @classmethod
