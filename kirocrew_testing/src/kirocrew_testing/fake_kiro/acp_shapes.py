@@ -10,7 +10,7 @@ the SDK's models do (malformed optional fields fall back to their default, unusa
 ``Invalid params`` with ``data.errors`` in pydantic's shape (``type``, ``loc``, ``msg``,
 ``input``; without pydantic's documentation ``url``).
 
-``tests/core/test_fake_kiro_shapes.py`` compares every builder with the SDK's serialization,
+``tests/core/test_fake_kiro_acp_shapes.py`` compares every builder with the SDK's serialization,
 and ``KIRO_FAKE_STRICT`` (:mod:`.strict`) checks every live frame against the SDK's models.
 """
 
