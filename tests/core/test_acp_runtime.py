@@ -48,6 +48,9 @@ def run(coro: Awaitable[T]) -> T:
 @pytest.fixture(autouse=True)
 def _fake(fake_kiro_cli: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setattr(acp_runtime, "LOAD_RETRY_BACKOFF_SECS", (0.05, 0.05, 0.05))
+    # The fake checks every frame with the acp SDK's models here: a malformed request from the runtime
+    # is answered -32602, a wrong shape from the fake ends it (see fake_kiro/strict.py).
+    fake_kiro_cli.switch(strict="1")
     return fake_kiro_cli
 
 

@@ -1,10 +1,12 @@
-"""``kiro-cli acp``: a real ACP v1 agent on the SDK's agent side, behaving like kiro-cli 2.x.
+"""``kiro-cli acp``: a real ACP v1 agent, behaving like kiro-cli 2.x, without the ``acp`` SDK.
 
-Results that carry kiro's extra fields (``models`` in ``session/new`` and
-``session/load``) are returned as plain dicts: the SDK sends a dict result as
-is, while a typed response would drop the field. Frame-level quirks live in
-:mod:`.wire`; what a prompt does is decided by :mod:`.script` and run by
-:mod:`.turn`.
+:meth:`FakeKiroAgent.handle` routes each request and notification as the SDK's agent
+router did (the same methods, the same -32601 for what kiro-cli does not implement);
+params are read and results built as plain dicts by :mod:`.acp_shapes`, so kiro's extra
+fields (``models`` in ``session/new`` and ``session/load``) go out as they are. The
+JSON-RPC connection and kiro's frame-level quirks live in :mod:`.wire`, the optional
+SDK checks in :mod:`.strict`; what a prompt does is decided by :mod:`.script` and run
+by :mod:`.turn`.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kirocrew_testing.fake_kiro import catalog, commands, sessions, switches
+from kirocrew_testing.fake_kiro import acp_shapes, catalog, commands, sessions, switches
 from kirocrew_testing.fake_kiro.agents_dirs import (
     DEFAULT_AGENT,
     AgentSpec,
@@ -29,6 +31,7 @@ from kirocrew_testing.fake_kiro.agents_dirs import (
     mcp_json_servers,
 )
 from kirocrew_testing.fake_kiro.mcp_hub import McpHub
+from kirocrew_testing.fake_kiro.wire import Check, RpcError, Wire
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +44,7 @@ COMMANDS_AVAILABLE = "kiro.dev/commands/available"
 SESSION_TERMINATE = "kiro.dev/session/terminate"
 AGENT_SWITCHED = "kiro.dev/agent/switched"
 STEER = "session/steer"
+LEGACY_SET_MODEL = "session/set_model"  # no longer in ACP; kiro-cli still serves it
 
 
 @dataclass(frozen=True)
@@ -85,22 +89,17 @@ async def _until_exists(path: Path, bound: float | None) -> None:
         await asyncio.sleep(0.05)
 
 
-def _client_error(message: str, code: int = -32603) -> Exception:
-    from acp import RequestError
-
-    return RequestError(code, message)
+def _client_error(message: str, code: int = -32603) -> RpcError:
+    return RpcError(code, message)
 
 
-def _acp_server_spec(server: Any) -> McpServerSpec:
-    """An ACP ``mcpServers`` item (stdio, http or sse) as a server spec."""
-    name = server.name
-    if getattr(server, "url", None):
-        headers = {h.name: h.value for h in getattr(server, "headers", []) or []}
-        kind = getattr(server, "type", "http")
-        return McpServerSpec(name=name, url=server.url, headers=headers,
-                             transport="sse" if kind == "sse" else "http", origin="session")
-    env = {e.name: e.value for e in getattr(server, "env", []) or []}
-    return McpServerSpec(name=name, command=server.command, args=tuple(server.args or ()), env=env,
+def _acp_server_spec(server: dict[str, Any]) -> McpServerSpec:
+    """An ACP ``mcpServers`` item (stdio, http or sse, as :func:`.acp_shapes.mcp_server` reads it) as a spec."""
+    name = server["name"]
+    if "url" in server:
+        return McpServerSpec(name=name, url=server["url"], headers=server["headers"],
+                             transport="sse" if server["type"] == "sse" else "http", origin="session")
+    return McpServerSpec(name=name, command=server["command"], args=tuple(server["args"]), env=server["env"],
                          origin="session")
 
 
@@ -113,14 +112,43 @@ class FakeKiroAgent:
         self.default_agent = agent
         self.sessions: dict[str, LiveSession] = {}
         self.pid = os.getpid()
-        self.conn: Any = None
-        self.wire: Any = None
+        self.wire: Wire | None = None
+        self.strict = switches.flag(switches.STRICT)
         self._background: set[asyncio.Task[Any]] = set()
 
     # -- plumbing ------------------------------------------------------------
 
-    def on_connect(self, conn: Any) -> None:
-        self.conn = conn
+    async def handle(self, method: str, params: Any, is_notification: bool) -> Any:
+        """Route one request or notification as the SDK's agent router did."""
+        if not isinstance(method, str):
+            raise RpcError.method_not_found(method)
+        if method.startswith("_"):
+            payload = params if isinstance(params, dict) else {}
+            if is_notification:
+                return await self.ext_notification(method[1:], payload)
+            return await self.ext_method(method[1:], payload)
+        if is_notification:
+            if method != "session/cancel":
+                raise RpcError.method_not_found(method)
+            self._check(method, params)
+            return await self.cancel(params)
+        handler = self._requests.get(method)
+        if handler is None or (method == "session/fork" and not switches.flag(switches.ADVERTISE_FORK)):
+            # session/fork is unstable ACP: kiro v2 has none (served only when KIRO_FAKE_ADVERTISE_FORK is set)
+            raise RpcError.method_not_found(method)
+        self._check(method, params)
+        return await handler(self, params)
+
+    def _check(self, method: str, params: Any) -> None:
+        if self.strict:
+            from kirocrew_testing.fake_kiro import strict
+
+            strict.check_incoming(method, params)
+
+    async def send_update(self, session_id: str, update: dict[str, Any], meta: dict[str, Any] | None = None) -> None:
+        """A ``session/update`` notification."""
+        if self.wire is not None:
+            await self.wire.notify("session/update", acp_shapes.session_notification(session_id, update, meta))
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
@@ -129,8 +157,8 @@ class FakeKiroAgent:
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         """Send a ``_kiro.dev/*`` notification (``method`` without the leading underscore)."""
-        if self.conn is not None:
-            await self.conn.ext_notification(method, params)
+        if self.wire is not None:
+            await self.wire.notify(f"_{method}", params)
 
     def live(self, session_id: str) -> LiveSession:
         session = self.sessions.get(session_id)
@@ -183,8 +211,8 @@ class FakeKiroAgent:
         """kiro v2 takes image blocks; ``KIRO_FAKE_NO_IMAGES`` imitates an agent that does not."""
         return not switches.flag(switches.NO_IMAGES)
 
-    async def initialize(self, protocol_version: int, client_capabilities: Any = None,
-                         client_info: Any = None, **kwargs: Any) -> dict[str, Any]:
+    async def initialize(self, params: Any) -> dict[str, Any]:
+        acp_shapes.initialize_params(params)  # kiro answers 1 to any version, a date string included
         delay = switches.number(switches.INIT_DELAY, 0.0)
         if delay:
             await asyncio.sleep(delay)
@@ -287,13 +315,13 @@ class FakeKiroAgent:
         if not os.path.isabs(cwd):
             raise _client_error(f"cwd must be an absolute path: {cwd}", -32602)
 
-    def _open(self, session_id: str, cwd: str, mcp_servers: list[Any] | None, agent: AgentSpec,
+    def _open(self, session_id: str, cwd: str, mcp_servers: list[dict[str, Any]], agent: AgentSpec,
               model_id: str) -> LiveSession:
         self._check_cwd(cwd)
         files = sessions.files_for(session_id, cwd)
         sessions.acquire_lock(files, self.pid)
         session = LiveSession(session_id, files, Path(cwd), agent, model_id,
-                              {s.name: _acp_server_spec(s) for s in mcp_servers or []}, effort=self.options.effort)
+                              {s["name"]: _acp_server_spec(s) for s in mcp_servers}, effort=self.options.effort)
         self.sessions[session_id] = session
         return session
 
@@ -303,18 +331,19 @@ class FakeKiroAgent:
         state.setdefault("created_at", sessions.now_iso())
         sessions.write_state(session.files, state)
 
-    async def new_session(self, cwd: str, additional_directories: list[str] | None = None,
-                          mcp_servers: list[Any] | None = None, **kwargs: Any) -> dict[str, Any]:
+    async def new_session(self, params: Any) -> dict[str, Any]:
+        request = acp_shapes.session_params(params, "NewSessionRequest", session_id=False, servers_required=True)
         agent = self.default_agent
-        session = self._open(sessions.new_session_id(self.v3), cwd, mcp_servers, agent,
+        session = self._open(sessions.new_session_id(self.v3), request["cwd"], request["mcpServers"], agent,
                              self._initial_model(agent))
         self._persist(session)
         await self._start_session_servers(session)
         self._spawn(self._after_start(session))
         return {"sessionId": session.session_id, **self._session_result(session)}
 
-    async def load_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
-                           additional_directories: list[str] | None = None, **kwargs: Any) -> dict[str, Any]:
+    async def load_session(self, params: Any) -> dict[str, Any]:
+        request = acp_shapes.session_params(params, "LoadSessionRequest", session_id=True, servers_required=True)
+        cwd, session_id, mcp_servers = request["cwd"], request["sessionId"], request["mcpServers"]
         self._check_cwd(cwd)
         crash = switches.crash_on_load()
         if crash is not None:
@@ -353,20 +382,15 @@ class FakeKiroAgent:
         raise AssertionError("unreachable")
 
     async def _replay(self, session: LiveSession) -> None:
-        from acp import update_agent_message_text, update_user_message_text
-
         for entry in sessions.read_transcript(session.files):
-            update = (update_user_message_text if entry.get("role") == "user" else update_agent_message_text)
-            await self.conn.session_update(session.session_id, update(entry["text"]))
+            kind = "user_message_chunk" if entry.get("role") == "user" else "agent_message_chunk"
+            await self.send_update(session.session_id, acp_shapes.message_chunk(kind, entry["text"]))
             session.chars += len(entry["text"])
 
-    async def fork_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
-                           additional_directories: list[str] | None = None, **kwargs: Any) -> dict[str, Any]:
+    async def fork_session(self, params: Any) -> dict[str, Any]:
         """Served only when ``KIRO_FAKE_ADVERTISE_FORK`` is set (kiro v2 has no native fork)."""
-        if not switches.flag(switches.ADVERTISE_FORK):
-            from acp import RequestError
-
-            raise RequestError.method_not_found("session/fork")
+        request = acp_shapes.session_params(params, "ForkSessionRequest", session_id=True, servers_required=False)
+        cwd, session_id, mcp_servers = request["cwd"], request["sessionId"], request["mcpServers"]
         if not sessions.is_safe_id(session_id) or not sessions.exists(sessions.files_for(session_id)):
             raise _client_error(f"Session not found: {session_id}")
         source = sessions.files_for(session_id)
@@ -380,14 +404,19 @@ class FakeKiroAgent:
         self._spawn(self._after_start(session))
         return {"sessionId": new_id, **self._session_result(session)}
 
-    async def set_session_mode(self, mode_id: str, session_id: str, **kwargs: Any) -> dict[str, Any]:
+    async def set_session_mode(self, params: Any) -> dict[str, Any]:
+        session_id, mode_id = acp_shapes.ids_params(params, "SetSessionModeRequest", "sessionId", "modeId")
         session = self.live(session_id)
         await self.switch_agent(session, mode_id)
         return {}
 
-    async def switch_agent(self, session: LiveSession, name: str) -> None:
-        from acp.schema import CurrentModeUpdate
+    async def set_model_request(self, params: Any) -> dict[str, Any]:
+        """The legacy ``session/set_model`` (kiro-cli still serves it; ACP dropped it)."""
+        payload = params if isinstance(params, dict) else {}
+        self.set_model(self.live(str(payload.get("sessionId", ""))), str(payload.get("modelId", "")))
+        return {}
 
+    async def switch_agent(self, session: LiveSession, name: str) -> None:
         spec = self.discovery.get(name)
         if spec is None:
             raise _client_error(f"Mode '{name}' not found")
@@ -398,8 +427,7 @@ class FakeKiroAgent:
         if old_hub is not None:
             self._spawn(old_hub.close())
         self._start_servers(session)
-        await self.conn.session_update(session.session_id,
-                                       CurrentModeUpdate(session_update="current_mode_update", current_mode_id=name))
+        await self.send_update(session.session_id, acp_shapes.current_mode(name))
         await self.notify(AGENT_SWITCHED, {"sessionId": session.session_id, "agentName": name,
                                            "previousAgentName": previous})
         self._spawn(self._after_start(session))
@@ -412,11 +440,12 @@ class FakeKiroAgent:
 
     # -- ACP: prompt and cancel ------------------------------------------------------
 
-    async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> Any:
+    async def prompt(self, params: Any) -> dict[str, Any]:
         from kirocrew_testing.fake_kiro.turn import Turn
 
+        session_id, prompt = acp_shapes.prompt_params(params)
         session = self.live(session_id)
-        if not self.accepts_images() and any(getattr(block, "type", None) == "image" for block in prompt):
+        if not self.accepts_images() and any(block["type"] == "image" for block in prompt):
             # What an agent that did not advertise promptCapabilities.image answers: nothing runs.
             raise _client_error("Invalid params: this agent does not accept image content "
                                 "(promptCapabilities.image is false)", -32602)
@@ -429,16 +458,25 @@ class FakeKiroAgent:
         finally:
             session.turn = None
 
-    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+    async def cancel(self, params: Any) -> None:
+        (session_id,) = acp_shapes.ids_params(params, "CancelNotification", "sessionId")
         session = self.sessions.get(session_id)
         if session is not None:
             session.cancel_event.set()
 
     # -- kiro extensions -------------------------------------------------------------
 
-    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        from kirocrew_testing.fake_kiro.wire import LEGACY_SET_MODEL
+    _requests = {
+        "initialize": initialize,
+        "session/new": new_session,
+        "session/load": load_session,
+        "session/fork": fork_session,
+        "session/set_mode": set_session_mode,
+        "session/prompt": prompt,
+        LEGACY_SET_MODEL: set_model_request,
+    }
 
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if method == COMMANDS_EXECUTE:
             session = self.live(str(params.get("sessionId", "")))
             name, args = commands.command_name_and_args(params.get("command"))
@@ -451,17 +489,12 @@ class FakeKiroAgent:
             session = self.live(str(params.get("sessionId", "")))
             await self._close_session(session)
             return {}
-        if method == LEGACY_SET_MODEL:
-            self.set_model(self.live(str(params.get("sessionId", ""))), str(params.get("modelId", "")))
-            return {}
         if method == STEER:
             session = self.live(str(params.get("sessionId", "")))
             session.steering.append(str(params.get("message", "")))
             return {"queued": True}
-        from acp import RequestError
-
         log.info("ignoring unknown extension request _%s", method)
-        raise RequestError.method_not_found(f"_{method}")
+        raise RpcError.method_not_found(f"_{method}")
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         log.info("ignoring extension notification _%s", method)
@@ -536,27 +569,25 @@ def _select_agent(options: Options, discovery: Discovery) -> AgentSpec:
 
 async def serve(options: Options) -> int:
     """Run the ACP agent on stdio until stdin closes or SIGTERM/SIGINT arrives."""
-    from acp import run_agent
-    from acp.stdio import stdio_streams
-
-    from kirocrew_testing.fake_kiro.wire import KiroWire
+    from kirocrew_testing.fake_kiro.wire import stdio_streams
 
     discovery = discover()
     for error in discovery.errors:
         print(f"WARNING: failed to load agent config: {error}", file=sys.stderr)
     agent = FakeKiroAgent(options, discovery, _select_agent(options, discovery))
+    check: Check | None = None
+    if agent.strict:
+        from kirocrew_testing.fake_kiro.strict import check_or_exit as check
     reader, writer = await stdio_streams(limit=STDIO_LIMIT)
-    wire = KiroWire(reader, writer, on_missing_mcp_servers=lambda: agent.exit_quietly(0),
-                    silent=switches.flag(switches.SILENT))
+    wire = Wire(reader, writer, agent.handle, on_missing_mcp_servers=lambda: agent.exit_quietly(0),
+                silent=switches.flag(switches.SILENT), check=check)
     agent.wire = wire
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         # A signal ends the session like stdin EOF does, so the graceful path removes our locks.
         loop.add_signal_handler(sig, wire.stop)
     try:
-        # The fake implements the methods kiro-cli does; the SDK answers the rest with method-not-found.
-        await run_agent(agent, wire,  # type: ignore[arg-type]
-                        use_unstable_protocol=switches.flag(switches.ADVERTISE_FORK))
+        await wire.serve()
     finally:
         await agent.shutdown()
     return 0

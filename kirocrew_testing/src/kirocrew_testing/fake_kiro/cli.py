@@ -125,9 +125,6 @@ def acp_options(argv: list[str]) -> object:
 def acp(argv: list[str]) -> int:
     import asyncio
 
-    from kirocrew_core.sdk_models import prepare as prepare_sdk_models
-
-    prepare_sdk_models()
     from kirocrew_testing.fake_kiro.agent import serve
 
     options = acp_options(argv)

@@ -30,13 +30,15 @@ V3 = "KIRO_FAKE_V3"
 COMMANDS_UNTIL = "KIRO_FAKE_COMMANDS_UNTIL"
 # A stored grant the server refuses (after one refresh) fails the server instead of a new consent.
 OAUTH_NO_REAUTH = "KIRO_FAKE_OAUTH_NO_REAUTH"
+# Check every ACP frame against the acp SDK's models (strict.py); off by default: importing them costs CPU.
+STRICT = "KIRO_FAKE_STRICT"
 # Set by the launcher on the child it forks; not a user switch.
 ROLE = "KIRO_FAKE_ROLE"
 CHAT_ROLE = "kiro-cli-chat"
 
 ALL = (VERSION, LAUNCHER, LOGGED_OUT, MODELS, MODELS_FORMAT, ADVERTISE_FORK, UNKNOWN_LOAD,
        INIT_DELAY, CRASH_ON_LOAD, SILENT, MCP_INIT_TIMEOUT, EAGER_MCP, NO_IMAGES, COMMANDS_DELAY,
-       COMMANDS_UNTIL, OAUTH_NO_REAUTH, V3)
+       COMMANDS_UNTIL, OAUTH_NO_REAUTH, V3, STRICT)
 
 UNKNOWN_LOAD_CHOICES = ("exit", "error", "hang")
 DEFAULT_MCP_INIT_TIMEOUT = 10.0

@@ -16,12 +16,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from kirocrew_testing.fake_kiro import commands, local_fetch, permissions, script, sessions
+from kirocrew_testing.fake_kiro import acp_shapes, commands, permissions, script, sessions
+from kirocrew_testing.fake_kiro.wire import RpcError
 
 if TYPE_CHECKING:
-    from acp.schema import ToolCallStatus, ToolKind
-
     from kirocrew_testing.fake_kiro.agent import FakeKiroAgent, LiveSession
+
+ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"]
+ToolCallStatus = Literal["pending", "in_progress", "completed", "failed"]
 
 METADATA = "kiro.dev/metadata"
 SHELL_TIMEOUT_SECS = 60.0
@@ -41,26 +43,28 @@ class TurnCancelled(Exception):
     """``session/cancel`` arrived (or a permission request was answered ``cancelled``)."""
 
 
-def prompt_text(blocks: list[Any]) -> str:
+def prompt_text(blocks: list[dict[str, Any]]) -> str:
     """The text of a prompt; an image or a resource shows up as a placeholder line."""
     parts = []
     for block in blocks:
-        kind = getattr(block, "type", "")
+        kind = block.get("type")
         if kind == "text":
-            parts.append(block.text)
+            parts.append(str(block["text"]))
         elif kind == "image":
-            parts.append(f"[image {getattr(block, 'mime_type', '')}]")
+            parts.append(f"[image {block.get('mimeType', '')}]")
         elif kind == "resource_link":
-            parts.append(f"[resource {getattr(block, 'uri', '')}]")
+            parts.append(f"[resource {block.get('uri', '')}]")
         elif kind == "resource":
-            parts.append(getattr(getattr(block, "resource", None), "text", "") or "[resource]")
+            resource = block.get("resource")
+            text = resource.get("text") if isinstance(resource, dict) else None
+            parts.append(text if isinstance(text, str) and text else "[resource]")
     return "\n".join(parts)
 
 
-def prompt_images(blocks: list[Any]) -> list[dict[str, str]]:
+def prompt_images(blocks: list[dict[str, Any]]) -> list[dict[str, str]]:
     """The prompt's image blocks as kiro keeps them inline: ``{data, mimeType}`` (base64)."""
-    return [{"data": block.data, "mimeType": getattr(block, "mime_type", "")}
-            for block in blocks if getattr(block, "type", "") == "image" and isinstance(block.data, str)]
+    return [{"data": block["data"], "mimeType": block.get("mimeType", "")}
+            for block in blocks if block.get("type") == "image" and isinstance(block.get("data"), str)]
 
 
 def _read_head(path: Path, limit: int) -> str:
@@ -76,7 +80,6 @@ class Turn:
     def __init__(self, agent: FakeKiroAgent, session: LiveSession) -> None:
         self.agent = agent
         self.session = session
-        self.conn = agent.conn
         self.reply: list[str] = []
         self.last_result: str | None = None  # what the last !mcp call returned, for !result
         self.prompt = ""
@@ -84,10 +87,7 @@ class Turn:
 
     # -- the turn ---------------------------------------------------------------
 
-    async def run(self, blocks: list[Any]) -> Any:
-        from acp import RequestError
-        from acp.schema import PromptResponse
-
+    async def run(self, blocks: list[dict[str, Any]]) -> dict[str, Any]:
         text = prompt_text(blocks)
         files = self.session.files
         sessions.append_transcript(files, "user", text, prompt_images(blocks))
@@ -98,7 +98,7 @@ class Turn:
             # kiro replays the whole session to its backend, which refuses it once it holds bad media.
             sessions.check_media(files)
         except sessions.SessionBroken as exc:
-            raise RequestError(-32603, str(exc)) from None
+            raise RpcError(-32603, str(exc)) from None
         try:
             slash = script.slash_command(text)
             if self.session.hub is not None:
@@ -113,15 +113,15 @@ class Turn:
                 try:
                     steps = script.parse(text)
                 except script.ScriptError as exc:
-                    raise RequestError(-32602, f"fake-kiro-cli script: {exc}") from None
+                    raise RpcError(-32602, f"fake-kiro-cli script: {exc}") from None
                 for step in steps:
                     await self._steer()
                     await self._step(step)
         except TurnCancelled:
             await self._finish()
-            return PromptResponse(stop_reason="cancelled")
+            return acp_shapes.prompt_response("cancelled")
         await self._finish()
-        return PromptResponse(stop_reason="end_turn")
+        return acp_shapes.prompt_response("end_turn")
 
     async def _finish(self, **extra: Any) -> None:
         if self.reply:
@@ -162,33 +162,26 @@ class Turn:
 
     # -- updates -----------------------------------------------------------------
 
-    async def _update(self, update: Any, **meta: Any) -> None:
-        await self.conn.session_update(self.session.session_id, update, **meta)
+    async def _update(self, update: dict[str, Any], meta: dict[str, Any] | None = None) -> None:
+        await self.agent.send_update(self.session.session_id, update, meta)
 
     async def _say(self, text: str, meta: dict[str, Any] | None = None) -> None:
-        from acp import update_agent_message_text
-
         self.reply.append(text)
-        await self._update(update_agent_message_text(text), **(meta or {}))
+        await self._update(acp_shapes.message_chunk("agent_message_chunk", text), meta)
 
     async def _start_tool(self, call_id: str, title: str, tool_name: str, *, kind: ToolKind | None = None,
                           raw_input: Any = None, content: list[Any] | None = None,
                           locations: list[Any] | None = None, server: str | None = None) -> None:
-        from acp.schema import ToolCallStart
-
         kiro_meta: dict[str, Any] = {"toolName": tool_name}
         if server is not None:
             kiro_meta["mcpServerName"] = server  # as kiro-cli names an MCP-served call
-        await self._update(ToolCallStart(
-            session_update="tool_call", tool_call_id=call_id, title=title,
-            kind=kind or _KINDS.get(tool_name, "other"), status="pending", raw_input=raw_input,
-            content=content, locations=locations, field_meta={"kiro": kiro_meta}))
+        await self._update(acp_shapes.tool_call(
+            call_id, title, kind or _KINDS.get(tool_name, "other"), raw_input=raw_input,
+            content=content, locations=locations, meta={"kiro": kiro_meta}))
 
     async def _tool_progress(self, call_id: str, status: ToolCallStatus, *, raw_output: Any = None,
                              content: list[Any] | None = None) -> None:
-        from acp import update_tool_call
-
-        await self._update(update_tool_call(call_id, status=status, raw_output=raw_output, content=content))
+        await self._update(acp_shapes.tool_call_update(call_id, status, raw_output=raw_output, content=content))
 
     # -- permissions -------------------------------------------------------------
 
@@ -217,28 +210,24 @@ class Turn:
                          check: Check | None = None, trust_options: list[dict[str, Any]] | None = None) -> bool:
         """May the call run? A call the settings deny, or the client rejects, is reported failed here
         and the turn goes on; a ``cancelled`` answer cancels the turn."""
-        from acp.schema import PermissionOption, ToolCallUpdate
-
         verdict = self._verdict(server, name, check)
         if verdict.outcome == "deny":
             await self._tool_progress(call_id, "failed", raw_output={"error": verdict.reason})
             return False
         if verdict.outcome == "allow":
             return True
-        options = [PermissionOption(option_id="allow_once", name="Yes", kind="allow_once"),
-                   PermissionOption(option_id="allow_always", name="Always", kind="allow_always"),
-                   PermissionOption(option_id="reject_once", name="No", kind="reject_once")]
-        # The SDK sends extra keyword arguments as the request's ``_meta``, where kiro-cli puts trustOptions.
-        answer = await self._until_cancelled(self.conn.request_permission(
-            session_id=self.session.session_id, tool_call=ToolCallUpdate(tool_call_id=call_id, title=title),
-            options=options, trustOptions=trust_options or []))
-        outcome = answer.outcome
-        if outcome.outcome != "selected":
+        assert self.agent.wire is not None
+        # kiro-cli puts trustOptions in the request's ``_meta``.
+        answer = await self._until_cancelled(self.agent.wire.request(
+            "session/request_permission", acp_shapes.permission_request(
+                self.session.session_id, call_id, title, {"trustOptions": trust_options or []})))
+        outcome, option_id = acp_shapes.permission_outcome(answer)
+        if outcome != "selected":
             raise TurnCancelled
-        if outcome.option_id == "allow_always":
+        if option_id == "allow_always":
             self.session.always_allowed.add(f"@{server}/{name}" if server else name)
             return True
-        if outcome.option_id == "allow_once":
+        if option_id == "allow_once":
             return True
         await self._tool_progress(call_id, "failed", raw_output={"error": REJECTED})
         return False
@@ -276,14 +265,10 @@ class Turn:
         await self._say("context:\n" + self.session.context)
 
     async def _do_think(self, step: script.Step) -> None:
-        from acp import update_agent_thought_text
-
-        await self._update(update_agent_thought_text(step.text))
+        await self._update(acp_shapes.message_chunk("agent_thought_chunk", step.text))
 
     async def _do_plan(self, step: script.Step) -> None:
-        from acp import plan_entry, update_plan
-
-        await self._update(update_plan([plan_entry(item) for item in step.items]))
+        await self._update(acp_shapes.plan(list(step.items)))
 
     async def _do_todo(self, step: script.Step) -> None:
         call_id = _call_id()
@@ -302,9 +287,6 @@ class Turn:
                                                                     "result": "ok"})
 
     async def _do_write(self, step: script.Step) -> None:
-        from acp import tool_diff_content
-        from acp.schema import ToolCallLocation
-
         path = self._path(step.name)
         try:
             old: str | None = path.read_text(encoding="utf-8")
@@ -316,7 +298,7 @@ class Turn:
         call_id = _call_id()
         await self._start_tool(
             call_id, title, "write", raw_input={"command": "create", "path": str(path), "content": step.text},
-            content=[tool_diff_content(str(path), step.text, old)], locations=[ToolCallLocation(path=str(path))])
+            content=[acp_shapes.diff_content(str(path), step.text, old)], locations=[acp_shapes.location(str(path))])
         if not await self._permitted(call_id, title, None, "write", check=self._path_check(path, "write"),
                                      trust_options=permissions.write_trust_options(path)):
             return
@@ -339,15 +321,12 @@ class Turn:
         return lambda trusted: permissions.path_verdict(path, settings, cwd, tool_allowed=trusted)
 
     async def _do_read(self, step: script.Step) -> None:
-        from acp import text_block, tool_content
-        from acp.schema import ToolCallLocation
-
         path = self._path(step.name)
         title = f"Reading {path}"
         call_id = _call_id()
         await self._start_tool(call_id, title, "read",
                                raw_input={"operations": [{"mode": "Line", "path": str(path)}]},
-                               locations=[ToolCallLocation(path=str(path))])
+                               locations=[acp_shapes.location(str(path))])
         if not await self._permitted(call_id, title, None, "read", check=self._path_check(path, "read"),
                                      trust_options=permissions.read_trust_options(path)):
             return
@@ -358,10 +337,10 @@ class Turn:
             await self._tool_progress(call_id, "failed", raw_output={"error": exc.strerror or str(exc)})
             return
         await self._tool_progress(call_id, "completed", raw_output={"path": str(path), "content": text},
-                                  content=[tool_content(text_block(text))] if text else None)
+                                  content=[acp_shapes.text_content(text)] if text else None)
 
     async def _do_fetch(self, step: script.Step) -> None:
-        from acp import text_block, tool_content
+        from kirocrew_testing.fake_kiro import local_fetch  # urllib.request pulls in ssl: only for !fetch
 
         url = step.text
         title = f"Fetching {url}"
@@ -382,11 +361,9 @@ class Turn:
         await self._tool_progress(
             call_id, "failed" if page.status >= 400 else "completed",
             raw_output={"url": url, "status": page.status, "body": page.body},
-            content=[tool_content(text_block(page.body))] if page.body else None)
+            content=[acp_shapes.text_content(page.body)] if page.body else None)
 
     async def _do_shell(self, step: script.Step) -> None:
-        from acp import text_block, tool_content
-
         call_id = _call_id()
         await self._start_tool(call_id, step.text, "shell", raw_input={"command": step.text})
         settings = self.session.agent.tools_settings.shell
@@ -400,7 +377,7 @@ class Turn:
         await self._tool_progress(
             call_id, "completed" if code == 0 else "failed",
             raw_output={"exitStatus": code, "stdout": out, "stderr": err},
-            content=[tool_content(text_block(out or err))] if (out or err) else None)
+            content=[acp_shapes.text_content(out or err)] if (out or err) else None)
 
     async def _run_shell(self, command: str) -> tuple[int, str, str]:
         from kirocrew_core import proc
@@ -422,8 +399,6 @@ class Turn:
                 out.decode("utf-8", "replace")[:OUTPUT_LIMIT], err.decode("utf-8", "replace")[:OUTPUT_LIMIT])
 
     async def _do_mcp(self, step: script.Step) -> None:
-        from acp import text_block, tool_content
-
         server, tool = step.text, step.name
         call_id = _call_id()
         title = f"Running {tool} from {server}"
@@ -454,7 +429,7 @@ class Turn:
         await self._tool_progress(
             call_id, "failed" if result.is_error else "completed",
             raw_output=result.model_dump(mode="json", by_alias=True, exclude_none=True),
-            content=[tool_content(text_block(t)) for t in texts] or None)
+            content=[acp_shapes.text_content(t) for t in texts] or None)
 
     async def _do_sleep(self, step: script.Step) -> None:
         await self._until_cancelled(asyncio.sleep(step.number))
@@ -463,22 +438,19 @@ class Turn:
         await self._until_cancelled(asyncio.Event().wait())
 
     async def _do_error(self, step: script.Step) -> None:
-        from acp import RequestError
-
-        raise RequestError(int(step.number), step.text)
+        raise RpcError(int(step.number), step.text)
 
     async def _do_refuse(self, step: script.Step) -> None:
-        from acp import RequestError
-
         await self.agent.notify(METADATA, self._metadata(
             stopReason="CONTENT_FILTERED",
             refusal={"category": "content_filtered", "explanation": "The response was blocked by a content filter.",
                      "recommendedModel": None}))
-        raise RequestError(-32603, "Internal error")
+        raise RpcError(-32603, "Internal error")
 
     async def _do_notify(self, step: script.Step) -> None:
         # Raw, not through ext_notification: the method goes out exactly as the script wrote it.
-        await self.conn._conn.send_notification(step.name, step.data)
+        if self.agent.wire is not None:
+            await self.agent.wire.notify(step.name, step.data, raw=True)
 
     async def _do_exit(self, step: script.Step) -> None:
         await self.agent.crash(int(step.number))

@@ -1,18 +1,18 @@
-"""The fake's JSON-RPC wire: the SDK's agent side, with kiro-cli's quirks applied at the frame level.
+"""The fake's JSON-RPC 2.0 wire on stdio, with kiro-cli's frame-level quirks.
 
-The ``acp`` SDK's agent connection is spec-shaped; kiro-cli is not quite. The
-differences that live below the typed layer are made here, on raw frames,
-through the SDK's public :class:`acp.Transport` seam:
+A small connection of the fake's own (the ``acp`` SDK's agent side cost more CPU to import
+than a session costs to run): newline-delimited JSON, each request and notification handled
+in a task of its own, responses to the fake's own requests matched by id. It answers as the
+SDK's connection did: a handler's :class:`RpcError` is that error, any other exception is
+logged and answered -32603 ``Internal error`` with ``data.details``. What kiro-cli does
+differently from a spec-shaped agent lives here too:
 
-* agent → client requests carry **string UUID ids** (the SDK numbers them 0, 1, ...);
-  responses are mapped back so the SDK still correlates them;
-* ``session/new`` without ``mcpServers`` makes the process **exit 0 silently**
-  (the SDK would answer "invalid params");
-* the legacy ``session/set_model`` (no longer routed by the SDK) reaches the
-  agent's ``ext_method`` under :data:`LEGACY_SET_MODEL`;
-* a date-string ``protocolVersion`` (KiroCrew's v2 harness sends one) is accepted as 1;
+* agent → client requests carry **string UUID ids**;
+* ``session/new`` without ``mcpServers`` makes the process **exit 0 silently**;
 * error objects carry no ``"data": null`` (a refusal is a *bare* -32603);
 * ``KIRO_FAKE_SILENT`` reads everything and answers nothing.
+
+With ``KIRO_FAKE_STRICT`` every frame also passes :mod:`.strict`'s checks.
 """
 
 from __future__ import annotations
@@ -27,27 +27,83 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-# Where the legacy session/set_model lands (as the SDK strips the leading "_").
-LEGACY_SET_MODEL = "fake-kiro/legacy/session/set_model"
-_RENAMED_REQUESTS = {"session/set_model": "_" + LEGACY_SET_MODEL}
+#: ``handler(method, params, is_notification)`` → the result of a request.
+Handler = Callable[[str, Any, bool], Awaitable[Any]]
+#: Called with each frame about to be written (the strict mode's check); raising stops the process.
+Check = Callable[[dict[str, Any], str | None], None]
 
 
-class KiroWire:
-    """An :class:`acp.Transport` over stdio byte streams, newline-delimited JSON."""
+class RpcError(Exception):
+    """A JSON-RPC error answer (the SDK's ``RequestError``: same codes, messages and ``data``)."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *,
-                 on_missing_mcp_servers: Callable[[], Awaitable[None]], silent: bool = False) -> None:
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.data = data
+
+    @classmethod
+    def method_not_found(cls, method: Any) -> RpcError:
+        return cls(-32601, "Method not found", {"method": method})
+
+    @classmethod
+    def invalid_params(cls, data: dict[str, Any] | None = None) -> RpcError:
+        return cls(-32602, "Invalid params", data)
+
+    @classmethod
+    def internal_error(cls, data: Any = None) -> RpcError:
+        return cls(-32603, "Internal error", data)
+
+    def to_error_obj(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": str(self)}
+        if self.data is not None:  # kiro sends no "data": null
+            error["data"] = self.data
+        return error
+
+
+def _internal_error(exc: Exception) -> RpcError:
+    """What the SDK answered for an unexpected exception: its text as ``details`` (or as JSON, when it is JSON)."""
+    try:
+        data = json.loads(str(exc))
+    except ValueError:
+        data = {"details": str(exc)}
+    return RpcError.internal_error(data)
+
+
+class Wire:
+    """One JSON-RPC connection over stdio byte streams."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, handler: Handler, *,
+                 on_missing_mcp_servers: Callable[[], Awaitable[None]], silent: bool = False,
+                 check: Check | None = None) -> None:
         self._reader = reader
         self._writer = writer
+        self._handler = handler
         self._on_missing_mcp_servers = on_missing_mcp_servers
         self._silent = silent
-        self._outgoing: dict[str, Any] = {}  # our wire id → the SDK's id
+        self._check = check
+        self._pending: dict[str, asyncio.Future[Any]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
         self._stopping = asyncio.Event()
+
+    # -- the read loop -----------------------------------------------------------------
 
     def stop(self) -> None:
         """End the input as if stdin had closed (a signal handler's graceful path)."""
         self._stopping.set()
+
+    async def serve(self) -> None:
+        """Handle frames until stdin closes; then fail the fake's open requests and stop its handlers."""
+        try:
+            while (message := await self._receive()) is not None:
+                self._dispatch(message)
+        finally:
+            self._fail_pending(ConnectionError("Connection closed"))
+            await self.close()
+            tasks = list(self._tasks)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _read_line(self) -> bytes:
         if self._stopping.is_set():
@@ -66,7 +122,7 @@ class KiroWire:
         line.cancel()
         return b""
 
-    async def receive(self) -> dict[str, Any] | None:
+    async def _receive(self) -> dict[str, Any] | None:
         while True:
             line = await self._read_line()
             if not line:
@@ -78,42 +134,89 @@ class KiroWire:
             except json.JSONDecodeError:
                 log.warning("dropping a frame that is not JSON: %r", line[:200])
                 continue
-            if not isinstance(message, dict):
+            if not isinstance(message, dict) or self._silent:
                 continue
-            if self._silent:
+            params = message.get("params")
+            if message.get("method") == "session/new" and "id" in message and (
+                    not isinstance(params, dict) or "mcpServers" not in params):
+                await self._on_missing_mcp_servers()
                 continue
-            rewritten = await self._incoming(message)
-            if rewritten is not None:
-                return rewritten
+            return message
 
-    async def _incoming(self, message: dict[str, Any]) -> dict[str, Any] | None:
+    def _dispatch(self, message: dict[str, Any]) -> None:
         method = message.get("method")
         if method is None:
-            wire_id = message.get("id")
-            if isinstance(wire_id, str) and wire_id in self._outgoing:
-                message = {**message, "id": self._outgoing.pop(wire_id)}
-            return message
-        params = message.get("params")
-        if method == "session/new" and "id" in message and (
-                not isinstance(params, dict) or "mcpServers" not in params):
-            await self._on_missing_mcp_servers()
-            return None
-        if method == "initialize" and isinstance(params, dict) and isinstance(params.get("protocolVersion"), str):
-            message = {**message, "params": {**params, "protocolVersion": 1}}
-        if method in _RENAMED_REQUESTS and "id" in message:
-            message = {**message, "method": _RENAMED_REQUESTS[method]}
-        return message
+            if "id" in message:
+                self._answered(message)
+            return
+        work = self._run_request(message) if "id" in message else self._run_notification(message)
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
-    async def send(self, message: dict[str, Any]) -> None:
+    async def _run_request(self, message: dict[str, Any]) -> None:
+        method = message["method"]
+        payload: dict[str, Any] = {"jsonrpc": "2.0", "id": message["id"]}
+        try:
+            payload["result"] = await self._handler(method, message.get("params"), False)
+        except RpcError as exc:
+            payload["error"] = exc.to_error_obj()
+        except Exception as exc:
+            log.exception("Unhandled error while handling request method=%s", method)
+            payload["error"] = _internal_error(exc).to_error_obj()
+        await self._send(payload, method)
+
+    async def _run_notification(self, message: dict[str, Any]) -> None:
+        method = message["method"]
+        try:
+            await self._handler(method, message.get("params"), True)
+        except Exception as exc:  # noqa: BLE001 - a notification has no one to answer
+            log.error("Unhandled error while handling notification method=%s: %s", method, exc)
+
+    def _answered(self, message: dict[str, Any]) -> None:
+        future = self._pending.pop(str(message["id"]), None)
+        if future is None or future.done():
+            return
+        if "error" in message:
+            error = message.get("error") or {}
+            future.set_exception(RpcError(error.get("code", -32603), error.get("message", "Error"),
+                                          error.get("data")))
+        else:
+            future.set_result(message.get("result"))
+
+    def _fail_pending(self, error: BaseException) -> None:
+        pending = list(self._pending.values())
+        self._pending.clear()
+        for future in pending:
+            if not future.done():
+                future.set_exception(error)
+
+    # -- sending -----------------------------------------------------------------------
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        """Ask the client; its error answer raises :class:`RpcError`, a closed wire ``ConnectionError``."""
+        if self._closed:
+            raise ConnectionError("Connection closed")
+        wire_id = str(uuid.uuid4())
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[wire_id] = future
+        try:
+            await self._send({"jsonrpc": "2.0", "id": wire_id, "method": method, "params": params})
+            return await future
+        finally:
+            self._pending.pop(wire_id, None)
+
+    async def notify(self, method: str, params: Any, *, raw: bool = False) -> None:
+        """Send a notification; ``raw`` ones (a script's ``!notify``) skip the strict check on purpose."""
+        if self._closed:
+            raise ConnectionError("Connection closed")
+        await self._send({"jsonrpc": "2.0", "method": method, "params": params}, checked=not raw)
+
+    async def _send(self, message: dict[str, Any], answering: str | None = None, *, checked: bool = True) -> None:
         if self._silent or self._closed:
             return
-        if "method" in message and "id" in message:
-            wire_id = str(uuid.uuid4())
-            self._outgoing[wire_id] = message["id"]
-            message = {**message, "id": wire_id}
-        error = message.get("error")
-        if isinstance(error, dict) and error.get("data") is None:
-            message = {**message, "error": {k: v for k, v in error.items() if k != "data"}}
+        if checked and self._check is not None:
+            self._check(message, answering)
         data = json.dumps(message, ensure_ascii=False, separators=(",", ":"), default=str) + "\n"
         # write() before any await: a response is on the wire before a task woken
         # by the handler can send a notification that must follow it.
@@ -133,3 +236,14 @@ class KiroWire:
         with contextlib.suppress(asyncio.TimeoutError, ConnectionError, RuntimeError):
             await asyncio.wait_for(self._writer.drain(), 2.0)
         self._writer.close()
+
+
+async def stdio_streams(limit: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Non-blocking stdin/stdout streams (POSIX pipes), as the SDK's ``stdio_streams`` builds them."""
+    import sys
+
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=limit)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, sys.stdout)
+    return reader, asyncio.StreamWriter(transport, protocol, None, loop)
