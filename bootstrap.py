@@ -181,9 +181,10 @@ def main(argv: list[str]) -> int:
         precompile()
         if warmup is not None:
             warmup.wait()
-        # Most tests wait on subprocesses, sockets and browsers rather than compute, so one worker more
-        # than the CPUs keeps them busy; worksteal evens out the long tests at the end of the run.
-        workers = os.environ.get("KIROCREW_TEST_WORKERS", str((os.cpu_count() or 1) + 1))
+        # Many tests wait on subprocesses, timers, sockets and browsers rather than compute: with one
+        # worker more than the CPUs a 2-core machine still idled a fifth of the run, so two more keep
+        # them busy; worksteal evens out the long tests at the end of the run.
+        workers = os.environ.get("KIROCREW_TEST_WORKERS", str((os.cpu_count() or 1) + 2))
         cmd = [str(PYTHON), "-m", "pytest", "-n", workers, "--dist", "worksteal", *rest]
     os.chdir(ROOT)
     if os.name == "nt":  # pragma: no cover
