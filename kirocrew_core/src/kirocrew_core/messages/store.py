@@ -114,19 +114,6 @@ def new_id() -> str:
 # -- validation -----------------------------------------------------------------------------------
 
 
-def text_field(value: Any, name: str, limit: int, *, required: bool = False) -> str:
-    """A string argument within ``limit`` characters; ``bad_<name>``, ``<name>_required``, ``<name>_too_long``."""
-    if value is None:
-        value = ""
-    if not isinstance(value, str):
-        raise BadInputError(f"{name} must be a string", code=f"bad_{name}")
-    if required and not value.strip():
-        raise BadInputError(f"{name} is required and must not be blank", code=f"{name}_required")
-    if len(value) > limit:
-        raise BadInputError(f"{name} is {len(value)} characters; the limit is {limit}", code=f"{name}_too_long")
-    return value
-
-
 def mute_key(value: Any) -> str:
     """A mute's name, checked: ``conversation:<id>`` or ``cron:<job id>`` (``bad_mute``)."""
     if not isinstance(value, str) or not _MUTE.match(value):

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from kirocrew_core.config import ENTRY_NAME
 from kirocrew_core.contributions import CoreMcpTool
 from kirocrew_core.messages import store
+from kirocrew_core.notifications.store import text_field
 
 if TYPE_CHECKING:
     from kirocrew_core.contributions import CronJobRef, MessageChannel, OutgoingMessage
@@ -233,9 +234,9 @@ def _now() -> float:
 
 async def send_message(args: dict[str, Any], call: ToolCall) -> str:
     session = _require_sender(call, "sending messages")
-    text = _redacted(store.text_field(args.get("text"), "text", store.TEXT_MAX_CHARS, required=True))
+    text = _redacted(text_field(args.get("text"), "text", store.TEXT_MAX_CHARS, required=True))
     # A title is one line wherever it is shown (an e-mail's Subject must not carry a line break).
-    title = _redacted(" ".join(store.text_field(args.get("title"), "title", store.TITLE_MAX_CHARS).split()))
+    title = _redacted(" ".join(text_field(args.get("title"), "title", store.TITLE_MAX_CHARS).split()))
     if not title:
         first = text.strip().splitlines()[0] if text.strip() else "Message"
         title = first[:80] + ("\u2026" if len(first) > 80 else "")
@@ -246,7 +247,7 @@ async def file_send(args: dict[str, Any], call: ToolCall) -> str:
     from kirocrew_core.messages import outbox
 
     session = _require_sender(call, "sending files")
-    description = _redacted(store.text_field(args.get("description"), "description", store.TITLE_MAX_CHARS).strip())
+    description = _redacted(text_field(args.get("description"), "description", store.TITLE_MAX_CHARS).strip())
     checked = await asyncio.to_thread(outbox.check, args.get("path"), session.workspace)
     title = f"File: {checked.name}"
     result = await _send(session, args, title, description, file=checked)

@@ -148,7 +148,8 @@ def store_file() -> Path:
 # -- validation -----------------------------------------------------------------------------------
 
 
-def _text(value: Any, name: str, limit: int, *, required: bool = False) -> str:
+def text_field(value: Any, name: str, limit: int, *, required: bool = False) -> str:
+    """A string argument within ``limit`` characters; ``bad_<name>``, ``<name>_required``, ``<name>_too_long``."""
     if value is None:
         value = ""
     if not isinstance(value, str):
@@ -163,7 +164,7 @@ def _text(value: Any, name: str, limit: int, *, required: bool = False) -> str:
 def _url(value: Any, name: str) -> str | None:
     if value in (None, ""):
         return None
-    text = _text(value, name, URL_MAX_CHARS)
+    text = text_field(value, name, URL_MAX_CHARS)
     if not _URL.match(text):
         raise BadInputError(f"{name} must be a dashboard path such as /conversations/abc (one leading '/', "
                             f"no spaces), got {text!r}", code="bad_url")
@@ -181,8 +182,8 @@ def _actions(value: Any) -> tuple[Action, ...]:
     for raw in value:
         if not isinstance(raw, dict) or set(raw) - {"id", "label", "url"}:
             raise BadInputError("each action is {id, label, url?}", code="bad_actions")
-        action = Action(_text(raw.get("id"), "action_id", ACTION_ID_MAX_CHARS, required=True).strip(),
-                        _text(raw.get("label"), "action_label", ACTION_LABEL_MAX_CHARS, required=True).strip(),
+        action = Action(text_field(raw.get("id"), "action_id", ACTION_ID_MAX_CHARS, required=True).strip(),
+                        text_field(raw.get("label"), "action_label", ACTION_LABEL_MAX_CHARS, required=True).strip(),
                         _url(raw.get("url"), "action_url"))
         if any(action.id == other.id for other in out):
             raise BadInputError(f"two actions have the id {action.id!r}", code="duplicate_action_id")
@@ -196,9 +197,9 @@ def validate_new(args: dict[str, Any]) -> NewNotification:
     if priority not in PRIORITIES:
         raise BadInputError(f"priority must be one of {', '.join(PRIORITIES)}, got {priority!r}",
                             code="bad_priority")
-    group_key = _text(args.get("group_key"), "group_key", GROUP_KEY_MAX_CHARS).strip() or None
-    return NewNotification(title=_text(args.get("title"), "title", TITLE_MAX_CHARS, required=True).strip(),
-                           priority=priority, body=_text(args.get("body"), "body", BODY_MAX_CHARS),
+    group_key = text_field(args.get("group_key"), "group_key", GROUP_KEY_MAX_CHARS).strip() or None
+    return NewNotification(title=text_field(args.get("title"), "title", TITLE_MAX_CHARS, required=True).strip(),
+                           priority=priority, body=text_field(args.get("body"), "body", BODY_MAX_CHARS),
                            url=_url(args.get("url"), "url"), group_key=group_key, actions=_actions(args.get("actions")))
 
 
