@@ -263,6 +263,9 @@ def test_a_sessions_typescript_client_reads_the_message_hook_and_workflow_result
         {"name": "workflow_list", "arguments": {}},
         {"name": "workflow_cancel", "arguments": {"run_id": "wf_" + "0" * 16}},
         {"name": "workflow_run", "arguments": {"source": "import os\nMETA = {}\nasync def workflow(ctx):\n  pass\n"}},
+        # A port the original had and kirocrew does not wire: refused before anything runs.
+        {"name": "workflow_run", "arguments": {"source": "META = {}\nasync def workflow(ctx):\n"
+                                                         "  await ctx.memory('x')\n"}},
     ]
 
     async def main() -> dict[str, Any]:
@@ -273,7 +276,7 @@ def test_a_sessions_typescript_client_reads_the_message_hook_and_workflow_result
     assert report["schemaProblems"] == []
     for index, code in ((1, "invalid_arguments"), (2, "unknown_channel"), (3, "message_not_found"),
                         (4, "path_outside_workspace"), (6, "invalid_arguments"), (8, "workflow_run_not_found"),
-                        (9, "workflow_import_forbidden")):
+                        (9, "workflow_import_forbidden"), (10, "workflow_port_unavailable")):
         assert_refused(report, index, code)
     sent = call_result(report, 0)
     assert sent.get("isError") is not True and text_of(sent).endswith(" delivered to the owner's feed.")
