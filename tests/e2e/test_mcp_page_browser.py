@@ -23,10 +23,12 @@ import pytest
 from kirocrew_testing.browser import Dashboard, ServedGateway
 from kirocrew_testing.fixtures import run_kirocrew
 from kirocrew_testing.homes import IsolatedHomes, isolate_homes
+from kirocrew_testing.host_lines import wait_for
 from kirocrew_testing.mcp_fixtures import stdio_server_argv
 
 from kirocrew_core import home
 from kirocrew_core.host import client as host_client
+from kirocrew_mcp.hosted import SERVICE_NAME
 
 WAIT_SECS = 60.0  # a bound on waiting for a process to exit, never a timing assertion
 RECORD_PID = "!shell echo $PPID >> kiro.pids\n"
@@ -42,10 +44,18 @@ def files_a_test_may_change() -> tuple[Path, ...]:
 
 @pytest.fixture(scope="module")
 def as_the_host_started(module_hosted_homes: tuple[ServedGateway, IsolatedHomes]) -> dict[Path, bytes | None]:
-    """What :func:`files_a_test_may_change` held when the module's host had started (None: absent)."""
+    """What :func:`files_a_test_may_change` held when the module's host had started and rendered (None: absent).
+
+    The host answers before its startup render (in the background) has written the agent file: read too soon,
+    the agent file would be put back as absent before every test, and a session on it refused."""
     with pytest.MonkeyPatch.context() as patch:
+        for key, value in module_hosted_homes[0].env.items():
+            patch.setenv(key, value)
         isolate_homes(patch, module_hosted_homes[1].root)
-        return {path: path.read_bytes() if path.exists() else None for path in files_a_test_may_change()}
+        wait_for(lambda: not any(reason.startswith(SERVICE_NAME) for reason in host_client.ping()["busy"]), WAIT_SECS)
+        started = {path: path.read_bytes() if path.exists() else None for path in files_a_test_may_change()}
+        assert started[home.rendered_agent_file()] is not None, "the host's startup render wrote no agent file"
+    return started
 
 
 @pytest.fixture
