@@ -1,4 +1,4 @@
-"""Each distribution imports only the kirocrew distributions its ``pyproject.toml`` declares.
+"""Each distribution imports only the kirocrew distributions its ``pyproject.toml`` declares, and ships its types.
 
 The architecture page (docs/architecture.md, "Distributions, and what each may import") states the
 rule; this keeps it: an import of an undeclared member would break an install that lacks it.
@@ -58,3 +58,12 @@ def test_a_distribution_imports_only_the_members_it_declares(member):
     offenders = [f"{path.relative_to(member)}: {name}" for path in sources
                  for name in sorted(_imported_members(path) - allowed)]
     assert offenders == []
+
+
+@pytest.mark.parametrize("member", MEMBERS, ids=lambda member: _import_name(member))
+def test_a_distribution_ships_its_types_in_its_wheel(member):
+    """A plugin author's ``mypy`` checks calls into kirocrew only if its packages carry the PEP 561 marker."""
+    own = _import_name(member)
+    assert (member / "src" / own / "py.typed").is_file(), f"{own} has no py.typed"
+    assert tomllib.loads((member / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"][
+        "packages"] == [f"src/{own}"], "hatchling ships every file of the package folder, py.typed with it"

@@ -88,11 +88,23 @@ def test_the_generated_code_passes_the_repositorys_ruff_rules(work, parts):
                                  scaffold.render_plugin("acme", [part.removeprefix("--") for part in parts]))
     executable = Path(sys.executable).with_name("ruff")  # the test extra's, beside this Python
     config = Path(__file__).resolve().parents[2] / "pyproject.toml"
-    # Our rules, with the annotations rules off for tests as they are for ours (fixtures arrive by name).
-    for folder, extra in ((root / "src", []), (root / "tests", ["--ignore", "ANN"])):
-        checked = subprocess.run([str(executable), "check", "--no-cache", "--config", str(config), *extra,
-                                  str(folder)], capture_output=True, text=True, timeout=60)
-        assert checked.returncode == 0, checked.stdout + checked.stderr
+    # Our rules, the annotations rules included for its tests too (they are typed, for mypy --strict).
+    checked = subprocess.run([str(executable), "check", "--no-cache", "--config", str(config),
+                              str(root / "src"), str(root / "tests")], capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+@pytest.mark.parametrize("parts", [EVERYTHING, ("--doctor",)],
+                         ids=lambda parts: "+".join(part.removeprefix("--") for part in parts))
+def test_the_generated_plugin_and_its_tests_pass_mypy_strict_as_its_pyproject_configures_it(work, parts):
+    """An author's ``mypy`` in the plugin's folder: kirocrew's packages are typed (py.typed), so nothing is skipped."""
+    root = scaffold.write_plugin(work / "kirocrew-acme",
+                                 scaffold.render_plugin("acme", [part.removeprefix("--") for part in parts]))
+    assert '[tool.mypy]\nstrict = true' in (root / "pyproject.toml").read_text()
+    env = {key: value for key, value in os.environ.items() if key != "MYPYPATH"}
+    checked = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", os.devnull], cwd=root, env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 0 and checked.stdout.startswith("Success"), checked.stdout + checked.stderr
 
 
 @pytest.mark.parametrize("name", ["../evil", "a/b", "Acme", "acme-tools", "1acme", "acme__x", "acme_", "", "é",
