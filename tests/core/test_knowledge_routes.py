@@ -137,7 +137,8 @@ def test_bad_sources_and_queries_are_refused_with_their_codes(owner: httpx.Clien
                                  slug="harbour-guide"), OWNER)
     artifact = owner.post("/api/knowledge/sources", json={"artifact": "harbour-guide"}).json()["source"]
     assert (artifact["kind"], artifact["location"]) == ("artifact", "artifact:harbour-guide")
-    assert owner.post("/api/knowledge/sources", json={"lessons": True}).json()["source"]["kind"] == "lessons"
+    lessons = owner.post("/api/knowledge/sources", json={"lessons": True}).json()["source"]
+    assert lessons["kind"] == "lessons"
     assert refusal(owner.post("/api/knowledge/sources", json={"lessons": True}))[:2] == (400, "source_exists")
     ready(owner, artifact["id"])
     assert refusal(owner.post(f"/api/knowledge/sources/{artifact['id']}/exclude", json={"document": "harbour-guide"})
@@ -155,6 +156,8 @@ def test_bad_sources_and_queries_are_refused_with_their_codes(owner: httpx.Clien
     assert owner.get("/api/knowledge/search", params={"q": fts[:500]}).status_code == 200
     assert refusal(owner.get("/api/knowledge-changes", params={"source": "x;1"})) == (400, "bad_request", "source")
     assert owner.get("/knowledge/sources/999999").status_code == 404
+    for added in (artifact["id"], lessons["id"]):  # the module's host is shared: leave its library as it was
+        assert owner.delete(f"/api/knowledge/sources/{added}").json()["removed"]["id"] == added
 
 
 def test_the_skills_and_a_registry_install_only_what_was_shown(owner: httpx.Client,

@@ -7,7 +7,6 @@ starts with the store empty, as a fresh install has it.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from kirocrew_testing.aio import run_bounded
 from kirocrew_testing.browser import Dashboard, ServedGateway
 from kirocrew_testing.homes import IsolatedHomes, isolate_homes
 
@@ -32,7 +32,8 @@ def session(kind: str = "conversation", target: str = "conv-42") -> CrewSession:
 
 
 def send(args: dict[str, Any], who: CrewSession | None = None) -> str:
-    return asyncio.run(tools.send_notification(args, ToolCall("send_notification", who, None, "strict")))
+    # run_bounded: the feed page's test may have left this module's browser (and its event loop) open.
+    return run_bounded(tools.send_notification(args, ToolCall("send_notification", who, None, "strict")), 60)
 
 
 def refused(args: dict[str, Any], who: CrewSession | None = None) -> KirocrewError:

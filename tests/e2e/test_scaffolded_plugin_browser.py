@@ -18,7 +18,6 @@ import sysconfig
 import time
 import zipfile
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,10 +152,9 @@ def test_its_tools_answer_real_mcp_clients_through_the_host(installed: Installed
             client = McpClient(opened.session, opened.initialize_result, stderr)
             return await client.tool_names(), await client.call(tool, **arguments)
 
-    # A thread of its own: Playwright's sync API keeps an event loop running on this one once a page test ran.
-    with ThreadPoolExecutor(1) as thread:
-        core_tools, greeted = thread.submit(run_bounded, call("mcp-core", "acme_hello", name="Grace"), 120).result()
-        own_tools, echoed = thread.submit(run_bounded, call("mcp-acme", "acme_echo", text="ping"), 120).result()
+    # run_bounded works beside the event loop Playwright's sync API keeps on this thread once a page test ran.
+    core_tools, greeted = run_bounded(call("mcp-core", "acme_hello", name="Grace"), 120)
+    own_tools, echoed = run_bounded(call("mcp-acme", "acme_echo", text="ping"), 120)
     assert "acme_hello" in core_tools and "send_notification" in core_tools
     assert greeted == ("Hello, Grace, from acme.", None)
     assert (own_tools, echoed) == (["acme_echo"], ("ping", None))
