@@ -59,6 +59,29 @@ def test_every_plugin_is_independent_of_the_others_but_for_their_public_modules(
         assert importer.removesuffix(".**") != imported.removesuffix(".public")
 
 
+def _type_only_imports(module: str) -> set[str]:
+    """The modules ``module`` imports only under ``if TYPE_CHECKING:``, nowhere at run time."""
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.origin is not None, module
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    guarded = {id(found) for node in ast.walk(tree) if isinstance(node, ast.If)
+               and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+               for statement in node.body for found in ast.walk(statement)}
+    imports = [(node.module, id(node) in guarded) for node in ast.walk(tree)
+               if isinstance(node, ast.ImportFrom) and node.module]
+    imports += [(alias.name, id(node) in guarded) for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names]
+    return {name for name, _ in imports if name} - {name for name, type_only in imports if not type_only}
+
+
+def test_the_host_reaches_no_page_relay_or_cli_through_any_chain_but_type_only_imports() -> None:
+    contract = _contract("host-is-called-into")
+    assert contract.get("allow_indirect_imports", False) is False, "every chain counts, not only direct imports"
+    for expression in contract.get("ignore_imports", []):
+        importer, imported = (side.strip() for side in expression.split("->"))
+        assert imported in _type_only_imports(importer), f"{expression} is a runtime import, not type-only"
+
+
 def _public_modules() -> list[str]:
     return sorted(f"{package}.public" for package in _members()
                   if importlib.util.find_spec(f"{package}.public") is not None)
