@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 from kirocrew_testing.browser import Dashboard, OpenedPage, ServedGateway, pages_for_a_test, serving_in_own_homes
-from kirocrew_testing.browser import shared_dashboard
 from kirocrew_testing.homes import IsolatedHomes
 from kirocrew_testing.kiro_store_files import write_flat, write_tui
 from playwright.sync_api import expect
@@ -28,7 +27,7 @@ def module_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def served(module_root: Path) -> Iterator[tuple[ServedGateway, IsolatedHomes]]:
+def module_served_homes(module_root: Path) -> Iterator[tuple[ServedGateway, IsolatedHomes]]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HISTORY_DEPLOY_TOKEN", SECRET)  # a secret-named variable: the redactor knows its value
         with serving_in_own_homes(module_root) as pair:
@@ -36,8 +35,8 @@ def served(module_root: Path) -> Iterator[tuple[ServedGateway, IsolatedHomes]]:
 
 
 @pytest.fixture(scope="module")
-def stores(served: tuple[ServedGateway, IsolatedHomes]) -> IsolatedHomes:
-    homes = served[1]
+def stores(module_homes: IsolatedHomes) -> IsolatedHomes:
+    homes = module_homes
     for n in range(SESSIONS):
         write_flat(homes.kiro_home, f"00000000-0000-4000-8000-{n:012d}", title=f"Routine check {n:03d}",
                    cwd="/srv/routine", messages=[("user", f"run check {n}"), ("assistant", "all green")],
@@ -52,13 +51,6 @@ def stores(served: tuple[ServedGateway, IsolatedHomes]) -> IsolatedHomes:
               messages=[("user", "summarise the canary results"), ("assistant", "Three of three passed.")],
               updated_ms=1_763_000_000_000)
     return homes
-
-
-@pytest.fixture(scope="module")
-def module_dashboard(served: tuple[ServedGateway, IsolatedHomes], module_root: Path,
-                     chromium_path: str) -> Iterator[Dashboard]:
-    with shared_dashboard(served[0], module_root / "screenshots", chromium_path, "/") as shared:
-        yield shared
 
 
 @pytest.fixture

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kirocrew_testing.browser import Dashboard, OpenedPage, ServedGateway, pages_for_a_test, serving_in_own_homes
-from kirocrew_testing.browser import shared_dashboard
+from kirocrew_testing.browser import Dashboard, OpenedPage, pages_for_a_test
 from kirocrew_testing.homes import IsolatedHomes, isolate_homes
 from playwright.sync_api import expect
 
@@ -49,23 +48,10 @@ def module_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("artifacts-page-browser")
 
 
-@pytest.fixture(scope="module")
-def served(module_root: Path) -> Iterator[tuple[ServedGateway, IsolatedHomes]]:
-    with serving_in_own_homes(module_root) as pair:
-        yield pair
-
-
-@pytest.fixture(scope="module")
-def module_dashboard(served: tuple[ServedGateway, IsolatedHomes], module_root: Path,
-                     chromium_path: str) -> Iterator[Dashboard]:
-    with shared_dashboard(served[0], module_root / "screenshots", chromium_path, "/") as shared:
-        yield shared
-
-
 @pytest.fixture
-def dashboard(module_dashboard: Dashboard, served: tuple[ServedGateway, IsolatedHomes]) -> Iterator[Dashboard]:
+def dashboard(module_dashboard: Dashboard, module_homes: IsolatedHomes) -> Iterator[Dashboard]:
     with pytest.MonkeyPatch.context() as patch:
-        isolate_homes(patch, served[1].root)  # the store in this process writes what the host reads
+        isolate_homes(patch, module_homes.root)  # the store in this process writes what the host reads
         with pages_for_a_test(module_dashboard) as pages:
             yield pages
 
@@ -212,12 +198,12 @@ def test_hostile_html_stays_inside_its_sandbox(dashboard: Dashboard) -> None:
 
 
 def test_a_pending_deploy_confirmed_on_the_page_publishes_into_the_web_root(
-        dashboard: Dashboard, served: tuple[ServedGateway, IsolatedHomes]) -> None:
+        dashboard: Dashboard, module_homes: IsolatedHomes) -> None:
     from kirocrew_core.artifacts import deploy
     from kirocrew_core.artifacts.access import Actor
     from kirocrew_core.config import set_value
 
-    web_root = served[1].root / "public_html"
+    web_root = module_homes.root / "public_html"
     web_root.mkdir(exist_ok=True)
     set_value(deploy.DEPLOY_DIR_KEY, str(web_root))
     agent = Actor(tree="conv-launch", conversation="conv-launch", source="chat")

@@ -12,12 +12,11 @@ them).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from kirocrew_testing.browser import Dashboard, OpenedPage, ServedGateway, pages_for_a_test, shared_dashboard
+from kirocrew_testing.browser import Dashboard, OpenedPage, ServedGateway, pages_for_a_test
 from kirocrew_testing.homes import IsolatedHomes, isolate_homes
 from playwright.sync_api import expect
 
@@ -25,6 +24,7 @@ from kirocrew_core.notifications import store as notifications
 from kirocrew_core.webhooks import store as hooks
 
 TIMEOUT_MS = 30_000
+FIRST_PAGE = "/hooks"  # the test kit's module_dashboard opens it first
 
 
 @pytest.fixture(scope="module")
@@ -41,12 +41,6 @@ def owner(module_owner: httpx.Client, module_homes: IsolatedHomes) -> Iterator[h
         for hook in hooks.all_hooks():
             hooks.revoke(hook.hook_id)
         yield module_owner
-
-
-@pytest.fixture(scope="module")
-def module_dashboard(module_served: ServedGateway, module_root: Path, chromium_path: str) -> Iterator[Dashboard]:
-    with shared_dashboard(module_served, module_root / "screenshots", chromium_path, "/hooks") as shared:
-        yield shared
 
 
 @pytest.fixture

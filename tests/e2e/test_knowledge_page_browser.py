@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from kirocrew_testing.browser import Dashboard, OpenedPage, ServedGateway, pages_for_a_test
-from kirocrew_testing.browser import shared_dashboard
+from kirocrew_testing.browser import Dashboard, OpenedPage, pages_for_a_test
 from kirocrew_testing.homes import IsolatedHomes, isolate_homes
 from kirocrew_testing.servers.skills_registry import skills_registry
 from kirocrew_testing.skill_folders import write_skill
@@ -29,12 +27,6 @@ FILES = 2000
 WORDS = 300
 #: A file name that is markup: the page shows it as text.
 HOSTILE_NAME = "<img src=x onerror=alert(1)>.md"
-
-
-@pytest.fixture(scope="module")
-def module_dashboard(module_served: ServedGateway, module_root: Path, chromium_path: str) -> Iterator[Dashboard]:
-    with shared_dashboard(module_served, module_root / "screenshots", chromium_path, "/") as shared:
-        yield shared
 
 
 @pytest.fixture

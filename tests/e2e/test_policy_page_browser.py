@@ -20,25 +20,18 @@ import pytest
 from kirocrew_testing.browser import (
     Dashboard,
     OpenedPage,
-    ServedGateway,
     pages_for_a_test,
-    shared_dashboard,
 )
 from kirocrew_testing.homes import IsolatedHomes, isolate_homes
 from playwright.sync_api import expect
 
 TIMEOUT_MS = 30_000
+FIRST_PAGE = "/policy"  # the test kit's module_dashboard opens it first
 
 
 @pytest.fixture(scope="module")
 def owner(module_owner: httpx.Client) -> httpx.Client:
     return module_owner
-
-
-@pytest.fixture(scope="module")
-def module_dashboard(module_served: ServedGateway, module_root: Path, chromium_path: str) -> Iterator[Dashboard]:
-    with shared_dashboard(module_served, module_root / "screenshots", chromium_path, "/policy") as shared:
-        yield shared
 
 
 @pytest.fixture

@@ -25,7 +25,6 @@ from typing import Any
 import pytest
 from kirocrew_testing.aio import run_bounded
 from kirocrew_testing.browser import Dashboard, ServedGateway, pages_for_a_test, serving_in_own_homes
-from kirocrew_testing.browser import shared_dashboard
 from kirocrew_testing.core_sessions import McpClient, stdio_session
 from kirocrew_testing.fixtures import kirocrew_argv
 from kirocrew_testing.homes import IsolatedHomes
@@ -92,17 +91,10 @@ def installed(module_root: Path) -> Installed:
 
 
 @pytest.fixture(scope="module")
-def served(installed: Installed, module_root: Path) -> Iterator[tuple[ServedGateway, IsolatedHomes]]:
+def module_served_homes(installed: Installed, module_root: Path) -> Iterator[tuple[ServedGateway, IsolatedHomes]]:
     """One ``kirocrew serve`` run by the fresh environment's Python, in homes of its own."""
     with serving_in_own_homes(module_root, command=installed.kirocrew()) as pair:
         yield pair
-
-
-@pytest.fixture(scope="module")
-def module_dashboard(served: tuple[ServedGateway, IsolatedHomes], module_root: Path,
-                     chromium_path: str) -> Iterator[Dashboard]:
-    with shared_dashboard(served[0], module_root / "screenshots", chromium_path, "/") as shared:
-        yield shared
 
 
 def test_the_wheel_carries_the_pages_template_and_script_and_the_entry_point(installed: Installed) -> None:
@@ -142,9 +134,10 @@ def test_its_page_greets_in_chromium(module_dashboard: Dashboard) -> None:
 
 
 def test_its_tools_answer_real_mcp_clients_through_the_host(installed: Installed,
-                                                            served: tuple[ServedGateway, IsolatedHomes],
+                                                            module_served_homes: tuple[ServedGateway,
+                                                                                       IsolatedHomes],
                                                             tmp_path: Path) -> None:
-    gateway, homes = served
+    gateway, homes = module_served_homes
 
     async def call(command: str, tool: str, **arguments: str) -> tuple[list[str], tuple[str, str | None]]:
         stderr = tmp_path / f"{command}.stderr"

@@ -17,25 +17,20 @@ from pathlib import Path
 
 import httpx
 import pytest
-from kirocrew_testing.browser import Dashboard, ServedGateway, pages_for_a_test, shared_dashboard
+from kirocrew_testing.browser import Dashboard, ServedGateway, pages_for_a_test
 from kirocrew_testing.fixtures import kirocrew_argv
 from kirocrew_testing.homes import IsolatedHomes
 from kirocrew_testing.requirements import executable
 from playwright.sync_api import expect
 
 TIMEOUT_MS = 30_000
+FIRST_PAGE = "/workflows"  # the test kit's module_dashboard opens it first
 
 
 @pytest.fixture(scope="module")
 def module_served_homes(module_hosted_homes: tuple[ServedGateway, IsolatedHomes]) -> tuple[ServedGateway,
                                                                                           IsolatedHomes]:
     return module_hosted_homes
-
-
-@pytest.fixture(scope="module")
-def module_dashboard(module_served: ServedGateway, module_root: Path, chromium_path: str) -> Iterator[Dashboard]:
-    with shared_dashboard(module_served, module_root / "screenshots", chromium_path, "/workflows") as shared:
-        yield shared
 
 
 @pytest.fixture

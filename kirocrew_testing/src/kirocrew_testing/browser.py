@@ -328,6 +328,17 @@ def module_owner(module_served_homes: tuple[ServedGateway, IsolatedHomes]) -> It
         yield client
 
 
+@pytest.fixture(scope="module")
+def module_dashboard(module_served: ServedGateway, module_root: Path, chromium_path: str,
+                     request: pytest.FixtureRequest) -> Iterator[Dashboard]:
+    """One chromium on :func:`module_served` for the module's browser tests (:func:`shared_dashboard`), its
+    screenshots in ``<module_root>/screenshots``. Its first page is the module's ``FIRST_PAGE`` (default ``/``);
+    a module serving its own way overrides ``module_served_homes``."""
+    first_page = getattr(request.module, "FIRST_PAGE", "/")
+    with shared_dashboard(module_served, module_root / "screenshots", chromium_path, first_page) as shared:
+        yield shared
+
+
 @contextmanager
 def shared_dashboard(served: ServedGateway, artifacts: Path, chromium_path: str,
                      first_page: str) -> Iterator[Dashboard]:

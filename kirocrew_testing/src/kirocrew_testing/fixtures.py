@@ -136,6 +136,7 @@ from kirocrew_testing.browser import (  # noqa: E402, F401 - the dashboard-in-a-
     gateway_env,
     hosted_gateway_env,
     module_chromium,
+    module_dashboard,
     module_homes,
     module_hosted_homes,
     module_owner,
